@@ -1,0 +1,42 @@
+"""Launch shapes for the two ways a kernel runs here: compiled on a GPU, or in Triton's CPU interpreter.
+
+The interpreter pays a fixed 6-10 ms per program instance, and it cannot use a value loaded from
+memory as a loop bound (NumPy >= 2.4 refuses to turn the 1-element array into an int). So in the
+interpreter the same kernels run with few programs, many tokens per program and a host-side loop
+bound; on a GPU they run with vLLM's launch shape. Both compute the same outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+
+
+def is_interpreted(kernel) -> bool:
+    """True when ``kernel`` was defined under ``TRITON_INTERPRET=1`` (the decorator decides)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+@dataclass(frozen=True)
+class GatherLaunch:
+    num_workers: int  # programs per request (grid axis 1)
+    tokens_per_iter: int  # tokens one program handles per loop iteration
+    loop_to_gather_len: bool  # loop bound loaded from memory (vLLM) or a host-side upper bound
+
+
+#: vLLM's `(num_reqs, 128)` grid, one token per loop iteration, looping up to the loaded gather_len.
+VLLM_GATHER_LAUNCH = GatherLaunch(num_workers=128, tokens_per_iter=1, loop_to_gather_len=True)
+
+
+def interpreter_gather_launch(max_gather: int) -> GatherLaunch:
+    """One program per request, up to 128 tokens per iteration, host-side loop bound."""
+    tokens = min(128, triton.next_power_of_2(max(1, max_gather)))
+    return GatherLaunch(num_workers=1, tokens_per_iter=tokens, loop_to_gather_len=False)
+
+
+def interpreter_writer_tokens(num_tokens: int) -> int:
+    """Tokens per writer program in the interpreter (vLLM's writer uses one program per token)."""
+    return min(64, triton.next_power_of_2(max(1, num_tokens)))

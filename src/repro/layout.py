@@ -1,0 +1,111 @@
+"""The fp8_ds_mla byte layout of one DeepSeek-V4 K-cache block.
+
+Every size here is derived from the model's head geometry, so that the 584-byte token, the
+576-byte alignment and the padded block strides used elsewhere are computed, never typed in.
+
+Within a block of ``B`` stored tokens:
+
+* ``[p*576, p*576 + 448)``: token p, 448 fp8 e4m3 bytes (NoPE dims 0..447)
+* ``[p*576 + 448, p*576 + 576)``: token p, 64 bf16 RoPE values, stored unquantised
+* ``[B*576 + p*8, B*576 + p*8 + 8)``: token p, 7 UE8M0 scale exponents and one zero pad byte
+* ``[B*584, block_stride)``: padding up to the page alignment
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# DeepSeek-V4 attention head geometry (model config), in elements.
+HEAD_DIM = 512
+ROPE_DIM = 64
+NOPE_DIM = HEAD_DIM - ROPE_DIM  # 448
+QUANT_BLOCK = 64  # elements sharing one UE8M0 scale
+FP8_BYTES = 1
+BF16_BYTES = 2
+
+# Indexer head geometry (C4A layers): 128 fp8 values and one fp32 scale per token.
+INDEXER_HEAD_DIM = 128
+FP32_BYTES = 4
+
+#: fp32 -> fp8 e4m3fn saturation bound, ``torch.finfo(torch.float8_e4m3fn).max``.
+FP8_E4M3_MAX = 448.0
+#: UE8M0 exponent bias: a scale byte s means ``2 ** (s - 127)``.
+UE8M0_BIAS = 127
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def round_up(x: int, multiple: int) -> int:
+    """vLLM's ``round_up``: the smallest multiple of ``multiple`` not below ``x``."""
+    return ceil_div(x, multiple) * multiple
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """Byte sizes of one stored token; the defaults are DeepSeek-V4's."""
+
+    nope_dim: int = NOPE_DIM
+    rope_dim: int = ROPE_DIM
+    quant_block: int = QUANT_BLOCK
+
+    @property
+    def n_scales(self) -> int:
+        """Real UE8M0 exponents per token: one per 64-wide NoPE block (7)."""
+        return ceil_div(self.nope_dim, self.quant_block)
+
+    @property
+    def scale_bytes(self) -> int:
+        """Scale bytes per token, padded to a power of two (7 + 1 pad = 8)."""
+        n = self.n_scales
+        return 1 << (n - 1).bit_length()
+
+    @property
+    def fp8_bytes(self) -> int:
+        return self.nope_dim * FP8_BYTES  # 448
+
+    @property
+    def rope_bytes(self) -> int:
+        return self.rope_dim * BF16_BYTES  # 128
+
+    @property
+    def data_bytes(self) -> int:
+        """Contiguous per-token data (fp8 NoPE + bf16 RoPE): 576, also FlashMLA's page alignment."""
+        return self.fp8_bytes + self.rope_bytes
+
+    @property
+    def token_bytes(self) -> int:
+        """All bytes one token occupies in the cache: 584."""
+        return self.data_bytes + self.scale_bytes
+
+    @property
+    def head_dim(self) -> int:
+        return self.nope_dim + self.rope_dim  # 512
+
+    # Offsets inside a block of ``block_size`` tokens.
+    def data_offset(self, block_size: int, p: int) -> int:
+        return p * self.data_bytes
+
+    def rope_offset(self, block_size: int, p: int) -> int:
+        return p * self.data_bytes + self.fp8_bytes
+
+    def scale_offset(self, block_size: int, p: int) -> int:
+        return block_size * self.data_bytes + p * self.scale_bytes
+
+    def block_bytes(self, block_size: int) -> int:
+        """Bytes the tokens of one block occupy, without padding (``B * 584``)."""
+        return block_size * self.token_bytes
+
+    def block_stride(self, block_size: int, alignment: int | None = None) -> int:
+        """Distance between blocks: unpadded ``B * 584`` or padded up to ``alignment``."""
+        raw = self.block_bytes(block_size)
+        return raw if alignment is None else round_up(raw, alignment)
+
+
+#: The DeepSeek-V4 fp8_ds_mla token.
+DSV4 = TokenLayout()
+#: FlashMLA's page alignment: the per-token data size.
+FLASHMLA_ALIGNMENT = DSV4.data_bytes
+#: Bytes per stored indexer token: 128 fp8 values + one fp32 scale.
+INDEXER_TOKEN_BYTES = INDEXER_HEAD_DIM * FP8_BYTES + FP32_BYTES
