@@ -14,7 +14,8 @@ every load/store/atomic is classified against the launch's tensor arguments:
   yield ``other``, zero if none; stores and atomics are dropped), reported with the nearest
   argument as a guess.
 
-Counts are kept per launch, per kernel source line, per op. Usage::
+Counts are kept per launch, per source line of the innermost @triton.jit frame (the kernel, or
+the device function it called), per op (load/store/atomic). Usage::
 
     with checked_interpreter() as report:
         kernel[grid](...)
@@ -48,7 +49,7 @@ OUT_OF_BOUNDS = "out_of_bounds"  # class (c)
 # Views whose strides cannot be decomposed greedily (overlapping dims) are checked against a
 # sorted array of all their element offsets; above this many elements we fall back to the
 # view's bounding range and flag the argument as approximate.
-_MAX_ENUMERATED_ELEMENTS = 1 << 24
+_MAX_ENUMERATED_ELEMENTS = 1 << 23
 
 _state = threading.local()
 _active_lock = threading.Lock()
@@ -156,8 +157,9 @@ class _StorageGroup:
 class LaunchRecord:
     """What one ``kernel[grid](...)`` call did.
 
-    ``counts`` maps ``(line, op, klass, argument)`` to a number of lanes, with ``klass`` one of
-    ``out_of_view`` (b) / ``out_of_bounds`` (c); ``sources`` maps line -> source text;
+    ``counts`` maps ``(function, line, op, klass, argument)`` to a number of lanes, where
+    function/line is the innermost @triton.jit frame (kernel or device function) and ``klass`` is
+    ``out_of_view`` (b) or ``out_of_bounds`` (c); ``sources`` maps (function, line) -> source text;
     ``checked_lanes`` counts every unmasked lane that was classified (all classes).
     """
 
@@ -165,16 +167,16 @@ class LaunchRecord:
     kernel: str
     grid: Tuple[int, ...] = ()
     args: Dict[str, TensorArg] = field(default_factory=dict)
-    counts: Dict[Tuple[int, str, str, str], int] = field(default_factory=dict)
-    first_program: Dict[Tuple[int, str, str, str], Tuple[int, int, int]] = field(default_factory=dict)
-    sources: Dict[int, str] = field(default_factory=dict)
+    counts: Dict[Tuple[str, int, str, str, str], int] = field(default_factory=dict)
+    first_program: Dict[Tuple[str, int, str, str, str], Tuple[int, int, int]] = field(default_factory=dict)
+    sources: Dict[Tuple[str, int], str] = field(default_factory=dict)
     checked_lanes: int = 0
     # internal
     _groups: List[_StorageGroup] = field(default_factory=list, repr=False)
     _code: Any = field(default=None, repr=False)
 
     def lanes(self, klass: str) -> int:
-        return sum(v for (_, _, k, _), v in self.counts.items() if k == klass)
+        return sum(v for (_, _, _, k, _), v in self.counts.items() if k == klass)
 
 
 class CheckReport:
@@ -203,30 +205,32 @@ class CheckReport:
         }
 
     def to_dataframe(self):
-        """One row per (launch, line, op, klass, argument) with a nonzero lane count.
+        """One row per (launch, function, line, op, klass, argument) with a nonzero lane count.
 
-        Columns: launch, kernel, line, source, op, klass, argument, lanes, first_program.
+        Columns: launch, kernel, function, line, source, op, klass, argument, lanes,
+        first_program (grid index of the first program that hit the row).
         For ``out_of_bounds`` rows ``argument`` is the nearest argument's storage (a guess).
         """
         import pandas as pd
 
         rows = []
         for r in self.launches:
-            for (line, op, klass, arg), n in r.counts.items():
+            for (func, line, op, klass, arg), n in r.counts.items():
                 rows.append(
                     dict(
                         launch=r.index,
                         kernel=r.kernel,
+                        function=func,
                         line=line,
-                        source=r.sources.get(line, ""),
+                        source=r.sources.get((func, line), ""),
                         op=op,
                         klass=klass,
                         argument=arg,
                         lanes=n,
-                        first_program=r.first_program.get((line, op, klass, arg)),
+                        first_program=r.first_program.get((func, line, op, klass, arg)),
                     )
                 )
-        cols = ["launch", "kernel", "line", "source", "op", "klass", "argument", "lanes", "first_program"]
+        cols = ["launch", "kernel", "function", "line", "source", "op", "klass", "argument", "lanes", "first_program"]
         return pd.DataFrame(rows, columns=cols)
 
     def __repr__(self) -> str:
@@ -285,24 +289,34 @@ def _current_launch() -> Optional[LaunchRecord]:
 # lane classification
 
 
-def _kernel_line(rec: LaunchRecord) -> int:
-    """Line number of the launch's kernel frame (the rewritten kernel keeps the file's lines)."""
-    f = sys._getframe(2)
-    innermost = None
+_jit_codes: Dict[int, Any] = {}
+
+
+def _is_jit_code(code) -> bool:
+    """Is ``code`` a rewritten (interpreted) @triton.jit function: a kernel or a device function?"""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    fns = InterpretedFunction.rewritten_fn
+    if len(_jit_codes) != len(fns):
+        _jit_codes.clear()
+        _jit_codes.update({id(f.__code__): f.__code__ for f in fns.values() if hasattr(f, "__code__")})
+    return _jit_codes.get(id(code)) is code
+
+
+def _site(rec: LaunchRecord) -> Tuple[str, int]:
+    """(function, line) of the innermost @triton.jit frame on the stack (the kernel itself, or the
+    device function it called), so a report names the line that computed the address."""
+    f = sys._getframe(1)
     while f is not None:
-        if f.f_code is rec._code:
-            lineno = f.f_lineno
-            if lineno not in rec.sources:
-                rec.sources[lineno] = linecache.getline(f.f_code.co_filename, lineno).strip()
-            return lineno
-        if innermost is None and not f.f_code.co_filename.startswith(_TRITON_DIR) and f.f_code.co_filename != __file__:
-            innermost = f
+        if f.f_code is rec._code or _is_jit_code(f.f_code):
+            break
         f = f.f_back
-    if innermost is not None:
-        lineno = innermost.f_lineno
-        rec.sources.setdefault(lineno, linecache.getline(innermost.f_code.co_filename, lineno).strip())
-        return lineno
-    return -1
+    if f is None:
+        return ("?", -1)
+    site = (f.f_code.co_name, f.f_lineno)
+    if site not in rec.sources:
+        rec.sources[site] = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return site
 
 
 def _classify(rec: LaunchRecord, addrs: np.ndarray, active: np.ndarray, nbytes: int, op: str) -> np.ndarray:
@@ -332,16 +346,15 @@ def _classify(rec: LaunchRecord, addrs: np.ndarray, active: np.ndarray, nbytes: 
         return oob_full
     oov = ~in_view & (group_of >= 0)
     oob = group_of < 0
-    line = None
     if oov.any() or oob.any():
-        line = _kernel_line(rec)
+        func, line = _site(rec)
         from triton.runtime import interpreter as interp
 
         pid = tuple(int(x) for x in (getattr(interp.interpreter_builder, "grid_idx", None) or (0, 0, 0)))
     if oov.any():
         for g, cnt in enumerate(np.bincount(group_of[oov], minlength=len(groups))):
             if cnt:
-                key = (line, op, OUT_OF_VIEW, groups[g].label)
+                key = (func, line, op, OUT_OF_VIEW, groups[g].label)
                 rec.counts[key] = rec.counts.get(key, 0) + int(cnt)
                 rec.first_program.setdefault(key, pid)
     if oob.any():
@@ -356,7 +369,7 @@ def _classify(rec: LaunchRecord, addrs: np.ndarray, active: np.ndarray, nbytes: 
             nearest, labels = np.array([bad.size]), ["<none>"]
         for g, cnt in enumerate(nearest):
             if cnt:
-                key = (line, op, OUT_OF_BOUNDS, labels[g])
+                key = (func, line, op, OUT_OF_BOUNDS, labels[g])
                 rec.counts[key] = rec.counts.get(key, 0) + int(cnt)
                 rec.first_program.setdefault(key, pid)
         oob_full.reshape(-1)[idx[oob]] = True
@@ -487,9 +500,6 @@ def _check_supported():
         )
 
 
-_TRITON_DIR = ""
-
-
 @contextlib.contextmanager
 def checked_interpreter() -> Iterator[CheckReport]:
     """Bounds-check every interpreted launch inside the block; yields the :class:`CheckReport`.
@@ -498,12 +508,10 @@ def checked_interpreter() -> Iterator[CheckReport]:
     restored however the block exits. Not reentrant (nesting raises RuntimeError): two reports
     would each see the other's launches.
     """
-    global _active, _TRITON_DIR
+    global _active
     _check_supported()
-    import triton
     from triton.runtime import interpreter as interp
 
-    _TRITON_DIR = os.path.dirname(triton.__file__)
     report = CheckReport()
     with _active_lock:
         if _active is not None:

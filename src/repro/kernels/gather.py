@@ -27,10 +27,15 @@ from .launch import VLLM_GATHER_LAUNCH, interpreter_gather_launch, is_interprete
 @triton.jit
 def _gather_tokens(i, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr, block_table_ptr,
                    block_table_row_pitch, offset, CACHE_BLOCK_SIZE: tl.constexpr, BLOCK_STRIDE: tl.constexpr,
-                   FP8_DIM: tl.constexpr, QUANT_BLOCK: tl.constexpr, N_QUANT_BLOCKS: tl.constexpr,
+                   FP8_DIM: tl.constexpr, HEAD_DIM: tl.constexpr, QUANT_BLOCK: tl.constexpr,
                    TOKEN_DATA_SIZE: tl.constexpr, SCALE_DIM: tl.constexpr, SCALE_BIAS: tl.constexpr):
-    """Dequantise and copy the tokens ``i`` (a vector of gather indices) of request ``b``."""
-    cols = tl.arange(0, QUANT_BLOCK)
+    """Dequantise and copy the tokens ``i`` (a vector of gather indices) of request ``b``.
+
+    One ``[tokens, 512]`` tile per step: columns below 448 are fp8 x 2**(scale - 127), the rest are
+    the stored bf16 RoPE values.
+    """
+    cols = tl.arange(0, HEAD_DIM)
+    is_nope = cols < FP8_DIM
     valid = i < gather_len
     pos = start + i
     logical = pos // CACHE_BLOCK_SIZE
@@ -39,18 +44,17 @@ def _gather_tokens(i, b, gather_len, start, out_ptr, out_stride0, out_stride1, k
     block_base = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
     data = block_base + slot * TOKEN_DATA_SIZE
     scales = block_base + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
-    out_row = out_ptr + b.to(tl.int64) * out_stride0 + (offset + i).to(tl.int64) * out_stride1
-    valid2 = valid[:, None]
-    for q in tl.static_range(N_QUANT_BLOCKS):
-        s = tl.load(scales + q, mask=valid, other=SCALE_BIAS).to(tl.int32)
-        # 2**(s - 127) built from its bits: exact on the GPU and in the interpreter alike.
-        scale = (s << 23).to(tl.float32, bitcast=True)
-        x = tl.load(data[:, None] + q * QUANT_BLOCK + cols[None, :], mask=valid2, other=0)
-        value = x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, None]
-        tl.store(out_row[:, None] + q * QUANT_BLOCK + cols[None, :], value.to(tl.bfloat16), mask=valid2)
+    nope_mask = valid[:, None] & is_nope[None, :]
+    rope_mask = valid[:, None] & (cols >= FP8_DIM)[None, :]
+    s = tl.load(scales[:, None] + (cols // QUANT_BLOCK)[None, :], mask=nope_mask, other=SCALE_BIAS).to(tl.int32)
+    # 2**(s - 127) built from its bits: exact on the GPU and in the interpreter alike.
+    scale = (s << 23).to(tl.float32, bitcast=True)
+    x = tl.load(data[:, None] + cols[None, :], mask=nope_mask, other=0)
+    nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
     rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.bfloat16))
-    rope = tl.load(rope_ptr[:, None] + cols[None, :], mask=valid2, other=0.0)
-    tl.store(out_row[:, None] + FP8_DIM + cols[None, :], rope, mask=valid2)
+    rope = tl.load(rope_ptr[:, None] + (cols - FP8_DIM)[None, :], mask=rope_mask, other=0.0)
+    out_row = out_ptr + b.to(tl.int64) * out_stride0 + (offset + i).to(tl.int64) * out_stride1
+    tl.store(out_row[:, None] + cols[None, :], tl.where(is_nope[None, :], nope, rope), mask=valid[:, None])
 
 
 @triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
@@ -72,8 +76,8 @@ def _dequantize_and_gather_k_kernel(
     LOOP_TO_GATHER_LEN: tl.constexpr,
     MAX_ITERS: tl.constexpr,  # interpreter only: host-side bound, cdiv(out.shape[1] - offset, step)
     FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
-    N_QUANT_BLOCKS: tl.constexpr,
     TOKEN_DATA_SIZE: tl.constexpr,
     SCALE_DIM: tl.constexpr,
     SCALE_BIAS: tl.constexpr,
@@ -92,13 +96,13 @@ def _dequantize_and_gather_k_kernel(
         for i0 in range(worker * TOKENS_PER_ITER, gather_len, NUM_WORKERS * TOKENS_PER_ITER):
             _gather_tokens(i0 + toks, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr,
                            block_table_ptr, block_table_row_pitch, offset, CACHE_BLOCK_SIZE, BLOCK_STRIDE,
-                           FP8_DIM, QUANT_BLOCK, N_QUANT_BLOCKS, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
+                           FP8_DIM, HEAD_DIM, QUANT_BLOCK, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
     else:
         for it in range(MAX_ITERS):
             i0 = worker * TOKENS_PER_ITER + it * NUM_WORKERS * TOKENS_PER_ITER
             _gather_tokens(i0 + toks, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr,
                            block_table_ptr, block_table_row_pitch, offset, CACHE_BLOCK_SIZE, BLOCK_STRIDE,
-                           FP8_DIM, QUANT_BLOCK, N_QUANT_BLOCKS, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
+                           FP8_DIM, HEAD_DIM, QUANT_BLOCK, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
 
 
 def check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
@@ -148,8 +152,8 @@ def _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset
         LOOP_TO_GATHER_LEN=launch.loop_to_gather_len,
         MAX_ITERS=0 if launch.loop_to_gather_len else triton.cdiv(max_gather, launch.num_workers * launch.tokens_per_iter),
         FP8_DIM=DSV4.fp8_bytes,
+        HEAD_DIM=DSV4.head_dim,
         QUANT_BLOCK=DSV4.quant_block,
-        N_QUANT_BLOCKS=DSV4.n_scales,
         TOKEN_DATA_SIZE=DSV4.data_bytes,
         SCALE_DIM=DSV4.scale_bytes,
         SCALE_BIAS=UE8M0_BIAS,

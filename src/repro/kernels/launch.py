@@ -32,8 +32,8 @@ VLLM_GATHER_LAUNCH = GatherLaunch(num_workers=128, tokens_per_iter=1, loop_to_ga
 
 
 def interpreter_gather_launch(max_gather: int) -> GatherLaunch:
-    """One program per request, up to 128 tokens per iteration, host-side loop bound."""
-    tokens = min(128, triton.next_power_of_2(max(1, max_gather)))
+    """One program per request, up to 256 tokens per iteration, host-side loop bound."""
+    tokens = min(256, triton.next_power_of_2(max(1, max_gather)))
     return GatherLaunch(num_workers=1, tokens_per_iter=tokens, loop_to_gather_len=False)
 
 

@@ -1,0 +1,61 @@
+"""What a run ran on: versions, device, driver, git revision and sanitizer availability."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+#: Where CUDA images usually keep the tool when it is not on PATH.
+SANITIZER_FALLBACKS = ("/usr/local/cuda/bin/compute-sanitizer",)
+
+
+def find_compute_sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for candidate in SANITIZER_FALLBACKS:
+        if Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, cwd=cwd)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_revision(root: Path) -> dict:
+    sha = _run(["git", "rev-parse", "HEAD"], root)
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], root)
+    return {"git_sha": sha or "unknown", "git_dirty": bool(dirty) if dirty is not None else None}
+
+
+def describe(root: Path) -> dict:
+    import torch
+    import triton
+
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "device": "cpu (Triton interpreter)",
+        "driver": None,
+        "cuda_runtime": torch.version.cuda,
+    }
+    if torch.cuda.is_available():
+        info["device"] = torch.cuda.get_device_name(0)
+        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    sanitizer = find_compute_sanitizer()
+    info["compute_sanitizer"] = sanitizer or "unavailable"
+    if sanitizer:
+        version = _run([sanitizer, "--version"])
+        info["compute_sanitizer_version"] = version.splitlines()[-1] if version else None
+    info.update(git_revision(root))
+    return info

@@ -1,0 +1,120 @@
+"""One gather case: build the scenario, run an implementation, compare it bitwise with the reference.
+
+A case is described by plain data (a :class:`~repro.scenarios.ScenarioSpec` and an implementation
+path) so that it runs the same in this process or in a child (``python -m repro.gather_cases``),
+which is how faulting cases are kept from taking a run down.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .implementations import load_implementation
+from .reference import dequantize_and_gather_reference
+from .scenarios import GatherScenario, ScenarioSpec, build_scenario
+
+
+@dataclass
+class CaseResult:
+    implementation: str
+    status: str  # "ok" | "error" | "crashed" | "timeout"
+    total_tokens: int = 0
+    mismatched_tokens: int | None = None
+    stray_writes: int | None = None  # output rows outside the gather range that changed
+    error: str = ""
+    returncode: int | None = None
+    out_of_view_lanes: int | None = None  # checked interpreter: inside some storage, outside every view
+    out_of_bounds_lanes: int | None = None  # checked interpreter: outside every argument
+    checked_lines: str = ""  # kernel lines the flagged lanes came from
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def gathered_rows_mask(scenario: GatherScenario, out: torch.Tensor) -> torch.Tensor:
+    """``[num_reqs, out_rows]``: True where the gather must write (rows offset .. offset+gather_len)."""
+    lens = scenario.gather_lens if scenario.gather_lens is not None else scenario.seq_lens
+    rows = torch.arange(out.shape[1], device=out.device)
+    off = scenario.spec.offset
+    return (rows[None, :] >= off) & (rows[None, :] < off + lens.long()[:, None])
+
+
+def compare_bitwise(out: torch.Tensor, ref: torch.Tensor, scenario: GatherScenario) -> tuple[int, int]:
+    """(mismatched gathered tokens, changed rows that nobody should write), bf16 compared as int16."""
+    differs = (out.view(torch.int16) != ref.view(torch.int16)).any(dim=-1)
+    mask = gathered_rows_mask(scenario, out)
+    return int(differs[mask].sum()), int(differs[~mask].sum())
+
+
+def reference_output(scenario: GatherScenario) -> torch.Tensor:
+    ref = scenario.fresh_out()
+    dequantize_and_gather_reference(*scenario.args(ref))
+    return ref
+
+
+def flagged_lines(report) -> str:
+    """``function:line op class=lanes`` for every kernel line the checked interpreter flagged."""
+    frame = report.to_dataframe()
+    if frame.empty:
+        return ""
+    frame = frame[frame["klass"] != "in_view"]
+    grouped = frame.groupby(["function", "line", "op", "klass"], sort=True)["lanes"].sum()
+    return "; ".join(f"{fn}:{line} {op} {klass}={int(n)}" for (fn, line, op, klass), n in grouped.items())
+
+
+def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
+             scenario: GatherScenario | None = None, reference: torch.Tensor | None = None) -> CaseResult:
+    """Run one implementation on one scenario; exceptions become an ``error`` result, never escape."""
+    result = CaseResult(implementation=implementation, status="ok")
+    try:
+        fn = load_implementation(implementation)
+        scenario = scenario or build_scenario(spec)
+        result.total_tokens = scenario.total_tokens
+        ref = reference if reference is not None else reference_output(scenario)
+        out = scenario.fresh_out()
+        if checked:
+            from .checked_interp import checked_interpreter
+
+            with checked_interpreter() as report:
+                fn(*scenario.args(out))
+            result.out_of_view_lanes = report.out_of_view_lanes
+            result.out_of_bounds_lanes = report.out_of_bounds_lanes
+            result.checked_lines = flagged_lines(report)
+        else:
+            fn(*scenario.args(out))
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        result.mismatched_tokens, result.stray_writes = compare_bitwise(out, ref, scenario)
+    except Exception as exc:  # recorded as a result row; the sweep goes on
+        result.status = "error"
+        result.error = f"{type(exc).__name__}: {exc}"[:500]
+        result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
+    return result
+
+
+def _child_main(argv: list[str]) -> int:
+    """Child-process entry: one case from JSON, its result as the last stdout line."""
+    payload = json.loads(argv[0])
+    spec = ScenarioSpec(**payload["spec"])
+    t0 = time.perf_counter()
+    result = run_case(spec, payload["implementation"], checked=payload.get("checked", False))
+    if spec.device.startswith("cuda"):
+        # Surface asynchronous faults here, inside the child.
+        try:
+            torch.cuda.synchronize()
+        except Exception as exc:
+            result.status, result.error = "error", f"{type(exc).__name__}: {exc}"[:500]
+    result.extra["child_seconds"] = round(time.perf_counter() - t0, 3)
+    print("\n" + json.dumps(result.to_dict()), flush=True)
+    return 0 if result.status == "ok" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""The request-count sweep of notebook 02: every variant, both sentinel modes, as check rows.
+
+Expected: ``fixed``, ``contiguous-copy`` and the implementation under test match the reference at
+every count; ``buggy`` equals the reference at one request and differs (or faults) from two on.
+A buggy result that stops differing is a failed check, like a fixed path that breaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from .gather_cases import CaseResult, reference_output, run_case
+from .implementations import BUILTIN
+from .isolate import run_case_isolated
+from .results import ResultTable
+from .scenarios import ScenarioSpec, build_scenario
+
+SWEEP_VARIANTS = ("buggy", "fixed", "contiguous-copy")
+UNDER_TEST = "under-test"
+
+
+def expected_for(variant: str, num_reqs: int) -> str:
+    if variant == "buggy":
+        return "matches reference" if num_reqs == 1 else "differs from reference or faults"
+    return "matches reference"
+
+
+def observed_text(r: CaseResult) -> str:
+    if r.status != "ok":
+        return f"{r.status}: {r.error}"[:200]
+    text = f"{r.mismatched_tokens}/{r.total_tokens} tokens differ"
+    if r.stray_writes:
+        text += f", {r.stray_writes} stray rows written"
+    return text
+
+
+def verdict(variant: str, num_reqs: int, r: CaseResult) -> bool:
+    clean = r.status == "ok" and r.mismatched_tokens == 0 and r.stray_writes == 0
+    if variant == "buggy" and num_reqs > 1:
+        return r.status == "crashed" or (r.status == "ok" and r.mismatched_tokens > 0)
+    return clean
+
+
+def check_name(variant: str) -> str:
+    return "buggy kernel reproduces the bug" if variant == "buggy" else "gather matches the reference"
+
+
+def memory_verdict(variant: str, mode: str, num_reqs: int, r: CaseResult) -> tuple[str, bool] | None:
+    """Checked-interpreter expectation: buggy reads outside the view (in-range) or outside every
+    argument (poison) from two requests on; every other variant, and one request, none."""
+    if r.out_of_view_lanes is None:
+        return None
+    flagged = r.out_of_bounds_lanes if mode == "poison" else r.out_of_view_lanes
+    if variant == "buggy" and num_reqs > 1:
+        what = "lanes outside every argument" if mode == "poison" else "block-table lanes outside the view"
+        return f"> 0 {what}", flagged > 0
+    return "0 flagged lanes", (r.out_of_view_lanes + r.out_of_bounds_lanes) == 0
+
+
+def run_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, *, on_gpu: bool,
+              interpreted: bool, cases: ResultTable, safety: ResultTable | None = None,
+              timeout_s: float = 120.0, progress=None) -> pd.DataFrame:
+    """Run every (mode, count, variant) case, appending one check row per case as it finishes."""
+    variants = [(v, BUILTIN[v]) for v in SWEEP_VARIANTS] + [(UNDER_TEST, implementation)]
+    for mode in modes:
+        for n in request_counts:
+            spec = replace(base, num_reqs=n, mode=mode)
+            scenario = build_scenario(spec)
+            ref = reference_output(scenario)
+            for variant, path in variants:
+                can_fault = mode == "poison" and (variant == "buggy" or path not in BUILTIN.values())
+                if can_fault and (on_gpu or not interpreted or path not in BUILTIN.values()):
+                    r, _ = run_case_isolated(spec, path, timeout_s=timeout_s, checked=interpreted)
+                else:
+                    r = run_case(spec, path, checked=interpreted, scenario=scenario, reference=ref)
+                cases.append({
+                    "check": check_name(variant), "variant": variant, "mode": mode, "num_reqs": n,
+                    "expected": expected_for(variant, n), "observed": observed_text(r),
+                    "ok": verdict(variant, n, r), "implementation": path, "status": r.status,
+                    "mismatched_tokens": r.mismatched_tokens, "total_tokens": r.total_tokens,
+                    "stray_writes": r.stray_writes, "error": r.error,
+                })
+                mem = memory_verdict(variant, mode, n, r) if safety is not None else None
+                if mem is not None:
+                    safety.append({
+                        "check": "checked interpreter flags exactly the buggy reads", "variant": variant,
+                        "mode": mode, "num_reqs": n, "expected": mem[0],
+                        "observed": f"{r.out_of_view_lanes} outside view, {r.out_of_bounds_lanes} outside all",
+                        "ok": mem[1], "out_of_view_lanes": r.out_of_view_lanes,
+                        "out_of_bounds_lanes": r.out_of_bounds_lanes, "lines": r.checked_lines,
+                    })
+                if progress:
+                    progress(mode, n, variant, r)
+    return cases.frame()
+
+
+def mismatch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """``mode x num_reqs`` rows, one column per variant: "mismatched/total" or the fault."""
+    def cell(row):
+        if row["status"] != "ok":
+            return row["status"]
+        return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
+
+    f = frame.assign(result=frame.apply(cell, axis=1))
+    return f.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")

@@ -1,0 +1,111 @@
+"""Notebook parameters: their types, the values each accepts, and validation before anything runs.
+
+papermill only warns about a parameter a notebook does not declare and never checks a value, so
+the runner checks every ``-p NAME=VALUE`` here first: an unknown name, a wrong type or an
+out-of-range value is one line naming the parameter and what is accepted (exit code 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import yaml
+
+#: Set by the runner itself; a user may not pass them with -p.
+RESERVED = ("profile", "run_dir")
+MAX_REQUESTS = 256
+
+
+class ParameterError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: type  # int, float, str or list
+    accepted: str  # what a user may pass, in words
+    check: Callable[[Any], bool] = lambda v: True
+    item_kind: type | None = None  # element type for lists
+
+
+def _is_pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+SCHEMA: dict[str, Param] = {
+    # notebook 01
+    "block_size": Param(int, "a positive multiple of 256 (vLLM's --block-size; DeepSeek-V4 compresses by "
+                        "up to 128 and SWA blocks are block_size/4, a multiple of 64)",
+                        lambda v: v > 0 and v % 256 == 0),
+    "pool_bytes": Param(int, "0 (the pool of the seed's error) or a positive byte count", lambda v: v >= 0),
+    # notebooks 02 and 03
+    "request_counts": Param(list, f"a non-empty list of integers from 1 to {MAX_REQUESTS}",
+                            lambda v: len(v) > 0 and all(1 <= x <= MAX_REQUESTS for x in v), item_kind=int),
+    "cache_block_size": Param(int, "a power of two from 1 to 256 (tokens per stored cache block)",
+                              lambda v: _is_pow2(v) and v <= 256),
+    "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536",
+                         lambda v: 0 <= v <= 65536),
+    "backing_width": Param(int, "0 (twice the narrowed width) or more columns than the longest request needs",
+                           lambda v: v >= 0),
+    "seed": Param(int, "a non-negative integer", lambda v: v >= 0),
+    "sentinel_modes": Param(list, "a non-empty list drawn from 'in-range' and 'poison'",
+                            lambda v: len(v) > 0 and set(v) <= {"in-range", "poison"}, item_kind=str),
+    "implementation": Param(str, "'package.module:function' with vLLM's gather signature"),
+    "case_timeout_s": Param(float, "0 (the profile's default) or a positive number of seconds", lambda v: v >= 0),
+    "sanitizer": Param(str, "'auto' (use compute-sanitizer where present), 'required' or 'off'",
+                       lambda v: v in ("auto", "required", "off")),
+    "seq_lens": Param(list, "a non-empty list of integers from 1 to 65536 (tokens per request)",
+                      lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v), item_kind=int),
+    "bench_variants": Param(list, "a non-empty list drawn from 'fixed' and 'fast'",
+                            lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"}, item_kind=str),
+}
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with VALUE read as YAML (``64``, ``[1, 2, 4]``, ``poison``)."""
+    if "=" not in text:
+        raise ParameterError(f"-p {text!r}: expected NAME=VALUE")
+    name, raw = text.split("=", 1)
+    name = name.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return name, value
+
+
+def _type_ok(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
+    """Check one parameter against the schema and the notebooks' declarations; return it normalised."""
+    if name in RESERVED:
+        raise ParameterError(f"{name}: set by the runner (use --profile/--out), not with -p")
+    if name not in declared_by:
+        known = ", ".join(sorted(declared_by))
+        raise ParameterError(f"{name}: unknown parameter; accepted: {known}")
+    spec = SCHEMA.get(name)
+    if spec is None:
+        return value
+    if not _type_ok(value, spec.kind) or (spec.item_kind is not None and
+                                          not all(_type_ok(x, spec.item_kind) for x in value)):
+        raise ParameterError(f"{name}: {value!r} has the wrong type; accepted: {spec.accepted}")
+    if not spec.check(value):
+        raise ParameterError(f"{name}: {value!r} is out of range; accepted: {spec.accepted}")
+    if spec.kind is float:
+        value = float(value)
+    return value
+
+
+def validate_all(assignments: list[str], declared_by: dict[str, list[str]]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for text in assignments:
+        name, value = parse_assignment(text)
+        params[name] = validate(name, value, declared_by)
+    return params

@@ -1,0 +1,99 @@
+"""Figures for the notebooks and the report, saved as PNG into the run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+VARIANT_STYLE = {
+    "buggy": dict(color="#c0392b", marker="o"),
+    "fixed": dict(color="#27ae60", marker="s"),
+    "contiguous-copy": dict(color="#2980b9", marker="^"),
+    "under-test": dict(color="#8e44ad", marker="x", linestyle="--"),
+    "fast": dict(color="#e67e22", marker="D"),
+    "contiguous-table": dict(color="#7f8c8d", marker="v"),
+}
+
+
+def save(fig, run_dir: str | Path | None, name: str) -> Path | None:
+    """Write ``plots/<name>.png`` in the run folder (if any) and return its path."""
+    if not run_dir:
+        return None
+    path = Path(run_dir) / "plots" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def reshape_overrun(frame: pd.DataFrame):
+    """Required / available bytes per cache group, buggy vs fixed (log scale; 1 = the pool)."""
+    groups = list(dict.fromkeys(frame["cache group"]))
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.38
+    for k, variant in enumerate(("buggy", "fixed")):
+        sub = frame[frame.variant == variant].set_index("cache group").loc[groups]
+        xs = [i + (k - 0.5) * width for i in range(len(groups))]
+        ax.bar(xs, sub["required_bytes"] / sub["available_bytes"], width, label=variant,
+               color=VARIANT_STYLE[variant]["color"])
+        for x, v in zip(xs, sub["required_bytes"] / sub["available_bytes"]):
+            ax.annotate(f"{v:.3g}x", (x, v), ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("required / available bytes")
+    ax.set_title("Reshape view extent against the KV-cache pool (above 1 = out of bounds)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def gather_mismatches(frame: pd.DataFrame):
+    """Fraction of gathered tokens that differ from the reference, per variant and request count."""
+    modes = list(dict.fromkeys(frame["mode"]))
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.6), squeeze=False, sharey=True)
+    for ax, mode in zip(axes[0], modes):
+        sub = frame[frame["mode"] == mode]
+        for variant, g in sub.groupby("variant", sort=False):
+            g = g.sort_values("num_reqs")
+            ok = g["status"] == "ok"
+            frac = (g["mismatched_tokens"] / g["total_tokens"]).where(ok)
+            ax.plot(g["num_reqs"], frac, label=variant, **VARIANT_STYLE.get(variant, {}))
+            faulted = g[~ok]
+            if len(faulted):
+                ax.scatter(faulted["num_reqs"], [1.02] * len(faulted), marker="X", s=60,
+                           color=VARIANT_STYLE.get(variant, {}).get("color", "black"),
+                           label=f"{variant}: {faulted['status'].iloc[0]}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("requests")
+        ax.set_title(f"sentinel mode: {mode}")
+        ax.set_ylim(-0.03, 1.08)
+    axes[0][0].set_ylabel("tokens differing from reference")
+    axes[0][-1].legend(fontsize=8, loc="center right")
+    fig.suptitle("Gather through a column-narrowed block table", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
+def counts_by_request(frame: pd.DataFrame, value: str, title: str, ylabel: str, log: bool = True):
+    """One line per variant (and mode, if present) of ``value`` against request count."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    keys = ["variant", "mode"] if "mode" in frame else ["variant"]
+    for key, g in frame.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values("num_reqs")
+        style = dict(VARIANT_STYLE.get(key[0], {}))
+        if len(key) > 1 and key[1] == "in-range":
+            style["linestyle"] = ":"
+        ax.plot(g["num_reqs"], g[value].astype(float).clip(lower=0.5 if log else None), label=" / ".join(key), **style)
+    ax.set_xscale("log", base=2)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("requests")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

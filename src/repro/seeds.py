@@ -1,0 +1,15 @@
+"""The figures the two pull requests report, kept in ``data/seeds/`` as the targets to compare with."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+SEED_DIR = Path(__file__).resolve().parents[2] / "data" / "seeds"
+
+
+@lru_cache(maxsize=None)
+def load(pr: int) -> dict:
+    """``load(43988)`` or ``load(55109)``."""
+    return json.loads((SEED_DIR / f"pr-{pr}.json").read_text())
