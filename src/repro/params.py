@@ -88,7 +88,7 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
     if name in RESERVED:
         raise ParameterError(f"{name}: set by the runner (use --profile/--out), not with -p")
     if name not in declared_by:
-        known = ", ".join(sorted(declared_by))
+        known = ", ".join(sorted(n for n in declared_by if n not in RESERVED))
         raise ParameterError(f"{name}: unknown parameter; accepted: {known}")
     spec = SCHEMA.get(name)
     if spec is None:

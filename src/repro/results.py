@@ -98,3 +98,14 @@ def read_results(run_dir: str | Path) -> dict[str, pd.DataFrame]:
 
 def is_timing_column(name: str) -> bool:
     return name.endswith(TIMING_SUFFIXES)
+
+
+def write_facts(run_dir: str | Path | None, name: str, facts: dict) -> None:
+    """Small named values for the report (captured error text, headline figures): ``results/<name>.json``."""
+    if not run_dir:
+        return
+    import json
+
+    path = Path(run_dir) / "results" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(facts, indent=2, default=str) + "\n")

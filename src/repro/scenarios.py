@@ -168,13 +168,11 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     slot_mapping = torch.cat([slots, decoy_slots])
     k = torch.randn(slot_mapping.shape[0], DSV4.head_dim, generator=gen).to(torch.bfloat16)
 
-    storage = torch.full((num_blocks * spec.block_stride,), CACHE_FILL_BYTE, dtype=torch.uint8)
-    k_cache = torch.as_strided(storage, (num_blocks, B, DSV4.token_bytes), (spec.block_stride, DSV4.token_bytes, 1))
-    quantize_and_insert_reference(k, k_cache, slot_mapping, B)
-
+    # Drawn on the CPU (seeded), written on the target device by the reference writer.
     device = torch.device(spec.device)
-    storage = storage.to(device)
-    k_cache = torch.as_strided(storage, k_cache.shape, k_cache.stride())
+    storage = torch.full((num_blocks * spec.block_stride,), CACHE_FILL_BYTE, dtype=torch.uint8, device=device)
+    k_cache = torch.as_strided(storage, (num_blocks, B, DSV4.token_bytes), (spec.block_stride, DSV4.token_bytes, 1))
+    quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
     backing = backing.to(device)
     return GatherScenario(
         spec=spec,

@@ -1,0 +1,78 @@
+"""GPU timing for notebook 03: medians from ``triton.testing.do_bench`` (eager) and CUDA-graph
+replays, the device-copy ceiling measured in the same run, and bandwidth as a fraction of it.
+
+Bytes counted per gathered token: 584 read from the cache and 1,024 written (512 bf16 values).
+Eager timings use ``do_bench``, which clears the L2 cache before every call. Graph timings replay a
+graph holding launches over several independent copies of the inputs, enough that together they
+exceed twice the L2, so a replay never finds its inputs cached.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .layout import DSV4
+
+BYTES_READ_PER_TOKEN = DSV4.token_bytes
+BYTES_WRITTEN_PER_TOKEN = DSV4.head_dim * 2
+#: Upper bound on input copies a graph rotates through.
+MAX_ROTATION = 32
+
+
+def gather_bytes(tokens: int) -> int:
+    return tokens * (BYTES_READ_PER_TOKEN + BYTES_WRITTEN_PER_TOKEN)
+
+
+def median_us(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")) * 1e3
+
+
+@dataclass
+class CopyCeiling:
+    nbytes: int
+    median_us: float
+
+    @property
+    def tbps(self) -> float:
+        """Bytes read plus bytes written per second, in TB/s."""
+        return 2 * self.nbytes / (self.median_us * 1e-6) / 1e12
+
+
+def copy_ceiling(nbytes: int = 2 << 30) -> CopyCeiling:
+    """A large device-to-device copy: the memory system's practical limit for read+write traffic."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    t = median_us(lambda: dst.copy_(src))
+    del src, dst
+    torch.cuda.empty_cache()
+    return CopyCeiling(nbytes, t)
+
+
+def rotation_count(bytes_per_call: int) -> int:
+    """Independent input copies so that one pass over them exceeds twice the L2."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return max(1, min(MAX_ROTATION, math.ceil(2 * l2 / max(1, bytes_per_call))))
+
+
+def graph_median_us(calls: list, rep_ms: int = 100) -> float:
+    """Median time per call when ``calls`` are captured in one CUDA graph and replayed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in calls:  # warm up (compile, allocate) outside the capture
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in calls:
+            fn()
+    torch.cuda.synchronize()
+    total = median_us(graph.replay, rep_ms=rep_ms)
+    del graph
+    return total / len(calls)

@@ -1,0 +1,306 @@
+"""The report a PR author attaches: ``report.md`` (<= 64 KB, pastes into a PR comment) and a
+self-contained ``report.html``, both built from a run folder alone.
+
+The content is a list of blocks (Markdown text, tables, images). ``report.md`` renders tables with
+``DataFrame.to_markdown`` and links the PNGs; the report notebook (``notebooks/90-report.ipynb``)
+displays the same blocks, and its no-input nbconvert export is ``report.html`` with plots embedded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .results import failed_checks, read_results
+
+#: GitHub's limit for a PR comment is 65,536 characters.
+MARKDOWN_LIMIT_BYTES = 64 * 1024
+REPORT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "90-report.ipynb"
+
+
+@dataclass
+class Block:
+    kind: str  # "md" | "table" | "image"
+    value: object
+    caption: str = ""
+
+
+def read_facts(run_dir: Path) -> dict:
+    facts = {}
+    for path in sorted((run_dir / "results").glob("*.json")):
+        facts[path.stem] = json.loads(path.read_text())
+    return facts
+
+
+def load_manifest(run_dir: Path) -> dict:
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} holds no manifest.json: not a run folder")
+    return json.loads(path.read_text())
+
+
+def _check_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    frames = [t for t in tables.values() if {"check", "ok"} <= set(t.columns)]
+    if not frames:
+        return pd.DataFrame(columns=["notebook", "check", "variant", "passed", "total"])
+    allc = pd.concat(frames, ignore_index=True)
+    allc["passed"] = allc["ok"].map(lambda v: str(v).lower() in ("true", "1"))
+    allc["variant"] = allc.get("variant", pd.Series("", index=allc.index)).fillna("")
+    g = allc.groupby(["notebook", "check", "variant"], sort=False)["passed"].agg(["sum", "count"]).reset_index()
+    g = g.rename(columns={"sum": "passed", "count": "total"})
+    g["verdict"] = g.apply(lambda r: "PASS" if r.passed == r.total else "FAIL", axis=1)
+    return g
+
+
+def blocks(run_dir: str | Path) -> list[Block]:
+    """The whole report, in order, from the run folder's manifest, tables, facts and plots."""
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir)
+    tables = read_results(run_dir)
+    facts = read_facts(run_dir)
+    failures = [f for t in tables.values() for f in failed_checks(t)]
+    summary = _check_summary(tables)
+    env = manifest.get("environment", {})
+    out: list[Block] = []
+    status = manifest.get("status", "unknown")
+    n_checks = int(summary["total"].sum()) if len(summary) else 0
+    out.append(Block("md", f"# DeepSeek-V4 KV-cache reproduction: {len(failures)} of {n_checks} checks failed"
+                     if failures else f"# DeepSeek-V4 KV-cache reproduction: all {n_checks} checks passed"))
+
+    # ---- Summary
+    lines = ["## Summary", "",
+             f"Run `{run_dir.name}`, profile **{manifest.get('profile')}** on **{env.get('device', '?')}**, "
+             f"status **{status}**, started {manifest.get('started')}, finished {manifest.get('finished')}.", ""]
+    lines += _bug_summaries(tables, facts)
+    if manifest.get("failed_notebooks"):
+        lines += ["", "Notebooks that did not finish: " + "; ".join(manifest["failed_notebooks"])]
+    out.append(Block("md", "\n".join(lines)))
+
+    # ---- Root cause
+    out.append(Block("md", _root_cause(facts)))
+
+    # ---- Test plan
+    cmd = manifest.get("command", "python -m repro run")
+    out.append(Block("md", "## Test plan\n\n```\nmake test\n" + cmd + f" --out {run_dir.name}\n"
+                     f"python -m repro report {run_dir.name}\n```\n\nEvery notebook ran through papermill with "
+                     f"parameters {json.dumps(manifest.get('parameters', {}))} (others at their defaults)."))
+
+    # ---- Test result
+    out.append(Block("md", "## Test result"))
+    out += _result_blocks(run_dir, tables)
+    out.append(Block("md", "### Verdict per check"))
+    out.append(Block("table", summary, "checks grouped by notebook, check and variant"))
+    if failures:
+        out.append(Block("md", "Failed checks:\n\n" + "\n".join(f"- {f}" for f in failures[:40])
+                         + (f"\n- ... and {len(failures) - 40} more" if len(failures) > 40 else "")))
+
+    # ---- Environment and raw data
+    env_rows = [{"item": k, "value": str(env.get(k))} for k in (
+        "device", "driver", "cuda_runtime", "python", "torch", "triton", "compute_sanitizer",
+        "compute_sanitizer_version", "git_sha", "git_dirty", "platform")]
+    env_rows.insert(0, {"item": "profile", "value": manifest.get("profile")})
+    env_rows.append({"item": "parameters", "value": json.dumps(manifest.get("parameters", {}))})
+    out.append(Block("md", "## Environment"))
+    out.append(Block("table", pd.DataFrame(env_rows)))
+    raw = sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "results").glob("*"))
+    out.append(Block("md", "## Raw data\n\nIn the run folder:\n\n" + "\n".join(f"- `{p}`" for p in raw)
+                     + "\n- `manifest.json`, executed notebooks in `notebooks/`, plots in `plots/`"))
+    return out
+
+
+def _bug_summaries(tables: dict, facts: dict) -> list[str]:
+    lines = []
+    reshape = tables.get("01-reshape-checks")
+    if reshape is not None:
+        ok = reshape["ok"].map(lambda v: str(v).lower() == "true")
+        lines.append(f"- **Reshape overrun (vLLM #43988)**: {int(ok.sum())}/{len(ok)} checks passed. "
+                     + facts.get("01-reshape", {}).get("headline", ""))
+    sweep = tables.get("02-gather-sweep")
+    if sweep is not None:
+        ok = sweep["ok"].map(lambda v: str(v).lower() == "true")
+        bug = sweep[sweep.variant == "buggy"]
+        counts = sorted(set(sweep.num_reqs))
+        lines.append(f"- **Strided block-table gather (vLLM #55109)**: {int(ok.sum())}/{len(ok)} sweep checks passed "
+                     f"over request counts {counts[0]}..{counts[-1]} in modes {sorted(set(sweep['mode']))}; the buggy "
+                     f"kernel went wrong in {int((bug.num_reqs > 1).sum())} of the {len(bug)} buggy cases "
+                     f"(every case with 2 or more requests) and was exact at 1 request.")
+    perf = tables.get("03-performance-ratios")
+    if perf is not None and len(perf):
+        lines.append("- **Cost of the fix**: " + facts.get("03-performance", {}).get("headline", ""))
+    return lines
+
+
+def _root_cause(facts: dict) -> str:
+    f1 = facts.get("01-reshape", {})
+    err = f1.get("error_text", "(not captured in this run)")
+    return "\n".join([
+        "## Root cause", "",
+        "### Reshape overrun (vLLM #43988)", "",
+        "`_reshape_kv_cache` (V2 model runner) computed kernel blocks per logical block as "
+        "`block_size // kernel_block_size`. For a compressed spec the kernel block size is overridden to "
+        "`storage_block_size = block_size // compress_ratio`, so the quotient *is* the compress ratio and the padded "
+        "branch's `as_strided` view spans `compress_ratio` times the pool. Fix: `storage_block_size // kernel_block_size`.",
+        "", "Captured in this run:", "", "```", err, "```", "",
+        "### Strided block-table gather (vLLM #55109)", "",
+        "`_dequantize_and_gather_k_kernel` reads request `b`'s block `j` at `block_table_ptr + b * shape[-1] + j`. A "
+        "column-narrowed view `backing[:n, :w]` has `stride(0) = W > w`, so every request after the first reads flat "
+        "element `b*w + j` of the backing table: wrong ids, and with sentinel ids an address outside the K cache. "
+        "Fix: pass `block_table.stride(0)` as the row pitch (identical for contiguous tables).",
+    ])
+
+
+def _result_blocks(run_dir: Path, tables: dict) -> list[Block]:
+    out: list[Block] = []
+    plots = run_dir / "plots"
+    groups = tables.get("01-reshape-groups")
+    if groups is not None:
+        out.append(Block("md", "### 01 Reshape: required vs available bytes per cache group"))
+        cols = ["cache group", "variant", "compress_ratio", "blocks_per_kv_block", "required_bytes",
+                "available_bytes", "fits", "overrun"]
+        out.append(Block("table", groups[[c for c in cols if c in groups]]))
+        out += _image(plots / "01-reshape-overrun.png", "required / available bytes")
+    sweep = tables.get("02-gather-sweep")
+    if sweep is not None:
+        from .gather_sweep import mismatch_pivot
+
+        out.append(Block("md", "### 02 Gather: tokens differing from the reference (or the fault), per request count"))
+        out.append(Block("table", mismatch_pivot(sweep).reset_index()))
+        out += _image(plots / "02-gather-mismatches.png", "mismatched tokens by request count")
+    for name, title in (("02-interpreter-memory-safety", "02 Memory safety in the bounds-checked interpreter"),
+                        ("02-sanitizer", "02 Memory safety under compute-sanitizer memcheck")):
+        t = tables.get(name)
+        if t is not None and len(t):
+            out.append(Block("md", f"### {title}"))
+            keep = [c for c in ("variant", "mode", "num_reqs", "observed", "ok") if c in t]
+            out.append(Block("table", t[keep]))
+    for png in sorted(plots.glob("02-sanitizer*.png")):
+        out += _image(png, png.stem)
+    for name in ("03-performance-medians", "03-performance-ratios"):
+        t = tables.get(name)
+        if t is not None and len(t):
+            out.append(Block("md", f"### {name.replace('-', ' ')}"))
+            out.append(Block("table", t))
+    for png in sorted(plots.glob("03-*.png")):
+        out += _image(png, png.stem)
+    return out
+
+
+def _image(path: Path, caption: str) -> list[Block]:
+    return [Block("image", path, caption)] if path.exists() else []
+
+
+def render_markdown(run_dir: str | Path) -> str:
+    run_dir = Path(run_dir)
+    parts = []
+    for b in blocks(run_dir):
+        if b.kind == "md":
+            parts.append(str(b.value))
+        elif b.kind == "table":
+            parts.append(b.value.to_markdown(index=False))
+        else:
+            rel = Path(b.value).relative_to(run_dir).as_posix()
+            parts.append(f"![{b.caption}]({rel})")
+    text = "\n\n".join(parts) + "\n"
+    if len(text.encode()) > MARKDOWN_LIMIT_BYTES:
+        cut = text.encode()[: MARKDOWN_LIMIT_BYTES - 200].decode(errors="ignore")
+        text = cut + "\n\n... (truncated to fit a PR comment; the full tables are in results/)\n"
+    return text
+
+
+def display_blocks(run_dir: str | Path) -> None:
+    """Show the report inside a notebook: HTML tables and embedded images."""
+    from IPython.display import Image, Markdown, display
+
+    for b in blocks(run_dir):
+        if b.kind == "md":
+            display(Markdown(str(b.value)))
+        elif b.kind == "table":
+            display(b.value.style.hide(axis="index"))
+        else:
+            display(Markdown(f"*{b.caption}*"))
+            display(Image(filename=str(b.value)))
+
+
+def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` (report notebook executed, exported without code)."""
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    run_dir = Path(run_dir).resolve()
+    md_path = run_dir / "report.md"
+    md_path.write_text(render_markdown(run_dir))
+    executed = run_dir / "notebooks" / REPORT_NOTEBOOK.name
+    executed.parent.mkdir(exist_ok=True)
+    pm.execute_notebook(str(REPORT_NOTEBOOK), str(executed), parameters={"run_dir": str(run_dir)},
+                        kernel_name="python3", progress_bar=progress, execution_timeout=600,
+                        cwd=str(REPORT_NOTEBOOK.parent.parent))
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    html_path = run_dir / "report.html"
+    html_path.write_text(body)
+    return md_path, html_path
+
+
+# --------------------------------------------------------------------------------------------
+# Before/after comparison of two runs, check by check.
+
+KEY = ["notebook", "check", "variant", "mode", "num_reqs"]
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path) -> pd.DataFrame:
+    def checks(run):
+        frames = [t for t in read_results(run).values() if {"check", "ok"} <= set(t.columns)]
+        df = pd.concat(frames, ignore_index=True)
+        for k in KEY:
+            if k not in df:
+                df[k] = ""
+        df[KEY] = df[KEY].fillna("").astype(str)
+        return df[KEY + ["observed", "ok"]]
+
+    a, b = checks(run_a), checks(run_b)
+    merged = a.merge(b, on=KEY, how="outer", suffixes=(" (A)", " (B)"))
+    merged["changed"] = merged["ok (A)"].astype(str) != merged["ok (B)"].astype(str)
+    return merged
+
+
+def render_comparison(run_a: str | Path, run_b: str | Path) -> str:
+    cmp = compare_runs(run_a, run_b)
+    ma, mb = load_manifest(Path(run_a)), load_manifest(Path(run_b))
+    changed = cmp[cmp["changed"]]
+    head = [f"# Before/after: `{Path(run_a).name}` (A) vs `{Path(run_b).name}` (B)", "",
+            f"A: {ma.get('parameters')} on {ma.get('environment', {}).get('device')}; "
+            f"B: {mb.get('parameters')} on {mb.get('environment', {}).get('device')}.", "",
+            f"{len(cmp)} checks compared; {len(changed)} changed verdict."]
+    grouped = cmp.groupby(["notebook", "check", "variant"], sort=False).agg(
+        **{"passed (A)": ("ok (A)", lambda s: int((s.astype(str).str.lower() == "true").sum())),
+           "passed (B)": ("ok (B)", lambda s: int((s.astype(str).str.lower() == "true").sum())),
+           "cases": ("changed", "size")}).reset_index()
+    parts = ["\n".join(head), grouped.to_markdown(index=False)]
+    if len(changed):
+        parts += ["## Checks whose verdict changed", changed.head(200).to_markdown(index=False)]
+    text = "\n\n".join(parts) + "\n"
+    return text[: MARKDOWN_LIMIT_BYTES]
+
+
+def report_command(run_dir: str, against: str | None) -> int:
+    path = Path(run_dir)
+    try:
+        load_manifest(path)
+        if against:
+            load_manifest(Path(against))
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if against:
+        out = path / f"comparison-vs-{Path(against).resolve().name}.md"
+        out.write_text(render_comparison(path, against))
+        print(f"wrote {out}")
+        return 0
+    md, html = build_report(path)
+    print(f"wrote {md} and {html}")
+    return 0

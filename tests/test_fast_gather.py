@@ -1,0 +1,231 @@
+"""Tests for repro.kernels.fast.gather_fast in Triton's CPU interpreter.
+
+Every output is compared bitwise (bf16 viewed as int16) over the WHOLE poisoned output buffer
+with both the PyTorch reference and ``gather_fixed``: rows the gather must write have to match,
+and rows it must not write have to keep the poison.
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
+
+import inspect  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from repro.gather_cases import compare_bitwise  # noqa: E402
+from repro.implementations import load_implementation  # noqa: E402
+from repro.kernels import fast  # noqa: E402
+from repro.kernels.fast import (  # noqa: E402
+    CONFIG,
+    DEFAULT_CONFIG,
+    configured,
+    gather_fast,
+    gather_fast_with,
+    plan_launch,
+)
+from repro.kernels.gather import gather_contiguous_copy, gather_fixed  # noqa: E402
+from repro.kernels.launch import is_interpreted  # noqa: E402
+from repro.reference import dequantize_and_gather_reference  # noqa: E402
+from repro.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario  # noqa: E402
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16)
+
+
+def run(fn, scenario, table=None, **kw) -> torch.Tensor:
+    out = scenario.fresh_out()
+    fn(*scenario.args(out, table), **kw)
+    return out
+
+
+def assert_matches(scenario, fn=gather_fast, table=None, **kw) -> torch.Tensor:
+    """``fn`` equals the reference and gather_fixed bit for bit over the whole output buffer."""
+    ref = run(dequantize_and_gather_reference, scenario)
+    fixed = run(gather_fixed, scenario)
+    got = run(fn, scenario, table, **kw)
+    assert torch.equal(bits(fixed), bits(ref)), "oracles disagree: gather_fixed != reference"
+    mismatched, stray = compare_bitwise(got, ref, scenario)
+    assert (mismatched, stray) == (0, 0), f"{mismatched} mismatched tokens, {stray} stray rows"
+    assert torch.equal(bits(got), bits(ref))
+    assert torch.equal(bits(got), bits(fixed))
+    return got
+
+
+def test_kernel_is_interpreted():
+    assert is_interpreted(fast._gather_fast_kernel)
+
+
+def test_signature_is_vllms():
+    assert list(inspect.signature(gather_fast).parameters) == [
+        "out", "k_cache", "seq_lens", "gather_lens", "block_table", "block_size", "offset"]
+    assert load_implementation("repro.kernels.fast:gather_fast") is gather_fast
+
+
+# vLLM's own test cases: contiguous tables, block size 64, poisoned unused entries.
+VLLM_CASES = [((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5)]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("seq_lens,gather_lens,offset", VLLM_CASES)
+def test_vllm_cases(seq_lens, gather_lens, offset, padded):
+    spec = ScenarioSpec(num_reqs=len(seq_lens), contiguous=True, seq_lens=seq_lens, gather_lens=gather_lens,
+                        offset=offset, padded=padded, max_reqs=len(seq_lens), mode="poison")
+    assert_matches(build_scenario(spec))
+
+
+@pytest.mark.parametrize("padded", [True, False])
+@pytest.mark.parametrize("num_reqs,block_size,seq_len_max", [(1, 64, 200), (2, 16, 120), (33, 64, 70), (5, 2, 24)])
+@pytest.mark.parametrize("mode", ["in-range", "poison"])
+def test_narrowed_views(mode, num_reqs, block_size, seq_len_max, padded):
+    spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=seq_len_max, mode=mode,
+                        padded=padded, max_reqs=max(40, num_reqs), seed=3)
+    scenario = build_scenario(spec)
+    assert scenario.block_table.stride(0) > scenario.block_table.shape[-1]  # really a narrowed view
+    assert_matches(scenario)
+
+
+@pytest.mark.parametrize("window,offset", [(1, 0), (17, 3), (64, 0), (500, 2)])
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_gather_lens_windows_and_offset(window, offset, block_size):
+    spec = ScenarioSpec(num_reqs=4, block_size=block_size, seq_len_max=150, window=window, offset=offset,
+                        mode="poison", max_reqs=8, seed=window)
+    scenario = build_scenario(spec)
+    assert scenario.gather_lens is not None
+    assert_matches(scenario)
+
+
+def test_narrowed_and_contiguous_copy_agree():
+    scenario = build_scenario(ScenarioSpec(num_reqs=6, block_size=16, seq_len_max=90, mode="poison",
+                                           max_reqs=16, window=40, offset=1, seed=5))
+    narrowed = assert_matches(scenario)
+    copied = assert_matches(scenario, table=scenario.block_table.contiguous())
+    other = run(gather_contiguous_copy, scenario)
+    assert torch.equal(bits(narrowed), bits(copied))
+    assert torch.equal(bits(narrowed), bits(other))
+
+
+@pytest.mark.parametrize("seq_lens,gather_lens,offset", [((600,), None, 0), ((2048,), (300,), 4), ((1,), None, 0)])
+def test_single_request(seq_lens, gather_lens, offset):
+    # 600 tokens: more than one 256-token tile per program in the interpreter's launch.
+    spec = ScenarioSpec(num_reqs=1, seq_lens=seq_lens, gather_lens=gather_lens, offset=offset,
+                        mode="poison", max_reqs=2)
+    assert_matches(build_scenario(spec))
+
+
+@pytest.mark.parametrize("block_t", [1, 2, 8, 32])
+def test_gpu_launch_shape_in_interpreter(block_t):
+    """The GPU plan (one tile per program, early exit past gather_len) gives the same bits."""
+    spec = ScenarioSpec(num_reqs=3, contiguous=True, seq_lens=(19, 8, 70), gather_lens=(6, 8, 45), offset=5,
+                        max_reqs=3, mode="poison", block_size=16)
+    scenario = build_scenario(spec)
+    out = scenario.fresh_out()
+    launch = gather_fast_with(*scenario.args(out), plan="grid", block_t=block_t)
+    assert launch.tiles_per_program == 1 and launch.block_t == block_t
+    assert launch.grid == (-(-(out.shape[1] - spec.offset) // block_t), 3)
+    assert_matches(scenario, fn=gather_fast_with, plan="grid", block_t=block_t)
+
+
+def test_configured_overrides_and_restores():
+    before = dict(CONFIG)
+    with configured(block_t=4, num_warps=1) as cfg:
+        assert cfg["block_t"] == 4 and CONFIG["num_warps"] == 1
+        scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=30, block_size=16, max_reqs=4))
+        out = scenario.fresh_out()
+        launch = gather_fast_with(*scenario.args(out), plan="grid")
+        assert (launch.block_t, launch.num_warps) == (4, 1)
+    assert CONFIG == before == DEFAULT_CONFIG
+    with pytest.raises(ValueError, match="block_t"):
+        with configured(block_t=24):
+            pass
+    with pytest.raises(ValueError, match="unknown"):
+        with configured(blockt=32):
+            pass
+    assert CONFIG == DEFAULT_CONFIG
+
+
+def test_gpu_plan_heuristic(monkeypatch):
+    """Grid sizes of the two benchmark shapes on a 132-SM H200 (SM count faked, nothing launched)."""
+    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+    one = plan_launch(1, 2048, cuda, DEFAULT_CONFIG, "grid")
+    assert (one.grid, one.block_t, one.num_warps) == ((256, 1), 8, 2)
+    many = plan_launch(256, 2048, cuda, DEFAULT_CONFIG, "grid")
+    assert (many.grid, many.block_t, many.num_warps) == ((64, 256), 32, 8)
+    interp = plan_launch(33, 600, torch.device("cpu"), DEFAULT_CONFIG, "per-request")
+    assert (interp.grid, interp.block_t, interp.tiles_per_program) == ((1, 33), 256, 3)
+
+
+def test_no_stray_accesses_under_checked_interpreter():
+    from repro.checked_interp import checked_interpreter
+
+    scenario = build_scenario(ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=60, mode="poison",
+                                           max_reqs=8, window=25, offset=2, seed=1))
+    out = scenario.fresh_out()
+    with checked_interpreter() as report:
+        gather_fast(*scenario.args(out))
+    assert report.out_of_view_lanes == 0 and report.out_of_bounds_lanes == 0
+    assert compare_bitwise(out, run(dequantize_and_gather_reference, scenario), scenario) == (0, 0)
+
+
+def test_unaligned_cache_view():
+    """A cache view at an odd byte offset (no alignment assumptions beyond the layout)."""
+    scenario = build_scenario(ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=50, max_reqs=4, padded=False))
+    src = scenario.k_cache_storage
+    storage = torch.zeros(src.numel() + 1, dtype=torch.uint8)
+    storage[1:] = src
+    k_cache = torch.as_strided(storage, scenario.k_cache.shape, scenario.k_cache.stride(), 1)
+    ref = run(dequantize_and_gather_reference, scenario)
+    out = scenario.fresh_out()
+    gather_fast(out, k_cache, scenario.seq_lens, scenario.gather_lens, scenario.block_table,
+                scenario.spec.block_size, 0)
+    assert torch.equal(bits(out), bits(ref))
+
+
+def test_nothing_to_gather_leaves_output_untouched():
+    scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    out = scenario.fresh_out()
+    args = list(scenario.args(out))
+    args[-1] = out.shape[1]  # offset at the end: no rows to write
+    assert gather_fast_with(*args) is None
+    assert bool((bits(out) == OUT_POISON_BITS).all())
+    empty = torch.empty(0, 4, 512, dtype=torch.bfloat16)
+    gather_fast(empty, scenario.k_cache, scenario.seq_lens[:0], None, scenario.block_table[:0], 64, 0)
+
+
+def test_rejects_bad_arguments():
+    scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    out = scenario.fresh_out()
+    with pytest.raises(ValueError, match="out must be bf16"):
+        gather_fast(out.float(), *scenario.args(out)[1:])
+    with pytest.raises(ValueError, match="block_table must be int32"):
+        gather_fast(out, scenario.k_cache, scenario.seq_lens, None, scenario.block_table.long(), 64, 0)
+    with pytest.raises(ValueError, match="stride"):
+        gather_fast(out, scenario.k_cache, scenario.seq_lens, None, scenario.block_table, 128, 0)
+    with pytest.raises(ValueError, match="plan"):
+        gather_fast_with(*scenario.args(out), plan="persistent")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    num_reqs=st.integers(1, 4),
+    block_size=st.sampled_from([1, 2, 3, 16, 64]),
+    seq_len_max=st.integers(1, 150),
+    window=st.one_of(st.just(0), st.integers(1, 150)),
+    offset=st.integers(0, 4),
+    padded=st.booleans(),
+    mode=st.sampled_from(["in-range", "poison"]),
+    contiguous=st.booleans(),
+    seed=st.integers(0, 2**16),
+    launch=st.sampled_from([{}, {"plan": "grid", "block_t": 16}, {"plan": "grid", "block_t": 64}]),
+)
+def test_property_random_scenarios(num_reqs, block_size, seq_len_max, window, offset, padded, mode, contiguous,
+                                   seed, launch):
+    spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=seq_len_max, window=window,
+                        offset=offset, padded=padded, mode=mode, contiguous=contiguous, seed=seed,
+                        max_reqs=num_reqs if contiguous else 6)
+    assert_matches(build_scenario(spec), fn=gather_fast_with, **launch)

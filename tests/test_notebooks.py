@@ -1,0 +1,72 @@
+"""Every notebook through papermill, as CI runs them: small CPU-profile runs of the real CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro.results import is_timing_column
+
+SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+
+
+def run_cli(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out), *SMALL, *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def fixed_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "fixed"
+    return out, run_cli(out)
+
+
+def test_every_notebook_runs_and_every_check_passes(fixed_run):
+    out, proc = fixed_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["profile"] == "cpu"
+    assert set(manifest["notebooks"]) == {"01-reshape-overrun", "02-strided-block-table-gather", "03-performance"}
+    assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
+    for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
+        table = pd.read_csv(out / "results" / f"{name}.csv")
+        assert len(table) and table["ok"].all(), name
+    sweep = pd.read_csv(out / "results" / "02-gather-sweep.csv")
+    assert sorted(set(sweep.num_reqs)) == [1, 2, 3] and set(sweep["mode"]) == {"in-range", "poison"}
+    buggy = sweep[sweep.variant == "buggy"]
+    assert (buggy[buggy.num_reqs == 1].mismatched_tokens == 0).all()
+    assert (buggy[buggy.num_reqs > 1].mismatched_tokens > 0).all()
+
+
+def test_report_is_written_and_fits_a_pr_comment(fixed_run):
+    out, _ = fixed_run
+    md = (out / "report.md").read_text()
+    assert len(md.encode()) <= 64 * 1024
+    for heading in ("## Summary", "## Root cause", "## Test plan", "## Test result", "## Environment", "## Raw data"):
+        assert heading in md
+    assert "setStorage: sizes [3944832, 2, 584]" in md
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64" in html and "repro.report" not in html  # plots embedded, code hidden
+
+
+def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):
+    proc = run_cli(tmp_path / "buggy", "--notebooks", "02", "-p", "implementation=repro.kernels.gather:gather_buggy",
+                   "-p", "sentinel_modes=[in-range]")
+    assert proc.returncode == 1
+    assert "FAILED check 02-strided-block-table-gather: gather matches the reference [under-test, in-range, n=2]" \
+        in proc.stdout
+    assert "[under-test, in-range, n=1]" not in proc.stdout  # request 0 is always right
+
+
+def test_same_seed_same_tables(fixed_run, tmp_path):
+    out, _ = fixed_run
+    again = tmp_path / "again"
+    proc = run_cli(again, "--notebooks", "01", "02")
+    assert proc.returncode == 0
+    for csv in sorted((again / "results").glob("*.csv")):
+        a, b = pd.read_csv(out / "results" / csv.name), pd.read_csv(csv)
+        keep = [c for c in a.columns if not is_timing_column(c)]
+        pd.testing.assert_frame_equal(a[keep], b[keep])

@@ -1,0 +1,99 @@
+"""The CLI's contract: bad input is one line naming the parameter, exit code 2, before anything runs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repro.__main__ import main
+from repro.params import ParameterError, parse_assignment, validate
+
+DECLARED = {"request_counts": ["02"], "cache_block_size": ["02"], "seed": ["02"], "sentinel_modes": ["02"],
+            "implementation": ["02"], "block_size": ["01"], "seq_len_max": ["02"]}
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("request_counts=[0, 2]", "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256"),
+    ("request_counts=[-1]", "request_counts: [-1] is out of range"),
+    ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
+    ("request_counts=[1.5]", "request_counts: [1.5] has the wrong type"),
+    ("request_counts=[]", "request_counts: [] is out of range"),
+    ("request_counts=four", "request_counts: 'four' has the wrong type"),
+    ("request_counts=[true]", "request_counts: [True] has the wrong type"),
+    ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
+    ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
+    ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
+    ("seed=-3", "seed: -3 is out of range"),
+    ("nonsense=1", "nonsense: unknown parameter; accepted: "),
+    ("run_dir=x", "run_dir: set by the runner"),
+])
+def test_validate_names_the_parameter_and_what_is_accepted(text, fragment):
+    name, value = parse_assignment(text)
+    with pytest.raises(ParameterError) as info:
+        validate(name, value, DECLARED)
+    assert fragment in str(info.value)
+
+
+def test_assignment_needs_equals():
+    with pytest.raises(ParameterError, match="expected NAME=VALUE"):
+        parse_assignment("request_counts")
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.err.strip().splitlines()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
+    (["-p", "bogus=1"], "error: bogus: unknown parameter"),
+    (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
+    (["-p", "implementation=repro.layout:round_up"], "error: implementation: repro.layout:round_up has signature"),
+    (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
+    (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
+    (["-p", "backing_width=2", "-p", "seq_len_max=640"], "error: backing_width: 2 is not wider than the 10 columns"),
+    (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
+    (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
+    (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
+    (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
+])
+def test_bad_input_exits_2_before_running(args, fragment, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, err = run_cli(["run", "--profile", "cpu", "--out", str(out), *args], capsys)
+    assert code == 2
+    assert len(err) == 1 and fragment in err[0], err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_unwritable_output_folder(tmp_path, capsys):
+    if os.geteuid() == 0:
+        target = "/proc/repro-cannot-write-here"
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = str(locked / "run")
+    code, err = run_cli(["run", "--profile", "cpu", "--out", target, "--notebooks", "01"], capsys)
+    assert code == 2 and "--out: cannot write to" in err[0]
+
+
+def test_existing_run_folder_is_refused_and_kept(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps({"status": "complete"}))
+    code, err = run_cli(["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01"], capsys)
+    assert code == 2 and "already holds a run" in err[0]
+    assert json.loads((out / "manifest.json").read_text()) == {"status": "complete"}
+
+
+def test_report_of_a_folder_without_manifest(tmp_path, capsys):
+    code, err = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 2 and "holds no manifest.json" in err[0]
+
+
+def test_module_entry_point_reports_usage():
+    proc = subprocess.run([sys.executable, "-m", "repro", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "run" in proc.stdout and "report" in proc.stdout
