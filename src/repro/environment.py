@@ -30,9 +30,14 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def git_revision(root: Path) -> dict:
+    """The checkout's commit; a copy without ``.git`` (a GPU host) can pass it as ``REPRO_GIT_SHA``."""
+    import os
+
     sha = _run(["git", "rev-parse", "HEAD"], root)
+    if sha is None:
+        return {"git_sha": os.environ.get("REPRO_GIT_SHA", "unknown"), "git_dirty": None}
     dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], root)
-    return {"git_sha": sha or "unknown", "git_dirty": bool(dirty) if dirty is not None else None}
+    return {"git_sha": sha, "git_dirty": bool(dirty) if dirty is not None else None}
 
 
 def describe(root: Path) -> dict:

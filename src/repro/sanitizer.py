@@ -223,7 +223,7 @@ def _parse_detail(acc: InvalidAccess, line: str) -> None:
     m = _NEAREST.match(line)
     if m:
         acc.relation = m.group("rel")
-        acc.distance_bytes = _int(m.group("dist")) 
+        acc.distance_bytes = _int(m.group("dist")) if acc.relation != "inside" else None
         acc.allocation_address = int(m.group("alloc"), 16) if m.group("alloc") else None
         acc.allocation_size_bytes = _int(m.group("asize"))
 
