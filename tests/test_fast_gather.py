@@ -186,6 +186,30 @@ def test_unaligned_cache_view():
     assert torch.equal(bits(out), bits(ref))
 
 
+def test_block_offsets_beyond_2gib():
+    """Blocks more than 2**31 bytes into the cache: the block offset must be computed in int64.
+
+    The 2.2 GB cache is allocated but never touched except for the 3 blocks used, so only those
+    pages become resident.
+    """
+    sc = build_scenario(ScenarioSpec(num_reqs=1, seq_lens=(40,), block_size=16, contiguous=True, max_reqs=1,
+                                     padded=False, mode="poison"))
+    block_size, stride, first = 16, 1 << 24, 128  # block 128 starts at byte 2**31
+    storage = torch.empty((first + 3) * stride, dtype=torch.uint8)
+    k_cache = torch.as_strided(storage, (first + 3, block_size, 584), (stride, 584, 1))
+    table = sc.block_table.clone()
+    for j in range(table.shape[1]):
+        k_cache[first + j] = sc.k_cache[int(sc.block_table[0, j])]
+        table[0, j] = first + j
+    ref = sc.fresh_out()
+    dequantize_and_gather_reference(ref, k_cache, sc.seq_lens, None, table, block_size, 0)
+    assert torch.equal(bits(ref), bits(run(dequantize_and_gather_reference, sc)))  # same data, moved
+    for launch in ({}, {"plan": "grid", "block_t": 16}):
+        out = sc.fresh_out()
+        gather_fast_with(out, k_cache, sc.seq_lens, None, table, block_size, 0, **launch)
+        assert torch.equal(bits(out), bits(ref))
+
+
 def test_nothing_to_gather_leaves_output_untouched():
     scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
     out = scenario.fresh_out()

@@ -7,6 +7,7 @@ A buggy result that stops differing is a failed check, like a fixed path that br
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pandas as pd
@@ -61,10 +62,36 @@ def memory_verdict(variant: str, mode: str, num_reqs: int, r: CaseResult) -> tup
 
 def run_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, *, on_gpu: bool,
               interpreted: bool, cases: ResultTable, safety: ResultTable | None = None,
-              timeout_s: float = 120.0, progress=None) -> pd.DataFrame:
-    """Run every (mode, count, variant) case, appending one check row per case as it finishes."""
+              timeout_s: float = 120.0, max_workers: int = 8, progress=None) -> pd.DataFrame:
+    """Run every (mode, count, variant) case, appending one check row per case as it finishes.
+
+    Cases that can fault run in their own processes, several at a time; the rest run in this
+    process on a scenario built once per (mode, count).
+    """
     variants = [(v, BUILTIN[v]) for v in SWEEP_VARIANTS] + [(UNDER_TEST, implementation)]
+
+    def record(variant, mode, n, path, r: CaseResult) -> None:
+        cases.append({
+            "check": check_name(variant), "variant": variant, "mode": mode, "num_reqs": n,
+            "expected": expected_for(variant, n), "observed": observed_text(r),
+            "ok": verdict(variant, n, r), "implementation": path, "status": r.status,
+            "mismatched_tokens": r.mismatched_tokens, "total_tokens": r.total_tokens,
+            "stray_writes": r.stray_writes, "error": r.error,
+        })
+        mem = memory_verdict(variant, mode, n, r) if safety is not None else None
+        if mem is not None:
+            safety.append({
+                "check": "checked interpreter flags exactly the buggy reads", "variant": variant,
+                "mode": mode, "num_reqs": n, "expected": mem[0],
+                "observed": f"{r.out_of_view_lanes} outside view, {r.out_of_bounds_lanes} outside all",
+                "ok": mem[1], "out_of_view_lanes": r.out_of_view_lanes,
+                "out_of_bounds_lanes": r.out_of_bounds_lanes, "lines": r.checked_lines,
+            })
+        if progress:
+            progress(mode, n, variant, r)
+
     for mode in modes:
+        isolated = []
         for n in request_counts:
             spec = replace(base, num_reqs=n, mode=mode)
             scenario = build_scenario(spec)
@@ -72,27 +99,16 @@ def run_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, *,
             for variant, path in variants:
                 can_fault = mode == "poison" and (variant == "buggy" or path not in BUILTIN.values())
                 if can_fault and (on_gpu or not interpreted or path not in BUILTIN.values()):
-                    r, _ = run_case_isolated(spec, path, timeout_s=timeout_s, checked=interpreted)
+                    isolated.append((variant, n, path, spec))
                 else:
-                    r = run_case(spec, path, checked=interpreted, scenario=scenario, reference=ref)
-                cases.append({
-                    "check": check_name(variant), "variant": variant, "mode": mode, "num_reqs": n,
-                    "expected": expected_for(variant, n), "observed": observed_text(r),
-                    "ok": verdict(variant, n, r), "implementation": path, "status": r.status,
-                    "mismatched_tokens": r.mismatched_tokens, "total_tokens": r.total_tokens,
-                    "stray_writes": r.stray_writes, "error": r.error,
-                })
-                mem = memory_verdict(variant, mode, n, r) if safety is not None else None
-                if mem is not None:
-                    safety.append({
-                        "check": "checked interpreter flags exactly the buggy reads", "variant": variant,
-                        "mode": mode, "num_reqs": n, "expected": mem[0],
-                        "observed": f"{r.out_of_view_lanes} outside view, {r.out_of_bounds_lanes} outside all",
-                        "ok": mem[1], "out_of_view_lanes": r.out_of_view_lanes,
-                        "out_of_bounds_lanes": r.out_of_bounds_lanes, "lines": r.checked_lines,
-                    })
-                if progress:
-                    progress(mode, n, variant, r)
+                    record(variant, mode, n, path,
+                           run_case(spec, path, checked=interpreted, scenario=scenario, reference=ref))
+            del scenario, ref
+        with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
+            futures = [pool.submit(run_case_isolated, spec, path, timeout_s, None, None, interpreted)
+                       for _, _, path, spec in isolated]
+            for (variant, n, path, _), future in zip(isolated, futures):
+                record(variant, mode, n, path, future.result()[0])
     return cases.frame()
 
 

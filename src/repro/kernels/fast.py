@@ -130,7 +130,7 @@ def _gather_fast_kernel(
             pos = start + i
             physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
             slot = pos % CACHE_BLOCK_SIZE
-            block = k_cache_ptr + physical * BLOCK_STRIDE
+            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
             data = block + slot * TOKEN_DATA_SIZE
             scale_slot = block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
 
