@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -121,3 +122,49 @@ def mismatch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
 
     f = frame.assign(result=frame.apply(cell, axis=1))
     return f.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")
+
+
+# --------------------------------------------------------------------------------------------
+# compute-sanitizer memcheck over the same cases (GPU).
+
+MEMCHECK_BLIND_SPOT = ("memcheck checks accesses against allocations, not tensor views: in in-range mode every "
+                       "misread id is a real block, so the wrong gather stays inside the cache allocation")
+
+
+def memcheck_expectation(variant: str, mode: str, num_reqs: int) -> tuple[str, bool | None]:
+    """(expected text, True if errors are expected / False if none / None for the blind spot)."""
+    if variant == "buggy" and num_reqs > 1:
+        if mode == "poison":
+            return "> 0 errors (reads outside the K cache)", True
+        return "0 errors although the output is wrong (" + MEMCHECK_BLIND_SPOT.split(":")[0] + ")", False
+    return "0 errors", False
+
+
+def run_sanitizer_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, log_dir, table: ResultTable,
+                        max_workers: int = 8, timeout_s: float = 300.0) -> pd.DataFrame:
+    """Every variant x mode x count under memcheck, each in its own process, several at a time."""
+    from .sanitizer import run_many
+
+    variants = [(v, BUILTIN[v]) for v in SWEEP_VARIANTS] + [(UNDER_TEST, implementation)]
+    jobs, labels = [], []
+    for mode in modes:
+        for n in request_counts:
+            for variant, path in variants:
+                jobs.append((replace(base, num_reqs=n, mode=mode), path))
+                labels.append((variant, mode, n, path))
+    results = run_many(jobs, max_workers=max_workers, log_dir=log_dir, timeout_s=timeout_s)
+    for (variant, mode, n, path), r in zip(labels, results):
+        expected, want_errors = memcheck_expectation(variant, mode, n)
+        if r.status in ("clean", "errors"):
+            ok = (r.error_count > 0) if want_errors else (r.error_count == 0)
+            observed = f"{r.error_count} errors" + (f"; first: {r.first_access}" if r.first_access else "")
+        else:
+            ok, observed = False, f"{r.status}: {r.error or r.stderr_tail[-200:]}"
+        table.append({
+            "check": "memcheck error count", "variant": variant, "mode": mode, "num_reqs": n,
+            "expected": expected, "observed": observed[:300], "ok": ok, "implementation": path,
+            "sanitizer_status": r.status, "error_count": r.error_count, "errors_not_printed": r.errors_not_printed,
+            "case_status": r.case_status, "mismatched_tokens": r.mismatched_tokens,
+            "first_access": r.first_access, "log": Path(r.log_path).name if r.log_path else "",
+        })
+    return table.frame()
