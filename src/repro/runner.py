@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -179,6 +180,7 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
         })
     manifest.data["status"] = "running"
     manifest.save()
+    signal.signal(signal.SIGTERM, _terminate)  # a kill from a timeout ends like Ctrl-C: results kept
 
     (run_dir / "notebooks").mkdir(exist_ok=True)
     try:
@@ -231,6 +233,10 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
         return 1
     print("all checks passed")
     return 0
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _discard_partial(run_dir: Path, stem: str) -> None:
