@@ -57,6 +57,8 @@ SCHEMA: dict[str, Param] = {
                        lambda v: v in ("auto", "required", "off")),
     "seq_lens": Param(list, "a non-empty list of integers from 1 to 65536 (tokens per request)",
                       lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v), item_kind=int),
+    "reference_gather": Param(str, "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
+                              "the contiguous table beside the project's kernels"),
     "bench_variants": Param(list, "a non-empty list drawn from 'fixed' and 'fast'",
                             lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"}, item_kind=str),
 }

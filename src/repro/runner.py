@@ -62,11 +62,12 @@ def cross_check(params: dict, profile: str) -> None:
     from .profiles import PROFILES
     from .layout import ceil_div
 
-    if "implementation" in params:
-        try:
-            load_implementation(params["implementation"])
-        except ImplementationError as exc:
-            raise UsageError(str(exc)) from None
+    for name in ("implementation", "reference_gather"):
+        if params.get(name):
+            try:
+                load_implementation(params[name], name)
+            except ImplementationError as exc:
+                raise UsageError(str(exc)) from None
     seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
     block = params.get("cache_block_size", 64)
     width = params.get("backing_width", 0)
