@@ -153,9 +153,13 @@ def test_gpu_plan_heuristic(monkeypatch):
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
     one = plan_launch(1, 2048, cuda, DEFAULT_CONFIG, "grid")
-    assert (one.grid, one.block_t, one.num_warps) == ((256, 1), 8, 2)
+    assert (one.grid, one.block_t, one.num_warps) == ((256, 1), 8, 4)
     many = plan_launch(256, 2048, cuda, DEFAULT_CONFIG, "grid")
-    assert (many.grid, many.block_t, many.num_warps) == ((64, 256), 32, 8)
+    assert (many.grid, many.block_t, many.num_warps) == ((256, 256), 8, 4)
+    # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
+    wide = {**DEFAULT_CONFIG, "block_t": 32, "num_warps": None}
+    assert plan_launch(1, 2048, cuda, wide, "grid").block_t == 8
+    assert plan_launch(256, 2048, cuda, wide, "grid").block_t == 32
     interp = plan_launch(33, 600, torch.device("cpu"), DEFAULT_CONFIG, "per-request")
     assert (interp.grid, interp.block_t, interp.tiles_per_program) == ((1, 33), 256, 3)
 

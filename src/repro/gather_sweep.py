@@ -140,8 +140,15 @@ def memcheck_expectation(variant: str, mode: str, num_reqs: int) -> tuple[str, b
     return "0 errors", False
 
 
+def default_workers() -> int:
+    """Concurrent sanitizer processes: most of the host's cores, at most 12 (they share one GPU)."""
+    import os
+
+    return max(1, min(12, (os.cpu_count() or 2) - 2))
+
+
 def run_sanitizer_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, log_dir, table: ResultTable,
-                        max_workers: int = 8, timeout_s: float = 300.0) -> pd.DataFrame:
+                        max_workers: int | None = None, timeout_s: float = 300.0) -> pd.DataFrame:
     """Every variant x mode x count under memcheck, each in its own process, several at a time."""
     from .sanitizer import run_many
 
@@ -152,7 +159,7 @@ def run_sanitizer_sweep(request_counts, modes, base: ScenarioSpec, implementatio
             for variant, path in variants:
                 jobs.append((replace(base, num_reqs=n, mode=mode), path))
                 labels.append((variant, mode, n, path))
-    results = run_many(jobs, max_workers=max_workers, log_dir=log_dir, timeout_s=timeout_s)
+    results = run_many(jobs, max_workers=max_workers or default_workers(), log_dir=log_dir, timeout_s=timeout_s)
     for (variant, mode, n, path), r in zip(labels, results):
         expected, want_errors = memcheck_expectation(variant, mode, n)
         if r.status in ("clean", "errors"):

@@ -38,8 +38,9 @@ Design (GPU)
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 
-Tunables (:data:`DEFAULT_CONFIG`): ``block_t`` (32), ``min_block_t`` (8), ``waves`` (2),
-``num_warps`` (``None``: ``block_t // 4`` clamped to [1, 8], i.e. 64 output values per thread).
+Tunables (:data:`DEFAULT_CONFIG`): ``block_t`` (8), ``min_block_t`` (8), ``waves`` (2),
+``num_warps`` (4; ``None`` means ``block_t // 4`` clamped to [1, 8]). The defaults are the best of a
+sweep on the H200 (``data/h200/tuning-gather-fast.md``).
 Override them for a benchmark with :func:`gather_fast_with` (keyword-only) or temporarily for
 :func:`gather_fast` itself with the :func:`configured` context manager; no autotuning.
 
@@ -66,10 +67,12 @@ from .launch import is_interpreted
 
 #: Launch defaults for the GPU path (see the module docstring).
 DEFAULT_CONFIG = {
-    "block_t": 32,  # tokens per program (a power of two)
+    # Measured on the H200 at 256 x 2,048 tokens (data/h200/tuning-gather-fast.md): 8 tokens and
+    # 4 warps per program reached 88.7 % of the copy ceiling, 32 tokens / default warps 84.6 %.
+    "block_t": 8,  # tokens per program (a power of two)
     "min_block_t": 8,  # smallest tile the grid-filling heuristic may shrink to
     "waves": 2,  # shrink the tile while the grid has fewer than waves * SMs programs
-    "num_warps": None,  # None: block_t // 4 clamped to [1, 8] (64 output values per thread)
+    "num_warps": 4,  # None: block_t // 4 clamped to [1, 8] (64 output values per thread)
 }
 #: The configuration :func:`gather_fast` uses; change it with :func:`configured`.
 CONFIG = dict(DEFAULT_CONFIG)
