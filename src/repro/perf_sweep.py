@@ -121,3 +121,66 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
                 row[f"fast speedup over {arm}_ratio"] = t[arm] / t.get("fast / narrowed view", float("nan"))
         rows.append(row)
     return pd.DataFrame(rows).round(4)
+
+
+#: An eager median this much above the graph replay of the same launch measures the host's launch path.
+HOST_BOUND_FACTOR = 1.5
+
+
+def headline(medians: pd.DataFrame, ratios: pd.DataFrame) -> dict:
+    """The figures the report leads with, all derived from the two tables of one run.
+
+    Kernel cost is judged on CUDA-graph replays; eager medians are reported beside them, and a point
+    whose eager median exceeds ``HOST_BOUND_FACTOR`` x its graph median is marked host-bound.
+    """
+    lo, hi = NO_COST_BAND
+    ceiling = float(ratios["copy_ceiling_tbps"].iloc[0])
+    big_L, big_n = int(ratios.seq_len.max()), int(ratios.num_reqs.max())
+    one_n = int(ratios.num_reqs.min())
+    facts: dict = {"copy_ceiling_tbps": ceiling, "shape_max": [big_n, big_L], "band": [lo, hi]}
+    for kernel in ("fixed", "fast"):
+        col = f"{kernel} narrowed/contiguous_ratio"
+        if col not in ratios:
+            continue
+        for mode in ("graph", "eager"):
+            r = ratios[ratios.launch == mode][col]
+            facts[f"{kernel}_ratio_{mode}"] = {"min": float(r.min()), "max": float(r.max()),
+                                               "outside_band": int(((r < lo) | (r > hi)).sum()), "points": int(len(r))}
+    wide = medians.pivot_table(index=["seq_len", "num_reqs", "arm"], columns="launch", values="median_us").reset_index()
+    wide["host_bound"] = wide["eager"] > HOST_BOUND_FACTOR * wide["graph"]
+    facts["host_bound_eager_points"] = int(wide.host_bound.sum())
+    facts["eager_points"] = int(len(wide))
+    for mode in ("eager", "graph"):
+        facts[f"contiguous_copy_overhead_{mode}"] = float(
+            ratios[ratios.launch == mode]["contiguous-copy overhead_ratio"].median())
+    at = ratios[(ratios.seq_len == big_L) & (ratios.num_reqs == big_n) & (ratios.launch == "graph")].iloc[0]
+    facts["fixed_fraction_at_max"] = float(at["fixed of ceiling_fraction"])
+    single = medians[(medians.seq_len == big_L) & (medians.num_reqs == one_n) & (medians.launch == "graph")]
+    facts["single_request_graph_us"] = {r.arm: float(r.median_us) for r in single.itertuples()}
+    if "fast of ceiling_fraction" in at:
+        facts["fast_fraction_at_max"] = float(at["fast of ceiling_fraction"])
+    vllm = [c for c in ratios.columns if c.startswith("fast speedup over vllm")]
+    if vllm:
+        facts["fast_speedup_over_vllm_at_max"] = float(at[vllm[0]])
+    g = facts["fixed_ratio_graph"]
+    text = (f"Graph replays: the fixed kernel's narrowed/contiguous time ratio is {g['min']:.3f}-{g['max']:.3f} "
+            f"({g['outside_band']} of {g['points']} points outside {lo}-{hi})")
+    if "fast_ratio_graph" in facts:
+        f = facts["fast_ratio_graph"]
+        text += f", gather_fast's {f['min']:.3f}-{f['max']:.3f} ({f['outside_band']} outside)"
+    text += (f"; .contiguous() adds a median {100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}% graphed and "
+             f"{100 * (facts['contiguous_copy_overhead_eager'] - 1):.1f}% eager. At {big_n} x {big_L} tokens the fixed "
+             f"kernel moves {facts['fixed_fraction_at_max']:.0%} of the {ceiling:.2f} TB/s copy ceiling")
+    if "fast_fraction_at_max" in facts:
+        text += f", gather_fast {facts['fast_fraction_at_max']:.0%}"
+    if "fast_speedup_over_vllm_at_max" in facts:
+        text += f" ({facts['fast_speedup_over_vllm_at_max']:.1f}x vLLM 0.22.0's Triton gather)"
+    fast_one = facts["single_request_graph_us"].get("fast / narrowed view")
+    if fast_one is not None:
+        text += f"; one {big_L}-token request takes {fast_one:.1f} us with gather_fast"
+    e = facts["fixed_ratio_eager"]
+    text += (f". Eager medians (Python launch included) put {e['outside_band']} of {e['points']} fixed-kernel points "
+             f"outside the band; {facts['host_bound_eager_points']} of {facts['eager_points']} eager points are "
+             f"host-bound (eager > {HOST_BOUND_FACTOR}x graph), i.e. they time the launch path, not the kernel.")
+    facts["headline"] = text
+    return facts

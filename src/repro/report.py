@@ -124,13 +124,29 @@ def _bug_summaries(tables: dict, facts: dict) -> list[str]:
         ok = sweep["ok"].map(lambda v: str(v).lower() == "true")
         bug = sweep[sweep.variant == "buggy"]
         counts = sorted(set(sweep.num_reqs))
+        wrong = (bug.status != "ok") | (bug.mismatched_tokens.fillna(0) > 0)
+        many = bug.num_reqs > 1
+        crashed = int((bug.status == "crashed").sum())
+        under = sweep[sweep.variant == "under-test"]
+        if len(under):
+            u_ok = under["ok"].map(lambda v: str(v).lower() == "true")
+            bad = sorted(set(under[~u_ok].num_reqs))
+            lines.append(f"- **Implementation under test** `{under.implementation.iloc[0]}`: matched the reference in "
+                         f"{int(u_ok.sum())} of {len(under)} sweep cases"
+                         + (f"; wrong or faulting at request counts {', '.join(map(str, bad))}." if bad else "."))
         lines.append(f"- **Strided block-table gather (vLLM #55109)**: {int(ok.sum())}/{len(ok)} sweep checks passed "
-                     f"over request counts {counts[0]}..{counts[-1]} in modes {sorted(set(sweep['mode']))}; the buggy "
-                     f"kernel went wrong in {int((bug.num_reqs > 1).sum())} of the {len(bug)} buggy cases "
-                     f"(every case with 2 or more requests) and was exact at 1 request.")
+                     f"over request counts {counts[0]}..{counts[-1]} in modes {', '.join(sorted(set(sweep['mode'])))}. "
+                     f"The buggy kernel went wrong in {int((wrong & many).sum())} of its {int(many.sum())} cases with 2 "
+                     f"or more requests ({crashed} of them faulted) and in {int((wrong & ~many).sum())} of its "
+                     f"{int((~many).sum())} single-request cases.")
     perf = tables.get("03-performance-ratios")
-    if perf is not None and len(perf):
-        lines.append("- **Cost of the fix**: " + facts.get("03-performance", {}).get("headline", ""))
+    med = tables.get("03-performance-medians")
+    if perf is not None and len(perf) and med is not None:
+        from .perf_sweep import headline
+
+        lines.append("- **Cost of the fix**: " + headline(med, perf)["headline"])
+    elif "03-performance" in facts:
+        lines.append("- **Cost of the fix**: " + facts["03-performance"].get("headline", ""))
     return lines
 
 
@@ -195,17 +211,34 @@ def _result_blocks(run_dir: Path, tables: dict) -> list[Block]:
         out += _image(png, png.stem)
     med = tables.get("03-performance-medians")
     if med is not None and len(med):
-        out.append(Block("md", "### 03 Performance: median microseconds per launch"))
-        piv = med.pivot_table(index=["seq_len", "num_reqs"], columns=["launch", "arm"], values="median_us")
-        piv.columns = [f"{a} {b}" for a, b in piv.columns]
-        out.append(Block("table", piv.reset_index().round(2)))
+        for mode, what in (("graph", "CUDA-graph replays (kernel time)"),
+                           ("eager", "eager launches from Python (host launch path included)")):
+            out.append(Block("md", f"### 03 Performance: median microseconds, {what}"))
+            piv = med[med.launch == mode].pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="median_us")
+            piv = piv[[a for a in ARM_LABELS if a in piv.columns]].rename(columns=ARM_LABELS)
+            out.append(Block("table", piv.reset_index().round(2)))
     rat = tables.get("03-performance-ratios")
     if rat is not None and len(rat):
-        out.append(Block("md", "### 03 Performance: ratios and fraction of the copy ceiling"))
-        out.append(Block("table", rat.drop(columns=[c for c in ("notebook",) if c in rat])))
+        out.append(Block("md", "### 03 Performance: ratios and fraction of the copy ceiling\n\n"
+                         "`narrowed/contig`: same kernel, narrowed view over contiguous table (1.0 = the stride costs "
+                         "nothing); `copy overhead`: `.contiguous()` + kernel over the fixed kernel; `of ceiling`: bytes "
+                         "moved per second over the device copy measured in the same run."))
+        short = rat.drop(columns=[c for c in ("notebook", "copy_ceiling_tbps") if c in rat])
+        short = short.rename(columns=lambda c: c.replace("_ratio", "").replace("_fraction", "")
+                             .replace("contiguous-copy overhead", "copy overhead")
+                             .replace("narrowed/contiguous", "narrowed/contig")
+                             .replace(" / contiguous table", ""))
+        out.append(Block("table", short.round(3)))
     for png in sorted(plots.glob("03-*.png")):
         out += _image(png, png.stem)
     return out
+
+
+ARM_LABELS = {
+    "fixed / narrowed view": "fixed (view)", "fixed / contiguous table": "fixed (contig)",
+    "contiguous-copy / narrowed view": ".contiguous() + kernel", "fast / narrowed view": "fast (view)",
+    "fast / contiguous table": "fast (contig)", "vllm / contiguous table": "vLLM 0.22 (contig)",
+}
 
 
 def _image(path: Path, caption: str) -> list[Block]:
@@ -278,12 +311,15 @@ def compare_runs(run_a: str | Path, run_b: str | Path) -> pd.DataFrame:
         for k in KEY:
             if k not in df:
                 df[k] = ""
+        df["num_reqs"] = pd.to_numeric(df["num_reqs"], errors="coerce").astype("Int64").astype(str).replace("<NA>", "")
         df[KEY] = df[KEY].fillna("").astype(str)
+        df["ok"] = df["ok"].astype(str).str.lower() == "true"
         return df[KEY + ["observed", "ok"]]
 
     a, b = checks(run_a), checks(run_b)
-    merged = a.merge(b, on=KEY, how="outer", suffixes=(" (A)", " (B)"))
-    merged["changed"] = merged["ok (A)"].astype(str) != merged["ok (B)"].astype(str)
+    merged = a.merge(b, on=KEY, how="outer", suffixes=(" (A)", " (B)"), indicator=True)
+    merged["in"] = merged.pop("_merge").map({"both": "both", "left_only": "A only", "right_only": "B only"})
+    merged["changed"] = (merged["in"] == "both") & (merged["ok (A)"] != merged["ok (B)"])
     return merged
 
 
@@ -291,17 +327,20 @@ def render_comparison(run_a: str | Path, run_b: str | Path) -> str:
     cmp = compare_runs(run_a, run_b)
     ma, mb = load_manifest(Path(run_a)), load_manifest(Path(run_b))
     changed = cmp[cmp["changed"]]
+    both = cmp[cmp["in"] == "both"]
     head = [f"# Before/after: `{Path(run_a).name}` (A) vs `{Path(run_b).name}` (B)", "",
             f"A: {ma.get('parameters')} on {ma.get('environment', {}).get('device')}; "
             f"B: {mb.get('parameters')} on {mb.get('environment', {}).get('device')}.", "",
-            f"{len(cmp)} checks compared; {len(changed)} changed verdict."]
-    grouped = cmp.groupby(["notebook", "check", "variant"], sort=False).agg(
-        **{"passed (A)": ("ok (A)", lambda s: int((s.astype(str).str.lower() == "true").sum())),
-           "passed (B)": ("ok (B)", lambda s: int((s.astype(str).str.lower() == "true").sum())),
-           "cases": ("changed", "size")}).reset_index()
+            f"{len(both)} checks ran in both runs; {len(changed)} changed verdict. "
+            f"{int((cmp['in'] == 'A only').sum())} ran only in A and {int((cmp['in'] == 'B only').sum())} only in B "
+            "(other notebooks or parameters); they are left out below."]
+    grouped = both.groupby(["notebook", "check", "variant"], sort=False).agg(
+        **{"passed (A)": ("ok (A)", "sum"), "passed (B)": ("ok (B)", "sum"), "cases": ("changed", "size"),
+           "changed": ("changed", "sum")}).reset_index()
     parts = ["\n".join(head), grouped.to_markdown(index=False)]
     if len(changed):
-        parts += ["## Checks whose verdict changed", changed.head(200).to_markdown(index=False)]
+        cols = ["notebook", "check", "variant", "mode", "num_reqs", "observed (A)", "observed (B)"]
+        parts += ["## Checks whose verdict changed", changed[cols].head(200).to_markdown(index=False)]
     text = "\n\n".join(parts) + "\n"
     return text[: MARKDOWN_LIMIT_BYTES]
 
