@@ -17,6 +17,28 @@ VARIANT_STYLE = {
 }
 
 
+ARM_STYLE = {
+    "fixed / narrowed view": dict(color="#27ae60", marker="o"),
+    "fixed / contiguous table": dict(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
+    "contiguous-copy / narrowed view": dict(color="#2980b9", marker="^"),
+    "fast / narrowed view": dict(color="#e67e22", marker="D"),
+    "fast / contiguous table": dict(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
+    "vllm / contiguous table": dict(color="#c0392b", marker="s", linestyle=":"),
+}
+
+
+def _request_axis(ax) -> None:
+    """Log-2 request axis labelled 1, 2, 4, ... 256 rather than powers of two."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ticks = [2 ** k for k in range(0, 9)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("requests")
+
+
 def save(fig, run_dir: str | Path | None, name: str) -> Path | None:
     """Write ``plots/<name>.png`` in the run folder (if any) and return its path."""
     if not run_dir:
@@ -66,11 +88,10 @@ def gather_mismatches(frame: pd.DataFrame):
                 ax.scatter(faulted["num_reqs"], [1.02] * len(faulted), marker="X", s=60,
                            color=VARIANT_STYLE.get(variant, {}).get("color", "black"),
                            label=f"{variant}: {faulted['status'].iloc[0]}")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("requests")
+        _request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
         ax.set_ylim(-0.03, 1.08)
-    axes[0][0].set_ylabel("tokens differing from reference")
+    axes[0][0].set_ylabel("fraction of tokens differing\nfrom the reference (X: faulted)")
     axes[0][-1].legend(fontsize=8, loc="center right")
     fig.suptitle("Gather through a column-narrowed block table", y=1.02)
     fig.tight_layout()
@@ -84,16 +105,67 @@ def counts_by_request(frame: pd.DataFrame, value: str, title: str, ylabel: str, 
     for key, g in frame.groupby(keys, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values("num_reqs")
-        style = dict(VARIANT_STYLE.get(key[0], {}))
+        style = dict(ARM_STYLE.get(key[0], VARIANT_STYLE.get(key[0], {})))
         if len(key) > 1 and key[1] == "in-range":
             style["linestyle"] = ":"
         ax.plot(g["num_reqs"], g[value].astype(float).clip(lower=0.5 if log else None), label=" / ".join(key), **style)
-    ax.set_xscale("log", base=2)
+    _request_axis(ax)
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("requests")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def draw_all(run_dir: str | Path) -> list[Path]:
+    """Redraw every standard figure of a run folder from its tables (the report calls this, so the
+    plots always match the tables and this checkout's plotting code)."""
+    from .results import read_results
+
+    run_dir = Path(run_dir)
+    tables = read_results(run_dir)
+    made = []
+
+    def keep(fig, name):
+        made.append(save(fig, run_dir, name))
+        plt.close(fig)
+
+    if "01-reshape-groups" in tables:
+        keep(reshape_overrun(tables["01-reshape-groups"]), "01-reshape-overrun")
+    if "02-gather-sweep" in tables:
+        keep(gather_mismatches(tables["02-gather-sweep"]), "02-gather-mismatches")
+    if "02-sanitizer" in tables:
+        san = tables["02-sanitizer"]
+        keep(sanitizer_errors(san), "02-sanitizer-errors")
+    med, rat = tables.get("03-performance-medians"), tables.get("03-performance-ratios")
+    if med is not None and rat is not None and len(med):
+        for name, fig in performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0])):
+            keep(fig, name)
+    return made
+
+
+def sanitizer_errors(san: pd.DataFrame):
+    return counts_by_request(san.assign(error_count=san.error_count.fillna(0)), "error_count",
+                             "memcheck errors per case (0 drawn at 0.5)", "errors")
+
+
+def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
+    """(name, figure) for the time-per-launch plots and the fraction-of-ceiling plot."""
+    figs = []
+    longest = int(med.seq_len.max())
+    for mode in ("eager", "graph"):
+        sub = med[med.launch == mode].assign(variant=lambda d: d.arm)
+        for L in sorted(set(sub.seq_len)):
+            what = "CUDA-graph replay" if mode == "graph" else "eager launch"
+            figs.append((f"03-time-{mode}-{L}", counts_by_request(
+                sub[sub.seq_len == L], "median_us", f"gather median time, {what}, {L} tokens per request",
+                "microseconds")))
+    frac = med[med.launch == "graph"].assign(variant=lambda d: d.arm)
+    frac = frac.assign(fraction=frac.bandwidth_tbps / ceiling_tbps)
+    figs.append(("03-bandwidth-fraction", counts_by_request(
+        frac[frac.seq_len == longest], "fraction",
+        f"fraction of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replay, {longest} tokens per request)",
+        "of copy ceiling", log=False)))
+    return figs

@@ -283,7 +283,10 @@ def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Pat
     import papermill as pm
     from nbconvert import HTMLExporter
 
+    from .plots import draw_all
+
     run_dir = Path(run_dir).resolve()
+    draw_all(run_dir)
     md_path = run_dir / "report.md"
     md_path.write_text(render_markdown(run_dir))
     executed = run_dir / "notebooks" / REPORT_NOTEBOOK.name
@@ -292,10 +295,18 @@ def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Pat
                         kernel_name="python3", progress_bar=progress, execution_timeout=600,
                         cwd=str(REPORT_NOTEBOOK.parent.parent))
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter.register_preprocessor(_drop_tagged("report-hide"), enabled=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     html_path = run_dir / "report.html"
     html_path.write_text(body)
     return md_path, html_path
+
+
+def _drop_tagged(tag: str):
+    """An nbconvert preprocessor removing cells tagged ``tag`` (the notebook's own introduction)."""
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    return TagRemovePreprocessor(remove_cell_tags={tag}, enabled=True)
 
 
 # --------------------------------------------------------------------------------------------
