@@ -44,8 +44,8 @@ def test_main_run_passed_every_check_and_covers_every_notebook():
 def test_gather_sweep_fixed_everywhere_buggy_from_two():
     sweep = table(MAIN, "02-gather-sweep")
     assert sorted(set(sweep.num_reqs)) == COUNTS and set(sweep["mode"]) == {"in-range", "poison"}
-    good = sweep[sweep.variant.isin(["fixed", "contiguous-copy", "under-test"])]
-    assert len(good) == 3 * 2 * len(COUNTS)
+    good = sweep[sweep.variant.isin(["fixed", "contiguous-copy", "fast", "under-test"])]
+    assert len(good) == 4 * 2 * len(COUNTS)
     assert (good.status == "ok").all() and (good.mismatched_tokens == 0).all() and (good.stray_writes == 0).all()
     buggy = sweep[sweep.variant == "buggy"]
     one, many = buggy[buggy.num_reqs == 1], buggy[buggy.num_reqs > 1]
@@ -56,7 +56,8 @@ def test_gather_sweep_fixed_everywhere_buggy_from_two():
 
 def test_sanitizer_sees_poison_faults_only():
     san = table(MAIN, "02-sanitizer")
-    clean = san[san.variant.isin(["fixed", "contiguous-copy", "under-test"]) | (san.num_reqs == 1)]
+    clean = san[san.variant.isin(["fixed", "contiguous-copy", "fast", "under-test"]) | (san.num_reqs == 1)]
+    assert set(san.variant) == {"buggy", "fixed", "contiguous-copy", "fast", "under-test"}
     assert (clean.error_count == 0).all()
     buggy = san[(san.variant == "buggy") & (san.num_reqs > 1)]
     assert (buggy[buggy["mode"] == "poison"].error_count > 0).all()

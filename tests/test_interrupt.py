@@ -65,6 +65,6 @@ def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path):
     assert resumed.returncode == 0, stdout[-2000:] + stderr[-2000:]
     assert "[01-reshape-overrun] already complete, kept" in stdout
     final = pd.read_csv(sweep)
-    assert len(final) == 8 * 2 * 4  # counts x modes x variants, each exactly once
+    assert len(final) == 8 * 2 * 5  # counts x modes x variants, each exactly once
     assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"

@@ -19,7 +19,7 @@ from .isolate import run_case_isolated
 from .results import ResultTable
 from .scenarios import ScenarioSpec, build_scenario
 
-SWEEP_VARIANTS = ("buggy", "fixed", "contiguous-copy")
+SWEEP_VARIANTS = ("buggy", "fixed", "contiguous-copy", "fast")
 UNDER_TEST = "under-test"
 
 
