@@ -55,7 +55,20 @@ def declared_parameters(paths: list[Path]) -> dict[str, dict[str, object]]:
     return declared
 
 
-def cross_check(params: dict, profile: str) -> None:
+def notebook_default(declared: dict, name: str):
+    """A parameter's default as the notebooks declare it (the first notebook that has it)."""
+    import ast
+
+    defaults = declared.get(name, {})
+    if not defaults:
+        return None
+    try:
+        return ast.literal_eval(next(iter(defaults.values())))
+    except (ValueError, SyntaxError):
+        return None
+
+
+def cross_check(params: dict, profile: str, declared: dict | None = None) -> None:
     """Checks that need several parameters, the profile or an import; all before any GPU work."""
     from .environment import find_compute_sanitizer
     from .implementations import ImplementationError, load_implementation
@@ -69,7 +82,7 @@ def cross_check(params: dict, profile: str) -> None:
             except ImplementationError as exc:
                 raise UsageError(str(exc)) from None
     seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
-    block = params.get("cache_block_size", 64)
+    block = params.get("cache_block_size") or notebook_default(declared or {}, "cache_block_size") or 1
     width = params.get("backing_width", 0)
     if width and width <= ceil_div(seq_len_max, block):
         raise UsageError(f"backing_width: {width} is not wider than the {ceil_div(seq_len_max, block)} columns "
@@ -151,7 +164,7 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
         paths = notebooks(selection)
         declared = declared_parameters(paths)
         params = validate_all(assignments, {k: list(v) for k, v in declared.items()})
-        cross_check(params, profile)
+        cross_check(params, profile, declared)
         run_dir = prepare_run_dir(out, resume)
     except (ProfileError, ParameterError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
