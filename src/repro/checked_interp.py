@@ -21,6 +21,10 @@ the device function it called), per op (load/store/atomic). Usage::
         kernel[grid](...)
     report.out_of_view_lanes, report.out_of_bounds_lanes, report.to_dataframe()
 
+Why not triton-viz: its sanitizer (triton-viz 3.0, the only PyPI release) stops on both of this
+project's gather kernels with ``RuntimeError: Unsupported const value type: z3 ArithRef`` (a load
+whose address comes from a loaded block id), so it cannot report on them; this layer runs them.
+
 This patches private API of ``triton.runtime.interpreter`` and therefore refuses to run on
 any triton other than 3.6.x. Limits: a wrong address that lands inside *some* argument's view
 (e.g. the wrong row of the same block table) is class (a) and invisible; addresses are only
