@@ -176,9 +176,3 @@ def gather_contiguous_copy(out, k_cache, seq_lens, gather_lens, block_table, blo
     """The rejected alternative: materialise the table, then the unchanged kernel (a copy per call)."""
     gather_buggy(out, k_cache, seq_lens, gather_lens, block_table.contiguous(), block_size, offset)
 
-
-VARIANTS = {
-    "buggy": gather_buggy,
-    "fixed": gather_fixed,
-    "contiguous-copy": gather_contiguous_copy,
-}
