@@ -47,10 +47,7 @@ def copy_ceiling(nbytes: int = 2 << 30) -> CopyCeiling:
     """A large device-to-device copy: the memory system's practical limit for read+write traffic."""
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    t = median_us(lambda: dst.copy_(src))
-    del src, dst
-    torch.cuda.empty_cache()
-    return CopyCeiling(nbytes, t)
+    return CopyCeiling(nbytes, median_us(lambda: dst.copy_(src)))
 
 
 def rotation_count(bytes_per_call: int) -> int:

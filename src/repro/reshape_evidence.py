@@ -11,10 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .reshape import (
-    VARIANTS, ReshapePlan, StorageError, check_aliasing, identify_groups, parse_storage_error, plan_reshape,
-    reshape_kv_cache,
-)
+from .reshape import VARIANTS, ReshapePlan, StorageError, parse_storage_error, plan_reshape, reshape_kv_cache
 from .specs import KVCacheSpec, group_kernel_block_size
 
 
@@ -119,8 +116,3 @@ def split_ratio_rows(spec: KVCacheSpec, kernel_block_sizes: list[int], num_block
                      "fits": plan.fits, "overrun": round(plan.overrun_factor, 6)})
     return pd.DataFrame(rows)
 
-
-__all__ = [
-    "Attempt", "attempt_reshape", "compare_with_seed", "group_rows", "group_checks", "split_ratio_rows",
-    "identify_groups", "check_aliasing",
-]
