@@ -30,6 +30,13 @@ EXPECT_CORRECT = "matches the reference"  # equals the reference everywhere
 ORIGIN_REPO = "this repository"
 ORIGIN_USER = "named by the user"
 
+#: What an implementation stands for in the report's story (the report groups and names them by it).
+ROLE_BUG = "the bug"  # the code before the fix
+ROLE_FIX = "the fix"  # the pull request's fix
+ROLE_ALTERNATIVE = "the rejected alternative"
+ROLE_OWN = "in neither pull request"  # a kernel of this repository's own
+ROLE_UNDER_TEST = "under test"  # named by the user
+
 #: Which table an arm's kernel reads: the narrowed view ``backing[:n, :w]`` or its contiguous copy.
 TABLE_NARROWED = "narrowed"
 TABLE_CONTIGUOUS = "contiguous"
@@ -51,6 +58,7 @@ class Implementation:
     origin: str
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
     in_sweep: bool = True  # part of notebook 02's sweep and memcheck sweep
+    role: str = ROLE_FIX
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ BUGGY = Implementation(
     "buggy (row pitch shape[-1])",
     ORIGIN_REPO,
     _style(color="#c0392b", marker="o"),
+    role=ROLE_BUG,
 )
 FIXED = Implementation(
     "fixed",
@@ -81,6 +90,7 @@ FIXED = Implementation(
     "fixed (row pitch stride(0))",
     ORIGIN_REPO,
     _style(color="#27ae60", marker="s"),
+    role=ROLE_FIX,
 )
 CONTIGUOUS_COPY = Implementation(
     "contiguous-copy",
@@ -90,6 +100,7 @@ CONTIGUOUS_COPY = Implementation(
     ".contiguous() + buggy kernel",
     ORIGIN_REPO,
     _style(color="#2980b9", marker="^"),
+    role=ROLE_ALTERNATIVE,
 )
 FAST = Implementation(
     "fast",
@@ -99,6 +110,7 @@ FAST = Implementation(
     "gather_fast",
     ORIGIN_REPO,
     _style(color="#e67e22", marker="D"),
+    role=ROLE_OWN,
 )
 #: Label of the implementation a user names with the ``implementation`` parameter.
 UNDER_TEST_LABEL = "under-test"
@@ -177,6 +189,7 @@ def under_test(target: str) -> Implementation:
         f"under test: {target}",
         ORIGIN_USER,
         UNDER_TEST_STYLE,
+        role=ROLE_UNDER_TEST,
     )
 
 
@@ -215,6 +228,15 @@ def style(label: str) -> Mapping[str, Any]:
     if label == UNDER_TEST_LABEL:
         return UNDER_TEST_STYLE
     return _GENERIC_STYLE
+
+
+def prose(label: str) -> str:
+    """``the buggy gather (row pitch shape[-1])``: an implementation named in a sentence."""
+    for entry in IMPLEMENTATIONS:
+        if entry.label == label:
+            head, _, detail = entry.display.partition(" (")
+            return f"the {head} gather" + (f" ({detail}" if detail else "")
+    return f"the {label} gather"
 
 
 def display(label: str) -> str:
@@ -284,10 +306,29 @@ def provenance(path: str) -> dict[str, Any]:
 
 
 def provenance_name(info: Mapping[str, Any]) -> str:
-    """``vllm 0.22.0: dequantize_and_gather_k_cache_triton`` from :func:`provenance`'s record."""
-    function = str(info.get("target", "")).rsplit(":", 1)[-1]
+    """``vllm 0.22.0's dequantize_and_gather_k_cache_triton`` from :func:`provenance`'s record (or from a
+    bare ``{"target": ...}`` when the run recorded no provenance: then the name says so)."""
+    target = str(info.get("target", ""))
+    function = target.rsplit(":", 1)[-1]
+    package = info.get("package") or target.split(".", 1)[0] or "?"
     version = info.get("version")
-    return f"{info.get('package', '?')} {version}: {function}" if version else f"{info.get('package', '?')}: {function}"
+    return f"{package} {version}'s {function}" if version else f"{package}'s {function} (version not recorded)"
+
+
+def provenance_short(info: Mapping[str, Any]) -> str:
+    """``vllm 0.22.0`` (or ``vllm, version not recorded``): a table column's name for an outside kernel."""
+    target = str(info.get("target", ""))
+    package = info.get("package") or target.split(".", 1)[0] or "?"
+    version = info.get("version")
+    return f"{package} {version}" if version else f"{package}, version not recorded"
+
+
+def role(label: str) -> str:
+    """The role of a table's variant label; labels this registry does not list are under test."""
+    for entry in IMPLEMENTATIONS:
+        if entry.label == label:
+            return entry.role
+    return ROLE_UNDER_TEST
 
 
 def _describe(fn: Callable[..., Any]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from repro.registry import EXPECT_BUG, UNDER_TEST_LABEL, expectation
+from repro.registry import EXPECT_BUG
 
 MEMCHECK_BLIND_SPOT = (
     "memcheck checks accesses against allocations, not tensor views: in in-range mode every "
@@ -199,7 +199,12 @@ def first_memcheck_access(san: pd.DataFrame) -> dict | None:
     if not len(first):
         return None
     row = first.iloc[0]
-    return {"mode": row["mode"], "num_reqs": int(row["num_reqs"]), "first_access": row["first_access"]}
+    return {
+        "variant": row["variant"],
+        "mode": row["mode"],
+        "num_reqs": int(row["num_reqs"]),
+        "first_access": row["first_access"],
+    }
 
 
 def buggy_reads(width: int, row_pitch: int, num_rows: int, seq_lens: Sequence[int], block_size: int) -> pd.DataFrame:
@@ -226,29 +231,23 @@ def buggy_reads(width: int, row_pitch: int, num_rows: int, seq_lens: Sequence[in
     return pd.DataFrame(rows)
 
 
-def sweep_summary(sweep: pd.DataFrame) -> list[str]:
-    """Report lines: the implementation under test, then the sweep's verdict and the buggy kernel's record."""
-    lines = []
-    ok = sweep["ok"].map(lambda v: str(v).lower() == "true")
-    bug = sweep[sweep.variant.map(expectation) == EXPECT_BUG]
-    counts = sorted(set(sweep.num_reqs))
-    wrong = (bug.status != "ok") | (bug.mismatched_tokens.fillna(0) > 0)
-    many = bug.num_reqs > 1
-    crashed = int((bug.status == "crashed").sum())
-    under = sweep[sweep.variant == UNDER_TEST_LABEL]
-    if len(under):
-        u_ok = under["ok"].map(lambda v: str(v).lower() == "true")
-        bad = sorted(set(under[~u_ok].num_reqs))
-        lines.append(
-            f"- **Implementation under test** `{under.implementation.iloc[0]}`: matched the reference in "
-            f"{int(u_ok.sum())} of {len(under)} sweep cases"
-            + (f"; wrong or faulting at request counts {', '.join(map(str, bad))}." if bad else ".")
-        )
-    lines.append(
-        f"- **Strided block-table gather (vLLM #55109)**: {int(ok.sum())}/{len(ok)} sweep checks passed "
-        f"over request counts {counts[0]}..{counts[-1]} in modes {', '.join(sorted(set(sweep['mode'])))}. "
-        f"The buggy kernel went wrong in {int((wrong & many).sum())} of its {int(many.sum())} cases with 2 "
-        f"or more requests ({crashed} of them faulted) and in {int((wrong & ~many).sum())} of its "
-        f"{int((~many).sum())} single-request cases."
-    )
-    return lines
+def memcheck_by_variant(san: pd.DataFrame) -> dict[str, str]:
+    """Per variant, memcheck's record in a phrase: ``0 errors in 18 cases`` or where the errors were."""
+    out = {}
+    for variant, g in san.groupby("variant", sort=False):
+        errors = pd.to_numeric(g["error_count"], errors="coerce")
+        ran = g["sanitizer_status"].astype(str).isin(("clean", "errors"))
+        bad = g[ran & (errors > 0)]
+        if bad.empty:
+            text = f"0 errors in {int(ran.sum())} cases"
+        else:
+            e = pd.to_numeric(bad["error_count"])
+            modes = ", ".join(dict.fromkeys(bad["mode"].astype(str)))
+            text = (
+                f"errors on {modes} ids from {int(pd.to_numeric(bad['num_reqs']).min())} requests "
+                f"({int(e.min()):,}-{int(e.max()):,} per case), 0 in the other {int(ran.sum()) - len(bad)} cases"
+            )
+        if not ran.all():
+            text += f"; {int((~ran).sum())} cases did not run under memcheck"
+        out[str(variant)] = text
+    return out

@@ -12,6 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+#: The check of the sibling overrun (vLLM #54877) among notebook 01's checks.
+SPLIT_CHECK = "fixed reshape over-asks by the split ratio (vLLM #54877)"
+
 
 def blocks_per_kv_block_checks(observed: Mapping[str, int], seed: Mapping[str, Any]) -> list[dict]:
     """Kernel blocks per logical block, per variant, against the PR's (128 buggy, 1 fixed)."""
@@ -146,7 +149,7 @@ def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
     for _, r in split.iterrows():
         rows.append(
             {
-                "check": "fixed reshape over-asks by the split ratio (vLLM #54877)",
+                "check": SPLIT_CHECK,
                 "variant": "fixed",
                 "expected": "fits" if r.split_ratio == 1 else f"does not fit, about {r.split_ratio}x",
                 "observed": f"{r.overrun:.4f}x, fits={bool(r.fits)}",
@@ -174,3 +177,23 @@ def required_bytes_formula(
         f"**{pool_bytes:,}**: {required / pool_bytes:.5f}x, i.e. the compress ratio {compress_ratio} less the "
         f"unused tail of the last page."
     )
+
+
+def group_summary(groups: pd.DataFrame) -> pd.DataFrame:
+    """One row per cache group: compress ratio, the buggy view's kernel blocks per logical block and its
+    extent over the pool, the fixed view's extent and whether it fits (the per-variant table, pivoted)."""
+    rows = []
+    for group, g in groups.groupby("cache group", sort=False):
+        buggy = g[g["variant"] == "buggy"].iloc[0]
+        fixed = g[g["variant"] == "fixed"].iloc[0]
+        rows.append(
+            {
+                "cache group": group,
+                "compress ratio": int(buggy["compress_ratio"]),
+                "buggy: blocks per block": int(buggy["blocks_per_kv_block"]),
+                "buggy: required / pool": float(buggy["required_bytes"]) / float(buggy["available_bytes"]),
+                "fixed: required / pool": float(fixed["required_bytes"]) / float(fixed["available_bytes"]),
+                "fixed fits": str(fixed["fits"]).lower() == "true",
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,276 +1,449 @@
-"""The report's content, in order: Markdown text, tables and figures, built from one loaded run.
+"""The report's content, in order: a list of section builders, each turning one loaded run into
+blocks of Markdown text, tables (already formatted for reading) and figures.
 
 ``report.md`` (:mod:`repro.report.markdown`) and ``report.html`` (:mod:`repro.report.html`) render
-the same blocks; neither reads anything from the run folder beyond the :class:`RunData` given.
+the same blocks; neither reads anything from the run folder beyond the :class:`RunData` given. A new
+section is a function ``(Report) -> list[Block]`` inserted into :data:`SECTIONS` where it belongs
+(it returns ``[]`` when the run holds nothing for it).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from repro.analysis import gather, performance
-from repro.analysis.checks import check_summary, passed_of
+from repro import registry
+from repro.analysis import gather, performance, reshape
+from repro.analysis.checks import check_summary, failed_checks
 from repro.analysis.rundata import RunData
-from repro.registry import provenance_name
+from repro.analysis.verdict import (
+    BUG_GATHER,
+    BUG_RESHAPE,
+    RunVerdict,
+    behaviour,
+    describe,
+    implementation_names,
+    run_verdict,
+)
+from repro.report.tables import formatted
+
+#: Figure captions by name; a figure the run did not draw is left out with its caption.
+CAPTIONS = {
+    "01-reshape-overrun": "required / available bytes per cache group, buggy and fixed view",
+    "02-gather-mismatches": "tokens differing from the reference per request count (X: the process faulted)",
+    "02-sanitizer-errors": "compute-sanitizer memcheck errors per case",
+    "03-time-graph": "median time per gather, CUDA-graph replays",
+    "03-bandwidth-fraction": "share of the copy ceiling, CUDA-graph replays",
+    "03-time-eager": "median time per gather, eager launches",
+}
+#: Said where the first figure appears in report.md: images are files linked relative to it.
+IMAGE_NOTE = (
+    "<sub>Figures are the run folder's `plots/*.png`, linked relatively: they show where this file sits in its "
+    "run folder (a repository, a CI artifact). In a pasted PR comment they do not: attach the PNGs.</sub>"
+)
+MD_ONLY = "md"
 
 
 @dataclass
 class Block:
-    kind: str  # "md" | "table" | "image"
-    value: object  # text, a DataFrame, or a figure name (see repro.report.plots)
+    kind: str  # "md" | "table" | "image" | "fold"
+    value: object  # text; a DataFrame of display strings; a figure name; a fold's summary line
     caption: str = ""
+    children: list[Block] = field(default_factory=list)  # a fold's content
+    only: str = ""  # "md": report.md only (e.g. the note on relative image links)
+
+
+@dataclass
+class Report:
+    """What every section builder reads: the run, the figures drawn, the verdict and reader names."""
+
+    run: RunData
+    figures: list[str]
+    verdict: RunVerdict
+    names: dict[str, str]  # parameter (implementation, reference_gather) -> loaded name
+    arm_columns: dict[str, str]  # outside arm label -> short column name
+    arm_prose: dict[str, str]  # outside arm label -> its name in a sentence
+
+    def image(self, name: str) -> list[Block]:
+        return [Block("image", name, CAPTIONS.get(name, name))] if name in self.figures else []
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return self.run.tables
+
+
+def prepare(run: RunData, figure_names: list[str]) -> Report:
+    names = implementation_names(run)
+    columns = outside_names(run)
+    prose = {label: names.get("reference_gather", label) for label in columns}
+    return Report(run, figure_names, run_verdict(run, reshape.SPLIT_CHECK), names, columns, prose)
 
 
 def outside_names(run: RunData) -> dict[str, str]:
-    """Reader-facing names of outside arms, from the provenance the run recorded when it loaded them."""
-    from repro.registry import OUTSIDE_ARM
-
-    info = run.manifest.get("implementations", {}).get("reference_gather")
-    if info:
-        return {OUTSIDE_ARM.label: provenance_name(info)}
-    target = run.manifest.get("parameters", {}).get("reference_gather")
-    return (
-        {
-            label: f"{target.rsplit(':', 1)[-1]} (version not recorded)"
-            for label in performance.outside_arms(
-                run.tables.get("03-performance-medians", pd.DataFrame(columns=["arm"])).arm.unique()
-            )
-        }
-        if target
-        else {}
-    )
+    """Short names of outside timed arms (legends, table columns), from the provenance the run recorded."""
+    med = run.tables.get("03-performance-medians")
+    if med is None or not len(med):
+        return {}
+    info = (run.manifest.get("implementations") or {}).get("reference_gather") or {
+        "target": (run.manifest.get("parameters") or {}).get("reference_gather", "")
+    }
+    return {label: registry.provenance_short(info) for label in performance.outside_arms(med.arm.unique())}
 
 
-def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
-    """The whole report, in order, from the run's manifest, tables and facts."""
-    tables, facts, manifest = run.tables, run.facts, run.manifest
-    failures = run.failures()
-    summary = check_summary(tables)
-    env = run.environment
-    out: list[Block] = []
-    n_checks = int(summary["total"].sum()) if len(summary) else 0
-    out.append(
-        Block(
-            "md",
-            f"# DeepSeek-V4 KV-cache reproduction: {len(failures)} of {n_checks} checks failed"
-            if failures
-            else f"# DeepSeek-V4 KV-cache reproduction: all {n_checks} checks passed",
-        )
-    )
+def fold(summary: str, *children: Block) -> Block:
+    return Block("fold", summary, children=list(children))
 
-    lines = [
-        "## Summary",
-        "",
-        f"Run `{run.name}`, profile **{manifest.get('profile')}** on **{env.get('device', '?')}**, "
-        f"status **{run.status}**, started {manifest.get('started')}, finished {manifest.get('finished')}.",
-        "",
-    ]
-    lines += _bug_summaries(run)
-    if manifest.get("failed_notebooks"):
-        lines += ["", "Notebooks that did not finish: " + "; ".join(manifest["failed_notebooks"])]
-    out.append(Block("md", "\n".join(lines)))
-    out.append(Block("md", _root_cause(facts)))
 
-    cmd = manifest.get("command", "python -m repro run")
-    out.append(
-        Block(
-            "md",
-            "## Test plan\n\n```\nmake test\n" + cmd + f" --out {run.name}\n"
-            f"python -m repro report {run.name}\n```\n\nEvery notebook ran through papermill with "
-            f"parameters {json.dumps(manifest.get('parameters', {}))} (others at their defaults).",
-        )
-    )
+def _md(*lines: str) -> Block:
+    return Block("md", "\n".join(lines))
 
-    out.append(Block("md", "## Test result"))
-    out += _result_blocks(run, figure_names)
-    out.append(Block("md", "### Verdict per check"))
-    out.append(Block("table", summary, "checks grouped by notebook, check and variant"))
-    if failures:
-        out.append(
-            Block(
-                "md",
-                "Failed checks:\n\n"
-                + "\n".join(f"- {f}" for f in failures[:40])
-                + (f"\n- ... and {len(failures) - 40} more" if len(failures) > 40 else ""),
-            )
-        )
 
-    env_rows = [
-        {"item": k, "value": str(env.get(k))}
-        for k in (
-            "device",
-            "driver",
-            "cuda_runtime",
-            "python",
-            "torch",
-            "triton",
-            "compute_sanitizer",
-            "compute_sanitizer_version",
-            "git_sha",
-            "git_dirty",
-            "platform",
-        )
-    ]
-    env_rows.insert(0, {"item": "profile", "value": manifest.get("profile")})
-    env_rows.append({"item": "parameters", "value": json.dumps(manifest.get("parameters", {}))})
-    out.append(Block("md", "## Environment"))
-    out.append(Block("table", pd.DataFrame(env_rows)))
-    out.append(
-        Block(
-            "md",
-            "## Raw data\n\nIn the run folder:\n\n"
-            + "\n".join(f"- `{p}`" for p in run.files)
-            + "\n- `manifest.json`, executed notebooks in `notebooks/`, plots in `plots/`",
-        )
-    )
+# --------------------------------------------------------------------------------------------
+# Sections, in report order.
+
+
+def summary_section(r: Report) -> list[Block]:
+    """The first screen: what was shown, per bug, and the figure that shows it."""
+    v = r.verdict
+    lines = [f"# {v.title}", "", _run_line(r.run), ""]
+    if not v.complete:
+        lines.append(f"- **Incomplete**: manifest status `{r.run.status}`.")
+        lines += [f"- did not finish: {n}" for n in v.not_finished]
+    for f in v.findings:
+        lines.append(f"- **{f.bug}**, {f.title}. {f.text[0].upper()}{f.text[1:]}")
+    facts = _performance_facts(r)
+    if facts:
+        lines.append(f"- **Cost of the fix**: {performance.fix_cost_short(facts)} (section *Cost of the fix*).")
+    lines.append(f"- **Checks**: {_checks_sentence(v)}")
+    out = [_md(*lines)]
+    key = "02-gather-mismatches" if "02-gather-mismatches" in r.figures else "01-reshape-overrun"
+    if key in r.figures:
+        out += [Block("md", IMAGE_NOTE, only=MD_ONLY), *r.image(key)]
     return out
 
 
-def _bug_summaries(run: RunData) -> list[str]:
-    tables, facts = run.tables, run.facts
-    lines = []
-    reshape = tables.get("01-reshape-checks")
-    if reshape is not None:
-        passed, total = passed_of(reshape)
-        lines.append(
-            f"- **Reshape overrun (vLLM #43988)**: {passed}/{total} checks passed. "
-            + facts.get("01-reshape", {}).get("headline", "")
+def _run_line(run: RunData) -> str:
+    m, env = run.manifest, run.environment
+    started, finished = str(m.get("started") or ""), str(m.get("finished") or "")
+    when = started[:16].replace("T", " ")
+    if finished[:10] == started[:10] and finished:
+        when += f"-{finished[11:16]}"
+    sha = str(env.get("git_sha") or "")[:10]
+    parts = [f"Run `{run.name}`", f"profile {m.get('profile', '?')} on {env.get('device', '?')}"]
+    if when:
+        parts.append(f"{when} UTC")
+    if sha:
+        parts.append(f"commit `{sha}`" + (" with local changes" if env.get("git_dirty") is True else ""))
+    return ", ".join(parts) + "."
+
+
+def _checks_sentence(v: RunVerdict) -> str:
+    if v.checks == 0:
+        return "none recorded."
+    if v.failed == 0:
+        return f"all {v.checks} as expected."
+    text = f"{v.checks_ok} of {v.checks} passed"
+    if v.failed_explained == v.failed:
+        return (
+            text + f"; the other {v.failed} are the implementation under test's, each failing exactly where the "
+            "bug's expectation passes it: they are the reproduction (section *Checks*)."
         )
-    sweep = tables.get("02-gather-sweep")
-    if sweep is not None:
-        lines += gather.sweep_summary(sweep)
-    ratios = tables.get("03-performance-ratios")
-    med = tables.get("03-performance-medians")
-    if ratios is not None and len(ratios) and med is not None:
-        lines.append("- **Cost of the fix**: " + performance.headline(med, ratios, outside_names(run))["headline"])
-    elif "03-performance" in facts:
-        lines.append("- **Cost of the fix**: " + facts["03-performance"].get("headline", ""))
-    return lines
+    return text + f"; {v.failed} failed (section *Checks*)."
 
 
-def _root_cause(facts: dict) -> str:
-    f1 = facts.get("01-reshape", {})
-    err = f1.get("error_text", "(not captured in this run)")
-    return "\n".join(
-        [
-            "## Root cause",
-            "",
-            "### Reshape overrun (vLLM #43988)",
+def _performance_facts(r: Report) -> dict:
+    med, rat = r.tables.get("03-performance-medians"), r.tables.get("03-performance-ratios")
+    if med is None or rat is None or not len(rat):
+        return {}
+    return performance.headline(med, rat, r.arm_prose)
+
+
+def reshape_section(r: Report) -> list[Block]:
+    checks = r.tables.get("01-reshape-checks")
+    if checks is None:
+        return []
+    err = r.run.facts.get("01-reshape", {}).get("error_text")
+    out = [
+        _md(
+            f"## {BUG_RESHAPE}: reshape overrun",
             "",
             "`_reshape_kv_cache` (V2 model runner) computed kernel blocks per logical block as "
             "`block_size // kernel_block_size`. For a compressed spec the kernel block size is overridden to "
             "`storage_block_size = block_size // compress_ratio`, so the quotient *is* the compress ratio and the "
             "padded branch's `as_strided` view spans `compress_ratio` times the pool. "
             "Fix: `storage_block_size // kernel_block_size`.",
-            "",
-            "Captured in this run:",
-            "",
-            "```",
-            err,
-            "```",
-            "",
-            "### Strided block-table gather (vLLM #55109)",
+        )
+    ]
+    if err:
+        out.append(_md("PyTorch's error, captured in this run:", "", "```", err, "```"))
+    groups = r.tables.get("01-reshape-groups")
+    if groups is not None and len(groups):
+        table = reshape.group_summary(groups)
+        out.append(Block("table", _with_x(formatted(table, 3), ["buggy: required / pool", "fixed: required / pool"])))
+        out += r.image("01-reshape-overrun")
+    return out
+
+
+def _with_x(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    return frame.assign(**{c: frame[c].map(lambda s: f"{s}x" if s else s) for c in columns})
+
+
+def _variant_order(labels) -> list[str]:
+    known = [e.label for e in registry.IMPLEMENTATIONS]
+    return sorted(labels, key=lambda v: known.index(v) if v in known else len(known))
+
+
+def gather_section(r: Report) -> list[Block]:
+    sweep = r.tables.get("02-gather-sweep")
+    if sweep is None:
+        return []
+    memory = r.tables.get("02-interpreter-memory-safety")
+    san = r.tables.get("02-sanitizer")
+    memcheck = gather.memcheck_by_variant(san) if san is not None and len(san) else {}
+    rows = []
+    for v in _variant_order(sweep["variant"].unique()):
+        b = behaviour(sweep, v, memory)
+        expect = registry.expectation(v) if v != registry.UNDER_TEST_LABEL else registry.EXPECT_CORRECT
+        role = registry.role(v)
+        if v == registry.UNDER_TEST_LABEL:
+            target = str(sweep[sweep.variant == v]["implementation"].iloc[0])
+            role = f"under test: {r.names.get('implementation', f'`{target}`')}"
+        shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
+        verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
+        row = {"implementation": v, "role": role, "observed": describe(b).removeprefix("is ")}
+        if memcheck:
+            row["memcheck"] = memcheck.get(v, "")
+        row["as expected"] = verdict
+        rows.append(row)
+    out = [
+        _md(
+            f"## {BUG_GATHER}: strided block-table gather",
             "",
             "`_dequantize_and_gather_k_kernel` reads request `b`'s block `j` at "
             "`block_table_ptr + b * shape[-1] + j`. A column-narrowed view `backing[:n, :w]` has "
             "`stride(0) = W > w`, so every request after the first reads flat element `b*w + j` of the backing "
             "table: wrong ids, and with sentinel ids an address outside the K cache. "
-            "Fix: pass `block_table.stride(0)` as the row pitch (identical for contiguous tables).",
-        ]
+            "Fix: pass `block_table.stride(0)` as the row pitch (identical for contiguous tables). What each "
+            "implementation did over the sweep (request counts, sentinel modes `in-range` and `poison`):",
+        ),
+        Block("table", formatted(pd.DataFrame(rows))),
+    ]
+    pivot = gather.mismatch_pivot(sweep).reset_index()
+    pivot = pivot[["mode", "num_reqs", *_variant_order([c for c in pivot.columns if c not in ("mode", "num_reqs")])]]
+    out.append(
+        fold(f"Tokens differing from the reference, per case ({len(pivot)} rows)", Block("table", formatted(pivot)))
     )
-
-
-def _image(name: str, figure_names: list[str], caption: str) -> list[Block]:
-    return [Block("image", name, caption)] if name in figure_names else []
-
-
-def _result_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
-    tables = run.tables
-    out: list[Block] = []
-    groups = tables.get("01-reshape-groups")
-    if groups is not None:
-        out.append(Block("md", "### 01 Reshape: required vs available bytes per cache group"))
-        cols = [
-            "cache group",
-            "variant",
-            "compress_ratio",
-            "blocks_per_kv_block",
-            "required_bytes",
-            "available_bytes",
-            "fits",
-            "overrun",
-        ]
-        out.append(Block("table", groups[[c for c in cols if c in groups]]))
-        out += _image("01-reshape-overrun", figure_names, "required / available bytes")
-    sweep = tables.get("02-gather-sweep")
-    if sweep is not None:
-        out.append(Block("md", "### 02 Gather: tokens differing from the reference (or the fault), per request count"))
-        out.append(Block("table", gather.mismatch_pivot(sweep).reset_index()))
-        out += _image("02-gather-mismatches", figure_names, "mismatched tokens by request count")
-    mem = tables.get("02-interpreter-memory-safety")
-    if mem is not None and len(mem):
-        out.append(
-            Block(
-                "md",
-                "### 02 Memory safety in the bounds-checked interpreter\n\nLanes outside the view "
-                "(inside some argument's storage) / outside every argument, per case:",
-            )
-        )
-        out.append(Block("table", gather.memory_pivot(mem).reset_index()))
-    san = tables.get("02-sanitizer")
     if san is not None and len(san):
-        out.append(
-            Block(
-                "md",
-                "### 02 Memory safety under compute-sanitizer memcheck\n\nmemcheck errors / tokens "
-                "differing from the reference, per case. In-range misreads stay inside the allocations, so "
-                "memcheck cannot see them although the output is wrong.",
-            )
-        )
-        out.append(Block("table", gather.memcheck_pivot(san).reset_index()))
+        mc = gather.memcheck_pivot(san).reset_index()
+        mc = mc[["mode", "num_reqs", *_variant_order([c for c in mc.columns if c not in ("mode", "num_reqs")])]]
         first = gather.first_memcheck_access(san)
-        if first:
-            out.append(
-                Block(
-                    "md",
-                    f"First invalid access reported (buggy, {first['mode']}, "
-                    f"n={first['num_reqs']}): {first['first_access']}",
+        out.append(
+            _md(
+                "Under compute-sanitizer memcheck (each case in its own process) the poison reads are invalid "
+                "accesses; in-range misreads stay inside the allocations, so memcheck cannot see them although the "
+                "output is wrong."
+                + (
+                    f" First invalid access reported ({first['variant']}, {first['mode']}, {first['num_reqs']} requests): "
+                    f"{first['first_access']}."
+                    if first
+                    else ""
                 )
             )
-    out += [Block("image", name, name) for name in figure_names if name.startswith("02-sanitizer")]
-    med = tables.get("03-performance-medians")
-    names = outside_names(run)
-    if med is not None and len(med):
-        for mode, what in (
-            ("graph", "CUDA-graph replays (kernel time)"),
-            ("eager", "eager launches from Python (host launch path included)"),
-        ):
-            out.append(Block("md", f"### 03 Performance: median microseconds, {what}"))
-            out.append(Block("table", performance.median_pivot(med, mode, names).reset_index().round(2)))
-    rat = tables.get("03-performance-ratios")
-    if rat is not None and len(rat):
+        )
+        out += r.image("02-sanitizer-errors")
         out.append(
-            Block(
-                "md",
-                "### 03 Performance: ratios and fraction of the copy ceiling\n\n"
-                "`narrowed/contig`: same kernel, narrowed view over contiguous table (1.0 = the stride costs "
-                "nothing); `copy overhead`: `.contiguous()` + kernel over the fixed kernel; `of ceiling`: bytes "
-                "moved per second over the device copy measured in the same run.",
+            fold(
+                f"memcheck errors / tokens differing from the reference, per case ({len(mc)} rows)",
+                Block("table", formatted(mc)),
             )
         )
-        short = rat.drop(columns=[c for c in ("notebook", "copy_ceiling_tbps") if c in rat])
-        short = short.rename(
-            columns=lambda c: (
-                c.replace("_ratio", "")
-                .replace("_fraction", "")
-                .replace("contiguous-copy overhead", "copy overhead")
-                .replace("narrowed/contiguous", "narrowed/contig")
-                .replace(" / contiguous table", "")
+    if memory is not None and len(memory):
+        mem = gather.memory_pivot(memory).reset_index()
+        mem = mem[["mode", "num_reqs", *_variant_order([c for c in mem.columns if c not in ("mode", "num_reqs")])]]
+        out.append(
+            fold(
+                "Bounds-checked interpreter: lanes outside the view / outside every argument, per case "
+                f"({len(mem)} rows)",
+                Block("table", formatted(mem)),
             )
         )
-        out.append(Block("table", short.round(3)))
-    out += [Block("image", name, name) for name in figure_names if name.startswith("03-")]
     return out
+
+
+def fix_cost_section(r: Report) -> list[Block]:
+    med, rat = r.tables.get("03-performance-medians"), r.tables.get("03-performance-ratios")
+    head = f"## Cost of the fix ({BUG_GATHER})"
+    if med is None or rat is None or not len(rat):
+        skipped = r.run.facts.get("03-performance", {}).get("headline")
+        return [_md(head, "", skipped[0].upper() + skipped[1:] + ".")] if skipped else []
+    facts = _performance_facts(r)
+    digits = {c: 2 for c in med.columns} | {"narrowed / contig": 3, "copy overhead": 3, "of ceiling": 3}
+    out = [_md(head, "", facts["fix_cost"]), *r.image("03-time-graph")]
+    for launch, what in (("graph", "CUDA-graph replays"), ("eager", "eager launches")):
+        table = performance.fix_cost_table(med, rat, launch)
+        children = [Block("table", formatted(table, {c: digits.get(c, 2) for c in table.columns}))]
+        if launch == "eager":
+            children = [*r.image("03-time-eager"), *children]
+        out.append(fold(f"Fixed kernel and `.contiguous()`, {what}: median us and ratios ({len(table)} shapes)", *children))
+    return out
+
+
+def gather_fast_section(r: Report) -> list[Block]:
+    """gather_fast is this repository's own kernel, in neither pull request: kept apart from the fix."""
+    own = [e for e in registry.IMPLEMENTATIONS if e.role == registry.ROLE_OWN]
+    sweep = r.tables.get("02-gather-sweep")
+    med, rat = r.tables.get("03-performance-medians"), r.tables.get("03-performance-ratios")
+    in_sweep = [e for e in own if sweep is not None and e.label in set(sweep["variant"])]
+    timed = med is not None and rat is not None and len(rat) and "fast of ceiling_fraction" in rat
+    if not in_sweep and not timed:
+        return []
+    name = own[0].display
+    lines = [
+        f"## {name} (in neither pull request)",
+        "",
+        f"`{own[0].target}` is a stride-aware gather of this repository's own, tiled for bandwidth. Neither "
+        f"{BUG_GATHER} nor {BUG_RESHAPE} contains it; it shows how far a gather can get toward the copy ceiling, "
+        "and it is not part of the fix or its cost.",
+        "",
+    ]
+    if in_sweep:
+        memory = r.tables.get("02-interpreter-memory-safety")
+        b = behaviour(sweep, own[0].label, memory)
+        san = r.tables.get("02-sanitizer")
+        memcheck = gather.memcheck_by_variant(san).get(own[0].label) if san is not None and len(san) else None
+        contiguous = r.tables.get("02-contiguous-checks")
+        parts = [f"it {describe(b)}"]
+        if contiguous is not None:
+            mine = contiguous[contiguous["variant"] == own[0].label]
+            ok = int(mine["ok"].map(lambda x: str(x).lower() == "true").sum())
+            parts.append(f"is bitwise equal on {ok} of {len(mine)} of vLLM's own contiguous cases")
+        if memcheck:
+            parts.append(f"memcheck: {memcheck}")
+        lines.append("Correctness: " + "; ".join(parts) + ".")
+    out = [_md(*lines)]
+    if timed:
+        facts = _performance_facts(r)
+        out += [_md(facts["fast"]), *r.image("03-bandwidth-fraction")]
+        table = performance.fast_table(med, rat, "graph", r.arm_columns)
+        digits = {c: 2 for c in table.columns} | {"narrowed / contig": 3, "of ceiling": 3}
+        out.append(
+            fold(
+                f"{name}, CUDA-graph replays: median us, ratios and speed-ups ({len(table)} shapes)",
+                Block("table", formatted(table, digits)),
+            )
+        )
+    return out
+
+
+def checks_section(r: Report) -> list[Block]:
+    summary = check_summary(r.tables)
+    if not len(summary):
+        return []
+    summary = summary.assign(notebook=summary["notebook"].str[:2])
+    out = [_md("## Checks", "", f"{r.verdict.checks} checks: {_checks_sentence(r.verdict)}")]
+    out.append(fold(f"Verdict per check ({len(summary)} groups)", Block("table", formatted(summary))))
+    failures = [f for t in r.run.check_tables().values() for f in failed_checks(t)]
+    if failures:
+        shown = failures[:60]
+        more = [f"- ... and {len(failures) - len(shown)} more (results/*.csv)"] if len(failures) > len(shown) else []
+        items = "\n".join(f"- {' '.join(f.split())}" for f in shown)
+        out.append(fold(f"Failed checks ({len(failures)})", _md(items, *more)))
+    return out
+
+
+def test_plan_section(r: Report) -> list[Block]:
+    m = r.run.manifest
+    cmd = m.get("command", "python -m repro run")
+    params = m.get("parameters") or {}
+    listed = "; ".join(f"`{k}={json.dumps(v) if not isinstance(v, str) else v}`" for k, v in params.items())
+    return [
+        _md(
+            "## Test plan",
+            "",
+            "```",
+            "make test",
+            f"{cmd} --out {r.run.name}",
+            f"python -m repro report {r.run.name}",
+            "```",
+            "",
+            "Every notebook ran through papermill"
+            + (f" with {listed}, other parameters at their defaults." if listed else " with its default parameters."),
+        )
+    ]
+
+
+def _value(v: object) -> str:
+    return "not recorded" if v is None or v == "" else str(v)
+
+
+def environment_section(r: Report) -> list[Block]:
+    env, m = r.run.environment, r.run.manifest
+    rows = [{"item": "profile", "value": _value(m.get("profile"))}]
+    for k in (
+        "device",
+        "driver",
+        "cuda_runtime",
+        "python",
+        "torch",
+        "triton",
+        "compute_sanitizer",
+        "compute_sanitizer_version",
+        "git_sha",
+    ):
+        rows.append({"item": k, "value": _value(env.get(k))})
+    dirty = env.get("git_dirty")
+    rows.append({"item": "git_dirty", "value": {True: "yes", False: "no"}.get(dirty, "not recorded")})
+    rows.append({"item": "platform", "value": _value(env.get("platform"))})
+    return [_md("## Environment"), Block("table", formatted(pd.DataFrame(rows))), *_implementations(m)]
+
+
+def _implementations(m: dict) -> list[Block]:
+    """What was loaded for ``implementation`` / ``reference_gather``: the provenance the run recorded (a list,
+    not table rows: module paths and hashes are too long for a table cell that cannot wrap)."""
+    recorded = m.get("implementations") or {}
+    params = m.get("parameters") or {}
+    lines = []
+    for param in ("implementation", "reference_gather"):
+        info = recorded.get(param)
+        if info:
+            lines.append(f"- `{param}`: {registry.provenance_name(info)}, `{info.get('target', '')}`")
+            lines += [
+                f"  - {key}: `{_value(info[key])}`" for key in sorted(info) if key not in ("target", "package", "version")
+            ]
+        elif params.get(param):
+            lines.append(f"- `{param}`: `{params[param]}` (version and hash not recorded by this run)")
+    return [_md("Implementations named by parameters, as loaded:", "", *lines)] if lines else []
+
+
+def raw_data_section(r: Report) -> list[Block]:
+    return [
+        _md(
+            "## Raw data",
+            "",
+            "In the run folder: " + ", ".join(f"`{p}`" for p in r.run.files)
+            + "; `manifest.json`; executed notebooks in `notebooks/`; figures in `plots/`.",
+        )
+    ]
+
+
+#: The report, in order. Insert a builder to add a section (e.g. releases after the gather section).
+SECTIONS: list[Callable[[Report], list[Block]]] = [
+    summary_section,
+    reshape_section,
+    gather_section,
+    fix_cost_section,
+    gather_fast_section,
+    checks_section,
+    test_plan_section,
+    environment_section,
+    raw_data_section,
+]
+
+
+def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
+    """The whole report, in order, from the run's manifest, tables and facts."""
+    report = prepare(run, figure_names)
+    return [b for section in SECTIONS for b in section(report)]

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from repro.analysis.rundata import RunData
 from repro.report import plots
+from repro.report.blocks import outside_names
 from repro.report.html import build_html
 from repro.report.markdown import render_comparison, render_markdown
 
 
 def build_report(run: RunData, progress: bool = False) -> tuple[Path, Path]:
     """Redraw every figure from the tables, then write ``report.md`` and ``report.html``."""
-    names = plots.write_all(run)
+    names = plots.write_all(run, outside_names(run))
     md_path = run.path / "report.md"
     md_path.write_text(render_markdown(run, names))
     return md_path, build_html(run, progress)

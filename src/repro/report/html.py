@@ -1,34 +1,149 @@
 """``report.html``: the report notebook (``notebooks/90-report.ipynb``) executed on a run folder and
-exported without code, figures embedded. The notebook shows the same blocks as ``report.md``."""
+exported without code. The notebook shows one HTML fragment, :func:`render_fragment`: the same blocks
+as ``report.md``, figures embedded as 160-dpi PNGs, under a small stylesheet scoped to the report (so
+it looks the same in JupyterLab and in the exported page).
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import struct
 from pathlib import Path
 
-from repro.analysis.rundata import RunData
-from repro.paths import notebooks_dir, repo_root
+from repro.analysis.rundata import RunData, RunFolderError, load_run
+from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.report import plots
-from repro.report.blocks import build_blocks
+from repro.report.blocks import Block, build_blocks, outside_names
+from repro.report.tables import html_table
 
 REPORT_NOTEBOOK = "90-report.ipynb"
+#: The class every rule of the stylesheet is scoped to.
+SCOPE = "repro-report"
+STYLE = f"""
+.{SCOPE} {{ max-width: 960px; margin: 0 auto; padding: 0 16px 48px; color: #1f2328; font: 15px/1.55
+  -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif; }}
+.{SCOPE} h1 {{ font-size: 1.7em; line-height: 1.25; border-bottom: 1px solid #d1d9e0; padding-bottom: .3em; }}
+.{SCOPE} h2 {{ font-size: 1.35em; border-bottom: 1px solid #d1d9e0; padding-bottom: .25em; margin-top: 1.8em; }}
+.{SCOPE} code {{ font: .88em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #eff1f3;
+  padding: .1em .35em; border-radius: 4px; }}
+.{SCOPE} pre {{ background: #f6f8fa; border: 1px solid #d1d9e0; border-radius: 6px; padding: 12px 14px;
+  overflow-x: auto; white-space: pre-wrap; word-break: break-all; }}
+.{SCOPE} pre code {{ background: none; padding: 0; }}
+.{SCOPE} table {{ border-collapse: collapse; margin: .6em 0 1.2em; font-size: .88em; max-width: 100%; }}
+.{SCOPE} th, .{SCOPE} td {{ border: 1px solid #d1d9e0; padding: 4px 9px; text-align: left; vertical-align: top; }}
+.{SCOPE} th {{ background: #f6f8fa; }}
+.{SCOPE} tbody tr:nth-child(even) {{ background: #fafbfc; }}
+.{SCOPE} .num {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
+.{SCOPE} figure {{ margin: 1em 0 1.4em; }}
+.{SCOPE} figure img {{ max-width: 100%; height: auto; display: block; }}
+.{SCOPE} figcaption {{ color: #59636e; font-size: .85em; margin-top: .3em; }}
+.{SCOPE} details {{ border: 1px solid #d1d9e0; border-radius: 6px; padding: .4em .8em; margin: .8em 0; }}
+.{SCOPE} summary {{ cursor: pointer; font-weight: 600; }}
+.{SCOPE} ul {{ padding-left: 1.4em; }}
+.{SCOPE} li {{ margin: .3em 0; }}
+"""
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>body {{ margin: 0; background: #ffffff; }}</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"""
 
 
-def display_report(run: RunData) -> None:
-    """Show the report inside a notebook: HTML tables and the figures drawn from the run's tables."""
-    import matplotlib.pyplot as plt
-    from IPython.display import Markdown, display
+def _markdown(text: str) -> str:
+    import mistune
 
-    figures = plots.draw_all(run)
-    for b in build_blocks(run, list(figures)):
+    return mistune.create_markdown(escape=True)(text)
+
+
+def _inline(text: str) -> str:
+    """Markdown for one line (a fold's summary), without the paragraph around it."""
+    return _markdown(text).strip().removeprefix("<p>").removesuffix("</p>")
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    return struct.unpack(">II", png[16:24])
+
+
+def _figure(png: bytes, caption: str) -> str:
+    width = round(_png_size(png)[0] * plots.CSS_PX_PER_INCH / plots.DPI)
+    data = base64.b64encode(png).decode()
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" width="{width}" alt="{html.escape(caption)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def _render(blocks: list[Block], pngs: dict[str, bytes]) -> str:
+    parts = []
+    for b in blocks:
+        if b.only and b.only != "html":
+            continue
         if b.kind == "md":
-            display(Markdown(str(b.value)))
+            parts.append(_markdown(str(b.value)))
         elif b.kind == "table":
-            display(b.value.style.hide(axis="index"))
-        else:
-            display(Markdown(f"*{b.caption}*"))
-            display(figures[b.value])
+            parts.append(html_table(b.value))
+        elif b.kind == "image":
+            parts.append(_figure(pngs[str(b.value)], b.caption))
+        elif b.kind == "fold":
+            parts.append(f"<details><summary>{_inline(str(b.value))}</summary>{_render(b.children, pngs)}</details>")
+    return "\n".join(parts)
+
+
+def render_fragment(run: RunData) -> str:
+    """The report as one HTML fragment: the scoped stylesheet, then every block, figures embedded."""
+    import matplotlib.pyplot as plt
+
+    figures = plots.draw_all(run, outside_names(run))
+    pngs = {name: plots.png_bytes(fig) for name, fig in figures.items()}
     for fig in figures.values():
         plt.close(fig)
+    body = _render(build_blocks(run, list(figures)), pngs)
+    return f'<style>{STYLE}</style>\n<div class="{SCOPE}">\n{body}\n</div>'
+
+
+def resolve_run(run_dir: str | Path = "") -> RunData | None:
+    """``run_dir`` (relative to the working folder or the checkout), or the latest run (``runs/latest``)
+    when empty; None when there is none yet."""
+    if str(run_dir):
+        path = Path(run_dir)
+        if not path.is_absolute() and not path.exists() and (repo_root() / path).exists():
+            path = repo_root() / path  # a notebook's working folder is notebooks/; paths name checkout folders
+        return load_run(path)
+    latest = runs_dir() / "latest"
+    if not latest.exists():
+        return None
+    return load_run(latest.resolve())
+
+
+NO_RUN = (
+    "**No run yet.** This notebook shows the report of a run folder. Make one from the repository root with "
+    "`make run` (or `python -m repro run --profile cpu` for a few-minute CPU run), then run this cell again; "
+    "or set `run_dir` in the first cell to a run folder, e.g. `data/h200/gpu-profile`."
+)
+
+
+def display_report(run_dir: str | Path = "") -> None:
+    """Show the report inside a notebook; with no ``run_dir``, the latest run's (or how to make one)."""
+    from IPython.display import HTML, Markdown, display
+
+    try:
+        run = resolve_run(run_dir)
+    except RunFolderError as exc:
+        display(Markdown(f"**Cannot read the run folder:** {exc}"))
+        return
+    if run is None:
+        display(Markdown(NO_RUN))
+        return
+    display(HTML(render_fragment(run)))
 
 
 def build_html(run: RunData, progress: bool = False) -> Path:
@@ -50,9 +165,11 @@ def build_html(run: RunData, progress: bool = False) -> Path:
         execution_timeout=600,
         cwd=str(repo_root()),
     )
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter = HTMLExporter(
+        template_name="basic", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
+    )
     exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags={"report-hide"}, enabled=True), enabled=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     html_path = run_dir / "report.html"
-    html_path.write_text(body)
+    html_path.write_text(PAGE.format(title=html.escape(f"Report: {run.name}"), body=body))
     return html_path

@@ -1,51 +1,81 @@
 """``report.md``: the report as Markdown that pastes into a PR comment (at most 64 KB), and the
-check-by-check comparison of two runs."""
+check-by-check comparison of two runs.
+
+Tables are compact GitHub Markdown (no padding, one line per cell); bulky ones sit in ``<details>``,
+which GitHub renders folded.
+"""
 
 from __future__ import annotations
 
-from repro.analysis.compare import compare_runs, comparison_summary
+import pandas as pd
+
+from repro.analysis.compare import KEY, compare_runs, comparison_counts, comparison_summary
 from repro.analysis.rundata import RunData
-from repro.report.blocks import build_blocks
+from repro.report.blocks import Block, build_blocks
+from repro.report.tables import formatted, markdown_table
 
 #: GitHub's limit for a PR comment is 65,536 characters.
 MARKDOWN_LIMIT_BYTES = 64 * 1024
 
 
-def render_markdown(run: RunData, figure_names: list[str]) -> str:
-    """The report's blocks as Markdown; figures are linked as ``plots/<name>.png``."""
+def render_blocks(blocks: list[Block]) -> str:
     parts = []
-    for b in build_blocks(run, figure_names):
+    for b in blocks:
         if b.kind == "md":
             parts.append(str(b.value))
         elif b.kind == "table":
-            parts.append(b.value.to_markdown(index=False))
-        else:
+            parts.append(markdown_table(b.value))
+        elif b.kind == "image":
             parts.append(f"![{b.caption}](plots/{b.value}.png)")
-    text = "\n\n".join(parts) + "\n"
+        elif b.kind == "fold":
+            parts.append(f"<details><summary>{b.value}</summary>\n\n{render_blocks(b.children).strip()}\n\n</details>")
+    return "\n\n".join(p for p in parts if p.strip()) + "\n"
+
+
+def _fit(text: str) -> str:
     if len(text.encode()) > MARKDOWN_LIMIT_BYTES:
         cut = text.encode()[: MARKDOWN_LIMIT_BYTES - 200].decode(errors="ignore")
         text = cut + "\n\n... (truncated to fit a PR comment; the full tables are in results/)\n"
     return text
 
 
+def render_markdown(run: RunData, figure_names: list[str]) -> str:
+    """The report's blocks as Markdown; figures are linked as ``plots/<name>.png``."""
+    return _fit(render_blocks(build_blocks(run, figure_names)))
+
+
+def _params(manifest: dict) -> str:
+    params = manifest.get("parameters") or {}
+    return ", ".join(f"`{k}={v}`" for k, v in params.items()) or "default parameters"
+
+
 def render_comparison(run_a: RunData, run_b: RunData) -> str:
+    """Before/after, check by check: counts, a per-check summary, and every row whose verdict changed."""
     cmp = compare_runs(run_a, run_b)
+    n = comparison_counts(cmp)
     ma, mb = run_a.manifest, run_b.manifest
-    changed = cmp[cmp["changed"]]
-    both = cmp[cmp["in"] == "both"]
     head = [
         f"# Before/after: `{run_a.name}` (A) vs `{run_b.name}` (B)",
         "",
-        f"A: {ma.get('parameters')} on {ma.get('environment', {}).get('device')}; "
-        f"B: {mb.get('parameters')} on {mb.get('environment', {}).get('device')}.",
+        f"- A: {_params(ma)} on {ma.get('environment', {}).get('device', '?')}",
+        f"- B: {_params(mb)} on {mb.get('environment', {}).get('device', '?')}",
         "",
-        f"{len(both)} checks ran in both runs; {len(changed)} changed verdict. "
-        f"{int((cmp['in'] == 'A only').sum())} ran only in A and {int((cmp['in'] == 'B only').sum())} only in B "
-        "(other notebooks or parameters); they are left out below.",
+        f"{n['both']} checks ran in both runs; {n['changed']} changed verdict. {n['a_only']} ran only in A and "
+        f"{n['b_only']} only in B (other notebooks, implementations or parameters); they are left out below. "
+        "A check is one row: notebook, check, variant, mode, case, seq_len and num_reqs.",
     ]
-    parts = ["\n".join(head), comparison_summary(cmp).to_markdown(index=False)]
+    summary = comparison_summary(cmp)
+    summary = summary.assign(notebook=summary["notebook"].str[:2])
+    parts = ["\n".join(head), markdown_table(formatted(summary))]
+    changed = cmp[cmp["changed"]]
     if len(changed):
-        cols = ["notebook", "check", "variant", "mode", "num_reqs", "observed (A)", "observed (B)"]
-        parts += ["## Checks whose verdict changed", changed[cols].head(200).to_markdown(index=False)]
-    text = "\n\n".join(parts) + "\n"
-    return text[:MARKDOWN_LIMIT_BYTES]
+        cols = [c for c in KEY if c != "notebook" and changed[c].astype(str).str.len().gt(0).any()]
+        table = changed[[*cols, "observed (A)", "observed (B)"]].head(200)
+        table = table.assign(**{c: table[c].map(_short) for c in ("observed (A)", "observed (B)")})
+        parts += ["## Checks whose verdict changed", markdown_table(formatted(table))]
+    return _fit("\n\n".join(parts) + "\n")
+
+
+def _short(text: object, limit: int = 140) -> str:
+    one = " ".join(str(text).split()) if not pd.isna(text) else ""
+    return one if len(one) <= limit else one[: limit - 1] + "…"

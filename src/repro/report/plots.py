@@ -1,7 +1,13 @@
-"""Figures for the notebooks and the report, saved as PNG into the run folder."""
+"""Figures for the notebooks and the report, drawn from a run's tables and saved as PNG.
+
+Every legend sits outside the axes (below a row of panels, or to the right of one), and variants
+whose series are identical in a panel are drawn once with their labels joined, so lines that agree
+do not hide each other.
+"""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -11,86 +17,181 @@ from matplotlib.figure import Figure
 from repro import registry
 from repro.analysis.rundata import RunData
 
+#: Resolution of the PNGs written into a run folder and embedded in report.html.
+DPI = 160
+#: A figure is shown at this many CSS pixels per inch (report.html), so 160-dpi PNGs stay sharp.
+CSS_PX_PER_INCH = 100
+#: Timing plots: kernel time on CUDA-graph replays first (what the verdict is judged on), then eager.
+LAUNCH_ORDER = ("graph", "eager")
+
 
 def _request_axis(ax) -> None:
     """Log-2 request axis labelled 1, 2, 4, ... 256 rather than powers of two."""
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     ax.set_xscale("log", base=2)
-    ticks = [2**k for k in range(0, 9)]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_locator(FixedLocator([2**k for k in range(0, 9)]))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("requests")
 
 
-#: Resolution of the PNGs written into a run folder.
-DPI = 110
+def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
+    """One legend for all panels, under them, entries deduplicated by label."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(
+            list(seen.values()),
+            list(seen),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=min(ncol, len(seen)),
+            fontsize=8,
+            frameon=False,
+        )
+
+
+def _legend_under(ax) -> None:
+    """A panel's own legend, under its axis labels (panels whose variants group differently)."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False, ncol=1)
+
+
+def _legend_right(ax) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG at ``DPI``, cropped to its content (legends outside the axes included)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    return buf.getvalue()
 
 
 def save(fig: Figure, run_dir: str | Path, name: str) -> Path:
     """Write ``plots/<name>.png`` in the run folder and return its path."""
     path = Path(run_dir) / "plots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    path.write_bytes(png_bytes(fig))
     return path
+
+
+def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -> list[tuple[list[str], pd.DataFrame]]:
+    """Variants whose ``values`` agree at every ``x``, grouped (first-seen order): ``(labels, rows)``."""
+    groups: dict[tuple, tuple[list[str], pd.DataFrame]] = {}
+    for label, g in frame.groupby(by, sort=False):
+        g = g.sort_values(x)
+        key = tuple(tuple(map(str, r)) for r in g[[x, *values]].itertuples(index=False))
+        if key in groups:
+            groups[key][0].append(str(label))
+        else:
+            groups[key] = ([str(label)], g)
+    return list(groups.values())
 
 
 def reshape_overrun(frame: pd.DataFrame):
     """Required / available bytes per cache group, buggy vs fixed (log scale; 1 = the pool)."""
     groups = list(dict.fromkeys(frame["cache group"]))
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
     width = 0.38
     for k, variant in enumerate(("buggy", "fixed")):
         sub = frame[frame.variant == variant].set_index("cache group").loc[groups]
         xs = [i + (k - 0.5) * width for i in range(len(groups))]
-        ax.bar(
-            xs,
-            sub["required_bytes"] / sub["available_bytes"],
-            width,
-            label=variant,
-            color=registry.style(variant)["color"],
-        )
-        for x, v in zip(xs, sub["required_bytes"] / sub["available_bytes"]):
-            ax.annotate(f"{v:.3g}x", (x, v), ha="center", va="bottom", fontsize=7)
+        ratio = sub["required_bytes"].astype(float) / sub["available_bytes"].astype(float)
+        ax.bar(xs, ratio, width, label=variant, color=registry.style(variant)["color"])
+        for x, v in zip(xs, ratio):
+            ax.annotate(f"{v:.1f}x" if v >= 1.05 else "fits", (x, v), ha="center", va="bottom", fontsize=7)
+    from matplotlib.ticker import FuncFormatter
+
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("required / available bytes")
     ax.set_title("Reshape view extent against the KV-cache pool (above 1 = out of bounds)")
-    ax.legend()
+    _legend_right(ax)
     fig.tight_layout()
     return fig
 
 
 def gather_mismatches(frame: pd.DataFrame):
-    """Fraction of gathered tokens that differ from the reference, per variant and request count."""
+    """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
+    variants with identical results share one line."""
     modes = list(dict.fromkeys(frame["mode"]))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    f = frame.assign(
+        fraction=(frame["mismatched_tokens"].astype(float) / frame["total_tokens"].astype(float)).where(
+            frame["status"] == "ok"
+        )
+    )
     for ax, mode in zip(axes[0], modes):
-        sub = frame[frame["mode"] == mode]
-        for variant, g in sub.groupby("variant", sort=False):
-            g = g.sort_values("num_reqs")
-            ok = g["status"] == "ok"
-            frac = (g["mismatched_tokens"] / g["total_tokens"]).where(ok)
-            ax.plot(g["num_reqs"], frac, label=variant, **registry.style(variant))
-            faulted = g[~ok]
+        for labels, g in _identical_groups(f[f["mode"] == mode], "variant", "num_reqs", ["fraction", "status"]):
+            style = registry.style(labels[0])
+            name = " = ".join(labels)
+            ax.plot(g["num_reqs"], g["fraction"], label=name, **style)
+            faulted = g[g["status"] != "ok"]
             if len(faulted):
                 ax.scatter(
                     faulted["num_reqs"],
                     [1.02] * len(faulted),
                     marker="X",
                     s=60,
-                    color=registry.style(variant).get("color", "black"),
-                    label=f"{variant}: {faulted['status'].iloc[0]}",
+                    color=style.get("color", "black"),
+                    label=f"{name}: {faulted['status'].iloc[0]}",
                 )
         _request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
         ax.set_ylim(-0.03, 1.08)
     axes[0][0].set_ylabel("fraction of tokens differing\nfrom the reference (X: faulted)")
-    axes[0][-1].legend(fontsize=8, loc="center right")
-    fig.suptitle("Gather through a column-narrowed block table", y=1.02)
+    for ax in axes[0]:
+        _legend_under(ax)
+    fig.suptitle("Gather through a column-narrowed block table")
+    fig.tight_layout()
+    return fig
+
+
+def sanitizer_errors(san: pd.DataFrame):
+    """memcheck errors per case, one panel per sentinel mode (symlog: 0 stays visible); variants
+    with identical counts share one line, and an in-range panel says what memcheck cannot see."""
+    modes = list(dict.fromkeys(san["mode"]))
+    s = san.assign(errors=san["error_count"].astype(float).fillna(0))
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    for ax, mode in zip(axes[0], modes):
+        sub = s[s["mode"] == mode]
+        for labels, g in _identical_groups(sub, "variant", "num_reqs", ["errors"]):
+            if (g["errors"] == 0).all():
+                style, label = {"color": "#7f8c8d", "marker": "."}, "0 errors: " + ", ".join(labels)
+            else:
+                style, label = registry.style(labels[0]), " = ".join(labels)
+            ax.plot(g["num_reqs"], g["errors"], label=label, **style)
+        blind = sub[(sub["errors"] == 0) & (sub["mismatched_tokens"].astype(float).fillna(0) > 0)]
+        if len(blind):
+            who = ", ".join(dict.fromkeys(blind["variant"]))
+            ax.text(
+                0.03,
+                0.95,
+                f"{who}: output wrong, 0 errors\n(memcheck checks allocations, not views)",
+                transform=ax.transAxes,
+                va="top",
+                fontsize=8,
+            )
+        _request_axis(ax)
+        ax.set_title(f"sentinel mode: {mode}")
+        _legend_under(ax)
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    top = max(1.0, float(s["errors"].max()))
+    ticks = [0] + [10**k for k in range(0, len(str(int(top))) + 1)]
+    for ax in axes[0]:
+        ax.set_yscale("symlog", linthresh=1)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_ylim(-0.3, ticks[-1] * 1.5)
+    axes[0][0].set_ylabel("memcheck errors")
+    fig.suptitle("compute-sanitizer memcheck, one process per case")
     fig.tight_layout()
     return fig
 
@@ -102,30 +203,73 @@ def arm_style(label: str) -> dict:
     return dict(registry.OUTSIDE_ARM.style if outside_arms([label]) else registry.style(label))
 
 
-def counts_by_request(
-    frame: pd.DataFrame, value: str, title: str, ylabel: str, log: bool = True, style_of=registry.style
-):
-    """One line per variant (and mode, if present) of ``value`` against request count."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    keys = ["variant", "mode"] if "mode" in frame else ["variant"]
-    for key, g in frame.groupby(keys, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        g = g.sort_values("num_reqs")
-        style = dict(style_of(key[0]))
-        if len(key) > 1 and key[1] == "in-range":
-            style["linestyle"] = ":"
-        ax.plot(g["num_reqs"], g[value].astype(float).clip(lower=0.5 if log else None), label=" / ".join(key), **style)
+def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: bool = True) -> None:
+    order = [a.label for a in registry.ARMS if a.label in set(frame["arm"])]
+    order += [a for a in dict.fromkeys(frame["arm"]) if a not in order]
+    for arm_label in order:
+        g = frame[frame["arm"] == arm_label].sort_values("num_reqs")
+        y = g[value].astype(float)
+        ax.plot(g["num_reqs"], y.clip(lower=0.5) if log else y, label=names.get(arm_label, arm_label), **arm_style(arm_label))
     _request_axis(ax)
     if log:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def arm_names(labels, outside_names: dict[str, str] | None = None) -> dict[str, str]:
+    """Legend names of timed arms: the registry's display names, outside arms by their loaded name."""
+    from repro.analysis.performance import outside_arms
+
+    outside = set(outside_arms(labels))
+    return {
+        label: (outside_names or {}).get(label, label) if label in outside else registry.arm(label).display
+        for label in labels
+    }
+
+
+def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None):
+    """Median time per gather against request count, one panel per tokens-per-request."""
+    sub = med[med["launch"] == launch]
+    lengths = sorted(set(sub["seq_len"].astype(int)))
+    names = arm_names(list(dict.fromkeys(sub["arm"])), outside_names)
+    fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False)
+    for ax, L in zip(axes[0], lengths):
+        _arm_lines(ax, sub[sub["seq_len"].astype(int) == L], "median_us", names)
+        ax.set_title(f"{L} tokens per request")
+    axes[0][0].set_ylabel("median microseconds")
+    what = "CUDA-graph replays (kernel time)" if launch == "graph" else "eager launches (Python launch path included)"
+    fig.suptitle(f"Gather time, {what}")
+    _legend_below(fig, axes[0])
     fig.tight_layout()
     return fig
 
 
-def draw_all(run: RunData) -> dict[str, Figure]:
+def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None):
+    """Fraction of the copy ceiling each arm moves (graph replays, the longest requests)."""
+    longest = int(med["seq_len"].max())
+    frac = med[(med["launch"] == "graph") & (med["seq_len"].astype(int) == longest)]
+    frac = frac.assign(fraction=frac["bandwidth_tbps"].astype(float) / ceiling_tbps)
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    _arm_lines(ax, frac, "fraction", arm_names(list(dict.fromkeys(frac["arm"])), outside_names), log=False)
+    ax.set_ylim(0, 1.0)
+    ax.set_ylabel("fraction of copy ceiling")
+    ax.set_title(f"Share of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replays, {longest} tokens per request)")
+    _legend_right(ax)
+    fig.tight_layout()
+    return fig
+
+
+def performance_figures(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None):
+    """(name, figure) of notebook 03: graph-replay times, the share of the copy ceiling, eager times."""
+    figs = [("03-time-graph", time_per_launch(med, "graph", outside_names))]
+    figs.append(("03-bandwidth-fraction", bandwidth_fraction(med, ceiling_tbps, outside_names)))
+    figs.append(("03-time-eager", time_per_launch(med, "eager", outside_names)))
+    return figs
+
+
+def draw_all(run: RunData, outside_names: dict[str, str] | None = None) -> dict[str, Figure]:
     """Every standard figure of a run, drawn from its tables, by name (in report order)."""
     tables = run.tables
     figures: dict[str, Figure] = {}
@@ -133,66 +277,23 @@ def draw_all(run: RunData) -> dict[str, Figure]:
         figures["01-reshape-overrun"] = reshape_overrun(tables["01-reshape-groups"])
     if "02-gather-sweep" in tables:
         figures["02-gather-mismatches"] = gather_mismatches(tables["02-gather-sweep"])
-    if "02-sanitizer" in tables:
+    if "02-sanitizer" in tables and len(tables["02-sanitizer"]):
         figures["02-sanitizer-errors"] = sanitizer_errors(tables["02-sanitizer"])
     med, rat = tables.get("03-performance-medians"), tables.get("03-performance-ratios")
     if med is not None and rat is not None and len(med):
-        for name, fig in sorted(performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]))):
+        for name, fig in performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]), outside_names):
             figures[name] = fig
     return figures
 
 
-def write_all(run: RunData) -> list[str]:
-    """Redraw every figure of a run folder from its tables into ``plots/``; their names, in order."""
-    figures = draw_all(run)
+def write_all(run: RunData, outside_names: dict[str, str] | None = None) -> list[str]:
+    """Redraw every figure of a run folder from its tables into ``plots/`` (PNGs of figures no longer
+    drawn are removed); their names, in order."""
+    figures = draw_all(run, outside_names)
     for name, fig in figures.items():
         save(fig, run.path, name)
         plt.close(fig)
+    for stale in (run.path / "plots").glob("*.png"):
+        if stale.stem not in figures:
+            stale.unlink()
     return list(figures)
-
-
-def sanitizer_errors(san: pd.DataFrame):
-    return counts_by_request(
-        san.assign(error_count=san.error_count.fillna(0)),
-        "error_count",
-        "memcheck errors per case (0 drawn at 0.5)",
-        "errors",
-    )
-
-
-def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
-    """(name, figure) for the time-per-launch plots and the fraction-of-ceiling plot."""
-    figs = []
-    longest = int(med.seq_len.max())
-    for mode in ("eager", "graph"):
-        sub = med[med.launch == mode].assign(variant=lambda d: d.arm)
-        for L in sorted(set(sub.seq_len)):
-            what = "CUDA-graph replay" if mode == "graph" else "eager launch"
-            figs.append(
-                (
-                    f"03-time-{mode}-{L}",
-                    counts_by_request(
-                        sub[sub.seq_len == L],
-                        "median_us",
-                        f"gather median time, {what}, {L} tokens per request",
-                        "microseconds",
-                        style_of=arm_style,
-                    ),
-                )
-            )
-    frac = med[med.launch == "graph"].assign(variant=lambda d: d.arm)
-    frac = frac.assign(fraction=frac.bandwidth_tbps / ceiling_tbps)
-    figs.append(
-        (
-            "03-bandwidth-fraction",
-            counts_by_request(
-                frac[frac.seq_len == longest],
-                "fraction",
-                f"fraction of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replay, {longest} tokens per request)",
-                "of copy ceiling",
-                log=False,
-                style_of=arm_style,
-            ),
-        )
-    )
-    return figs

@@ -1,0 +1,366 @@
+"""What a run showed, in the words a reviewer reads first: per bug, *reproduced* and *fix verified*
+(or what stood in the way), derived from the check tables and the registry's expectations.
+
+An implementation expected to reproduce a bug that does so is a reproduction, not a failure. An
+implementation under test (``implementation=...``) that goes wrong exactly as the bug predicts
+reproduces the bug in that implementation; one that matches the reference verifies a fix there. A
+run whose manifest says it did not finish is *incomplete*, whatever its finished checks say.
+Pandas and the registry only: no torch, no evidence code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from repro import registry
+from repro.analysis.checks import ChecksFailed, truthy
+from repro.analysis.gather import case_ok, memcheck_expectation
+from repro.analysis.rundata import RunData
+
+BUG_RESHAPE = "vllm-project/vllm#43988"
+BUG_GATHER = "vllm-project/vllm#55109"
+BUG_SPLIT = "vllm-project/vllm#54877"
+#: Issue links that resolve outside vLLM's repository too (GitHub's cross-repository form).
+ISSUE_URL = "https://github.com/vllm-project/vllm/pull/{number}"
+
+REPRODUCED = "reproduced"
+FIX_VERIFIED = "fix verified"
+NOT_REPRODUCED = "not reproduced"
+FIX_NOT_VERIFIED = "fix not verified"
+INCOMPLETE = "incomplete"
+#: Case statuses that mean the process died (a GPU fault, a hang).
+FAULT_STATUSES = ("crashed", "timeout")
+
+
+# --------------------------------------------------------------------------------------------
+# One gather implementation across the sweep.
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How one implementation fared across notebook 02's sweep."""
+
+    variant: str
+    counts: tuple[int, ...]
+    modes: tuple[str, ...]
+    wrong_from: int | None  # smallest request count whose output differed (any mode)
+    fault_from: int | None  # smallest request count whose process faulted (or would have: flagged lanes)
+    fault_modes: tuple[str, ...]
+    faults_observed: bool  # a process really faulted (GPU); False: the bounds-checked interpreter flagged it
+    bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
+    mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of cases that ran
+
+    @property
+    def correct(self) -> bool:
+        return self.wrong_from is None and self.fault_from is None
+
+    @property
+    def cases(self) -> int:
+        return len(self.counts) * len(self.modes)
+
+
+def _num(value: Any) -> int:
+    number = pd.to_numeric(value, errors="coerce")
+    return 0 if pd.isna(number) else int(number)
+
+
+def _obs(row: pd.Series) -> dict:
+    return {
+        "status": str(row["status"]),
+        "mismatched_tokens": _num(row.get("mismatched_tokens")),
+        "stray_writes": _num(row.get("stray_writes")),
+    }
+
+
+def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = None) -> Behaviour:
+    """One variant's record over the sweep; ``memory`` (CPU: flagged lanes per case) marks would-be faults."""
+    rows = sweep[sweep["variant"] == variant]
+    n = pd.to_numeric(rows["num_reqs"]).astype(int)
+    status = rows["status"].astype(str)
+    mism = rows["mismatched_tokens"].map(_num)
+    stray = rows["stray_writes"].map(_num)
+    wrong = (status == "ok") & ((mism > 0) | (stray > 0))
+    faulted = status.isin(FAULT_STATUSES)
+    flagged = pd.Series(False, index=rows.index)
+    if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
+        mem = memory[memory["variant"] == variant]
+        far = mem[mem["out_of_bounds_lanes"].map(_num) > 0]
+        keys = set(zip(far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
+        flagged = pd.Series([(m, k) in keys for m, k in zip(rows["mode"].astype(str), n)], index=rows.index)
+    bad_fault = faulted | flagged
+    signature = bool(len(rows)) and all(
+        case_ok(registry.EXPECT_BUG, int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())
+    )
+    ran = rows[status == "ok"]
+    return Behaviour(
+        variant=variant,
+        counts=tuple(sorted(set(n))),
+        modes=tuple(dict.fromkeys(rows["mode"].astype(str))),
+        wrong_from=int(n[wrong].min()) if wrong.any() else None,
+        fault_from=int(n[bad_fault].min()) if bad_fault.any() else None,
+        fault_modes=tuple(dict.fromkeys(rows.loc[bad_fault, "mode"].astype(str))),
+        faults_observed=bool(faulted.any()),
+        bug_signature=signature,
+        mismatches=tuple(
+            (str(m), int(k), _num(v))
+            for m, k, v in zip(ran["mode"], pd.to_numeric(ran["num_reqs"]), ran["mismatched_tokens"])
+        ),
+    )
+
+
+def _requests(n: int) -> str:
+    return f"{n} request" + ("" if n == 1 else "s")
+
+
+def describe(b: Behaviour) -> str:
+    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference at 1..256 requests``."""
+    if b.correct:
+        modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
+        return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
+    parts = []
+    if b.wrong_from is not None:
+        parts.append(f"is wrong from {_requests(b.wrong_from)}" if b.wrong_from > 1 else "is wrong at 1 request")
+    if b.fault_from is not None:
+        verb = "faults" if b.faults_observed else "reads outside every allocation"
+        where = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
+        when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
+        parts.append(f"{verb} {where}{when}")
+    return " and ".join(parts)
+
+
+def same_mismatches(a: Behaviour, b: Behaviour) -> bool:
+    """Token-for-token the same mismatch counts in every case both ran (the same misreads)."""
+    common = {(m, n) for m, n, _ in a.mismatches} & {(m, n) for m, n, _ in b.mismatches}
+    da = {(m, n): v for m, n, v in a.mismatches}
+    db = {(m, n): v for m, n, v in b.mismatches}
+    return bool(common) and all(da[k] == db[k] for k in common)
+
+
+# --------------------------------------------------------------------------------------------
+# Per bug.
+
+
+@dataclass
+class Finding:
+    """One bug's verdict: the outcomes shown (``reproduced``, ``fix verified``, ...) and why."""
+
+    bug: str
+    title: str
+    outcomes: list[str]
+    text: str  # one paragraph: what was shown, with the numbers
+    problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
+    subject: str = ""  # the headline sentence when an implementation under test is the point of the run
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.problems
+
+
+def implementation_names(run: RunData) -> dict[str, str]:
+    """Reader-facing names of the implementations a run loaded from outside this repository, by
+    parameter (``implementation``, ``reference_gather``), from the provenance the run recorded."""
+    recorded = run.manifest.get("implementations") or {}
+    params = run.manifest.get("parameters") or {}
+    names = {}
+    for param in ("implementation", "reference_gather"):
+        info = recorded.get(param) or ({"target": params[param]} if params.get(param) else None)
+        if info:
+            names[param] = registry.provenance_name(info)
+    return names
+
+
+def _under_test_target(sweep: pd.DataFrame) -> str:
+    rows = sweep[sweep["variant"] == registry.UNDER_TEST_LABEL]
+    return str(rows["implementation"].iloc[0]) if len(rows) and "implementation" in rows else ""
+
+
+def gather_finding(
+    sweep: pd.DataFrame, memory: pd.DataFrame | None = None, under_test_name: str = ""
+) -> tuple[Finding, dict[str, Behaviour]]:
+    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour."""
+    variants = list(dict.fromkeys(sweep["variant"].astype(str)))
+    seen = {v: behaviour(sweep, v, memory) for v in variants}
+    problems, outcomes, controls = [], [], []
+    bug = [v for v in variants if registry.role(v) == registry.ROLE_BUG]
+    fix = [v for v in variants if registry.role(v) == registry.ROLE_FIX]
+    for v in bug:
+        if not seen[v].bug_signature:
+            problems.append(f"{registry.prose(v)} {describe(seen[v])}: not the bug's signature")
+    for v in variants:
+        if registry.role(v) in (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN) and not seen[v].correct:
+            problems.append(f"{registry.prose(v)} {describe(seen[v])}")
+    if bug:
+        shown = all(seen[v].bug_signature for v in bug)
+        outcomes.append(REPRODUCED if shown else NOT_REPRODUCED)
+        controls.append(f"{outcomes[-1]}: {registry.prose(bug[0])} {describe(seen[bug[0]])}")
+    if fix:
+        shown = all(seen[v].correct for v in fix)
+        outcomes.append(FIX_VERIFIED if shown else FIX_NOT_VERIFIED)
+        controls.append(f"{outcomes[-1]}: {registry.prose(fix[0])} {describe(seen[fix[0]])}")
+    subject, lead = "", ""
+    if registry.UNDER_TEST_LABEL in seen:
+        u = seen[registry.UNDER_TEST_LABEL]
+        target = _under_test_target(sweep)
+        name = under_test_name or f"`{target}`"
+        if target in registry.builtin_targets():
+            controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
+            if not u.correct:
+                problems.append(f"the implementation under test `{target}` {describe(u)}")
+        elif u.bug_signature:
+            like = [v for v in bug if same_mismatches(u, seen[v])]
+            subject = f"{REPRODUCED}: {name} {describe(u)}"
+            lead = f"{REPRODUCED} in {name}: it {describe(u)}, the bug's signature" + (
+                f", with the same mismatch counts as {registry.prose(like[0])} in every case" if like else ""
+            )
+            outcomes = [REPRODUCED, *[o for o in outcomes if o != REPRODUCED]]
+        elif u.correct:
+            subject = f"{FIX_VERIFIED}: {name} {describe(u)}"
+            lead = f"{FIX_VERIFIED} in {name}: it {describe(u)}"
+            outcomes = [FIX_VERIFIED, *[o for o in outcomes if o != FIX_VERIFIED]]
+        else:
+            subject = f"{name} {describe(u)}: not the bug's signature"
+            lead = subject
+            problems.append(subject)
+    if lead:
+        text = f"{lead}. Controls: " + "; ".join(controls) + "."
+    else:
+        text = "; ".join(controls) + "."
+    return Finding(BUG_GATHER, "strided block-table gather", outcomes, text, problems, subject), seen
+
+
+def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_check: str) -> Finding:
+    """The reshape-overrun verdict from notebook 01's checks and per-group table."""
+    ok = checks["ok"].map(truthy)
+    variant = checks["variant"].astype(str)
+    split = checks["check"] == split_check
+    bug_ok = bool(ok[(variant == "buggy") & ~split].all())
+    fix_ok = bool(ok[(variant == "fixed") & ~split].all())
+    outcomes = [REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED]
+    sentences, problems = [], []
+    if groups is not None and len(groups):
+        buggy = groups[(groups["variant"] == "buggy") & ~groups["fits"].map(truthy)]
+        fixed = groups[groups["variant"] == "fixed"]
+        if len(buggy):
+            overs = ", ".join(f"{g} {float(o):.0f}x" for g, o in zip(buggy["cache group"], buggy["overrun"]))
+            sentences.append(
+                f"{outcomes[0]}: the buggy view over-asks in every compressed cache group ({overs})"
+                + ("; PyTorch rejects it with the error the PR reports, every number equal" if bug_ok else "")
+            )
+        fits = int(fixed["fits"].map(truthy).sum())
+        sentences.append(f"{outcomes[1]}: the fixed view fits in {fits} of {len(fixed)} cache groups")
+    else:
+        sentences.append(f"{outcomes[0]}; {outcomes[1]}")
+    if not bug_ok:
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == "buggy")], checks["observed"])]
+    if not fix_ok:
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == "fixed")], checks["observed"])]
+    if split.any():
+        s_ok = bool(ok[split].all())
+        sentences.append(
+            f"the fixed code still over-asks for padded uncompressed groups split into smaller kernel blocks "
+            f"({BUG_SPLIT}: {'shown' if s_ok else 'not shown'})"
+        )
+    return Finding(BUG_RESHAPE, "reshape overrun", outcomes, "; ".join(sentences) + ".", problems)
+
+
+# --------------------------------------------------------------------------------------------
+# The run.
+
+
+@dataclass
+class RunVerdict:
+    title: str
+    complete: bool
+    findings: list[Finding]
+    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
+    checks: int
+    checks_ok: int
+    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+
+    @property
+    def failed(self) -> int:
+        return self.checks - self.checks_ok
+
+
+def not_finished(manifest: Mapping[str, Any]) -> list[str]:
+    """Notebooks that did not run to their end: broke, still running or never started. A notebook
+    that ended by naming failed checks finished."""
+    out = []
+    for name, st in (manifest.get("notebooks") or {}).items():
+        status = str(st.get("status", ""))
+        error = str(st.get("error") or "")
+        if status == "ok" or error.startswith(ChecksFailed.__name__):
+            continue
+        first = error.splitlines()[0] if error else status
+        out.append(f"{name}: {first}")
+    return out
+
+
+def explained_failures(run: RunData) -> tuple[int, int]:
+    """(failed checks, those an implementation under test fails exactly where the bug's expectation
+    passes it): such failures are the reproduction, not a defect of the evidence."""
+    failed = explained = 0
+    for name, table in run.check_tables().items():
+        bad = table[~table["ok"].map(truthy)]
+        failed += len(bad)
+        for _, row in bad.iterrows():
+            if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
+                continue
+            n = _num(row.get("num_reqs"))
+            if "error_count" in row and "sanitizer_status" in row:
+                _, want = memcheck_expectation(registry.EXPECT_BUG, str(row["mode"]), n)
+                explained += int(str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want)
+            elif "status" in row and "mismatched_tokens" in row:
+                explained += int(case_ok(registry.EXPECT_BUG, n, _obs(row)))
+    return failed, explained
+
+
+def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
+    """Findings per bug, completeness, and the one-line title the report leads with."""
+    names = implementation_names(run)
+    findings: list[Finding] = []
+    checks = run.tables.get("01-reshape-checks")
+    if checks is not None and len(checks):
+        findings.append(reshape_finding(checks, run.tables.get("01-reshape-groups"), split_check))
+    sweep = run.tables.get("02-gather-sweep")
+    if sweep is not None and len(sweep):
+        finding, _ = gather_finding(
+            sweep, run.tables.get("02-interpreter-memory-safety"), names.get("implementation", "")
+        )
+        findings.append(finding)
+    total = ok = 0
+    for table in run.check_tables().values():
+        total += len(table)
+        ok += int(table["ok"].map(truthy).sum())
+    failed, explained = explained_failures(run)
+    unfinished = not_finished(run.manifest)
+    complete = run.finished and not unfinished
+    return RunVerdict(
+        title=_title(run, findings, complete, unfinished),
+        complete=complete,
+        findings=findings,
+        not_finished=unfinished,
+        checks=total,
+        checks_ok=ok,
+        failed_explained=explained if failed else 0,
+    )
+
+
+def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str]) -> str:
+    if not complete:
+        why = f"run {run.status}" if not run.finished else f"{len(unfinished)} notebook(s) did not finish"
+        return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+    subject = next((f.subject for f in findings if f.subject), "")
+    if subject:
+        return subject[0].upper() + subject[1:]
+    if not findings:
+        return "No verdict: this run holds no evidence of either bug"
+    if any(f.problems for f in findings):
+        return "Unexpected results: " + "; ".join(p for f in findings for p in f.problems[:1])
+    outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
+    bugs = " and ".join(f.bug for f in findings)
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}"

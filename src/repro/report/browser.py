@@ -1,0 +1,208 @@
+"""The report as a reader sees it, checked in a real browser (headless Chromium through Playwright).
+
+Two pages per run folder: ``report.html`` as written, and ``report.md`` as GitHub renders it
+(cmark-gfm, GitHub's own Markdown library, under GitHub's rules for tables, images and code, in a
+comment column as wide as a pull request's). For each: every image decoded, no table wider than the
+column (GitHub scrolls such a table and cuts columns off), the headline inside the first screen, and
+the number of rows of every table. A screenshot of each first screen is kept in ``screenshots/``.
+
+``python -m repro.report.browser RUN_DIR...`` checks run folders and refreshes their screenshots.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The browser: ``REPRO_CHROMIUM`` if set, else the first of these on PATH.
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+#: The first screen: a laptop window.
+VIEWPORT = {"width": 1280, "height": 900}
+#: Width of a pull-request comment's body on github.com at that window width (CSS pixels).
+GITHUB_COLUMN_PX = 760
+SCREENSHOTS = "screenshots"
+
+#: GitHub's rules for rendered Markdown that decide widths and the first screen (its markdown-body styles).
+GITHUB_CSS = f"""
+body {{ margin: 0; background: #fff; }}
+.comment {{ width: {GITHUB_COLUMN_PX}px; margin: 24px auto; border: 1px solid #d1d9e0; border-radius: 6px; }}
+.comment-header {{ background: #f6f8fa; border-bottom: 1px solid #d1d9e0; padding: 8px 16px; font: 14px sans-serif;
+  color: #59636e; }}
+.markdown-body {{ padding: 16px; font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial,
+  sans-serif; color: #1f2328; word-wrap: break-word; }}
+.markdown-body h1 {{ font-size: 2em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;
+  margin: .67em 0 16px; line-height: 1.25; }}
+.markdown-body h2 {{ font-size: 1.5em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;
+  margin: 24px 0 16px; line-height: 1.25; }}
+.markdown-body p, .markdown-body ul, .markdown-body table, .markdown-body pre, .markdown-body details
+  {{ margin-top: 0; margin-bottom: 16px; }}
+.markdown-body ul {{ padding-left: 2em; }}
+.markdown-body code {{ padding: .2em .4em; font-size: 85%; background: rgba(129,139,152,.12); border-radius: 6px;
+  font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }}
+.markdown-body pre {{ padding: 16px; overflow: auto; font-size: 85%; line-height: 1.45; background: #f6f8fa;
+  border-radius: 6px; }}
+.markdown-body pre code {{ padding: 0; background: transparent; font-size: 100%; }}
+.markdown-body table {{ border-spacing: 0; border-collapse: collapse; display: block; width: max-content;
+  max-width: 100%; overflow: auto; }}
+.markdown-body th, .markdown-body td {{ padding: 6px 13px; border: 1px solid #d1d9e0; }}
+.markdown-body th {{ font-weight: 600; }}
+.markdown-body tr:nth-child(2n) {{ background: #f6f8fa; }}
+.markdown-body img {{ max-width: 100%; box-sizing: content-box; }}
+"""
+
+
+class BrowserUnavailable(RuntimeError):
+    """No browser or no Playwright here; the message says which and how to install it."""
+
+
+def find_browser() -> str:
+    """The Chromium executable to drive, or :class:`BrowserUnavailable` saying how to get one."""
+    env = os.environ.get("REPRO_CHROMIUM")
+    if env:
+        if Path(env).is_file():
+            return env
+        raise BrowserUnavailable(f"REPRO_CHROMIUM={env} is not a file")
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BrowserUnavailable(
+        f"no Chromium on PATH (looked for {', '.join(BROWSERS)}); scripts/setup-browser.sh installs Debian's "
+        "chromium with apt where the machine allows it, or set REPRO_CHROMIUM to a Chromium or Chrome executable"
+    )
+
+
+def github_page(markdown: str, base: Path, title: str) -> str:
+    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's,
+    relative links resolved against ``base`` (the run folder, as in a repository view)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><base href="{base.resolve().as_uri()}/">'
+        f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}</style></head><body>"
+        f'<div class="comment"><div class="comment-header">{html.escape(title)}</div>'
+        f'<div class="markdown-body">{body}</div></div></body></html>'
+    )
+
+
+#: Measured in the page: every ``<details>`` opened first, so folded tables and figures count too.
+MEASURE = """() => {
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  const h1 = document.querySelector('h1');
+  const box = h1 ? h1.getBoundingClientRect() : null;
+  return {
+    images: [...document.images].map(i => ({src: i.getAttribute('src').slice(0, 60), complete: i.complete,
+                                             width: i.naturalWidth})),
+    tables: [...document.querySelectorAll('table')].map(t => ({
+      rows: t.querySelectorAll('tbody > tr').length,
+      scroll: t.scrollWidth, client: t.clientWidth,
+      right: t.getBoundingClientRect().right,
+      container: (t.closest('.markdown-body, .repro-report') || document.body).getBoundingClientRect().right,
+    })),
+    headline: box ? {text: h1.innerText, top: box.top, bottom: box.bottom} : null,
+    page: {scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth},
+  };
+}"""
+
+
+@dataclass
+class PageCheck:
+    """What a reader of one page gets; ``problems`` is empty when every check holds."""
+
+    name: str
+    screenshot: Path
+    images: int = 0
+    table_rows: list[int] = field(default_factory=list)
+    headline: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def _judge(name: str, shot: Path, measured: dict, first_screen_px: int) -> PageCheck:
+    check = PageCheck(name, shot, images=len(measured["images"]))
+    for img in measured["images"]:
+        if not img["complete"] or img["width"] == 0:
+            check.problems.append(f"{name}: image not decoded: {img['src']}")
+    for k, t in enumerate(measured["tables"]):
+        check.table_rows.append(t["rows"])
+        if t["scroll"] > t["client"] + 1 or t["right"] > t["container"] + 1:
+            check.problems.append(
+                f"{name}: table {k + 1} is {t['scroll']} px wide in a {t['client']} px column "
+                f"(its right edge at {t['right']:.0f} px, the column's at {t['container']:.0f} px)"
+            )
+    page = measured["page"]
+    if page["scroll"] > page["client"] + 1:
+        check.problems.append(f"{name}: the page scrolls sideways ({page['scroll']} px in {page['client']} px)")
+    h = measured["headline"]
+    if h is None:
+        check.problems.append(f"{name}: no headline (h1)")
+    else:
+        check.headline = h["text"]
+        if h["top"] < 0 or h["bottom"] > first_screen_px:
+            check.problems.append(f"{name}: the headline is not inside the first screen ({h['top']}-{h['bottom']} px)")
+    return check
+
+
+def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> list[PageCheck]:
+    """Open a run folder's report.html and its report.md as GitHub renders it; screenshot each first screen
+    into ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        raise BrowserUnavailable(f"the playwright package is not installed ({exc}); pip install -e '.[dev]'") from None
+    run_dir = Path(run_dir)
+    out = Path(screenshots) if screenshots else run_dir / SCREENSHOTS
+    out.mkdir(parents=True, exist_ok=True)
+    executable = find_browser()
+    checks = []
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            pages = []
+            if (run_dir / "report.md").is_file():
+                rendered = Path(tmp) / "report-md-github.html"
+                rendered.write_text(github_page((run_dir / "report.md").read_text(), run_dir, f"{run_dir.name}/report.md"))
+                pages.append(("report.md (GitHub)", rendered, out / "report-md-github.png"))
+            if (run_dir / "report.html").is_file():
+                pages.append(("report.html", run_dir / "report.html", out / "report-html.png"))
+            for name, path, shot in pages:
+                page.goto(path.resolve().as_uri(), wait_until="load")
+                page.wait_for_function("[...document.images].every(i => i.complete)", timeout=15000)
+                page.screenshot(path=str(shot))
+                checks.append(_judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"]))
+        finally:
+            browser.close()
+    return checks
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check run folders' reports in the browser; exit 1 naming every problem."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m repro.report.browser RUN_DIR [RUN_DIR ...]", file=sys.stderr)
+        return 2
+    bad = 0
+    for run_dir in args:
+        try:
+            checks = check_run(run_dir)
+        except BrowserUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for c in checks:
+            print(f"{run_dir}: {c.name}: {c.images} images, tables with {c.table_rows} rows; screenshot {c.screenshot}")
+            for p in c.problems:
+                print(f"  PROBLEM {p}")
+                bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
