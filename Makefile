@@ -3,19 +3,25 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BROWSER := $(VENV)/.browser
 ARGS ?=
 
 .PHONY: run test check lint lab report clean-venv
 
-$(STAMP): pyproject.toml constraints-cpu.txt scripts/setup-venv.sh
+$(STAMP): pyproject.toml constraints-cpu.txt scripts/setup-venv.sh scripts/setup-nbstripout.sh
 	VENV=$(VENV) scripts/setup-venv.sh
 	touch $(STAMP)
+
+# Chromium for the browser test (apt where the machine allows it; otherwise the test says why it skips).
+$(BROWSER): scripts/setup-browser.sh | $(STAMP)
+	scripts/setup-browser.sh
+	touch $(BROWSER)
 
 run: $(STAMP)
 	$(PY) -m repro run $(ARGS)
 
-# Everything CI runs: lint, format, every test (notebooks through papermill included).
-test: lint
+# Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
+test: lint $(BROWSER)
 	$(PY) -m pytest $(ARGS)
 
 # The fast lane: lint and the unit tests, no notebook runs (under a minute on 2 cores).

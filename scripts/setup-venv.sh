@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its dev extra.
+# Create .venv and install the project with its dev extra; register the notebook output filter.
 # Without a CUDA GPU: torch/triton come from constraints-cpu.txt (CPU torch, no multi-GB CUDA pull).
 # With one: the venv sees the system's torch/triton pairing and installs nothing over it.
 set -euo pipefail
@@ -17,3 +17,4 @@ else
   "$VENV/bin/pip" install -q -c constraints-cpu.txt -e '.[dev]'
 fi
 "$VENV/bin/pip" check
+VENV="$VENV" scripts/setup-nbstripout.sh

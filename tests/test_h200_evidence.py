@@ -5,7 +5,9 @@ re-rendered (scripts/render-evidence-reports.sh), never because of what the evid
 
 from __future__ import annotations
 
+import html as html_lib
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +18,9 @@ from repro.analysis.checks import truthy
 from repro.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report import plots
-from repro.report.markdown import render_markdown
+from repro.report.blocks import outside_names
+from repro.report.html import render_fragment
+from repro.report.markdown import render_comparison, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for p in ROOT.iterdir() if (p / "manifest.json").is_file())
@@ -91,8 +95,17 @@ def test_ratios_are_todays_ratios_of_the_medians(run):
             )
 
 
+def _text(html: str) -> str:
+    """What a reader reads: tags dropped, whitespace collapsed (the export re-serialises the HTML, and PNG
+    bytes depend on the matplotlib and FreeType builds), plus every image's caption."""
+    html = re.sub(r"<style>.*?</style>", " ", html, flags=re.S)
+    alts = re.findall(r'alt="([^"]*)"', html)
+    text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    return text + " | images: " + "; ".join(html_lib.unescape(a) for a in alts)
+
+
 def test_committed_report_is_what_this_code_renders(run):
-    figures = plots.draw_all(run)
+    figures = plots.draw_all(run, outside_names(run))
     names = list(figures)
     for fig in figures.values():
         plots.plt.close(fig)
@@ -100,4 +113,22 @@ def test_committed_report_is_what_this_code_renders(run):
         "re-render with scripts/render-evidence-reports.sh"
     )
     html = (run.path / "report.html").read_text()
-    assert "data:image/png;base64" in html and "display_report" not in html
+    fragment = render_fragment(run)
+    assert _text(fragment).split(" | images: ")[0] in _text(html), "re-render with scripts/render-evidence-reports.sh"
+    assert _text(fragment).split(" | images: ")[1] == _text(html).split(" | images: ")[1]
+    assert fragment[: fragment.index("</style>")] in html  # the stylesheet itself
+    assert "display_report" not in html
+    assert sorted(p.stem for p in (run.path / "plots").glob("*.png")) == sorted(names)
+
+
+def test_committed_screenshots_show_both_renderings(run):
+    for name in ("report-md-github.png", "report-html.png"):
+        shot = run.path / "screenshots" / name
+        assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
+
+
+def test_committed_comparison_is_what_this_code_renders():
+    a, b = load_run(ROOT / "vllm-0.22.0-under-test"), load_run(ROOT / "gpu-profile")
+    assert (a.path / "comparison-vs-gpu-profile.md").read_text() == render_comparison(a, b), (
+        "re-render with scripts/render-evidence-reports.sh"
+    )

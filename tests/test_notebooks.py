@@ -47,11 +47,36 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
     out, _ = fixed_run
     md = (out / "report.md").read_text()
     assert len(md.encode()) <= 64 * 1024
-    for heading in ("## Summary", "## Root cause", "## Test plan", "## Test result", "## Environment", "## Raw data"):
+    assert md.startswith("# Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109")
+    assert "reads outside every allocation on poison ids" in md  # the interpreter's flagged lanes, not a fault
+    for heading in (
+        "## vllm-project/vllm#43988: reshape overrun",
+        "## vllm-project/vllm#55109: strided block-table gather",
+        "## Cost of the fix",
+        "## gather_fast (in neither pull request)",
+        "## Checks",
+        "## Test plan",
+        "## Environment",
+        "## Raw data",
+    ):
         assert heading in md
     assert "setStorage: sizes [3944832, 2, 584]" in md
+    assert "Timing skipped" in md
     html = (out / "report.html").read_text()
-    assert "data:image/png;base64" in html and "repro.report.render" not in html  # plots embedded, code hidden
+    assert "data:image/png;base64" in html and "display_report" not in html  # plots embedded, code hidden
+
+
+def test_report_reads_well_in_a_browser(fixed_run):
+    from repro.report.browser import BrowserUnavailable, check_run
+
+    out, _ = fixed_run
+    try:
+        checks = check_run(out)
+    except BrowserUnavailable as exc:
+        pytest.skip(f"no browser for this test here: {exc}")
+    for c in checks:
+        assert c.problems == [] and c.headline.startswith("Reproduced"), c.problems
+    assert sorted(p.name for p in (out / "screenshots").glob("*.png")) == ["report-html.png", "report-md-github.png"]
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):

@@ -137,7 +137,11 @@ def fix_cost_short(facts: dict) -> str:
     """The cost of the fix in one clause for the report's first lines."""
     g = facts["fixed_ratio_graph"]
     lo, hi = facts["band"]
-    verdict = "none measurable" if g["outside_band"] == 0 else f"{g['outside_band']} of {g['points']} shapes outside {lo}-{hi}"
+    verdict = (
+        "none measurable"
+        if g["outside_band"] == 0
+        else f"{g['outside_band']} of {g['points']} shapes outside {lo}-{hi}"
+    )
     return (
         f"{verdict} on CUDA-graph replays: the fixed kernel on a narrowed view takes {g['min']:.3f}-{g['max']:.3f}x "
         f"its time on a contiguous table at {g['points']} shapes; the rejected `.contiguous()` adds a median "
@@ -150,7 +154,9 @@ def fix_cost_table(medians: pd.DataFrame, ratios: pd.DataFrame, launch: str) -> 
     and the three figures derived from them."""
     view, contig = STRIDE_COST_PAIRS["fixed"]
     copy_arm, _ = COPY_OVERHEAD_PAIR
-    piv = medians[medians.launch == launch].pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="median_us")
+    piv = medians[medians.launch == launch].pivot_table(
+        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
+    )
     r = ratios[ratios.launch == launch].set_index(["seq_len", "num_reqs"])
     out = pd.DataFrame(
         {
@@ -171,7 +177,9 @@ def fast_table(
     """Per shape, one launch mode: gather_fast on the view and on a contiguous table, its stride cost,
     share of the ceiling and speed-ups over the fixed kernel and any outside kernel."""
     view, contig = STRIDE_COST_PAIRS[FASTEST]
-    piv = medians[medians.launch == launch].pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="median_us")
+    piv = medians[medians.launch == launch].pivot_table(
+        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
+    )
     if view not in piv:
         return pd.DataFrame()
     r = ratios[ratios.launch == launch].set_index(["seq_len", "num_reqs"])

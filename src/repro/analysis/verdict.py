@@ -116,8 +116,11 @@ def _requests(n: int) -> str:
     return f"{n} request" + ("" if n == 1 else "s")
 
 
-def describe(b: Behaviour) -> str:
-    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference at 1..256 requests``."""
+def describe(b: Behaviour, short: bool = False) -> str:
+    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference at 1..256 requests``
+    (``short``: without the range and modes, for a table whose heading gives them)."""
+    if b.correct and short:
+        return "matches the reference"
     if b.correct:
         modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
         return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
@@ -191,7 +194,10 @@ def gather_finding(
         if not seen[v].bug_signature:
             problems.append(f"{registry.prose(v)} {describe(seen[v])}: not the bug's signature")
     for v in variants:
-        if registry.role(v) in (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN) and not seen[v].correct:
+        if (
+            registry.role(v) in (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN)
+            and not seen[v].correct
+        ):
             problems.append(f"{registry.prose(v)} {describe(seen[v])}")
     if bug:
         shown = all(seen[v].bug_signature for v in bug)
@@ -304,7 +310,7 @@ def explained_failures(run: RunData) -> tuple[int, int]:
     """(failed checks, those an implementation under test fails exactly where the bug's expectation
     passes it): such failures are the reproduction, not a defect of the evidence."""
     failed = explained = 0
-    for name, table in run.check_tables().items():
+    for table in run.check_tables().values():
         bad = table[~table["ok"].map(truthy)]
         failed += len(bad)
         for _, row in bad.iterrows():
@@ -313,7 +319,9 @@ def explained_failures(run: RunData) -> tuple[int, int]:
             n = _num(row.get("num_reqs"))
             if "error_count" in row and "sanitizer_status" in row:
                 _, want = memcheck_expectation(registry.EXPECT_BUG, str(row["mode"]), n)
-                explained += int(str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want)
+                explained += int(
+                    str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
+                )
             elif "status" in row and "mismatched_tokens" in row:
                 explained += int(case_ok(registry.EXPECT_BUG, n, _obs(row)))
     return failed, explained

@@ -10,6 +10,7 @@ section is a function ``(Report) -> list[Block]`` inserted into :data:`SECTIONS`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,13 @@ IMAGE_NOTE = (
     "run folder (a repository, a CI artifact). In a pasted PR comment they do not: attach the PNGs.</sub>"
 )
 MD_ONLY = "md"
+#: ``vLLM #54877`` / ``vLLM PR #43988`` in recorded text (check names): written so it links from any repository.
+_VLLM_REF = re.compile(r"vLLM (?:PR |issue )?#(\d+)")
+
+
+def link_issues(text: str) -> str:
+    """``vllm-project/vllm#N`` for vLLM references in recorded text: GitHub links that form from any repository."""
+    return _VLLM_REF.sub(r"vllm-project/vllm#\1", str(text))
 
 
 @dataclass
@@ -213,7 +221,7 @@ def gather_section(r: Report) -> list[Block]:
             role = f"under test: {r.names.get('implementation', f'`{target}`')}"
         shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
         verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
-        row = {"implementation": v, "role": role, "observed": describe(b).removeprefix("is ")}
+        row = {"implementation": v, "role": role, "observed": describe(b, short=True).removeprefix("is ")}
         if memcheck:
             row["memcheck"] = memcheck.get(v, "")
         row["as expected"] = verdict
@@ -227,7 +235,7 @@ def gather_section(r: Report) -> list[Block]:
             "`stride(0) = W > w`, so every request after the first reads flat element `b*w + j` of the backing "
             "table: wrong ids, and with sentinel ids an address outside the K cache. "
             "Fix: pass `block_table.stride(0)` as the row pitch (identical for contiguous tables). What each "
-            "implementation did over the sweep (request counts, sentinel modes `in-range` and `poison`):",
+            f"implementation did over the sweep ({_sweep_range(sweep)}):",
         ),
         Block("table", formatted(pd.DataFrame(rows))),
     ]
@@ -246,8 +254,8 @@ def gather_section(r: Report) -> list[Block]:
                 "accesses; in-range misreads stay inside the allocations, so memcheck cannot see them although the "
                 "output is wrong."
                 + (
-                    f" First invalid access reported ({first['variant']}, {first['mode']}, {first['num_reqs']} requests): "
-                    f"{first['first_access']}."
+                    f" First invalid access reported ({first['variant']}, {first['mode']}, "
+                    f"{first['num_reqs']} requests): {first['first_access']}."
                     if first
                     else ""
                 )
@@ -273,6 +281,12 @@ def gather_section(r: Report) -> list[Block]:
     return out
 
 
+def _sweep_range(sweep: pd.DataFrame) -> str:
+    counts = sorted(set(pd.to_numeric(sweep["num_reqs"]).astype(int)))
+    modes = " and ".join(f"`{m}`" for m in dict.fromkeys(sweep["mode"].astype(str)))
+    return f"{counts[0]}..{counts[-1]} requests, sentinel ids {modes}"
+
+
 def fix_cost_section(r: Report) -> list[Block]:
     med, rat = r.tables.get("03-performance-medians"), r.tables.get("03-performance-ratios")
     head = f"## Cost of the fix ({BUG_GATHER})"
@@ -287,7 +301,9 @@ def fix_cost_section(r: Report) -> list[Block]:
         children = [Block("table", formatted(table, {c: digits.get(c, 2) for c in table.columns}))]
         if launch == "eager":
             children = [*r.image("03-time-eager"), *children]
-        out.append(fold(f"Fixed kernel and `.contiguous()`, {what}: median us and ratios ({len(table)} shapes)", *children))
+        out.append(
+            fold(f"Fixed kernel and .contiguous(), {what}: median us and ratios ({len(table)} shapes)", *children)
+        )
     return out
 
 
@@ -342,14 +358,14 @@ def checks_section(r: Report) -> list[Block]:
     summary = check_summary(r.tables)
     if not len(summary):
         return []
-    summary = summary.assign(notebook=summary["notebook"].str[:2])
+    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
     out = [_md("## Checks", "", f"{r.verdict.checks} checks: {_checks_sentence(r.verdict)}")]
     out.append(fold(f"Verdict per check ({len(summary)} groups)", Block("table", formatted(summary))))
     failures = [f for t in r.run.check_tables().values() for f in failed_checks(t)]
     if failures:
         shown = failures[:60]
         more = [f"- ... and {len(failures) - len(shown)} more (results/*.csv)"] if len(failures) > len(shown) else []
-        items = "\n".join(f"- {' '.join(f.split())}" for f in shown)
+        items = "\n".join(f"- {link_issues(' '.join(f.split()))}" for f in shown)
         out.append(fold(f"Failed checks ({len(failures)})", _md(items, *more)))
     return out
 
@@ -411,7 +427,9 @@ def _implementations(m: dict) -> list[Block]:
         if info:
             lines.append(f"- `{param}`: {registry.provenance_name(info)}, `{info.get('target', '')}`")
             lines += [
-                f"  - {key}: `{_value(info[key])}`" for key in sorted(info) if key not in ("target", "package", "version")
+                f"  - {key}: `{_value(info[key])}`"
+                for key in sorted(info)
+                if key not in ("target", "package", "version")
             ]
         elif params.get(param):
             lines.append(f"- `{param}`: `{params[param]}` (version and hash not recorded by this run)")
@@ -423,7 +441,8 @@ def raw_data_section(r: Report) -> list[Block]:
         _md(
             "## Raw data",
             "",
-            "In the run folder: " + ", ".join(f"`{p}`" for p in r.run.files)
+            "In the run folder: "
+            + ", ".join(f"`{p}`" for p in r.run.files)
             + "; `manifest.json`; executed notebooks in `notebooks/`; figures in `plots/`.",
         )
     ]

@@ -169,7 +169,9 @@ def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> lis
             pages = []
             if (run_dir / "report.md").is_file():
                 rendered = Path(tmp) / "report-md-github.html"
-                rendered.write_text(github_page((run_dir / "report.md").read_text(), run_dir, f"{run_dir.name}/report.md"))
+                rendered.write_text(
+                    github_page((run_dir / "report.md").read_text(), run_dir, f"{run_dir.name}/report.md")
+                )
                 pages.append(("report.md (GitHub)", rendered, out / "report-md-github.png"))
             if (run_dir / "report.html").is_file():
                 pages.append(("report.html", run_dir / "report.html", out / "report-html.png"))

@@ -64,11 +64,6 @@ def _markdown(text: str) -> str:
     return mistune.create_markdown(escape=True)(text)
 
 
-def _inline(text: str) -> str:
-    """Markdown for one line (a fold's summary), without the paragraph around it."""
-    return _markdown(text).strip().removeprefix("<p>").removesuffix("</p>")
-
-
 def _png_size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
@@ -94,7 +89,9 @@ def _render(blocks: list[Block], pngs: dict[str, bytes]) -> str:
         elif b.kind == "image":
             parts.append(_figure(pngs[str(b.value)], b.caption))
         elif b.kind == "fold":
-            parts.append(f"<details><summary>{_inline(str(b.value))}</summary>{_render(b.children, pngs)}</details>")
+            parts.append(
+                f"<details><summary>{html.escape(str(b.value))}</summary>{_render(b.children, pngs)}</details>"
+            )
     return "\n".join(parts)
 
 

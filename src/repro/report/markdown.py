@@ -7,11 +7,13 @@ which GitHub renders folded.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from repro.analysis.compare import KEY, compare_runs, comparison_counts, comparison_summary
 from repro.analysis.rundata import RunData
-from repro.report.blocks import Block, build_blocks
+from repro.report.blocks import Block, build_blocks, link_issues
 from repro.report.tables import formatted, markdown_table
 
 #: GitHub's limit for a PR comment is 65,536 characters.
@@ -28,7 +30,8 @@ def render_blocks(blocks: list[Block]) -> str:
         elif b.kind == "image":
             parts.append(f"![{b.caption}](plots/{b.value}.png)")
         elif b.kind == "fold":
-            parts.append(f"<details><summary>{b.value}</summary>\n\n{render_blocks(b.children).strip()}\n\n</details>")
+            summary = html.escape(str(b.value))  # GitHub shows a summary's text as is: no Markdown there
+            parts.append(f"<details><summary>{summary}</summary>\n\n{render_blocks(b.children).strip()}\n\n</details>")
     return "\n\n".join(p for p in parts if p.strip()) + "\n"
 
 
@@ -65,13 +68,14 @@ def render_comparison(run_a: RunData, run_b: RunData) -> str:
         "A check is one row: notebook, check, variant, mode, case, seq_len and num_reqs.",
     ]
     summary = comparison_summary(cmp)
-    summary = summary.assign(notebook=summary["notebook"].str[:2])
+    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
     parts = ["\n".join(head), markdown_table(formatted(summary))]
     changed = cmp[cmp["changed"]]
     if len(changed):
         cols = [c for c in KEY if c != "notebook" and changed[c].astype(str).str.len().gt(0).any()]
         table = changed[[*cols, "observed (A)", "observed (B)"]].head(200)
         table = table.assign(**{c: table[c].map(_short) for c in ("observed (A)", "observed (B)")})
+        table = table.assign(check=table["check"].map(link_issues))
         parts += ["## Checks whose verdict changed", markdown_table(formatted(table))]
     return _fit("\n\n".join(parts) + "\n")
 

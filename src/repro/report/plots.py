@@ -209,7 +209,12 @@ def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: 
     for arm_label in order:
         g = frame[frame["arm"] == arm_label].sort_values("num_reqs")
         y = g[value].astype(float)
-        ax.plot(g["num_reqs"], y.clip(lower=0.5) if log else y, label=names.get(arm_label, arm_label), **arm_style(arm_label))
+        ax.plot(
+            g["num_reqs"],
+            y.clip(lower=0.5) if log else y,
+            label=names.get(arm_label, arm_label),
+            **arm_style(arm_label),
+        )
     _request_axis(ax)
     if log:
         from matplotlib.ticker import FuncFormatter

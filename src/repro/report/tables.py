@@ -34,7 +34,9 @@ def formatted(frame: pd.DataFrame, decimals: Mapping[str, int] | int = 3, thousa
         digits = decimals if isinstance(decimals, int) else decimals.get(col)
         values = frame[col]
         if digits is not None and pd.api.types.is_float_dtype(values):
-            out[col] = values.map(lambda v, d=digits: "" if pd.isna(v) else f"{v:,.{d}f}" if thousands else f"{v:.{d}f}")
+            out[col] = values.map(
+                lambda v, d=digits: "" if pd.isna(v) else f"{v:,.{d}f}" if thousands else f"{v:.{d}f}"
+            )
         elif thousands and pd.api.types.is_integer_dtype(values):
             out[col] = values.map(lambda v: f"{v:,}")
         else:
@@ -75,6 +77,7 @@ def html_table(frame: pd.DataFrame) -> str:
 
     head = "".join(td("th", c, n) for c, n in zip(frame.columns, numeric))
     body = "".join(
-        "<tr>" + "".join(td("td", v, n) for v, n in zip(row, numeric)) + "</tr>" for row in frame.itertuples(index=False)
+        "<tr>" + "".join(td("td", v, n) for v, n in zip(row, numeric)) + "</tr>"
+        for row in frame.itertuples(index=False)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -20,7 +20,7 @@ from repro.evidence.sweep import run_sanitizer_sweep, run_sweep
 from repro.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
 from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
-from repro.walkthrough.session import Session
+from repro.walkthrough.session import Progress, Session
 
 NOTEBOOK = "02-strided-block-table-gather"
 CONTIGUOUS = "02-contiguous-checks"
@@ -97,6 +97,14 @@ class GatherWalkthrough:
         reads = rules.buggy_reads(view.shape[-1], view.stride(0), view.shape[0], small.seq_lens.tolist(), B)
         return text, pd.DataFrame(small.backing.tolist()), reads
 
+    def case_count(self) -> int:
+        """Cases in one sweep: request counts x sentinel modes x implementations."""
+        return len(self.p["request_counts"]) * len(self.p["sentinel_modes"]) * len(self.implementations)
+
+    def progress(self, what: str) -> Progress:
+        """A progress bar over one sweep's cases, for :meth:`sweep` and :meth:`memcheck`."""
+        return Progress(self.case_count(), what)
+
     def base_spec(self) -> ScenarioSpec:
         p = self.p
         return ScenarioSpec(
@@ -110,7 +118,11 @@ class GatherWalkthrough:
         )
 
     def sweep(self, progress=None) -> pd.DataFrame:
-        """Every implementation at every request count in both sentinel modes; one row per case."""
+        """Every implementation at every request count in both sentinel modes; one row per case.
+
+        ``progress``: a callback per finished case, or True for a progress bar."""
+        if progress is True:
+            progress = self.progress("sweep")
         prof = self.session.profile
         cases = self.session.table(SWEEP)
         safety = self.session.table(SAFETY) if prof.interpret else None
@@ -160,8 +172,10 @@ class GatherWalkthrough:
         sweep = self.session.table(SWEEP).frame()
         return sweep[sweep.status != "ok"][["variant", "mode", "num_reqs", "status", "error"]], ""
 
-    def memcheck(self) -> tuple[pd.DataFrame | None, str]:
-        """Every case again under compute-sanitizer memcheck (GPU); why not, where it cannot run."""
+    def memcheck(self, progress=None) -> tuple[pd.DataFrame | None, str]:
+        """Every case again under compute-sanitizer memcheck (GPU); why not, where it cannot run.
+
+        ``progress``: a callback per finished case, or True for a progress bar (only when memcheck runs)."""
         prof, policy = self.session.profile, self.p["sanitizer"]
         if prof.device != "cuda":
             return (
@@ -174,11 +188,15 @@ class GatherWalkthrough:
             self.session.write_facts(MEMCHECK, {"status": "unavailable"})
             return None, "compute-sanitizer: unavailable on this machine; memcheck evidence not recorded"
         table = self.session.table(MEMCHECK)
+        if progress is True:
+            progress = self.progress("memcheck")
         log_dir = f"{self.session.run_dir}/logs/sanitizer" if self.session.run_dir else "sanitizer-logs"
 
         def sink(entry: Implementation, mode: str, n: int, res) -> None:
             name = res.log_path.rsplit("/", 1)[-1] if res.log_path else ""
             table.append(rules.memcheck_row(entry.label, entry.expect, mode, n, res.to_dict(), name))
+            if progress is not None:
+                progress(entry, mode, n, res)
 
         t0 = time.perf_counter()
         run_sanitizer_sweep(

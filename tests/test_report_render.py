@@ -1,0 +1,186 @@
+"""report.md and report.html as a reader gets them: what was shown first, compact tables with fixed decimals,
+bulky ones folded, tables GitHub renders with the right rows, figures sharp with legends off the data."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from repro.analysis.rundata import RunData, load_run
+from repro.report import blocks as report_blocks
+from repro.report import plots
+from repro.report.blocks import Block, build_blocks, outside_names
+from repro.report.html import SCOPE, render_fragment
+from repro.report.markdown import MARKDOWN_LIMIT_BYTES, render_markdown
+from repro.report.tables import formatted, markdown_table
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+RUNS = sorted(p for p in H200.iterdir() if (p / "manifest.json").is_file())
+MAX_COLUMNS = 8
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
+def rendered(request) -> tuple[RunData, list[str], str, list[Block]]:
+    run = load_run(request.param)
+    figures = plots.draw_all(run, outside_names(run))
+    names = list(figures)
+    for fig in figures.values():
+        plt.close(fig)
+    return run, names, render_markdown(run, names), build_blocks(run, names)
+
+
+def _flat(blocks: list[Block]) -> list[Block]:
+    return [x for b in blocks for x in ([b] if b.kind != "fold" else _flat(b.children))]
+
+
+def _md_tables(text: str) -> list[list[str]]:
+    tables, current = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables + ([current] if current else [])
+
+
+def test_the_first_lines_say_what_was_shown(rendered):
+    _, _, md, _ = rendered
+    head = md[:1500]
+    assert head.startswith("# Reproduced")
+    assert "ChecksFailed" not in md and "status **failed**" not in md
+    assert re.search(r"vLLM #\d", md) is None  # issues written vllm-project/vllm#N
+    assert "vllm-project/vllm#55109" in head
+
+
+def test_tables_are_compact_narrow_and_one_line_per_row(rendered):
+    _, _, md, _ = rendered
+    for table in _md_tables(md):
+        widths = {line.replace("\\|", "").count("|") - 1 for line in table}
+        assert len(widths) == 1, table[:3]
+        assert widths.pop() <= MAX_COLUMNS, table[0]
+        assert all("  " not in line for line in table), table[0]  # no padding
+    assert len(md.encode()) < 24 * 1024 < MARKDOWN_LIMIT_BYTES
+
+
+def test_numeric_columns_have_fixed_decimals(rendered):
+    _, _, _, blocks = rendered
+    for b in _flat(blocks):
+        if b.kind != "table":
+            continue
+        for col in b.value.columns:
+            decimals = {len(c.split(".")[1]) for c in b.value[col] if re.fullmatch(r"-?\d+\.\d+x?", c)}
+            assert len(decimals) <= 1, (col, decimals)
+
+
+def test_bulky_tables_are_folded(rendered):
+    _, _, md, blocks = rendered
+    for b in blocks:
+        if b.kind == "table":
+            assert len(b.value) <= 14, list(b.value.columns)
+    assert md.count("<details>") == md.count("</details>") >= 2
+
+
+def test_environment_prints_no_python_none(rendered):
+    _, _, md, _ = rendered
+    env = md[md.index("## Environment") :]
+    assert "None" not in env
+    assert "| git_dirty | not recorded |" in env
+    assert "version and hash not recorded by this run" in env
+
+
+class _Tables(HTMLParser):
+    """Rows of every table's body in an HTML document, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[int] = []
+        self.in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tbody":
+            self.in_body = True
+            self.rows.append(0)
+        elif tag == "tr" and self.in_body:
+            self.rows[-1] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "tbody":
+            self.in_body = False
+
+
+def test_github_renders_every_table_with_its_rows(rendered):
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    _, _, md, blocks = rendered
+    parser = _Tables()
+    parser.feed(cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE))
+    assert parser.rows == [len(b.value) for b in _flat(blocks) if b.kind == "table"]
+
+
+def test_html_has_the_same_tables_and_every_figure_embedded(rendered):
+    run, _, _, blocks = rendered
+    fragment = render_fragment(run)
+    parser = _Tables()
+    parser.feed(fragment)
+    assert parser.rows == [len(b.value) for b in _flat(blocks) if b.kind == "table"]
+    assert fragment.count("data:image/png;base64,") == sum(b.kind == "image" for b in _flat(blocks))
+    assert fragment.startswith("<style>") and f'<div class="{SCOPE}">' in fragment
+    assert "<th>check</th>" in fragment or "<th>implementation</th>" in fragment  # text columns left-aligned
+    assert "Figures are the run folder" not in fragment  # the note on relative links is for report.md only
+
+
+def test_a_section_is_one_builder_in_the_list(monkeypatch, rendered):
+    run, names, _, _ = rendered
+
+    def releases(r):
+        return [Block("md", "## Affected releases and kernels")]
+
+    sections = list(report_blocks.SECTIONS)
+    sections.insert(sections.index(report_blocks.gather_section) + 1, releases)
+    monkeypatch.setattr(report_blocks, "SECTIONS", sections)
+    md = render_markdown(run, names)
+    assert md.index("## Affected releases and kernels") < md.index("## Checks")
+
+
+def test_markdown_cells_are_one_line_and_pipes_escaped():
+    frame = formatted(pd.DataFrame({"observed": ["crashed: CUDA error\nSearch for `x' | y"], "n": [2.5]}), 2)
+    text = markdown_table(frame)
+    assert text.splitlines()[2] == "| crashed: CUDA error Search for \\`x' \\| y | 2.50 |"
+    assert text.splitlines()[1] == "|---|--:|"
+
+
+def test_an_incomplete_run_says_so_first(tmp_path):
+    run = load_run(H200 / "gpu-profile")
+    unfinished = RunData(tmp_path, {**run.manifest, "status": "interrupted"}, run.tables, run.facts, run.files)
+    md = render_markdown(unfinished, [])
+    assert md.startswith("# Incomplete: run interrupted")
+
+
+def test_figures_are_sharp_and_legends_stay_off_the_data():
+    run = load_run(H200 / "gpu-profile")
+    assert plots.DPI >= 150
+    figures = plots.draw_all(run, outside_names(run))
+    assert list(figures)[:3] == ["01-reshape-overrun", "02-gather-mismatches", "02-sanitizer-errors"]
+    assert list(figures).index("03-time-graph") < list(figures).index("03-time-eager")
+    try:
+        for name, fig in figures.items():
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+            assert legends, name
+            for legend in legends:
+                box = legend.get_window_extent(renderer)
+                for ax in fig.axes:
+                    assert not box.overlaps(ax.get_window_extent(renderer)), name
+        memcheck = figures["02-sanitizer-errors"]
+        assert all(len(ax.get_lines()) <= 3 for ax in memcheck.axes)  # identical series drawn once
+    finally:
+        for fig in figures.values():
+            plt.close(fig)

@@ -1,0 +1,138 @@
+"""What the report leads with is derived from the tables and the registry's expectations: a bug reproduced
+by the implementation expected to reproduce it is a reproduction, an unfinished run is incomplete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro.analysis import gather
+from repro.analysis.reshape import SPLIT_CHECK
+from repro.analysis.rundata import RunData, load_run
+from repro.analysis.verdict import (
+    FIX_VERIFIED,
+    REPRODUCED,
+    behaviour,
+    describe,
+    implementation_names,
+    not_finished,
+    run_verdict,
+)
+from repro.registry import EXPECT_BUG, UNDER_TEST_LABEL, expectation
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+COUNTS = (1, 2, 4)
+
+
+def sweep(outcomes: dict[str, dict[tuple[str, int], object]], targets: dict[str, str] | None = None) -> pd.DataFrame:
+    """Sweep rows: per variant, ``{(mode, n): mismatched tokens or "crashed"}`` (missing: 0 differ)."""
+    rows = []
+    for variant, cases in outcomes.items():
+        for mode in ("in-range", "poison"):
+            for n in COUNTS:
+                got = cases.get((mode, n), 0)
+                obs = {
+                    "status": "crashed" if got == "crashed" else "ok",
+                    "mismatched_tokens": None if got == "crashed" else got,
+                    "total_tokens": 100,
+                    "stray_writes": 0,
+                    "implementation": (targets or {}).get(variant, f"pkg.mod:{variant}"),
+                    "error": "",
+                }
+                rows.append(gather.sweep_row(variant, expectation(variant), mode, n, obs))
+    return pd.DataFrame(rows).assign(notebook="02-strided-block-table-gather")
+
+
+BUG = {("in-range", 2): 50, ("in-range", 4): 90, ("poison", 2): "crashed", ("poison", 4): "crashed"}
+CLEAN = {"fixed": {}, "contiguous-copy": {}, "fast": {}}
+
+
+def run_of(table: pd.DataFrame, **manifest) -> RunData:
+    m = {"status": "complete", "notebooks": {"02-strided-block-table-gather": {"status": "ok"}}, **manifest}
+    return RunData(Path("synthetic"), m, {"02-gather-sweep": table}, {})
+
+
+def test_the_buggy_kernel_reproducing_and_the_fixed_matching_is_reproduced_and_fix_verified():
+    v = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN})))
+    assert v.title == "Reproduced and fix verified: vllm-project/vllm#55109"
+    assert v.findings[0].outcomes == [REPRODUCED, FIX_VERIFIED]
+    assert "is wrong from 2 requests and faults on poison ids" in v.findings[0].text
+    assert v.failed == 0
+
+
+def test_an_outside_implementation_with_the_bugs_signature_is_a_reproduction_in_it():
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: BUG}, {UNDER_TEST_LABEL: "vllm.x:gather"})
+    info = {"target": "vllm.x:gather", "package": "vllm", "version": "0.22.0", "module_sha256": "ab" * 32}
+    v = run_verdict(run_of(table, implementations={"implementation": info}))
+    assert v.title == "Reproduced: vllm 0.22.0's gather is wrong from 2 requests and faults on poison ids"
+    assert "the same mismatch counts as the buggy gather" in v.findings[0].text
+    assert v.failed == v.failed_explained == 4  # its 4 cases from 2 requests fail as the bug predicts
+
+
+def test_an_outside_implementation_that_matches_verifies_the_fix_in_it():
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {}}, {UNDER_TEST_LABEL: "vllm.x:gather"})
+    v = run_verdict(run_of(table, parameters={"implementation": "vllm.x:gather"}))
+    assert v.title.startswith("Fix verified: vllm's gather (version not recorded) matches the reference")
+
+
+def test_wrong_at_one_request_is_not_the_bugs_signature():
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {("in-range", 1): 3}}, {UNDER_TEST_LABEL: "x.y:z"})
+    v = run_verdict(run_of(table))
+    assert "is wrong at 1 request" in v.title and "not the bug's signature" in v.title
+
+
+def test_a_control_that_misbehaves_is_named_in_the_title():
+    v = run_verdict(run_of(sweep({"buggy": {}, **CLEAN})))
+    assert v.title.startswith("Unexpected results: the buggy gather")
+    assert v.findings[0].outcomes[0] == "not reproduced"
+    broken = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN, "fixed": {("poison", 4): 1}})))
+    assert "fix not verified" in broken.findings[0].outcomes
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+def test_a_run_that_did_not_finish_is_incomplete_never_passed(status):
+    v = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN}), status=status))
+    assert not v.complete and v.title.startswith(f"Incomplete: run {status}")
+
+
+def test_a_broken_notebook_makes_the_run_incomplete_but_failed_checks_do_not():
+    notebooks = {
+        "01-reshape-overrun": {"status": "failed", "error": "DeadKernelError: Kernel died"},
+        "02-strided-block-table-gather": {"status": "failed", "error": "ChecksFailed: 2 failed check(s):\n..."},
+    }
+    assert not_finished({"notebooks": notebooks}) == ["01-reshape-overrun: DeadKernelError: Kernel died"]
+    v = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN}), status="failed", notebooks=notebooks))
+    assert v.title.startswith("Incomplete: 1 notebook(s) did not finish")
+
+
+def test_flagged_lanes_in_the_interpreter_read_as_reads_outside_every_allocation():
+    table = sweep({"buggy": {("in-range", 2): 5, ("in-range", 4): 9, ("poison", 2): 7, ("poison", 4): 8}})
+    memory = pd.DataFrame(
+        [
+            {"variant": "buggy", "mode": m, "num_reqs": n, "out_of_view_lanes": 1, "out_of_bounds_lanes": int(n > 1)}
+            for m in ("in-range", "poison")
+            for n in COUNTS
+        ]
+    )
+    memory.loc[memory["mode"] == "in-range", "out_of_bounds_lanes"] = 0
+    b = behaviour(table, "buggy", memory)
+    assert b.bug_signature and not b.faults_observed
+    assert describe(b) == "is wrong from 2 requests and reads outside every allocation on poison ids"
+
+
+def test_the_committed_runs_lead_with_what_they_showed():
+    gpu = run_verdict(load_run(H200 / "gpu-profile"), SPLIT_CHECK)
+    assert gpu.title == "Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109"
+    assert (gpu.checks, gpu.checks_ok) == (339, 339)
+    vllm_run = load_run(H200 / "vllm-0.22.0-under-test")
+    v = run_verdict(vllm_run, SPLIT_CHECK)
+    name = implementation_names(vllm_run)["implementation"]
+    assert v.title == f"Reproduced: {name} is wrong from 2 requests and faults on poison ids"
+    assert (v.checks, v.failed, v.failed_explained) == (164, 24, 24)
+
+
+def test_expectations_come_from_the_registry():
+    assert expectation("buggy") == EXPECT_BUG
+    assert expectation(UNDER_TEST_LABEL) != EXPECT_BUG
