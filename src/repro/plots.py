@@ -169,3 +169,26 @@ def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
         f"fraction of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replay, {longest} tokens per request)",
         "of copy ceiling", log=False)))
     return figs
+
+
+def jit_fingerprint(cumulative: pd.DataFrame):
+    """Compilations (and, where measured, cumulative compile time) against distinct table widths,
+    one line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
+    has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
+    fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(11 if has_time else 6, 3.8), squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for k, ((variant, table), g) in enumerate(cumulative.groupby(["variant", "table"], sort=False)):
+        style = dict(marker="o", linestyle=styles[k % len(styles)], label=f"{variant} / {table}")
+        axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
+        if has_time:
+            axes[0][1].plot(g["distinct_widths"], g["compile_ms"], **style)
+    axes[0][0].set_ylabel("compilations")
+    axes[0][0].set_title("Triton compilations vs distinct block-table widths")
+    if has_time:
+        axes[0][1].set_ylabel("cumulative compile time (ms)")
+        axes[0][1].set_title("Triton's own compile time, cumulative")
+    for ax in axes[0]:
+        ax.set_xlabel("distinct block-table widths so far")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

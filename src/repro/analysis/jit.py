@@ -1,0 +1,72 @@
+"""Tables over JIT-fingerprint rows (``repro.evidence.jit.fingerprint``): pandas only.
+
+A row is one launcher call: ``variant``, ``table``, ``phase``, ``width``, ``first_call_of_width``,
+``distinct_widths``, ``predicted_compiles``, and on a GPU ``observed_compiles``, ``compile_us``
+(Triton's own ``CompileTimes``) and ``call_us`` (the call's latency, compile included).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+GROUP = ["variant", "table"]
+
+
+def _num(frame: pd.DataFrame, col: str) -> pd.Series:
+    if col not in frame:
+        return pd.Series(float("nan"), index=frame.index)
+    return pd.to_numeric(frame[col], errors="coerce")
+
+
+def _compiles(frame: pd.DataFrame) -> pd.Series:
+    """Observed compilations where observed, else predicted."""
+    observed = _num(frame, "observed_compiles")
+    return observed.where(observed.notna(), _num(frame, "predicted_compiles"))
+
+
+def compile_summary(rows: pd.DataFrame, phase: str | None = None) -> pd.DataFrame:
+    """Per variant and table kind: calls, distinct widths, compilations (predicted / observed), total
+    compile time, and the median latency of calls that compiled against calls that did not."""
+    frame = rows if phase is None else rows[rows["phase"] == phase]
+    out = []
+    for (variant, table), g in frame.groupby(GROUP, sort=False):
+        compiled = _compiles(g) > 0
+        call = _num(g, "call_us")
+        observed = _num(g, "observed_compiles")
+        out.append({
+            "variant": variant, "table": table, "calls": len(g), "distinct_widths": int(g["width"].nunique()),
+            "predicted_compiles": int(_num(g, "predicted_compiles").sum()),
+            "observed_compiles": int(observed.sum()) if observed.notna().any() else None,
+            "compile_ms": round(float(_num(g, "compile_us").sum()) / 1e3, 2) if _num(g, "compile_us").notna().any()
+            else None,
+            "first_call_us_median": float(call[compiled].median()) if call[compiled].notna().any() else None,
+            "cached_call_us_median": float(call[~compiled].median()) if call[~compiled].notna().any() else None,
+        })
+    return pd.DataFrame(out)
+
+
+def cumulative_by_width(rows: pd.DataFrame, phase: str | None = None) -> pd.DataFrame:
+    """Per variant and table kind, after each new width: compilations so far and compile time so far
+    (the fingerprint's plot data). Calls repeating a width add to the totals of the width before."""
+    frame = rows if phase is None else rows[rows["phase"] == phase]
+    out = []
+    for (variant, table), g in frame.groupby(GROUP, sort=False):
+        g = g.sort_values("call")
+        compiles = _compiles(g).cumsum()
+        predicted = _num(g, "predicted_compiles").cumsum()
+        ms = _num(g, "compile_us").fillna(0).cumsum() / 1e3
+        has_time = _num(g, "compile_us").notna().any()
+        counts = g["distinct_widths"].astype(int).tolist()
+        for i, (_, row) in enumerate(g.iterrows()):
+            if i == len(g) - 1 or counts[i + 1] != counts[i]:  # the last call before the next new width
+                out.append({"variant": variant, "table": table, "distinct_widths": int(row["distinct_widths"]),
+                            "compilations": int(compiles.iloc[i]), "predicted_compilations": int(predicted.iloc[i]),
+                            "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None})
+    return pd.DataFrame(out)
+
+
+def inference_compiles(rows: pd.DataFrame, warm_up_phase: str = "warm-up") -> pd.DataFrame:
+    """Per variant and table kind: compilations after the warm-up, i.e. on the inference path."""
+    after = rows[rows["phase"] != warm_up_phase]
+    frame = after.assign(compiles=_compiles(after))
+    return frame.groupby(GROUP, sort=False)["compiles"].sum().astype(int).reset_index(name="inference_compiles")
