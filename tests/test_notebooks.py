@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.results import is_timing_column
+from repro.evidence.results import is_timing_column
 
 SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
 
@@ -49,7 +49,7 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
         assert heading in md
     assert "setStorage: sizes [3944832, 2, 584]" in md
     html = (out / "report.html").read_text()
-    assert "data:image/png;base64" in html and "repro.report" not in html  # plots embedded, code hidden
+    assert "data:image/png;base64" in html and "repro.report.render" not in html  # plots embedded, code hidden
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div
-from .reference import quantize_and_insert_reference
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div
+from repro.kernels.reference import quantize_and_insert_reference
 
 SENTINEL_MODES = ("in-range", "poison")
 #: vLLM's test fills unused block-table entries with this id.
