@@ -14,8 +14,8 @@ import torch  # noqa: E402
 
 from repro.kernels import stream as S  # noqa: E402
 from repro.kernels.launch import is_interpreted  # noqa: E402
-from repro.layout import DSV4  # noqa: E402
-from repro.reference import dequantize_and_gather_reference  # noqa: E402
+from repro.geometry.layout import DSV4  # noqa: E402
+from repro.kernels.reference import dequantize_and_gather_reference  # noqa: E402
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

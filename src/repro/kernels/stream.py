@@ -33,9 +33,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..layout import DSV4, UE8M0_BIAS
-from ..reference import quantize_and_insert_reference
-from .launch import is_interpreted
+from repro.geometry.layout import DSV4, UE8M0_BIAS
+from repro.kernels.reference import quantize_and_insert_reference
+from repro.kernels.launch import is_interpreted
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
