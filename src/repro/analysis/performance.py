@@ -160,7 +160,8 @@ def gap_decomposition(frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: 
             "in_chain": in_chain,
         })
     rows.append({"step": f"total: {gather} on the narrowed view over the best streaming arm",
-                 "numerator": None if view is None else view["arm"], "denominator": None if best is None else best["arm"],
+                 "numerator": None if view is None else view["arm"],
+                 "denominator": None if best is None else best["arm"],
                  "numerator_us": None if view is None else float(view["median_us"]),
                  "denominator_us": None if best is None else float(best["median_us"]),
                  "ratio": None if math.isnan(total) else round(float(total), 4),
