@@ -148,3 +148,40 @@ def test_observed_equals_predicted_on_a_gpu():  # pragma: no cover - GPU only
                                    sync=torch.cuda.synchronize)
             assert [r["observed_compiles"] for r in rows] == compiles(rows), variant
             assert all(r["compile_us"] > 0 for r in rows if r["observed_compiles"]), variant
+
+
+def test_prediction_without_executing_the_launch():
+    kernel, launcher = J.VARIANTS["constexpr width (as shipped)"]
+    inp = J.Inputs(6)
+    launches = jit.width_launches(lambda t: launcher(inp, t), jit.narrowed_tables(backing(), [2, 3]))
+    rows = jit.fingerprint(kernel, launches, execute=False)
+    assert compiles(rows) == [1, 1]
+    assert (inp.out == -7).all()  # nothing ran
+
+
+@pytest.mark.parametrize("table", ["narrowed", "contiguous"])
+def test_the_repositorys_gathers_compile_once_per_tile(table):
+    """gather_fixed passes stride(0) and gather_buggy shape[-1] as runtime ints in do_not_specialize:
+    one binary for every width (unlike vLLM, whose width is a constexpr). The interpreter's launch
+    sizes its token tile from the longest request, so the token count is held at one block here."""
+    from repro.kernels import gather as G
+
+    for fn in (G.gather_fixed, G.gather_buggy):
+        launches = jit.gather_launches(fn, [1, 2, 3, 5], table=table, num_reqs=2, block_size=8, backing_width=9,
+                                       tokens_per_request=lambda w: 8)
+        rows = jit.fingerprint(G._dequantize_and_gather_k_kernel, launches)
+        assert rows[-1]["predicted_total"] == 1, fn.__name__
+        assert [r["width"] for r in rows] == [1, 2, 3, 5]
+        assert "block_table_row_pitch=i32," in rows[0]["specialization"]
+
+
+def test_interpreter_launch_constexprs_count_too():
+    """The key is computed from what the launcher passes: in the interpreter the repository's gather
+    picks its token tile from the longest request, so growing requests compile again (the GPU launch
+    uses a fixed tile). The prediction reports the launcher it is given, nothing else."""
+    from repro.kernels import gather as G
+
+    launches = jit.gather_launches(G.gather_fixed, [1, 2, 3, 5], num_reqs=2, block_size=8, backing_width=9)
+    rows = jit.fingerprint(G._dequantize_and_gather_k_kernel, launches)
+    assert compiles(rows) == [1, 1, 0, 1]  # TOKENS_PER_ITER 16, 32, 32, 64
+    assert "TOKENS_PER_ITER=constexpr 16" in rows[0]["specialization"]

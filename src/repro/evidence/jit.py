@@ -146,6 +146,7 @@ class _CompileEvent:
 class _Recorder:
     predictor: KeyPredictor
     observe: bool
+    execute: bool = True
     runs: list = field(default_factory=list)
     compiles: list = field(default_factory=list)
 
@@ -162,6 +163,8 @@ def _intercept(recorder: _Recorder) -> Iterator[None]:
     def run(*args, grid, warmup, **kwargs):
         key, summary = recorder.predictor.key(args, kwargs)
         recorder.runs.append(_Run(key, summary))
+        if not recorder.execute:
+            return None
         return original_run(*args, grid=grid, warmup=warmup, **kwargs)
 
     saved = (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener)
@@ -218,12 +221,15 @@ def _cold_caches(kernel) -> Iterator[str]:
 
 def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table: str = "",
                 observe: bool | None = None, cold: bool = True, target: tuple = H200_TARGET,
-                sync: Callable[[], None] | None = None, sink: Callable[[dict], None] | None = None) -> list[dict]:
+                sync: Callable[[], None] | None = None, sink: Callable[[dict], None] | None = None,
+                execute: bool = True) -> list[dict]:
     """Run ``launches`` in order and record, per call, the compilations it triggers.
 
     ``observe=None`` observes with Triton's hooks when ``kernel`` is compiled (a GPU) and only
     predicts in the interpreter. Every row holds the predicted count; observed columns are empty
     when nothing was observed. ``sync`` (e.g. ``torch.cuda.synchronize``) ends each timed call.
+    ``execute=False`` (prediction only) computes each launch's key and skips the launch itself, for
+    kernels the interpreter cannot run (vLLM's gather loops to a bound loaded from memory).
     Rows are handed to ``sink`` as they finish and returned.
     """
     base = unwrap_kernel(kernel)
@@ -233,7 +239,9 @@ def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table:
     if observe and not compiled:
         raise ValueError("observe=True needs a compiled kernel (a GPU); the interpreter compiles nothing: "
                          "use observe=False for the predicted count")
-    recorder = _Recorder(KeyPredictor(base, target), observe)
+    if observe and not execute:
+        raise ValueError("execute=False needs observe=False: an observed compilation happens inside the launch")
+    recorder = _Recorder(KeyPredictor(base, target), observe, execute)
     seen_keys: set[str] = set()
     seen_widths: set[int] = set()
     rows: list[dict] = []
@@ -265,7 +273,7 @@ def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table:
                 "hook_us": round(sum((e.hook_end - e.hook_start) * 1e6 for e in events if e.hook_end), 1)
                 if observe else None,
                 "disk_cache_hits": sum(bool(e.disk_cache_hit) for e in events) if observe else None,
-                "call_us": round(call_us, 1) if compiled else None,
+                "call_us": round(call_us, 1) if (compiled and execute) else None,
                 "mode": "observed" if observe else "predicted",
             }
             rows.append(row)
@@ -295,3 +303,33 @@ def narrowed_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
 def contiguous_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
     """Contiguous copies ``backing[:, :w].contiguous()``: ``stride(0)`` equals the width."""
     return [(w, view.contiguous()) for w, view in narrowed_tables(backing, widths)]
+
+
+def gather_launches(gather: Callable, widths: Iterable[int], table: str = "narrowed", num_reqs: int = 4,
+                    block_size: int = 64, backing_width: int | None = None, device: str = "cpu",
+                    phase: str = "inference", tokens_per_request: Callable[[int], int] | None = None) -> list[Launch]:
+    """Calls of a gather with vLLM's signature, one per width: ``num_reqs`` requests whose longest
+    needs ``w`` blocks, on a narrowed view of a ``backing_width``-wide table or on a contiguous one.
+
+    Everything the launch passes except the table (cache block stride, output row pitch class,
+    offset) is the same for every width, so new compilations come from the table alone.
+    """
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    widths = list(widths)
+    if table not in ("narrowed", "contiguous"):
+        raise ValueError(f"table must be 'narrowed' or 'contiguous', got {table!r}")
+    full = backing_width or 2 * max(widths)
+    if table == "narrowed" and any(w >= full for w in widths):
+        raise ValueError(f"backing_width ({full}) must exceed every width ({max(widths)}) for narrowed views")
+    launches = []
+    for w in widths:
+        length = tokens_per_request(w) if tokens_per_request else w * block_size
+        spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=length,
+                            seq_lens=(length,) * num_reqs, max_reqs=num_reqs, device=device, mode="in-range",
+                            backing_width=0 if table == "contiguous" else full, contiguous=table == "contiguous")
+        scenario = build_scenario(spec)
+        out = scenario.fresh_out()
+        launches.append(Launch(label=f"{table} w={w}", width=w, phase=phase,
+                               call=(lambda s=scenario, o=out: gather(*s.args(o)))))
+    return launches
