@@ -61,7 +61,7 @@ def test_analysis_imports_neither_torch_nor_triton():
     import subprocess
     import sys
 
-    code = ("import sys, repro.analysis.jit, repro.analysis.performance; "
+    code = ("import sys, repro.analysis.jit, repro.analysis.ceiling; "
             "print([m for m in ('torch', 'triton') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -10,9 +10,8 @@ rounds and the median of the rounds is kept, so drift does not favour one arm.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import Callable
 
 import pandas as pd
 import torch
@@ -47,205 +46,60 @@ def _tables(scenario, contiguous_table: torch.Tensor, which: str) -> torch.Tenso
     return scenario.block_table if which == "narrowed" else contiguous_table
 
 
-#: Whose code a row times (the report says which arm is whose).
-REPO_CODE = "repro"
-#: Streaming-ceiling tiles (tokens per program, warps) measured at the decomposition shapes; the first
-#: is gather_fast's default, the tile every shape is measured with.
-CEILING_TILES = ((8, 4), (32, 4), (64, 8))
-
-
-@dataclass
-class TimedArm:
-    """One timed arm at one shape: what the row says about it, its check, and its launches."""
-
-    arm: str
-    attrs: dict  # kernel, code, table, requests, layout, block_t, num_warps, tokens, bytes_read, bytes_written
-    check: Callable[[], tuple[str, str, bool]]  # -> (expected, observed, ok)
-    eager: Callable[[], object]
-    graph_calls: list
-
-
-def _gather_attrs(kernel: str, code: str, table: str, requests: str, tokens: int, block_t=None) -> dict:
-    return {"kernel": kernel, "code": code, "table": table, "requests": requests, "layout": "paged cache",
-            "block_t": block_t, "num_warps": None, "tokens": tokens,
-            "bytes_read": tokens * bench.BYTES_READ_PER_TOKEN, "bytes_written": tokens * bench.BYTES_WRITTEN_PER_TOKEN}
-
-
-def _fast_block_t(num_reqs: int, max_gather: int, device: str = "cuda") -> int:
-    """The tile gather_fast's GPU launch uses for this shape."""
-    from repro.kernels.fast import CONFIG, plan_launch
-
-    return plan_launch(num_reqs, max_gather, torch.device(device), CONFIG, "grid").block_t
-
-
-def _sync(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
-def gather_arms(arm: str, fn, which: str, scenarios: list, attrs: dict, ref: torch.Tensor | None = None) -> TimedArm:
-    """A gather with vLLM's signature over ``scenarios`` (the first is checked against ``ref``, its
-    reference output, computed here if not given), on the ``which`` table."""
-    contiguous = [s.block_table.contiguous() for s in scenarios]
-    outs = [s.fresh_out() for s in scenarios]
-    s0 = scenarios[0]
-
-    def check():
-        expected = ref if ref is not None else reference_output(s0)
-        out = s0.fresh_out()
-        fn(*s0.args(out, _tables(s0, contiguous[0], which)))
-        _sync(s0.spec.device)
-        mismatched, stray = compare_bitwise(out, expected, s0)
-        ok = mismatched == 0 and stray == 0
-        return "0 tokens differ", f"{mismatched}/{s0.total_tokens} differ, {stray} stray", ok
-
-    calls = [partial(fn, *s.args(o, _tables(s, c, which))) for s, c, o in zip(scenarios, contiguous, outs)]
-    return TimedArm(arm, attrs, check, calls[0], calls)
-
-
-def stream_arm(arm: str, kind: str, tokens: int, copies: int, layout: str = "records", tile=CEILING_TILES[0],
-               device: str = "cuda") -> TimedArm:
-    sb = bench.stream_bench(kind, tokens, copies, layout=layout, block_t=tile[0], num_warps=tile[1], device=device)
-
-    def check():
-        observed, ok = sb.check()
-        return "bitwise equal to the PyTorch reference", observed, ok
-
-    attrs = {"kernel": kind, "code": REPO_CODE, "table": "none", "requests": "none", "layout": sb.layout,
-             "block_t": sb.block_t, "num_warps": sb.num_warps, "tokens": tokens, "bytes_read": sb.bytes_read,
-             "bytes_written": sb.bytes_written}
-    return TimedArm(arm, attrs, check, sb.eager, sb.graph_calls)
-
-
-def ceiling_arms(tokens: int, copies: int, device: str = "cuda") -> list[TimedArm]:
-    """Every shape: the streaming kernel, and its read-only and write-only halves, at gather_fast's tile."""
-    return [stream_arm("stream / 584-B records", "stream", tokens, copies, device=device),
-            stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
-            stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device)]
-
-
-def ragged_lengths(num_reqs: int, seq_len: int, seed: int = 0) -> tuple[int, ...]:
-    """``num_reqs`` lengths in ``1 .. 2*seq_len - 1`` summing to exactly ``num_reqs * seq_len``:
-    pairs ``seq_len +- d`` with ``d`` uniform, shuffled (an odd request out keeps ``seq_len``)."""
-    gen = torch.Generator().manual_seed(seed)
-    d = torch.randint(0, seq_len, (num_reqs // 2,), generator=gen).tolist()
-    lens = [seq_len + x for x in d] + [seq_len - x for x in d] + [seq_len] * (num_reqs % 2)
-    order = torch.randperm(num_reqs, generator=gen).tolist()
-    return tuple(lens[i] for i in order)
-
-
-def decomposition_arms(num_reqs: int, seq_len: int, block_size: int, tiles=CEILING_TILES, device: str = "cuda"
-                       ) -> list[TimedArm]:
-    """At one shape: what separates gather_fast from the streaming ceiling, each step a measured arm.
-
-    * the streaming kernel in both layouts and several tiles (the ceiling's own spread);
-    * gather_fast on one request holding all ``num_reqs * seq_len`` tokens, contiguous table
-      (indirection alone: a block-table load per token, nothing else differs from streaming);
-    * gather_fast on ``num_reqs`` ragged requests with the same total, contiguous table.
-    """
-    fast = load_implementation(BUILTIN["fast"])
-    tokens = num_reqs * seq_len
-    copies = bench.rotation_count(bench.gather_bytes(tokens))
-    arms = []
-    for layout in ("records", "split"):
-        for tile in tiles:
-            if layout == "records" and tile == CEILING_TILES[0]:
-                continue  # measured at every shape already
-            arms.append(stream_arm(f"stream / {layout} / {tile[0]} tokens x {tile[1]} warps", "stream", tokens,
-                                   copies, layout, tile, device))
-    one = ScenarioSpec(num_reqs=1, block_size=block_size, seq_len_max=tokens, seq_lens=(tokens,), max_reqs=1,
-                       device=device, mode="in-range", contiguous=True)
-    arms.append(gather_arms("fast / one request, contiguous table", fast, "contiguous",
-                            [build_scenario(replace(one, seed=k)) for k in range(copies)],
-                            _gather_attrs("fast", REPO_CODE, "contiguous", "one", tokens, _fast_block_t(1, tokens, device))))
-    lens = ragged_lengths(num_reqs, seq_len)
-    ragged = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=max(lens), seq_lens=lens,
-                          max_reqs=num_reqs, device=device, mode="in-range", contiguous=True)
-    arms.append(gather_arms("fast / ragged requests, contiguous table", fast, "contiguous",
-                            [build_scenario(replace(ragged, seed=k)) for k in range(copies)],
-                            _gather_attrs("fast", REPO_CODE, "contiguous", "ragged", tokens,
-                                          _fast_block_t(num_reqs, max(lens), device))))
-    return arms
-
-
-def time_arms(arms: list[TimedArm], rounds: int, rep_ms: int) -> dict[str, dict[str, list[float]]]:
-    """Eager and graph medians of every arm, in alternating rounds so drift favours no arm."""
-    times = {a.arm: {"eager": [], "graph": []} for a in arms}
-    for _ in range(rounds):
-        for a in arms:
-            times[a.arm]["eager"].append(bench.median_us(a.eager, rep_ms=rep_ms))
-            times[a.arm]["graph"].append(bench.graph_median_us(a.graph_calls, rep_ms=rep_ms))
-    return times
-
-
-def _median_rows(arms: list[TimedArm], times, num_reqs: int, seq_len: int) -> list[dict]:
-    rows = []
-    for a in arms:
-        for mode in ("eager", "graph"):
-            us = statistics.median(times[a.arm][mode])
-            moved = a.attrs["bytes_read"] + a.attrs["bytes_written"]
-            rows.append({"arm": a.arm, "launch": mode, "num_reqs": num_reqs, "seq_len": seq_len,
-                         "tokens": a.attrs["tokens"], "rotation": len(a.graph_calls), "median_us": round(us, 3),
-                         "rounds_us": " ".join(f"{t:.2f}" for t in times[a.arm][mode]),
-                         "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
-                         **{k: v for k, v in a.attrs.items() if k != "tokens"}})
-    return rows
-
-
 def run_perf(request_counts, seq_lens, block_size: int, variants: list[str], medians, checks,
-             rounds: int = 2, rep_ms: int = 50, extra_arms: dict | None = None, progress=None,
-             ceiling: bool = True, decomposition=None, decompose_at: list | None = None,
-             device: str = "cuda") -> pd.DataFrame:
+             rounds: int = 2, rep_ms: int = 50, extra_arms: dict | None = None, progress=None) -> pd.DataFrame:
     """Time every arm at every (sequence length, request count); append rows as each shape finishes.
 
-    ``extra_arms`` maps an arm name to a gather function with vLLM's signature, or to
-    ``(function, {"code": whose code, "table": "contiguous" | "narrowed", "kernel": short name})``
-    (default: run on the contiguous table, code named by the arm). ``ceiling`` adds the streaming
-    kernel and its read-only and write-only halves at every shape. With a ``decomposition`` table,
-    the shapes ``decompose_at`` (default: the most requests at each sequence length) also time the
-    arms of :func:`decomposition_arms`, in the same rounds, and their rows go there.
+    ``extra_arms`` maps an arm name to a gather function with vLLM's signature, run on the
+    contiguous table (e.g. vLLM's own Triton kernel, loaded from its wheel).
     """
-    named = arms_for(variants)
-    fns = {label: load_implementation(BUILTIN[label]) for _, label, _ in named}
-    specs = [(arm, fns[label], which, label, REPO_CODE) for arm, label, which in named]
-    for name, value in (extra_arms or {}).items():
-        fn, meta = value if isinstance(value, tuple) else (value, {})
-        specs.append((name, fn, meta.get("table", "contiguous"), meta.get("kernel", name), meta.get("code", name)))
+    arms = arms_for(variants)
+    fns = {label: load_implementation(BUILTIN[label]) for _, label, _ in arms}
+    for name, fn in (extra_arms or {}).items():
+        arms.append((name, name, "contiguous"))
+        fns[name] = fn
     max_reqs = max(request_counts)
-    if decompose_at is None:
-        decompose_at = [(max_reqs, L) for L in seq_lens]
-    decompose_at = {tuple(x) for x in decompose_at} if decomposition is not None else set()
     for L in seq_lens:
         for n in request_counts:
             spec = ScenarioSpec(num_reqs=n, block_size=block_size, seq_len_max=L, seq_lens=(L,) * n,
-                                max_reqs=max_reqs, device=device, mode="in-range")
+                                max_reqs=max_reqs, device="cuda", mode="in-range")
             tokens = n * L
             copies = bench.rotation_count(bench.gather_bytes(tokens))
             scenarios = [build_scenario(replace(spec, seed=k)) for k in range(copies)]
-            fast_bt = _fast_block_t(n, L, device) if "fast" in variants else None
+            contiguous = [s.block_table.contiguous() for s in scenarios]
+            outs = [s.fresh_out() for s in scenarios]
             ref = reference_output(scenarios[0])
-            arms = [gather_arms(arm, fn, which, scenarios,
-                                _gather_attrs(kernel, code, which, "equal", tokens,
-                                              fast_bt if kernel == "fast" else None), ref)
-                    for arm, fn, which, kernel, code in specs]
-            if ceiling:
-                arms += ceiling_arms(tokens, copies, device)
-            extra = decomposition_arms(n, L, block_size, device=device) if (n, L) in decompose_at else []
-            # correctness first: every arm, bitwise, on its first copy
-            for a in arms + extra:
-                expected, observed, ok = a.check()
-                checks.append({"check": "timed arm equals the reference", "variant": a.arm, "num_reqs": n,
-                               "seq_len": L, "expected": expected, "observed": observed, "ok": ok})
-            times = time_arms(arms + extra, rounds, rep_ms)
-            for row in _median_rows(arms, times, n, L):
-                medians.append(row)
-            for row in _median_rows(extra, times, n, L):
-                decomposition.append(row)
+            # correctness first: every arm, bitwise, on the first copy
+            for arm, label, which in arms:
+                out = scenarios[0].fresh_out()
+                fns[label](*scenarios[0].args(out, _tables(scenarios[0], contiguous[0], which)))
+                torch.cuda.synchronize()
+                mismatched, stray = compare_bitwise(out, ref, scenarios[0])
+                checks.append({"check": "timed arm equals the reference", "variant": arm, "num_reqs": n,
+                               "seq_len": L, "expected": "0 tokens differ",
+                               "observed": f"{mismatched}/{tokens} differ, {stray} stray",
+                               "ok": mismatched == 0 and stray == 0})
+            times: dict[str, dict[str, list[float]]] = {arm: {"eager": [], "graph": []} for arm, _, _ in arms}
+            for _ in range(rounds):
+                for arm, label, which in arms:
+                    fn = fns[label]
+                    s0 = scenarios[0]
+                    times[arm]["eager"].append(bench.median_us(
+                        partial(fn, *s0.args(outs[0], _tables(s0, contiguous[0], which))), rep_ms=rep_ms))
+                    calls = [partial(fn, *s.args(o, _tables(s, c, which)))
+                             for s, c, o in zip(scenarios, contiguous, outs)]
+                    times[arm]["graph"].append(bench.graph_median_us(calls, rep_ms=rep_ms))
+            for arm, _, _ in arms:
+                for mode in ("eager", "graph"):
+                    us = statistics.median(times[arm][mode])
+                    medians.append({"arm": arm, "launch": mode, "num_reqs": n, "seq_len": L, "tokens": tokens,
+                                    "rotation": copies, "median_us": round(us, 3),
+                                    "rounds_us": " ".join(f"{t:.2f}" for t in times[arm][mode]),
+                                    "bandwidth_tbps": round(bench.gather_bytes(tokens) / (us * 1e-6) / 1e12, 4)})
             if progress:
                 progress(L, n)
-            del scenarios, arms, extra, ref
-            if torch.device(device).type == "cuda":
-                torch.cuda.empty_cache()
+            del scenarios, contiguous, outs, ref
+            torch.cuda.empty_cache()
     return medians.frame()
 
 

@@ -90,8 +90,9 @@ STREAM_KINDS = {
 class StreamBench:
     """One streaming arm over ``copies`` independent buffers of ``tokens`` tokens.
 
-    ``check()`` runs the kernel once on the first copy and returns (observed text, ok) against the
-    PyTorch reference, bitwise; ``eager`` is one launch, ``graph_calls`` one launch per copy.
+    ``check()`` runs the kernel once on the first copy and compares it bitwise with the PyTorch
+    reference: (mismatched, stray = 0, total, unit); ``eager`` is one launch, ``graph_calls`` one
+    launch per copy.
     """
 
     kind: str
@@ -127,7 +128,7 @@ def stream_bench(kind: str, tokens: int, copies: int, layout: str = "records", b
             out = torch.full_like(outs[0].view(torch.int16), -1).view(torch.bfloat16)
             S.stream_write(out, **tiles)
             bad = int((out.view(torch.int16) != S.write_reference(tokens, device).view(torch.int16)).any(1).sum())
-            return f"{bad}/{tokens} rows differ", bad == 0
+            return bad, 0, tokens, "rows"
     else:
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
         if kind == "stream":
@@ -139,7 +140,7 @@ def stream_bench(kind: str, tokens: int, copies: int, layout: str = "records", b
                 S.stream_dequant(inputs[0], out, **tiles)
                 ref = S.stream_reference(inputs[0])
                 bad = int((out.view(torch.int16) != ref.view(torch.int16)).any(1).sum())
-                return f"{bad}/{tokens} tokens differ", bad == 0
+                return bad, 0, tokens, "tokens"
         else:
             launch = S.plan_stream(tokens, block_t, num_warps, "grid")
             sums = [S.read_sums_buffer(inp, launch) for inp in inputs]
@@ -148,7 +149,7 @@ def stream_bench(kind: str, tokens: int, copies: int, layout: str = "records", b
             def check():
                 _, got = S.stream_read(inputs[0], **tiles)
                 bad = int((got != S.read_reference(inputs[0], launch)).sum())
-                return f"{bad}/{launch.grid[0]} program sums differ", bad == 0
+                return bad, 0, launch.grid[0], "program sums"
     return StreamBench(kind=kind, layout=layout if kind != "write-only" else "", tokens=tokens, block_t=block_t,
                        num_warps=num_warps, bytes_read=tokens * per_read, bytes_written=tokens * per_write,
                        check=check, eager=calls[0], graph_calls=calls)

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from repro.analysis import performance as P
+from repro.analysis import ceiling as P
 
 N, L = 4, 100
 TOKENS = N * L
@@ -17,6 +17,14 @@ def row(arm, kernel, us, table="none", requests="none", layout="", block_t=8, la
     return {"arm": arm, "kernel": kernel, "code": "repro", "table": table, "requests": requests, "layout": layout,
             "block_t": block_t, "launch": launch, "num_reqs": N, "seq_len": L, "tokens": tokens, "median_us": us,
             "bytes_read": read, "bytes_written": written}
+
+
+def gathers(f: pd.DataFrame) -> pd.DataFrame:
+    return f[~f["kernel"].isin(["stream", "read-only", "write-only"])]
+
+
+def streams(f: pd.DataFrame) -> pd.DataFrame:
+    return f[f["kernel"].isin(["stream", "read-only", "write-only"])]
 
 
 def frame() -> pd.DataFrame:
@@ -35,7 +43,7 @@ def frame() -> pd.DataFrame:
 
 
 def test_every_gather_against_the_best_streaming_arm():
-    c = P.ceiling_table(frame(), copy_tbps=4.0).set_index("arm")
+    c = P.ceiling_table(gathers(frame()), streams(frame()), copy_tbps=4.0).set_index("arm")
     assert set(c["stream_arm"]) == {"stream / split / 32"}
     assert c.loc["fixed / narrowed view", "of_stream_fraction"] == pytest.approx(8.0 / 26.4, abs=1e-4)
     assert c.loc["fast / contiguous table", "of_stream_fraction"] == pytest.approx(8.0 / 13.2, abs=1e-4)
@@ -46,7 +54,7 @@ def test_every_gather_against_the_best_streaming_arm():
 
 
 def test_read_and_write_rates_and_serial_model():
-    c = P.ceiling_table(frame()).iloc[0]
+    c = P.ceiling_table(gathers(frame()), streams(frame())).iloc[0]
     read_rate = TOKENS * 584 / 5e-6 / 1e12
     write_rate = TOKENS * 1024 / 6e-6 / 1e12
     assert c["read_only_tbps"] == pytest.approx(read_rate, abs=1e-4)
@@ -91,7 +99,7 @@ def test_old_runs_without_kind_columns_are_normalised():
     assert n.loc["fixed / narrowed view", "kernel"] == "fixed" and n.loc["fixed / narrowed view", "table"] == "narrowed"
     assert n.loc["vllm / contiguous table", "table"] == "contiguous"
     assert n.loc["vllm / contiguous table", "bytes_read"] == 16 * 584
-    c = P.ceiling_table(old)
+    c = P.ceiling_table(old, old.iloc[:0])
     assert c["of_stream_fraction"].isna().all()  # no streaming arm in that run
 
 
@@ -101,7 +109,7 @@ def test_stream_rates_list_every_streaming_arm():
 
 
 def test_headline_names_the_ceiling_and_fractions():
-    c = P.ceiling_table(frame(), copy_tbps=4.0)
+    c = P.ceiling_table(gathers(frame()), streams(frame()), copy_tbps=4.0)
     facts = P.ceiling_headline(c, P.gap_decomposition(frame(), N, L))
     assert facts["stream_arm"] == "stream / split / 32" and facts["shape"] == [N, L]
     assert "fixed / narrowed view: 30% of the streaming ceiling" in facts["headline"]

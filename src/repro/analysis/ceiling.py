@@ -1,11 +1,13 @@
 """Every gather against the streaming ceiling, and what the remaining gap is made of: pandas only.
 
-Input: notebook 03's median rows (``03-performance-medians``, plus ``03-performance-decomposition``
-where measured), one row per arm x shape x launch mode with ``median_us``, ``tokens`` and, in runs
-that have them, ``kernel`` (``stream``, ``read-only``, ``write-only`` or a gather), ``code``,
-``table`` (``narrowed``, ``contiguous``, ``none``), ``requests`` (``equal``, ``one``, ``ragged``,
-``none``), ``layout``, ``block_t``, ``bytes_read`` and ``bytes_written``. Older runs lack those
-columns; :func:`normalise` derives them from the arm names.
+Input: notebook 03's median tables, one row per arm x shape x launch mode with ``median_us``,
+``tokens`` and, where recorded, ``kernel`` (``stream``, ``read-only``, ``write-only`` or a gather),
+``code``, ``table`` (``narrowed``, ``contiguous``, ``none``), ``requests`` (``equal``, ``one``,
+``ragged``, ``none``), ``layout``, ``block_t``, ``bytes_read`` and ``bytes_written``: the gathers'
+medians (``03-performance-medians``; older runs lack the descriptive columns and
+:func:`normalise` derives them from the arm names), the streaming arms measured at every shape
+(``03-performance-ceiling``) and the gap arms measured at a few shapes in the same rounds as those
+(``03-performance-decomposition``).
 
 The streaming kernel moves the gather's bytes (584 read + 1,024 written per token) with the same
 dtype work and no block table, so ``of_stream`` = streaming time / gather time is the fraction of
@@ -33,7 +35,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
 
     Arm names have the form ``"<kernel> / <narrowed view | contiguous table | ...>"``.
     """
-    f = frame.copy()
+    f = frame.reset_index(drop=True)
     kernel_from_arm = f["arm"].str.split(" / ").str[0]
     table_from_arm = f["arm"].map(lambda a: "narrowed" if "narrowed view" in a
                                   else "contiguous" if "contiguous table" in a else "none")
@@ -56,17 +58,19 @@ def _tbps(nbytes, us) -> float:
     return float(nbytes) / (float(us) * 1e-6) / 1e12
 
 
-def ceiling_table(frame: pd.DataFrame, copy_tbps: float | None = None) -> pd.DataFrame:
-    """One row per gather arm, shape and launch mode: its time and bandwidth, ``of_stream`` (the best
-    streaming arm's time at the same shape over the gather's: the fraction of the right ceiling),
-    ``of_copy`` (bandwidth over the copy ceiling), ``vs_fast`` (time over gather_fast's on the same
-    table and requests), and the shape's read-only and write-only rates and the serial model
-    ``bytes_read / read rate + bytes_written / write rate``."""
-    f = normalise(frame)
+def ceiling_table(gathers: pd.DataFrame, ceiling: pd.DataFrame, copy_tbps: float | None = None) -> pd.DataFrame:
+    """One row per gather arm (of ``gathers``), shape and launch mode: its time and bandwidth,
+    ``of_stream`` (the best streaming arm of ``ceiling`` at the same shape, time over the gather's:
+    the fraction of the right ceiling), ``of_copy`` (bandwidth over the copy ceiling), ``vs_fast``
+    (time over gather_fast's on the same table and requests), and the shape's read-only and
+    write-only rates and the serial model ``bytes_read / read rate + bytes_written / write rate``."""
+    g_rows = normalise(gathers)
+    c_rows = normalise(ceiling)
+    f = pd.concat([g_rows[g_rows["is_gather"]], c_rows[~c_rows["is_gather"]]], ignore_index=True)
     out = []
     for (L, n, mode), g in f.groupby(SHAPE, sort=True):
         streams = g[g["kernel"] == STREAM]
-        best = streams.loc[streams["median_us"].idxmin()] if len(streams) else None
+        best = streams.iloc[int(streams["median_us"].to_numpy().argmin())] if len(streams) else None
         read = g[g["kernel"] == READ]
         write = g[g["kernel"] == WRITE]
         read_rate = _tbps(read["bytes_read"].iloc[0], read["median_us"].iloc[0]) if len(read) else math.nan
@@ -105,13 +109,14 @@ def _pick(g: pd.DataFrame, **where) -> pd.Series | None:
         sel = sel[sel[col] == value]
     if not len(sel):
         return None
-    return sel.loc[sel["median_us"].idxmin()]
+    return sel.iloc[int(sel["median_us"].to_numpy().argmin())]
 
 
 def gap_decomposition(frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: str = "graph",
                       gather: str = "fast") -> pd.DataFrame:
     """What separates ``gather`` (narrowed view, ``num_reqs`` equal requests) from the best streaming
-    arm at one shape, as a chain of measured ratios (``in_chain``; they multiply to the total):
+    arm at one shape, as a chain of measured ratios (``in_chain``; they multiply to the total).
+    ``frame``: arms timed in the same rounds (the ceiling and decomposition rows of one shape).
 
     1. streaming in the cache's layout (``split``) at the gather's tile, over the best streaming arm;
     2. indirection: the gather on ONE request holding all tokens (contiguous table) over 1.;
