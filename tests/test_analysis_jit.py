@@ -65,3 +65,33 @@ def test_analysis_imports_neither_torch_nor_triton():
             "print([m for m in ('torch', 'triton') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_int_classes_follow_triton():
+    assert [A.int_class(v) for v in (1, 16, 0, 3, -1, 2**31, 2**31 + 1)] == \
+        ["1", "i32:D", "i32:D", "i32", "i32", "i64:D", "i64"]
+
+
+def test_expected_compiles_rules():
+    w = [3, 16, 1, 3]
+    assert A.expected_compiles(A.CONSTEXPR_WIDTH, "narrowed", w, 64) == 3
+    assert A.expected_compiles(A.RUNTIME_STRIDE, "narrowed", w, 64) == 0
+    assert A.expected_compiles(A.RUNTIME_STRIDE, "contiguous", w, 64) == 2  # i32 and 1; 16 shares 64's class
+    assert A.expected_compiles(A.RUNTIME_STRIDE, "contiguous", w, 64, warm_up=False) == 3
+    assert A.expected_compiles(A.CONSTEXPR_STRIDE, "contiguous", w, 64) == 3
+    assert A.expected_compiles(A.RUNTIME_STRIDE_UNSPECIALIZED, "contiguous", w, 64) == 0
+
+
+def test_bad_pitch_form_names_the_parameter():
+    import pytest
+
+    with pytest.raises(ValueError, match="pitch must be one of"):
+        A.expected_compiles("width", "narrowed", [1], 4)
+
+
+def test_hook_check_flags_a_difference():
+    r = rows(True).assign(pitch=A.RUNTIME_STRIDE)
+    r.loc[1, "observed_compiles"] = 0  # hooks missed one
+    checks = [c for c in A.fingerprint_checks(r, [4, 7, 9], 64, warm_up=False)
+              if c["check"].startswith("Triton's compile hooks")]
+    assert {c["variant"]: c["ok"] for c in checks} == {"width": False, "stride": True}

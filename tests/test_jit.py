@@ -185,3 +185,65 @@ def test_interpreter_launch_constexprs_count_too():
     rows = jit.fingerprint(G._dequantize_and_gather_k_kernel, launches)
     assert compiles(rows) == [1, 1, 0, 1]  # TOKENS_PER_ITER 16, 32, 32, 64
     assert "TOKENS_PER_ITER=constexpr 16" in rows[0]["specialization"]
+
+
+FORMS = {
+    "constexpr width (as shipped)": "constexpr width",
+    "runtime stride (PR #55109)": "runtime stride",
+    "runtime stride, do_not_specialize": "runtime stride (do_not_specialize)",
+    "constexpr stride": "constexpr stride",
+}
+
+
+@pytest.mark.parametrize("warm_up", [False, True])
+@pytest.mark.parametrize("table", ["narrowed", "contiguous"])
+@pytest.mark.parametrize("variant", list(FORMS))
+def test_the_pitch_rule_agrees_with_tritons_keys(variant, table, warm_up):
+    """analysis.jit.expected_compiles (the rule, from the pitch values alone) against the count from
+    Triton's own binder and key function, for every form, table kind and warm-up choice."""
+    from repro.analysis.jit import expected_compiles
+
+    b = backing()
+    kernel, launcher = J.VARIANTS[variant]
+    inp = J.Inputs(b.shape[0])
+    tables = jit.narrowed_tables(b, WIDTHS) if table == "narrowed" else jit.contiguous_tables(b, WIDTHS)
+    launches = jit.width_launches(lambda t: launcher(inp, t), tables)
+    if warm_up:
+        launches = jit.width_launches(lambda t: launcher(inp, t), [(BACKING_WIDTH, b)], phase="warm-up") + launches
+    rows = jit.fingerprint(kernel, launches)
+    inference = sum(r["predicted_compiles"] for r in rows if r["phase"] != "warm-up")
+    assert inference == expected_compiles(FORMS[variant], table, WIDTHS, BACKING_WIDTH, warm_up)
+
+
+def test_subjects_sequence_and_checks():
+    import pandas as pd
+
+    from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
+    from repro.kernels import gather as G
+
+    subject = jit.JitSubject("fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED,
+                             "repro")
+    seen = []
+    rows = jit.fingerprint_subjects([subject], [1, 2, 3], backing_width=6, num_reqs=2, block_size=8, sink=seen.append,
+                                    tokens_per_request=lambda w: 8)
+    frame = pd.DataFrame(rows)
+    assert seen == rows and set(frame["table"]) == {"narrowed", "contiguous"}
+    assert (frame.groupby("table")["phase"].first() == "warm-up").all()
+    assert set(frame["pitch"]) == {RUNTIME_STRIDE_UNSPECIALIZED} and set(frame["code"]) == {"repro"}
+    checks = fingerprint_checks(frame, [1, 2, 3], 6)
+    assert len(checks) == 2 and all(c["ok"] for c in checks)  # CPU: no observed rows, no hook check
+    wrong = fingerprint_checks(frame.assign(pitch="constexpr width"), [1, 2, 3], 6)
+    assert not any(c["ok"] for c in wrong)
+
+
+def test_int_class_is_tritons_own():
+    """The rule's int classes against Triton's binder for the H200 target."""
+    from repro.analysis.jit import int_class
+
+    kernel = J._copy_rows_runtime_stride
+    predictor = jit.KeyPredictor(kernel)
+    t = backing(1)
+    for v in (1, 0, 16, 3, -1, -16, 48, 2**31, 2**31 + 1):
+        _, summary = predictor.key((t, t, t, v), {"BLOCK": 64})
+        triton_class = summary.split(",")[0].split("=")[1]
+        assert triton_class == {"1": "constexpr 1"}.get(int_class(v), int_class(v)), v

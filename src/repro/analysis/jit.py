@@ -70,3 +70,61 @@ def inference_compiles(rows: pd.DataFrame, warm_up_phase: str = "warm-up") -> pd
     after = rows[rows["phase"] != warm_up_phase]
     frame = after.assign(compiles=_compiles(after))
     return frame.groupby(GROUP, sort=False)["compiles"].sum().astype(int).reset_index(name="inference_compiles")
+
+
+#: How a kernel's row pitch reaches it, the rows' ``pitch`` column.
+CONSTEXPR_WIDTH = "constexpr width"
+RUNTIME_STRIDE = "runtime stride"
+RUNTIME_STRIDE_UNSPECIALIZED = "runtime stride (do_not_specialize)"
+CONSTEXPR_STRIDE = "constexpr stride"
+PITCH_FORMS = (CONSTEXPR_WIDTH, RUNTIME_STRIDE, RUNTIME_STRIDE_UNSPECIALIZED, CONSTEXPR_STRIDE)
+
+
+def int_class(value: int) -> str:
+    """Triton's specialisation class of a plain int argument: ``1``, divisible by 16, other; and its width."""
+    kind = "i64" if not -(2**31) <= value < 2**31 else "i32"
+    return "1" if value == 1 else f"{kind}:D" if value % 16 == 0 else kind
+
+
+def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: int,
+                      warm_up: bool = True) -> int:
+    """Compilations after the warm-up if only the row pitch varies, by Triton's specialisation rules:
+    a constexpr's value is in the key, a plain int only its class, a ``do_not_specialize`` int nothing.
+
+    ``table``: ``narrowed`` (views of one ``backing_width`` table: ``stride(0) = backing_width``) or
+    ``contiguous`` (``stride(0) = width``). The warm-up is one launch on the full contiguous table.
+    """
+    if pitch not in PITCH_FORMS:
+        raise ValueError(f"pitch must be one of {PITCH_FORMS}, got {pitch!r}")
+    strides = [backing_width if table == "narrowed" else w for w in widths]
+    key = {CONSTEXPR_WIDTH: list(widths), CONSTEXPR_STRIDE: strides,
+           RUNTIME_STRIDE: [int_class(s) for s in strides],
+           RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides]}[pitch]
+    warm = {CONSTEXPR_WIDTH: backing_width, CONSTEXPR_STRIDE: backing_width,
+            RUNTIME_STRIDE: int_class(backing_width), RUNTIME_STRIDE_UNSPECIALIZED: 0}[pitch]
+    seen = {warm} if warm_up else set()
+    return len(set(key) - seen)
+
+
+def fingerprint_checks(rows: pd.DataFrame, widths: list[int], backing_width: int, warm_up: bool = True) -> list[dict]:
+    """Check rows per subject and table kind: inference-path compilations equal what the pitch form
+    predicts, and (where observed on a GPU) Triton's hooks saw exactly the predicted compilations."""
+    out = []
+    for (variant, table), g in rows.groupby(GROUP, sort=False):
+        pitch = g["pitch"].iloc[0]
+        infer = g[g["phase"] != "warm-up"]
+        got = int(_compiles(infer).sum())
+        want = expected_compiles(pitch, table, widths, backing_width, warm_up)
+        out.append({"check": "inference-path compilations follow from the row pitch's form", "variant": variant,
+                    "num_reqs": None, "table": table, "pitch": pitch,
+                    "expected": f"{want} ({pitch}, {len(set(widths))} widths)", "observed": str(got),
+                    "ok": got == want})
+        observed = _num(g, "observed_compiles")
+        if observed.notna().any():
+            predicted = _num(g, "predicted_compiles")
+            same = bool((observed == predicted).all())
+            out.append({"check": "Triton's compile hooks saw the predicted compilations", "variant": variant,
+                        "num_reqs": None, "table": table, "pitch": pitch,
+                        "expected": f"{int(predicted.sum())} (predicted per call)",
+                        "observed": f"{int(observed.sum())}", "ok": same})
+    return out

@@ -333,3 +333,54 @@ def gather_launches(gather: Callable, widths: Iterable[int], table: str = "narro
         launches.append(Launch(label=f"{table} w={w}", width=w, phase=phase,
                                call=(lambda s=scenario, o=out: gather(*s.args(o)))))
     return launches
+
+
+@dataclass(frozen=True)
+class JitSubject:
+    """A kernel under the fingerprint: the gather with vLLM's signature that launches it, and how its
+    row pitch reaches the kernel (``constexpr width``, ``runtime stride``, ``runtime stride
+    (do_not_specialize)`` or ``constexpr stride``) and whose code it is."""
+
+    name: str
+    gather: Callable
+    kernel: object
+    pitch: str
+    code: str = ""
+
+
+def fingerprint_subjects(subjects: Iterable[JitSubject], widths: list[int], backing_width: int,
+                         warm_up: bool = True, tables: tuple = ("narrowed", "contiguous"), num_reqs: int = 4,
+                         block_size: int = 64, device: str = "cpu", observe: bool | None = None,
+                         execute: bool = True, sink: Callable[[dict], None] | None = None,
+                         tokens_per_request: Callable[[int], int] | None = None) -> list[dict]:
+    """The standard sequence for each subject and table kind: (optionally) one warm-up launch on the
+    full ``backing_width`` table, as vLLM 0.33.0 warms its kernel up, then one launch per width.
+
+    On a GPU pass ``device="cuda"`` (observed and predicted); on the CPU the count is predicted, and
+    ``execute=False`` skips launches the interpreter cannot run.
+    """
+    sync = None
+    if device.startswith("cuda"):
+        import torch
+
+        sync = torch.cuda.synchronize
+    rows = []
+    for subject in subjects:
+        for table in tables:
+            launches = []
+            if warm_up:
+                launches += gather_launches(subject.gather, [backing_width], table="contiguous", num_reqs=num_reqs,
+                                            block_size=block_size, device=device, phase="warm-up",
+                                            tokens_per_request=tokens_per_request)
+            launches += gather_launches(subject.gather, widths, table=table, num_reqs=num_reqs, block_size=block_size,
+                                        backing_width=backing_width, device=device,
+                                        tokens_per_request=tokens_per_request)
+
+            def tagged(row, subject=subject):
+                row.update({"pitch": subject.pitch, "code": subject.code})
+                if sink is not None:
+                    sink(row)
+
+            rows += fingerprint(subject.kernel, launches, variant=subject.name, table=table, observe=observe,
+                                sync=sync, sink=tagged, execute=execute)
+    return rows
