@@ -114,3 +114,10 @@ def test_headline_names_the_ceiling_and_fractions():
     assert facts["stream_arm"] == "stream / split / 32" and facts["shape"] == [N, L]
     assert "fixed / narrowed view: 30% of the streaming ceiling" in facts["headline"]
     assert "indirection" in facts["headline"]
+
+
+def test_check_rows_fail_on_any_difference():
+    assert P.ceiling_check_row("stream", 2, 8, 0, 0, 16, "tokens")["ok"]
+    assert not P.ceiling_check_row("stream", 2, 8, 1, 0, 16, "tokens")["ok"]
+    bad = P.ceiling_check_row("write-only", 2, 8, 0, 3, 16, "rows")
+    assert not bad["ok"] and bad["observed"] == "0/16 rows differ, 3 stray"

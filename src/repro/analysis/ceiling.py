@@ -205,3 +205,11 @@ def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None =
         parts.append("Gap: " + "; ".join(chain) + ".")
     facts["headline"] = " ".join(parts)
     return facts
+
+
+def ceiling_check_row(arm: str, num_reqs: int, seq_len: int, mismatched: int, stray: int, total: int,
+                      unit: str) -> dict:
+    """The verdict on one ceiling or gap arm's bitwise check before timing."""
+    return {"check": "timed arm equals the reference", "variant": arm, "num_reqs": num_reqs, "seq_len": seq_len,
+            "expected": f"0 {unit} differ", "observed": f"{mismatched}/{total} {unit} differ, {stray} stray",
+            "ok": mismatched == 0 and stray == 0}
