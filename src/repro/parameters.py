@@ -61,6 +61,12 @@ SCHEMA: dict[str, Param] = {
                               "the contiguous table beside the project's kernels"),
     "bench_variants": Param(list, "a non-empty list drawn from 'fixed' and 'fast'",
                             lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"}, item_kind=str),
+    "stream_ceiling": Param(str, "'on' (the streaming ceiling at every shape, the gap arms at the largest request "
+                            "count of each sequence length) or 'off'", lambda v: v in ("on", "off")),
+    "jit_widths": Param(list, "a non-empty list of block-table widths from 1 to 4096",
+                        lambda v: len(v) > 0 and all(1 <= x <= 4096 for x in v), item_kind=int),
+    "jit_backing_width": Param(int, "an integer from 2 to 8192, wider than every jit_widths entry (the backing "
+                               "table the narrowed views are cut from)", lambda v: 2 <= v <= 8192),
 }
 
 

@@ -56,12 +56,13 @@ def cumulative_by_width(rows: pd.DataFrame, phase: str | None = None) -> pd.Data
         predicted = _num(g, "predicted_compiles").cumsum()
         ms = _num(g, "compile_us").fillna(0).cumsum() / 1e3
         has_time = _num(g, "compile_us").notna().any()
-        counts = g["distinct_widths"].astype(int).tolist()
-        for i, (_, row) in enumerate(g.iterrows()):
+        counts = (~g["width"].duplicated()).cumsum().astype(int).tolist()  # widths of this phase only
+        for i in range(len(g)):
             if i == len(g) - 1 or counts[i + 1] != counts[i]:  # the last call before the next new width
-                out.append({"variant": variant, "table": table, "distinct_widths": int(row["distinct_widths"]),
+                out.append({"variant": variant, "table": table, "distinct_widths": counts[i],
                             "compilations": int(compiles.iloc[i]), "predicted_compilations": int(predicted.iloc[i]),
-                            "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None})
+                            "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None,
+                            "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted"})
     return pd.DataFrame(out)
 
 

@@ -87,6 +87,11 @@ def cross_check(params: dict, profile: str, declared: dict | None = None) -> Non
         raise UsageError(f"backing_width: {width} is not wider than the {ceil_div(seq_len_max, block)} columns "
                          f"a {seq_len_max}-token request needs at cache_block_size {block}; accepted: 0 (auto) "
                          f"or more than {ceil_div(seq_len_max, block)}")
+    jit_widths = params.get("jit_widths") or notebook_default(declared or {}, "jit_widths")
+    jit_backing = params.get("jit_backing_width") or notebook_default(declared or {}, "jit_backing_width")
+    if jit_widths and jit_backing and jit_backing <= max(jit_widths):
+        raise UsageError(f"jit_backing_width: {jit_backing} is not wider than the widest of jit_widths "
+                         f"({max(jit_widths)}); accepted: more than {max(jit_widths)}")
     if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
         raise UsageError("sanitizer: 'required' but compute-sanitizer is not available here "
                          f"(profile {profile}); accepted: 'auto' or 'off'")

@@ -176,14 +176,23 @@ def jit_fingerprint(cumulative: pd.DataFrame):
     one line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
     has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
     fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(11 if has_time else 6, 3.8), squeeze=False)
-    styles = ["-", "--", ":", "-."]
-    for k, ((variant, table), g) in enumerate(cumulative.groupby(["variant", "table"], sort=False)):
-        style = dict(marker="o", linestyle=styles[k % len(styles)], label=f"{variant} / {table}")
+    colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
+    for (variant, table), g in cumulative.groupby(["variant", "table"], sort=False):
+        narrowed = table == "narrowed"
+        style = dict(marker="o" if narrowed else "s", linestyle="-" if narrowed else "--", color=colors[variant],
+                     markerfacecolor=None if narrowed else "none", label=f"{variant} / {table}")
         axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
         if has_time:
             axes[0][1].plot(g["distinct_widths"], g["compile_ms"], **style)
-    axes[0][0].set_ylabel("compilations")
+    from matplotlib.ticker import MaxNLocator
+
+    predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
+    axes[0][0].set_ylabel("compilations" + (" (predicted, Triton's keys for sm_90)" if predicted else ""))
     axes[0][0].set_title("Triton compilations vs distinct block-table widths")
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].set_ylim(bottom=-0.3)
     if has_time:
         axes[0][1].set_ylabel("cumulative compile time (ms)")
         axes[0][1].set_title("Triton's own compile time, cumulative")
