@@ -14,9 +14,22 @@ TOKENS = N * L
 def row(arm, kernel, us, table="none", requests="none", layout="", block_t=8, launch="graph", tokens=TOKENS):
     read = tokens * 584 * (kernel != "write-only")
     written = tokens * 1024 * (kernel != "read-only")
-    return {"arm": arm, "kernel": kernel, "code": "repro", "table": table, "requests": requests, "layout": layout,
-            "block_t": block_t, "launch": launch, "num_reqs": N, "seq_len": L, "tokens": tokens, "median_us": us,
-            "bytes_read": read, "bytes_written": written}
+    return {
+        "arm": arm,
+        "kernel": kernel,
+        "code": "repro",
+        "table": table,
+        "requests": requests,
+        "layout": layout,
+        "block_t": block_t,
+        "launch": launch,
+        "num_reqs": N,
+        "seq_len": L,
+        "tokens": tokens,
+        "median_us": us,
+        "bytes_read": read,
+        "bytes_written": written,
+    }
 
 
 def gathers(f: pd.DataFrame) -> pd.DataFrame:
@@ -28,18 +41,20 @@ def streams(f: pd.DataFrame) -> pd.DataFrame:
 
 
 def frame() -> pd.DataFrame:
-    return pd.DataFrame([
-        row("stream / 584-B records", "stream", 12.0, layout="records"),
-        row("stream / split / 8", "stream", 10.0, layout="split"),
-        row("stream / split / 32", "stream", 8.0, layout="split", block_t=32),
-        row("read-only / 584-B records", "read-only", 5.0, layout="records"),
-        row("write-only / 1,024-B rows", "write-only", 6.0),
-        row("fast / one request, contiguous table", "fast", 11.0, table="contiguous", requests="one"),
-        row("fast / contiguous table", "fast", 13.2, table="contiguous", requests="equal"),
-        row("fast / narrowed view", "fast", 13.2 * 1.01, table="narrowed", requests="equal"),
-        row("fast / ragged requests, contiguous table", "fast", 14.0, table="contiguous", requests="ragged"),
-        row("fixed / narrowed view", "fixed", 26.4, table="narrowed", requests="equal", block_t=None),
-    ])
+    return pd.DataFrame(
+        [
+            row("stream / 584-B records", "stream", 12.0, layout="records"),
+            row("stream / split / 8", "stream", 10.0, layout="split"),
+            row("stream / split / 32", "stream", 8.0, layout="split", block_t=32),
+            row("read-only / 584-B records", "read-only", 5.0, layout="records"),
+            row("write-only / 1,024-B rows", "write-only", 6.0),
+            row("fast / one request, contiguous table", "fast", 11.0, table="contiguous", requests="one"),
+            row("fast / contiguous table", "fast", 13.2, table="contiguous", requests="equal"),
+            row("fast / narrowed view", "fast", 13.2 * 1.01, table="narrowed", requests="equal"),
+            row("fast / ragged requests, contiguous table", "fast", 14.0, table="contiguous", requests="ragged"),
+            row("fixed / narrowed view", "fixed", 26.4, table="narrowed", requests="equal", block_t=None),
+        ]
+    )
 
 
 def test_every_gather_against_the_best_streaming_arm():
@@ -65,7 +80,7 @@ def test_read_and_write_rates_and_serial_model():
 def test_decomposition_chain_multiplies_to_the_total():
     d = P.gap_decomposition(frame(), N, L).set_index("step")
     chain = d[d["in_chain"]]
-    total = d.loc[[s for s in d.index if s.startswith("total")][0], "ratio"]
+    total = d.loc[next(s for s in d.index if s.startswith("total")), "ratio"]
     assert total == pytest.approx(13.2 * 1.01 / 8.0, rel=1e-3)
     assert math.prod(chain["ratio"]) == pytest.approx(total, rel=1e-3)
     assert chain["share_of_gap"].sum() == pytest.approx(1.0, abs=1e-2)
@@ -91,10 +106,26 @@ def test_unknown_shape_names_the_parameters():
 
 
 def test_old_runs_without_kind_columns_are_normalised():
-    old = pd.DataFrame([{"arm": "fixed / narrowed view", "launch": "graph", "num_reqs": 2, "seq_len": 8, "tokens": 16,
-                         "median_us": 3.0},
-                        {"arm": "vllm / contiguous table", "launch": "graph", "num_reqs": 2, "seq_len": 8, "tokens": 16,
-                         "median_us": 9.0}])
+    old = pd.DataFrame(
+        [
+            {
+                "arm": "fixed / narrowed view",
+                "launch": "graph",
+                "num_reqs": 2,
+                "seq_len": 8,
+                "tokens": 16,
+                "median_us": 3.0,
+            },
+            {
+                "arm": "vllm / contiguous table",
+                "launch": "graph",
+                "num_reqs": 2,
+                "seq_len": 8,
+                "tokens": 16,
+                "median_us": 9.0,
+            },
+        ]
+    )
     n = P.normalise(old).set_index("arm")
     assert n.loc["fixed / narrowed view", "kernel"] == "fixed" and n.loc["fixed / narrowed view", "table"] == "narrowed"
     assert n.loc["vllm / contiguous table", "table"] == "contiguous"

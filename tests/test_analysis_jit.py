@@ -12,11 +12,21 @@ def rows(observed: bool) -> pd.DataFrame:
         seen = []
         for i, (w, c) in enumerate(zip(widths, compiles)):
             seen.append(w)
-            data.append({"variant": variant, "table": "view", "call": i, "phase": "warm-up" if i == 0 else "inference",
-                         "width": w, "first_call_of_width": w not in seen[:-1], "distinct_widths": len(set(seen)),
-                         "predicted_compiles": c, "observed_compiles": c if observed else None,
-                         "compile_us": 1000 * c if observed else None,
-                         "call_us": (5000.0 if c else 10.0) if observed else None})
+            data.append(
+                {
+                    "variant": variant,
+                    "table": "view",
+                    "call": i,
+                    "phase": "warm-up" if i == 0 else "inference",
+                    "width": w,
+                    "first_call_of_width": w not in seen[:-1],
+                    "distinct_widths": len(set(seen)),
+                    "predicted_compiles": c,
+                    "observed_compiles": c if observed else None,
+                    "compile_us": 1000 * c if observed else None,
+                    "call_us": (5000.0 if c else 10.0) if observed else None,
+                }
+            )
     return pd.DataFrame(data)
 
 
@@ -61,15 +71,24 @@ def test_analysis_imports_neither_torch_nor_triton():
     import subprocess
     import sys
 
-    code = ("import sys, repro.analysis.jit, repro.analysis.ceiling; "
-            "print([m for m in ('torch', 'triton') if m in sys.modules])")
+    code = (
+        "import sys, repro.analysis.jit, repro.analysis.ceiling; "
+        "print([m for m in ('torch', 'triton') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_int_classes_follow_triton():
-    assert [A.int_class(v) for v in (1, 16, 0, 3, -1, 2**31, 2**31 + 1)] == \
-        ["1", "i32:D", "i32:D", "i32", "i32", "i64:D", "i64"]
+    assert [A.int_class(v) for v in (1, 16, 0, 3, -1, 2**31, 2**31 + 1)] == [
+        "1",
+        "i32:D",
+        "i32:D",
+        "i32",
+        "i32",
+        "i64:D",
+        "i64",
+    ]
 
 
 def test_expected_compiles_rules():
@@ -92,6 +111,9 @@ def test_bad_pitch_form_names_the_parameter():
 def test_hook_check_flags_a_difference():
     r = rows(True).assign(pitch=A.RUNTIME_STRIDE)
     r.loc[1, "observed_compiles"] = 0  # hooks missed one
-    checks = [c for c in A.fingerprint_checks(r, [4, 7, 9], 64, warm_up=False)
-              if c["check"].startswith("Triton's compile hooks")]
+    checks = [
+        c
+        for c in A.fingerprint_checks(r, [4, 7, 9], 64, warm_up=False)
+        if c["check"].startswith("Triton's compile hooks")
+    ]
     assert {c["variant"]: c["ok"] for c in checks} == {"width": False, "stride": True}

@@ -10,12 +10,12 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import pandas as pd
+import pytest
 
-from repro.analysis import ceiling as A  # noqa: E402
-from repro.evidence import ceiling as C  # noqa: E402
-from repro.evidence import timing  # noqa: E402
+from repro.analysis import ceiling as A
+from repro.evidence import ceiling as C
+from repro.evidence import timing
 
 
 @pytest.fixture
@@ -41,8 +41,7 @@ def fake_timers(monkeypatch):
 
 def run(**kw):
     checks, medians, decomposition = [], [], []
-    C.run_ceiling([1, 2], [24], 16, checks.append, medians.append, decomposition.append, device="cpu", rounds=1,
-                  **kw)
+    C.run_ceiling([1, 2], [24], 16, checks.append, medians.append, decomposition.append, device="cpu", rounds=1, **kw)
     return checks, pd.DataFrame(medians), pd.DataFrame(decomposition)
 
 

@@ -10,11 +10,11 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from fixtures import jit_kernels as J  # noqa: E402
+import pytest
+import torch
+from fixtures import jit_kernels as J
 
-from repro.evidence import jit  # noqa: E402
+from repro.evidence import jit
 
 WIDTHS = [3, 5, 8, 13, 16, 21, 32, 1]  # 8 distinct widths: 2 divisible by 16, one equal to 1
 BACKING_WIDTH = 64
@@ -34,16 +34,19 @@ def compiles(rows) -> list[int]:
     return [r["predicted_compiles"] for r in rows]
 
 
-@pytest.mark.parametrize("variant,narrowed,contiguous", [
-    # the width is the constexpr: one binary per distinct width, whatever the table
-    ("constexpr width (as shipped)", 8, 8),
-    # views of one backing table share stride(0) = 64 -> one key; contiguous tables have
-    # stride(0) = width: classes "other" (3, 5, 13, 21), "divisible by 16" (16, 32) and "== 1"
-    ("runtime stride (PR #55109)", 1, 3),
-    ("runtime stride, do_not_specialize", 1, 1),
-    # the stride's value is the constexpr: constant on views, one per width on contiguous tables
-    ("constexpr stride", 1, 8),
-])
+@pytest.mark.parametrize(
+    "variant,narrowed,contiguous",
+    [
+        # the width is the constexpr: one binary per distinct width, whatever the table
+        ("constexpr width (as shipped)", 8, 8),
+        # views of one backing table share stride(0) = 64 -> one key; contiguous tables have
+        # stride(0) = width: classes "other" (3, 5, 13, 21), "divisible by 16" (16, 32) and "== 1"
+        ("runtime stride (PR #55109)", 1, 3),
+        ("runtime stride, do_not_specialize", 1, 1),
+        # the stride's value is the constexpr: constant on views, one per width on contiguous tables
+        ("constexpr stride", 1, 8),
+    ],
+)
 def test_compilations_per_variant_and_table(variant, narrowed, contiguous):
     b = backing()
     views = run(variant, jit.narrowed_tables(b, WIDTHS))
@@ -73,8 +76,12 @@ def test_warm_up_at_full_width_then_narrowed_inference():
     for variant, inference_compiles in (("constexpr width (as shipped)", 3), ("runtime stride (PR #55109)", 0)):
         kernel, launcher = J.VARIANTS[variant]
         inp = J.Inputs(b.shape[0])
-        warm = jit.width_launches(lambda t, launcher=launcher: launcher(inp, t), [(BACKING_WIDTH, b)], phase="warm-up")
-        infer = jit.width_launches(lambda t, launcher=launcher: launcher(inp, t), jit.narrowed_tables(b, [5, 9, 17]))
+
+        def launch(t, launcher=launcher, inp=inp):
+            launcher(inp, t)
+
+        warm = jit.width_launches(launch, [(BACKING_WIDTH, b)], phase="warm-up")
+        infer = jit.width_launches(launch, jit.narrowed_tables(b, [5, 9, 17]))
         rows = jit.fingerprint(kernel, warm + infer)
         assert rows[0]["phase"] == "warm-up" and rows[0]["predicted_compiles"] == 1
         assert sum(r["predicted_compiles"] for r in rows[1:]) == inference_compiles
@@ -91,8 +98,10 @@ def test_launch_options_are_part_of_the_key():
     kernel = J._copy_rows_runtime_stride
     inp = J.Inputs(2)
     t = backing(2)
-    calls = [jit.Launch(f"warps{w}", 8, lambda w=w: kernel[(2,)](inp.out, t, inp.lens, 64, BLOCK=64, num_warps=w))
-             for w in (4, 4, 8)]
+    calls = [
+        jit.Launch(f"warps{w}", 8, lambda w=w: kernel[(2,)](inp.out, t, inp.lens, 64, BLOCK=64, num_warps=w))
+        for w in (4, 4, 8)
+    ]
     assert compiles(jit.fingerprint(kernel, calls)) == [1, 0, 1]
 
 
@@ -110,7 +119,7 @@ def test_the_launches_really_run_and_show_the_bug():
 
 
 def test_kernel_run_is_restored_after_the_fingerprint():
-    kernel, launcher = J.VARIANTS["constexpr stride"]
+    kernel, _ = J.VARIANTS["constexpr stride"]
     assert "run" not in vars(kernel)
     run("constexpr stride", jit.narrowed_tables(backing(), [2]))
     assert "run" not in vars(kernel)
@@ -123,29 +132,31 @@ def test_rows_go_to_the_sink_as_they_finish():
 
 
 def test_observing_needs_a_compiled_kernel():
-    kernel, launcher = J.VARIANTS["constexpr stride"]
+    kernel, _ = J.VARIANTS["constexpr stride"]
     with pytest.raises(ValueError, match="observe=True needs a compiled kernel"):
         jit.fingerprint(kernel, [], observe=True)
     assert not jit.is_compiled_kernel(kernel)
 
 
 def test_bad_inputs_name_the_parameter():
-    with pytest.raises(ValueError, match="widths must lie in 1..64"):
+    with pytest.raises(ValueError, match=r"widths must lie in 1\.\.64"):
         jit.narrowed_tables(backing(), [0])
-    with pytest.raises(TypeError, match="kernel must be a triton.jit function"):
+    with pytest.raises(TypeError, match=r"kernel must be a triton\.jit function"):
         jit.fingerprint(lambda: None, [])
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-                    reason="observing compilations needs compiled kernels on a GPU")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+    reason="observing compilations needs compiled kernels on a GPU",
+)
 def test_observed_equals_predicted_on_a_gpu():  # pragma: no cover - GPU only
     b = backing().cuda()
     for variant, (kernel, launcher) in J.VARIANTS.items():
         inp = J.Inputs(b.shape[0], device="cuda")
         for tables in (jit.narrowed_tables(b, WIDTHS), jit.contiguous_tables(b, WIDTHS)):
-            rows = jit.fingerprint(kernel, jit.width_launches(lambda t: launcher(inp, t), tables),
-                                   sync=torch.cuda.synchronize)
+            launches = jit.width_launches(lambda t, launcher=launcher, inp=inp: launcher(inp, t), tables)
+            rows = jit.fingerprint(kernel, launches, sync=torch.cuda.synchronize)
             assert [r["observed_compiles"] for r in rows] == compiles(rows), variant
             assert all(r["compile_us"] > 0 for r in rows if r["observed_compiles"]), variant
 
@@ -167,8 +178,9 @@ def test_the_repositorys_gathers_compile_once_per_tile(table):
     from repro.kernels import gather as G
 
     for fn in (G.gather_fixed, G.gather_buggy):
-        launches = jit.gather_launches(fn, [1, 2, 3, 5], table=table, num_reqs=2, block_size=8, backing_width=9,
-                                       tokens_per_request=lambda w: 8)
+        launches = jit.gather_launches(
+            fn, [1, 2, 3, 5], table=table, num_reqs=2, block_size=8, backing_width=9, tokens_per_request=lambda w: 8
+        )
         rows = jit.fingerprint(G._dequantize_and_gather_k_kernel, launches)
         assert rows[-1]["predicted_total"] == 1, fn.__name__
         assert [r["width"] for r in rows] == [1, 2, 3, 5]
@@ -221,11 +233,19 @@ def test_subjects_sequence_and_checks():
     from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
     from repro.kernels import gather as G
 
-    subject = jit.JitSubject("fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED,
-                             "repro")
+    subject = jit.JitSubject(
+        "fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED, "repro"
+    )
     seen = []
-    rows = jit.fingerprint_subjects([subject], [1, 2, 3], backing_width=6, num_reqs=2, block_size=8, sink=seen.append,
-                                    tokens_per_request=lambda w: 8)
+    rows = jit.fingerprint_subjects(
+        [subject],
+        [1, 2, 3],
+        backing_width=6,
+        num_reqs=2,
+        block_size=8,
+        sink=seen.append,
+        tokens_per_request=lambda w: 8,
+    )
     frame = pd.DataFrame(rows)
     assert seen == rows and set(frame["table"]) == {"narrowed", "contiguous"}
     assert (frame.groupby("table")["phase"].first() == "warm-up").all()

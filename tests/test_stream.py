@@ -9,13 +9,13 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from repro.kernels import stream as S  # noqa: E402
-from repro.kernels.launch import is_interpreted  # noqa: E402
-from repro.geometry.layout import DSV4  # noqa: E402
-from repro.kernels.reference import dequantize_and_gather_reference  # noqa: E402
+from repro.geometry.layout import DSV4
+from repro.kernels import stream as S
+from repro.kernels.launch import is_interpreted
+from repro.kernels.reference import dequantize_and_gather_reference
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -47,8 +47,9 @@ def test_stream_reference_is_the_gathers_reference_on_one_block(tokens):
     rec = DSV4.token_bytes
     cache = torch.as_strided(inp.buffer, (1, tokens, rec), (tokens * rec, rec, 1))
     out = torch.zeros(1, tokens, DSV4.head_dim, dtype=torch.bfloat16)
-    dequantize_and_gather_reference(out, cache, torch.tensor([tokens], dtype=torch.int32), None,
-                                    torch.zeros(1, 1, dtype=torch.int32), tokens, 0)
+    dequantize_and_gather_reference(
+        out, cache, torch.tensor([tokens], dtype=torch.int32), None, torch.zeros(1, 1, dtype=torch.int32), tokens, 0
+    )
     assert torch.equal(bits(out[0]), bits(S.stream_reference(inp)))
 
 
@@ -67,9 +68,9 @@ def test_reference_decodes_known_values():
     data, scales = inp.rows()
     data[0, : DSV4.fp8_bytes] = 0x38
     scales[0, : DSV4.n_scales] = 128
-    data[0, DSV4.fp8_bytes:].view(torch.int16)[:] = 0x4040
+    data[0, DSV4.fp8_bytes :].view(torch.int16)[:] = 0x4040
     ref = S.stream_reference(inp)
-    assert (ref[0, : DSV4.nope_dim] == 2.0).all() and (ref[0, DSV4.nope_dim:] == 3.0).all()
+    assert (ref[0, : DSV4.nope_dim] == 2.0).all() and (ref[0, DSV4.nope_dim :] == 3.0).all()
     out = inp.fresh_out()
     S.stream_dequant(inp, out)
     assert torch.equal(bits(out), bits(ref))
@@ -83,9 +84,16 @@ def test_stream_read_sums_every_byte(layout, tokens, plan, block_t):
     assert torch.equal(sums, S.read_reference(inp, launch))
 
 
-@pytest.mark.parametrize("part,column,delta", [("fp8", 0, 1), ("fp8", DSV4.fp8_bytes - 1, 1),
-                                               ("rope", DSV4.fp8_bytes, 1), ("scale", DSV4.n_scales - 1, 1),
-                                               ("scale", DSV4.scale_bytes - 1, 1)])
+@pytest.mark.parametrize(
+    "part,column,delta",
+    [
+        ("fp8", 0, 1),
+        ("fp8", DSV4.fp8_bytes - 1, 1),
+        ("rope", DSV4.fp8_bytes, 1),
+        ("scale", DSV4.n_scales - 1, 1),
+        ("scale", DSV4.scale_bytes - 1, 1),
+    ],
+)
 def test_stream_read_depends_on_each_part_of_the_record(part, column, delta):
     """Raising one byte of the last token changes its program's sum by exactly that much."""
     inp = S.make_stream_input(21, "records", seed=4)
@@ -125,10 +133,13 @@ def test_write_pattern_is_not_constant():
     assert ref[:, 0].tolist() == [0, 1, 2] and (ref == ref[:, :1]).all()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(layout="rows"), "layout must be one of"),
-    (dict(num_tokens=0), "num_tokens must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(layout="rows"), "layout must be one of"),
+        (dict(num_tokens=0), "num_tokens must be a positive int"),
+    ],
+)
 def test_bad_input_names_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         S.make_stream_input(**{"num_tokens": 4, **kwargs})

@@ -21,12 +21,12 @@ import math
 
 import pandas as pd
 
-from repro.geometry.layout import DSV4
+from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 
 STREAM, READ, WRITE = "stream", "read-only", "write-only"
 NOT_GATHERS = (STREAM, READ, WRITE)
-BYTES_READ_PER_TOKEN = DSV4.token_bytes
-BYTES_WRITTEN_PER_TOKEN = DSV4.head_dim * 2
+BYTES_READ_PER_TOKEN = GATHER_READ_BYTES_PER_TOKEN
+BYTES_WRITTEN_PER_TOKEN = GATHER_WRITE_BYTES_PER_TOKEN
 SHAPE = ["seq_len", "num_reqs", "launch"]
 
 
@@ -37,11 +37,17 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """
     f = frame.reset_index(drop=True)
     kernel_from_arm = f["arm"].str.split(" / ").str[0]
-    table_from_arm = f["arm"].map(lambda a: "narrowed" if "narrowed view" in a
-                                  else "contiguous" if "contiguous table" in a else "none")
-    defaults = {"kernel": kernel_from_arm, "table": table_from_arm, "requests": pd.Series("equal", index=f.index),
-                "code": pd.Series("", index=f.index), "layout": pd.Series("", index=f.index),
-                "block_t": pd.Series(float("nan"), index=f.index)}
+    table_from_arm = f["arm"].map(
+        lambda a: "narrowed" if "narrowed view" in a else "contiguous" if "contiguous table" in a else "none"
+    )
+    defaults = {
+        "kernel": kernel_from_arm,
+        "table": table_from_arm,
+        "requests": pd.Series("equal", index=f.index),
+        "code": pd.Series("", index=f.index),
+        "layout": pd.Series("", index=f.index),
+        "block_t": pd.Series(float("nan"), index=f.index),
+    }
     for col, fill in defaults.items():
         f[col] = f[col].where(f[col].notna(), fill) if col in f else fill
     gather = ~f["kernel"].isin(NOT_GATHERS)
@@ -79,18 +85,30 @@ def ceiling_table(gathers: pd.DataFrame, ceiling: pd.DataFrame, copy_tbps: float
         for r in g[g["is_gather"]].itertuples():
             tb = _tbps(r.bytes_read + r.bytes_written, r.median_us)
             serial = (r.bytes_read / (read_rate * 1e12) + r.bytes_written / (write_rate * 1e12)) * 1e6
-            out.append({
-                "seq_len": L, "num_reqs": n, "launch": mode, "arm": r.arm, "code": r.code, "kernel": r.kernel,
-                "table": r.table, "requests": r.requests, "median_us": r.median_us, "tbps": round(tb, 4),
-                "stream_us": None if best is None else float(best["median_us"]),
-                "stream_arm": None if best is None else best["arm"],
-                "of_stream_fraction": None if best is None else round(float(best["median_us"]) / r.median_us, 4),
-                "of_copy_fraction": round(tb / copy_tbps, 4) if copy_tbps else None,
-                "vs_fast_ratio": round(r.median_us / fast[(r.table, r.requests)], 4)
-                if (r.table, r.requests) in fast else None,
-                "read_only_tbps": round(read_rate, 4), "write_only_tbps": round(write_rate, 4),
-                "serial_model_us": round(serial, 3),
-            })
+            out.append(
+                {
+                    "seq_len": L,
+                    "num_reqs": n,
+                    "launch": mode,
+                    "arm": r.arm,
+                    "code": r.code,
+                    "kernel": r.kernel,
+                    "table": r.table,
+                    "requests": r.requests,
+                    "median_us": r.median_us,
+                    "tbps": round(tb, 4),
+                    "stream_us": None if best is None else float(best["median_us"]),
+                    "stream_arm": None if best is None else best["arm"],
+                    "of_stream_fraction": None if best is None else round(float(best["median_us"]) / r.median_us, 4),
+                    "of_copy_fraction": round(tb / copy_tbps, 4) if copy_tbps else None,
+                    "vs_fast_ratio": round(r.median_us / fast[(r.table, r.requests)], 4)
+                    if (r.table, r.requests) in fast
+                    else None,
+                    "read_only_tbps": round(read_rate, 4),
+                    "write_only_tbps": round(write_rate, 4),
+                    "serial_model_us": round(serial, 3),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -112,8 +130,9 @@ def _pick(g: pd.DataFrame, **where) -> pd.Series | None:
     return sel.iloc[int(sel["median_us"].to_numpy().argmin())]
 
 
-def gap_decomposition(frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: str = "graph",
-                      gather: str = "fast") -> pd.DataFrame:
+def gap_decomposition(
+    frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: str = "graph", gather: str = "fast"
+) -> pd.DataFrame:
     """What separates ``gather`` (narrowed view, ``num_reqs`` equal requests) from the best streaming
     arm at one shape, as a chain of measured ratios (``in_chain``; they multiply to the total).
     ``frame``: arms timed in the same rounds (the ceiling and decomposition rows of one shape).
@@ -129,8 +148,10 @@ def gap_decomposition(frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: 
     f = normalise(frame)
     g = f[(f["num_reqs"] == num_reqs) & (f["seq_len"] == seq_len) & (f["launch"] == launch)]
     if not len(g):
-        raise ValueError(f"no rows for num_reqs={num_reqs}, seq_len={seq_len}, launch={launch!r}; "
-                         f"measured shapes: {sorted(set(zip(f['num_reqs'], f['seq_len'])))}")
+        raise ValueError(
+            f"no rows for num_reqs={num_reqs}, seq_len={seq_len}, launch={launch!r}; "
+            f"measured shapes: {sorted(set(zip(f['num_reqs'], f['seq_len'])))}"
+        )
     best = _pick(g, kernel=STREAM)
     view = _pick(g, kernel=gather, table="narrowed", requests="equal")
     contig = _pick(g, kernel=gather, table="contiguous", requests="equal")
@@ -153,30 +174,38 @@ def gap_decomposition(frame: pd.DataFrame, num_reqs: int, seq_len: int, launch: 
     rows = []
     for step, num, den, in_chain in steps:
         ratio = num["median_us"] / den["median_us"] if (num is not None and den is not None) else math.nan
-        rows.append({
-            "step": step, "numerator": None if num is None else num["arm"],
-            "denominator": None if den is None else den["arm"],
-            "numerator_us": None if num is None else float(num["median_us"]),
-            "denominator_us": None if den is None else float(den["median_us"]),
-            "ratio": round(float(ratio), 4) if not math.isnan(ratio) else None,
-            "added_us": None if math.isnan(ratio) else round(float(num["median_us"] - den["median_us"]), 3),
-            "share_of_gap": round(math.log(ratio) / math.log(total), 3)
-            if in_chain and not math.isnan(ratio) and not math.isnan(total) and total > 1 else None,
-            "in_chain": in_chain,
-        })
-    rows.append({"step": f"total: {gather} on the narrowed view over the best streaming arm",
-                 "numerator": None if view is None else view["arm"],
-                 "denominator": None if best is None else best["arm"],
-                 "numerator_us": None if view is None else float(view["median_us"]),
-                 "denominator_us": None if best is None else float(best["median_us"]),
-                 "ratio": None if math.isnan(total) else round(float(total), 4),
-                 "added_us": None if math.isnan(total) else round(float(view["median_us"] - best["median_us"]), 3),
-                 "share_of_gap": 1.0 if not math.isnan(total) and total > 1 else None, "in_chain": False})
+        rows.append(
+            {
+                "step": step,
+                "numerator": None if num is None else num["arm"],
+                "denominator": None if den is None else den["arm"],
+                "numerator_us": None if num is None else float(num["median_us"]),
+                "denominator_us": None if den is None else float(den["median_us"]),
+                "ratio": round(float(ratio), 4) if not math.isnan(ratio) else None,
+                "added_us": None if math.isnan(ratio) else round(float(num["median_us"] - den["median_us"]), 3),
+                "share_of_gap": round(math.log(ratio) / math.log(total), 3)
+                if in_chain and not math.isnan(ratio) and not math.isnan(total) and total > 1
+                else None,
+                "in_chain": in_chain,
+            }
+        )
+    rows.append(
+        {
+            "step": f"total: {gather} on the narrowed view over the best streaming arm",
+            "numerator": None if view is None else view["arm"],
+            "denominator": None if best is None else best["arm"],
+            "numerator_us": None if view is None else float(view["median_us"]),
+            "denominator_us": None if best is None else float(best["median_us"]),
+            "ratio": None if math.isnan(total) else round(float(total), 4),
+            "added_us": None if math.isnan(total) else round(float(view["median_us"] - best["median_us"]), 3),
+            "share_of_gap": 1.0 if not math.isnan(total) and total > 1 else None,
+            "in_chain": False,
+        }
+    )
     return pd.DataFrame(rows)
 
 
-def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None = None,
-                     launch: str = "graph") -> dict:
+def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None = None, launch: str = "graph") -> dict:
     """The figures a report leads with, at the largest shape: each gather's fraction of the streaming
     ceiling and of the copy ceiling, the read-only and write-only rates, and the gap's steps."""
     c = ceiling[ceiling["launch"] == launch]
@@ -192,9 +221,11 @@ def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None =
     facts["write_only_tbps"] = float(first["write_only_tbps"])
     facts["of_stream"] = {r.arm: r.of_stream_fraction for r in at.itertuples()}
     facts["of_copy"] = {r.arm: r.of_copy_fraction for r in at.itertuples()}
-    parts = [f"At {n} x {L} tokens ({launch}), the streaming ceiling ({first['stream_arm']}) takes "
-             f"{first['stream_us']:.1f} us; read-only {facts['read_only_tbps']:.2f} TB/s, write-only "
-             f"{facts['write_only_tbps']:.2f} TB/s."]
+    parts = [
+        f"At {n} x {L} tokens ({launch}), the streaming ceiling ({first['stream_arm']}) takes "
+        f"{first['stream_us']:.1f} us; read-only {facts['read_only_tbps']:.2f} TB/s, write-only "
+        f"{facts['write_only_tbps']:.2f} TB/s."
+    ]
     for r in at.itertuples():
         if r.of_stream_fraction is not None and not pd.isna(r.of_stream_fraction):
             copy = f", {r.of_copy_fraction:.0%} of the copy" if r.of_copy_fraction is not None else ""
@@ -207,9 +238,16 @@ def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None =
     return facts
 
 
-def ceiling_check_row(arm: str, num_reqs: int, seq_len: int, mismatched: int, stray: int, total: int,
-                      unit: str) -> dict:
+def ceiling_check_row(
+    arm: str, num_reqs: int, seq_len: int, mismatched: int, stray: int, total: int, unit: str
+) -> dict:
     """The verdict on one ceiling or gap arm's bitwise check before timing."""
-    return {"check": "timed arm equals the reference", "variant": arm, "num_reqs": num_reqs, "seq_len": seq_len,
-            "expected": f"0 {unit} differ", "observed": f"{mismatched}/{total} {unit} differ, {stray} stray",
-            "ok": mismatched == 0 and stray == 0}
+    return {
+        "check": "timed arm equals the reference",
+        "variant": arm,
+        "num_reqs": num_reqs,
+        "seq_len": seq_len,
+        "expected": f"0 {unit} differ",
+        "observed": f"{mismatched}/{total} {unit} differ, {stray} stray",
+        "ok": mismatched == 0 and stray == 0,
+    }

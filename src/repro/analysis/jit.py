@@ -33,15 +33,21 @@ def compile_summary(rows: pd.DataFrame, phase: str | None = None) -> pd.DataFram
         compiled = _compiles(g) > 0
         call = _num(g, "call_us")
         observed = _num(g, "observed_compiles")
-        out.append({
-            "variant": variant, "table": table, "calls": len(g), "distinct_widths": int(g["width"].nunique()),
-            "predicted_compiles": int(_num(g, "predicted_compiles").sum()),
-            "observed_compiles": int(observed.sum()) if observed.notna().any() else None,
-            "compile_ms": round(float(_num(g, "compile_us").sum()) / 1e3, 2) if _num(g, "compile_us").notna().any()
-            else None,
-            "first_call_us_median": float(call[compiled].median()) if call[compiled].notna().any() else None,
-            "cached_call_us_median": float(call[~compiled].median()) if call[~compiled].notna().any() else None,
-        })
+        out.append(
+            {
+                "variant": variant,
+                "table": table,
+                "calls": len(g),
+                "distinct_widths": int(g["width"].nunique()),
+                "predicted_compiles": int(_num(g, "predicted_compiles").sum()),
+                "observed_compiles": int(observed.sum()) if observed.notna().any() else None,
+                "compile_ms": round(float(_num(g, "compile_us").sum()) / 1e3, 2)
+                if _num(g, "compile_us").notna().any()
+                else None,
+                "first_call_us_median": float(call[compiled].median()) if call[compiled].notna().any() else None,
+                "cached_call_us_median": float(call[~compiled].median()) if call[~compiled].notna().any() else None,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -59,10 +65,17 @@ def cumulative_by_width(rows: pd.DataFrame, phase: str | None = None) -> pd.Data
         counts = (~g["width"].duplicated()).cumsum().astype(int).tolist()  # widths of this phase only
         for i in range(len(g)):
             if i == len(g) - 1 or counts[i + 1] != counts[i]:  # the last call before the next new width
-                out.append({"variant": variant, "table": table, "distinct_widths": counts[i],
-                            "compilations": int(compiles.iloc[i]), "predicted_compilations": int(predicted.iloc[i]),
-                            "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None,
-                            "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted"})
+                out.append(
+                    {
+                        "variant": variant,
+                        "table": table,
+                        "distinct_widths": counts[i],
+                        "compilations": int(compiles.iloc[i]),
+                        "predicted_compilations": int(predicted.iloc[i]),
+                        "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None,
+                        "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -87,8 +100,7 @@ def int_class(value: int) -> str:
     return "1" if value == 1 else f"{kind}:D" if value % 16 == 0 else kind
 
 
-def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: int,
-                      warm_up: bool = True) -> int:
+def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: int, warm_up: bool = True) -> int:
     """Compilations after the warm-up if only the row pitch varies, by Triton's specialisation rules:
     a constexpr's value is in the key, a plain int only its class, a ``do_not_specialize`` int nothing.
 
@@ -98,11 +110,18 @@ def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: 
     if pitch not in PITCH_FORMS:
         raise ValueError(f"pitch must be one of {PITCH_FORMS}, got {pitch!r}")
     strides = [backing_width if table == "narrowed" else w for w in widths]
-    key = {CONSTEXPR_WIDTH: list(widths), CONSTEXPR_STRIDE: strides,
-           RUNTIME_STRIDE: [int_class(s) for s in strides],
-           RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides]}[pitch]
-    warm = {CONSTEXPR_WIDTH: backing_width, CONSTEXPR_STRIDE: backing_width,
-            RUNTIME_STRIDE: int_class(backing_width), RUNTIME_STRIDE_UNSPECIALIZED: 0}[pitch]
+    key = {
+        CONSTEXPR_WIDTH: list(widths),
+        CONSTEXPR_STRIDE: strides,
+        RUNTIME_STRIDE: [int_class(s) for s in strides],
+        RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides],
+    }[pitch]
+    warm = {
+        CONSTEXPR_WIDTH: backing_width,
+        CONSTEXPR_STRIDE: backing_width,
+        RUNTIME_STRIDE: int_class(backing_width),
+        RUNTIME_STRIDE_UNSPECIALIZED: 0,
+    }[pitch]
     seen = {warm} if warm_up else set()
     return len(set(key) - seen)
 
@@ -116,16 +135,32 @@ def fingerprint_checks(rows: pd.DataFrame, widths: list[int], backing_width: int
         infer = g[g["phase"] != "warm-up"]
         got = int(_compiles(infer).sum())
         want = expected_compiles(pitch, table, widths, backing_width, warm_up)
-        out.append({"check": "inference-path compilations follow from the row pitch's form", "variant": variant,
-                    "num_reqs": None, "table": table, "pitch": pitch,
-                    "expected": f"{want} ({pitch}, {len(set(widths))} widths)", "observed": str(got),
-                    "ok": got == want})
+        out.append(
+            {
+                "check": "inference-path compilations follow from the row pitch's form",
+                "variant": variant,
+                "num_reqs": None,
+                "table": table,
+                "pitch": pitch,
+                "expected": f"{want} ({pitch}, {len(set(widths))} widths)",
+                "observed": str(got),
+                "ok": got == want,
+            }
+        )
         observed = _num(g, "observed_compiles")
         if observed.notna().any():
             predicted = _num(g, "predicted_compiles")
             same = bool((observed == predicted).all())
-            out.append({"check": "Triton's compile hooks saw the predicted compilations", "variant": variant,
-                        "num_reqs": None, "table": table, "pitch": pitch,
-                        "expected": f"{int(predicted.sum())} (predicted per call)",
-                        "observed": f"{int(observed.sum())}", "ok": same})
+            out.append(
+                {
+                    "check": "Triton's compile hooks saw the predicted compilations",
+                    "variant": variant,
+                    "num_reqs": None,
+                    "table": table,
+                    "pitch": pitch,
+                    "expected": f"{int(predicted.sum())} (predicted per call)",
+                    "observed": f"{int(observed.sum())}",
+                    "ok": same,
+                }
+            )
     return out

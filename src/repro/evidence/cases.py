@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from repro.registry import load_implementation
-from repro.kernels.reference import dequantize_and_gather_reference
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.kernels.reference import dequantize_and_gather_reference
+from repro.registry import load_implementation
 
 
 @dataclass
@@ -69,8 +69,13 @@ def flagged_lines(report) -> str:
     return "; ".join(f"{fn}:{line} {op} {klass}={int(n)}" for (fn, line, op, klass), n in grouped.items())
 
 
-def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
-             scenario: GatherScenario | None = None, reference: torch.Tensor | None = None) -> CaseResult:
+def run_case(
+    spec: ScenarioSpec,
+    implementation: str,
+    checked: bool = False,
+    scenario: GatherScenario | None = None,
+    reference: torch.Tensor | None = None,
+) -> CaseResult:
     """Run one implementation on one scenario; exceptions become an ``error`` result, never escape."""
     result = CaseResult(implementation=implementation, status="ok")
     try:

@@ -19,15 +19,16 @@ are handed to sinks as plain observations (the verdict is taken above, in the wa
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Callable, Sequence
 
 import torch
 
 from repro.evidence import timing
 from repro.evidence.cases import compare_bitwise, reference_output
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
 
 #: Whose code the ceiling arms are.
 REPO_CODE = "repro"
@@ -73,8 +74,9 @@ def _fast_block_t(num_reqs: int, max_gather: int, device: str) -> int:
     return plan_launch(num_reqs, max_gather, torch.device(device), CONFIG, "grid").block_t
 
 
-def gather_arm(arm: str, table: str, requests: str, scenarios: list, device: str,
-               ref: torch.Tensor | None = None) -> CeilingArm:
+def gather_arm(
+    arm: str, table: str, requests: str, scenarios: list, device: str, ref: torch.Tensor | None = None
+) -> CeilingArm:
     """gather_fast over ``scenarios`` (the first is checked) on the narrowed view or a contiguous copy."""
     from repro.kernels.fast import gather_fast
 
@@ -93,27 +95,47 @@ def gather_arm(arm: str, table: str, requests: str, scenarios: list, device: str
 
     calls = [partial(gather_fast, *s.args(o, t)) for s, o, t in zip(scenarios, outs, tables)]
     tokens = s0.total_tokens
-    attrs = {"kernel": GATHER, "code": REPO_CODE, "table": table, "requests": requests, "layout": "paged cache",
-             "block_t": _fast_block_t(s0.spec.num_reqs, s0.max_gather, device), "num_warps": None,
-             "tokens": tokens, "bytes_read": tokens * timing.BYTES_READ_PER_TOKEN,
-             "bytes_written": tokens * timing.BYTES_WRITTEN_PER_TOKEN}
+    attrs = {
+        "kernel": GATHER,
+        "code": REPO_CODE,
+        "table": table,
+        "requests": requests,
+        "layout": "paged cache",
+        "block_t": _fast_block_t(s0.spec.num_reqs, s0.max_gather, device),
+        "num_warps": None,
+        "tokens": tokens,
+        "bytes_read": tokens * GATHER_READ_BYTES_PER_TOKEN,
+        "bytes_written": tokens * GATHER_WRITE_BYTES_PER_TOKEN,
+    }
     return CeilingArm(arm, attrs, check, calls[0], calls)
 
 
-def stream_arm(arm: str, kind: str, tokens: int, copies: int, layout: str = "records", tile=CEILING_TILES[0],
-               device: str = "cuda") -> CeilingArm:
+def stream_arm(
+    arm: str, kind: str, tokens: int, copies: int, layout: str = "records", tile=CEILING_TILES[0], device: str = "cuda"
+) -> CeilingArm:
     sb = timing.stream_bench(kind, tokens, copies, layout=layout, block_t=tile[0], num_warps=tile[1], device=device)
-    attrs = {"kernel": kind, "code": REPO_CODE, "table": "none", "requests": "none", "layout": sb.layout,
-             "block_t": sb.block_t, "num_warps": sb.num_warps, "tokens": tokens, "bytes_read": sb.bytes_read,
-             "bytes_written": sb.bytes_written}
+    attrs = {
+        "kernel": kind,
+        "code": REPO_CODE,
+        "table": "none",
+        "requests": "none",
+        "layout": sb.layout,
+        "block_t": sb.block_t,
+        "num_warps": sb.num_warps,
+        "tokens": tokens,
+        "bytes_read": sb.bytes_read,
+        "bytes_written": sb.bytes_written,
+    }
     return CeilingArm(arm, attrs, sb.check, sb.eager, sb.graph_calls)
 
 
 def ceiling_arms(tokens: int, copies: int, device: str = "cuda") -> list[CeilingArm]:
     """Every shape: the streaming kernel and its read-only and write-only halves, at gather_fast's tile."""
-    return [stream_arm("stream / 584-B records", "stream", tokens, copies, device=device),
-            stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
-            stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device)]
+    return [
+        stream_arm("stream / 584-B records", "stream", tokens, copies, device=device),
+        stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
+        stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device),
+    ]
 
 
 def ragged_lengths(num_reqs: int, seq_len: int, seed: int = 0) -> tuple[int, ...]:
@@ -126,35 +148,71 @@ def ragged_lengths(num_reqs: int, seq_len: int, seed: int = 0) -> tuple[int, ...
     return tuple(lens[i] for i in order)
 
 
-def decomposition_arms(num_reqs: int, seq_len: int, block_size: int, max_reqs: int, tiles=CEILING_TILES,
-                       device: str = "cuda") -> list[CeilingArm]:
+def decomposition_arms(
+    num_reqs: int, seq_len: int, block_size: int, max_reqs: int, tiles=CEILING_TILES, device: str = "cuda"
+) -> list[CeilingArm]:
     """At one shape, every arm of the gap analysis except those measured at every shape."""
     tokens = num_reqs * seq_len
-    copies = timing.rotation_count(timing.gather_bytes(tokens))
+    copies = timing.rotation_count(gather_bytes(tokens))
     arms = []
     for layout in ("records", "split"):
         for tile in tiles:
             if layout == "records" and tile == CEILING_TILES[0]:
                 continue  # one of the every-shape arms
-            arms.append(stream_arm(f"stream / {layout} / {tile[0]} tokens x {tile[1]} warps", "stream", tokens,
-                                   copies, layout, tile, device))
+            arms.append(
+                stream_arm(
+                    f"stream / {layout} / {tile[0]} tokens x {tile[1]} warps",
+                    "stream",
+                    tokens,
+                    copies,
+                    layout,
+                    tile,
+                    device,
+                )
+            )
 
     def scenarios(spec):
         return [build_scenario(replace(spec, seed=k)) for k in range(copies)]
 
-    equal = scenarios(ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=seq_len,
-                                   seq_lens=(seq_len,) * num_reqs, max_reqs=max_reqs, device=device, mode="in-range"))
+    equal = scenarios(
+        ScenarioSpec(
+            num_reqs=num_reqs,
+            block_size=block_size,
+            seq_len_max=seq_len,
+            seq_lens=(seq_len,) * num_reqs,
+            max_reqs=max_reqs,
+            device=device,
+            mode="in-range",
+        )
+    )
     ref = reference_output(equal[0])
     arms.append(gather_arm("fast / narrowed view", "narrowed", "equal", equal, device, ref))
     arms.append(gather_arm("fast / contiguous table", "contiguous", "equal", equal, device, ref))
-    one = ScenarioSpec(num_reqs=1, block_size=block_size, seq_len_max=tokens, seq_lens=(tokens,), max_reqs=1,
-                       device=device, mode="in-range", contiguous=True)
+    one = ScenarioSpec(
+        num_reqs=1,
+        block_size=block_size,
+        seq_len_max=tokens,
+        seq_lens=(tokens,),
+        max_reqs=1,
+        device=device,
+        mode="in-range",
+        contiguous=True,
+    )
     arms.append(gather_arm("fast / one request, contiguous table", "contiguous", "one", scenarios(one), device))
     lens = ragged_lengths(num_reqs, seq_len)
-    ragged = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=max(lens), seq_lens=lens,
-                          max_reqs=num_reqs, device=device, mode="in-range", contiguous=True)
-    arms.append(gather_arm("fast / ragged requests, contiguous table", "contiguous", "ragged", scenarios(ragged),
-                           device))
+    ragged = ScenarioSpec(
+        num_reqs=num_reqs,
+        block_size=block_size,
+        seq_len_max=max(lens),
+        seq_lens=lens,
+        max_reqs=num_reqs,
+        device=device,
+        mode="in-range",
+        contiguous=True,
+    )
+    arms.append(
+        gather_arm("fast / ragged requests, contiguous table", "contiguous", "ragged", scenarios(ragged), device)
+    )
     return arms
 
 
@@ -174,19 +232,36 @@ def median_rows(arms: Sequence[CeilingArm], times, num_reqs: int, seq_len: int) 
         for mode in ("eager", "graph"):
             us = statistics.median(times[a.arm][mode])
             moved = a.attrs["bytes_read"] + a.attrs["bytes_written"]
-            rows.append({"arm": a.arm, "launch": mode, "num_reqs": num_reqs, "seq_len": seq_len,
-                         "tokens": a.attrs["tokens"], "rotation": len(a.graph_calls), "median_us": round(us, 3),
-                         "rounds_us": " ".join(f"{t:.2f}" for t in times[a.arm][mode]),
-                         "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
-                         **{k: v for k, v in a.attrs.items() if k != "tokens"}})
+            rows.append(
+                {
+                    "arm": a.arm,
+                    "launch": mode,
+                    "num_reqs": num_reqs,
+                    "seq_len": seq_len,
+                    "tokens": a.attrs["tokens"],
+                    "rotation": len(a.graph_calls),
+                    "median_us": round(us, 3),
+                    "rounds_us": " ".join(f"{t:.2f}" for t in times[a.arm][mode]),
+                    "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
+                    **{k: v for k, v in a.attrs.items() if k != "tokens"},
+                }
+            )
     return rows
 
 
-def run_ceiling(request_counts: Sequence[int], seq_lens: Sequence[int], block_size: int,
-                on_check: Callable[[CeilingCheck], None], on_median: Callable[[dict], None],
-                on_decomposition: Callable[[dict], None] | None = None, decompose_at: Sequence | None = None,
-                rounds: int = 2, rep_ms: int = 50, device: str = "cuda",
-                progress: Callable[[int, int], None] | None = None) -> None:
+def run_ceiling(
+    request_counts: Sequence[int],
+    seq_lens: Sequence[int],
+    block_size: int,
+    on_check: Callable[[CeilingCheck], None],
+    on_median: Callable[[dict], None],
+    on_decomposition: Callable[[dict], None] | None = None,
+    decompose_at: Sequence | None = None,
+    rounds: int = 2,
+    rep_ms: int = 50,
+    device: str = "cuda",
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
     """The streaming ceiling at every (sequence length, request count), and the gap arms at
     ``decompose_at`` (default: the most requests at each sequence length) when ``on_decomposition``
     is given. Rows are handed to the sinks as each shape finishes."""
@@ -197,7 +272,7 @@ def run_ceiling(request_counts: Sequence[int], seq_lens: Sequence[int], block_si
     for L in seq_lens:
         for n in request_counts:
             tokens = n * L
-            copies = timing.rotation_count(timing.gather_bytes(tokens))
+            copies = timing.rotation_count(gather_bytes(tokens))
             every = ceiling_arms(tokens, copies, device)
             extra = decomposition_arms(n, L, block_size, max_reqs, device=device) if (n, L) in decompose else []
             for a in every + extra:  # correctness first

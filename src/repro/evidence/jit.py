@@ -31,8 +31,8 @@ import contextlib
 import hashlib
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)
@@ -172,15 +172,31 @@ def _intercept(recorder: _Recorder) -> Iterator[None]:
     def pre_hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
         if fn.jit_function is kernel:
             recorder.compiles.append(_CompileEvent(key=str(key), hook_start=time.perf_counter()))
-        return saved[0](key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
-                        already_compiled=already_compiled) if saved[0] else False
+        return (
+            saved[0](
+                key=key,
+                repr=repr,
+                fn=fn,
+                compile=compile,
+                is_manual_warmup=is_manual_warmup,
+                already_compiled=already_compiled,
+            )
+            if saved[0]
+            else False
+        )
 
     def post_hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
         if fn.jit_function is kernel and recorder.compiles:
             recorder.compiles[-1].hook_end = time.perf_counter()
         if saved[1]:
-            return saved[1](key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
-                            already_compiled=already_compiled)
+            return saved[1](
+                key=key,
+                repr=repr,
+                fn=fn,
+                compile=compile,
+                is_manual_warmup=is_manual_warmup,
+                already_compiled=already_compiled,
+            )
         return None
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
@@ -219,10 +235,19 @@ def _cold_caches(kernel) -> Iterator[str]:
             kernel.device_caches.clear()  # binaries from the temporary cache are not kept
 
 
-def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table: str = "",
-                observe: bool | None = None, cold: bool = True, target: tuple = H200_TARGET,
-                sync: Callable[[], None] | None = None, sink: Callable[[dict], None] | None = None,
-                execute: bool = True) -> list[dict]:
+def fingerprint(
+    kernel,
+    launches: Iterable[Launch],
+    *,
+    variant: str = "",
+    table: str = "",
+    observe: bool | None = None,
+    cold: bool = True,
+    target: tuple = H200_TARGET,
+    sync: Callable[[], None] | None = None,
+    sink: Callable[[dict], None] | None = None,
+    execute: bool = True,
+) -> list[dict]:
     """Run ``launches`` in order and record, per call, the compilations it triggers.
 
     ``observe=None`` observes with Triton's hooks when ``kernel`` is compiled (a GPU) and only
@@ -237,8 +262,10 @@ def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table:
     if observe is None:
         observe = compiled
     if observe and not compiled:
-        raise ValueError("observe=True needs a compiled kernel (a GPU); the interpreter compiles nothing: "
-                         "use observe=False for the predicted count")
+        raise ValueError(
+            "observe=True needs a compiled kernel (a GPU); the interpreter compiles nothing: "
+            "use observe=False for the predicted count"
+        )
     if observe and not execute:
         raise ValueError("execute=False needs observe=False: an observed compilation happens inside the launch")
     recorder = _Recorder(KeyPredictor(base, target), observe, execute)
@@ -262,16 +289,25 @@ def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table:
             seen_widths.add(launch.width)
             events = recorder.compiles[compiles_before:]
             row = {
-                "variant": variant, "table": table, "call": index, "phase": launch.phase, "label": launch.label,
-                "width": launch.width, "first_call_of_width": first_width, "distinct_widths": len(seen_widths),
-                "launches": len(runs), "specialization": " | ".join(dict.fromkeys(r.summary for r in runs)),
+                "variant": variant,
+                "table": table,
+                "call": index,
+                "phase": launch.phase,
+                "label": launch.label,
+                "width": launch.width,
+                "first_call_of_width": first_width,
+                "distinct_widths": len(seen_widths),
+                "launches": len(runs),
+                "specialization": " | ".join(dict.fromkeys(r.summary for r in runs)),
                 "key": " ".join(short_key(k) for k in dict.fromkeys(r.key for r in runs)),
-                "predicted_compiles": len(new_keys), "predicted_total": len(seen_keys),
+                "predicted_compiles": len(new_keys),
+                "predicted_total": len(seen_keys),
                 "target": "{}:sm_{}".format(*target[:2]),
                 "observed_compiles": len(events) if observe else None,
                 "compile_us": sum(e.triton_us or 0 for e in events) if observe else None,
                 "hook_us": round(sum((e.hook_end - e.hook_start) * 1e6 for e in events if e.hook_end), 1)
-                if observe else None,
+                if observe
+                else None,
                 "disk_cache_hits": sum(bool(e.disk_cache_hit) for e in events) if observe else None,
                 "call_us": round(call_us, 1) if (compiled and execute) else None,
                 "mode": "observed" if observe else "predicted",
@@ -282,11 +318,17 @@ def fingerprint(kernel, launches: Iterable[Launch], *, variant: str = "", table:
     return rows
 
 
-def width_launches(launcher: Callable[[object], object], tables: Iterable[tuple[int, object]],
-                   phase: str = "inference", label: str = "") -> list[Launch]:
+def width_launches(
+    launcher: Callable[[object], object],
+    tables: Iterable[tuple[int, object]],
+    phase: str = "inference",
+    label: str = "",
+) -> list[Launch]:
     """One :class:`Launch` per ``(width, table)``: ``launcher(table)`` with that table."""
-    return [Launch(label=f"{label}{width}", width=width, call=(lambda t=table: launcher(t)), phase=phase)
-            for width, table in tables]
+    return [
+        Launch(label=f"{label}{width}", width=width, call=(lambda t=table: launcher(t)), phase=phase)
+        for width, table in tables
+    ]
 
 
 def narrowed_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
@@ -305,9 +347,17 @@ def contiguous_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]
     return [(w, view.contiguous()) for w, view in narrowed_tables(backing, widths)]
 
 
-def gather_launches(gather: Callable, widths: Iterable[int], table: str = "narrowed", num_reqs: int = 4,
-                    block_size: int = 64, backing_width: int | None = None, device: str = "cpu",
-                    phase: str = "inference", tokens_per_request: Callable[[int], int] | None = None) -> list[Launch]:
+def gather_launches(
+    gather: Callable,
+    widths: Iterable[int],
+    table: str = "narrowed",
+    num_reqs: int = 4,
+    block_size: int = 64,
+    backing_width: int | None = None,
+    device: str = "cpu",
+    phase: str = "inference",
+    tokens_per_request: Callable[[int], int] | None = None,
+) -> list[Launch]:
     """Calls of a gather with vLLM's signature, one per width: ``num_reqs`` requests whose longest
     needs ``w`` blocks, on a narrowed view of a ``backing_width``-wide table or on a contiguous one.
 
@@ -325,13 +375,22 @@ def gather_launches(gather: Callable, widths: Iterable[int], table: str = "narro
     launches = []
     for w in widths:
         length = tokens_per_request(w) if tokens_per_request else w * block_size
-        spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=length,
-                            seq_lens=(length,) * num_reqs, max_reqs=num_reqs, device=device, mode="in-range",
-                            backing_width=0 if table == "contiguous" else full, contiguous=table == "contiguous")
+        spec = ScenarioSpec(
+            num_reqs=num_reqs,
+            block_size=block_size,
+            seq_len_max=length,
+            seq_lens=(length,) * num_reqs,
+            max_reqs=num_reqs,
+            device=device,
+            mode="in-range",
+            backing_width=0 if table == "contiguous" else full,
+            contiguous=table == "contiguous",
+        )
         scenario = build_scenario(spec)
         out = scenario.fresh_out()
-        launches.append(Launch(label=f"{table} w={w}", width=w, phase=phase,
-                               call=(lambda s=scenario, o=out: gather(*s.args(o)))))
+        launches.append(
+            Launch(label=f"{table} w={w}", width=w, phase=phase, call=(lambda s=scenario, o=out: gather(*s.args(o))))
+        )
     return launches
 
 
@@ -348,11 +407,20 @@ class JitSubject:
     code: str = ""
 
 
-def fingerprint_subjects(subjects: Iterable[JitSubject], widths: list[int], backing_width: int,
-                         warm_up: bool = True, tables: tuple = ("narrowed", "contiguous"), num_reqs: int = 4,
-                         block_size: int = 64, device: str = "cpu", observe: bool | None = None,
-                         execute: bool = True, sink: Callable[[dict], None] | None = None,
-                         tokens_per_request: Callable[[int], int] | None = None) -> list[dict]:
+def fingerprint_subjects(
+    subjects: Iterable[JitSubject],
+    widths: list[int],
+    backing_width: int,
+    warm_up: bool = True,
+    tables: tuple = ("narrowed", "contiguous"),
+    num_reqs: int = 4,
+    block_size: int = 64,
+    device: str = "cpu",
+    observe: bool | None = None,
+    execute: bool = True,
+    sink: Callable[[dict], None] | None = None,
+    tokens_per_request: Callable[[int], int] | None = None,
+) -> list[dict]:
     """The standard sequence for each subject and table kind: (optionally) one warm-up launch on the
     full ``backing_width`` table, as vLLM 0.33.0 warms its kernel up, then one launch per width.
 
@@ -369,18 +437,40 @@ def fingerprint_subjects(subjects: Iterable[JitSubject], widths: list[int], back
         for table in tables:
             launches = []
             if warm_up:
-                launches += gather_launches(subject.gather, [backing_width], table="contiguous", num_reqs=num_reqs,
-                                            block_size=block_size, device=device, phase="warm-up",
-                                            tokens_per_request=tokens_per_request)
-            launches += gather_launches(subject.gather, widths, table=table, num_reqs=num_reqs, block_size=block_size,
-                                        backing_width=backing_width, device=device,
-                                        tokens_per_request=tokens_per_request)
+                launches += gather_launches(
+                    subject.gather,
+                    [backing_width],
+                    table="contiguous",
+                    num_reqs=num_reqs,
+                    block_size=block_size,
+                    device=device,
+                    phase="warm-up",
+                    tokens_per_request=tokens_per_request,
+                )
+            launches += gather_launches(
+                subject.gather,
+                widths,
+                table=table,
+                num_reqs=num_reqs,
+                block_size=block_size,
+                backing_width=backing_width,
+                device=device,
+                tokens_per_request=tokens_per_request,
+            )
 
             def tagged(row, subject=subject):
                 row.update({"pitch": subject.pitch, "code": subject.code})
                 if sink is not None:
                     sink(row)
 
-            rows += fingerprint(subject.kernel, launches, variant=subject.name, table=table, observe=observe,
-                                sync=sync, sink=tagged, execute=execute)
+            rows += fingerprint(
+                subject.kernel,
+                launches,
+                variant=subject.name,
+                table=table,
+                observe=observe,
+                sync=sync,
+                sink=tagged,
+                execute=execute,
+            )
     return rows

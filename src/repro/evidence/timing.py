@@ -14,16 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.geometry.layout import DSV4
+from repro.geometry.layout import DSV4, GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 
-BYTES_READ_PER_TOKEN = DSV4.token_bytes
-BYTES_WRITTEN_PER_TOKEN = DSV4.head_dim * 2
 #: Upper bound on input copies a graph rotates through.
 MAX_ROTATION = 32
-
-
-def gather_bytes(tokens: int) -> int:
-    return tokens * (BYTES_READ_PER_TOKEN + BYTES_WRITTEN_PER_TOKEN)
 
 
 def median_us(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
@@ -80,9 +74,9 @@ def graph_median_us(calls: list, rep_ms: int = 100) -> float:
 
 #: Streaming kernels: what each moves per token (bytes read, bytes written).
 STREAM_KINDS = {
-    "stream": (BYTES_READ_PER_TOKEN, BYTES_WRITTEN_PER_TOKEN),
-    "read-only": (BYTES_READ_PER_TOKEN, 0),
-    "write-only": (0, BYTES_WRITTEN_PER_TOKEN),
+    "stream": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
+    "read-only": (GATHER_READ_BYTES_PER_TOKEN, 0),
+    "write-only": (0, GATHER_WRITE_BYTES_PER_TOKEN),
 }
 
 
@@ -107,8 +101,16 @@ class StreamBench:
     graph_calls: list
 
 
-def stream_bench(kind: str, tokens: int, copies: int, layout: str = "records", block_t: int | None = None,
-                 num_warps: int | None = None, device: str = "cuda", seed: int = 0) -> StreamBench:
+def stream_bench(
+    kind: str,
+    tokens: int,
+    copies: int,
+    layout: str = "records",
+    block_t: int | None = None,
+    num_warps: int | None = None,
+    device: str = "cuda",
+    seed: int = 0,
+) -> StreamBench:
     """Build the inputs, outputs and launches of one streaming arm (``kind`` in :data:`STREAM_KINDS`)."""
     from functools import partial
 
@@ -150,6 +152,16 @@ def stream_bench(kind: str, tokens: int, copies: int, layout: str = "records", b
                 _, got = S.stream_read(inputs[0], **tiles)
                 bad = int((got != S.read_reference(inputs[0], launch)).sum())
                 return bad, 0, launch.grid[0], "program sums"
-    return StreamBench(kind=kind, layout=layout if kind != "write-only" else "", tokens=tokens, block_t=block_t,
-                       num_warps=num_warps, bytes_read=tokens * per_read, bytes_written=tokens * per_write,
-                       check=check, eager=calls[0], graph_calls=calls)
+
+    return StreamBench(
+        kind=kind,
+        layout=layout if kind != "write-only" else "",
+        tokens=tokens,
+        block_t=block_t,
+        num_warps=num_warps,
+        bytes_read=tokens * per_read,
+        bytes_written=tokens * per_write,
+        check=check,
+        eager=calls[0],
+        graph_calls=calls,
+    )

@@ -34,8 +34,8 @@ import triton
 import triton.language as tl
 
 from repro.geometry.layout import DSV4, UE8M0_BIAS
-from repro.kernels.reference import quantize_and_insert_reference
 from repro.kernels.launch import is_interpreted
+from repro.kernels.reference import quantize_and_insert_reference
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -49,9 +49,19 @@ _CHUNK_TOKENS = 1 << 16
 
 
 @triton.jit
-def _load_token_tile(data_ptr, scale_ptr, num_tokens, i0, DATA_PITCH: tl.constexpr, SCALE_PITCH: tl.constexpr,
-                     BLOCK_T: tl.constexpr, N_GROUPS: tl.constexpr, N_SCALES: tl.constexpr,
-                     QUANT_BLOCK: tl.constexpr, FP8_DIM: tl.constexpr):
+def _load_token_tile(
+    data_ptr,
+    scale_ptr,
+    num_tokens,
+    i0,
+    DATA_PITCH: tl.constexpr,
+    SCALE_PITCH: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+):
     """Tokens ``i0 .. i0 + BLOCK_T``: (valid, scale bytes [T, 8], fp8 bytes [T, 8, 64], RoPE as int16 [T, 64])."""
     t = tl.arange(0, BLOCK_T)
     g = tl.arange(0, N_GROUPS)
@@ -63,18 +73,33 @@ def _load_token_tile(data_ptr, scale_ptr, num_tokens, i0, DATA_PITCH: tl.constex
     data = data_ptr + i.to(tl.int64) * DATA_PITCH
     scales = scale_ptr + i.to(tl.int64) * SCALE_PITCH
     s = tl.load(scales[:, None] + g[None, :], mask=valid[:, None], other=0)
-    x = tl.load(data[:, None, None] + cols[None, :, :], mask=valid[:, None, None] & is_nope_group, other=0,
-                eviction_policy="evict_first")
+    x = tl.load(
+        data[:, None, None] + cols[None, :, :],
+        mask=valid[:, None, None] & is_nope_group,
+        other=0,
+        eviction_policy="evict_first",
+    )
     rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
     rope = tl.load(rope_ptr[:, None] + c[None, :], mask=valid[:, None], other=0, eviction_policy="evict_first")
     return valid, s, x, rope
 
 
 @triton.jit
-def _stream_dequant_kernel(out_ptr, data_ptr, scale_ptr, num_tokens,
-                           DATA_PITCH: tl.constexpr, SCALE_PITCH: tl.constexpr, BLOCK_T: tl.constexpr,
-                           TILES_PER_PROGRAM: tl.constexpr, N_GROUPS: tl.constexpr, N_SCALES: tl.constexpr,
-                           QUANT_BLOCK: tl.constexpr, FP8_DIM: tl.constexpr, HEAD_DIM: tl.constexpr):
+def _stream_dequant_kernel(
+    out_ptr,
+    data_ptr,
+    scale_ptr,
+    num_tokens,
+    DATA_PITCH: tl.constexpr,
+    SCALE_PITCH: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    TILES_PER_PROGRAM: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     pid = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
     g = tl.arange(0, N_GROUPS)
@@ -83,8 +108,19 @@ def _stream_dequant_kernel(out_ptr, data_ptr, scale_ptr, num_tokens,
     is_nope_group = (g < N_SCALES)[None, :, None]
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (pid * TILES_PER_PROGRAM + k) * BLOCK_T
-        valid, s, x, rope = _load_token_tile(data_ptr, scale_ptr, num_tokens, i0, DATA_PITCH, SCALE_PITCH,
-                                             BLOCK_T, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+        valid, s, x, rope = _load_token_tile(
+            data_ptr,
+            scale_ptr,
+            num_tokens,
+            i0,
+            DATA_PITCH,
+            SCALE_PITCH,
+            BLOCK_T,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+        )
         # 2**(s - 127) from its bits (exact on the GPU and in the interpreter), one rounding to bf16.
         scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
         nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
@@ -94,27 +130,59 @@ def _stream_dequant_kernel(out_ptr, data_ptr, scale_ptr, num_tokens,
 
 
 @triton.jit
-def _stream_read_kernel(sums_ptr, data_ptr, scale_ptr, num_tokens,
-                        DATA_PITCH: tl.constexpr, SCALE_PITCH: tl.constexpr, BLOCK_T: tl.constexpr,
-                        TILES_PER_PROGRAM: tl.constexpr, N_GROUPS: tl.constexpr, N_SCALES: tl.constexpr,
-                        QUANT_BLOCK: tl.constexpr, FP8_DIM: tl.constexpr):
+def _stream_read_kernel(
+    sums_ptr,
+    data_ptr,
+    scale_ptr,
+    num_tokens,
+    DATA_PITCH: tl.constexpr,
+    SCALE_PITCH: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    TILES_PER_PROGRAM: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+):
     pid = tl.program_id(0)
     acc = tl.zeros([BLOCK_T], dtype=tl.int64)
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (pid * TILES_PER_PROGRAM + k) * BLOCK_T
-        _, s, x, rope = _load_token_tile(data_ptr, scale_ptr, num_tokens, i0, DATA_PITCH, SCALE_PITCH,
-                                         BLOCK_T, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
-        token_sum = tl.sum(tl.sum(x.to(tl.int32), axis=2), axis=1) + tl.sum(s.to(tl.int32), axis=1) \
-            + tl.sum(rope.to(tl.int32), axis=1)  # < 2**22 per token: exact in int32
+        _, s, x, rope = _load_token_tile(
+            data_ptr,
+            scale_ptr,
+            num_tokens,
+            i0,
+            DATA_PITCH,
+            SCALE_PITCH,
+            BLOCK_T,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+        )
+        token_sum = (
+            tl.sum(tl.sum(x.to(tl.int32), axis=2), axis=1)
+            + tl.sum(s.to(tl.int32), axis=1)
+            + tl.sum(rope.to(tl.int32), axis=1)
+        )  # < 2**22 per token: exact in int32
         acc += token_sum.to(tl.int64)
     # Every loaded byte feeds the one value stored, so no load can be dropped.
     tl.store(sums_ptr + pid, tl.sum(acc, axis=0))
 
 
 @triton.jit
-def _stream_write_kernel(out_ptr, num_tokens, BLOCK_T: tl.constexpr, TILES_PER_PROGRAM: tl.constexpr,
-                         N_GROUPS: tl.constexpr, N_SCALES: tl.constexpr, QUANT_BLOCK: tl.constexpr,
-                         FP8_DIM: tl.constexpr, HEAD_DIM: tl.constexpr):
+def _stream_write_kernel(
+    out_ptr,
+    num_tokens,
+    BLOCK_T: tl.constexpr,
+    TILES_PER_PROGRAM: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
     pid = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
     g = tl.arange(0, N_GROUPS)
@@ -162,8 +230,9 @@ class StreamInput:
 
     def fresh_out(self) -> torch.Tensor:
         """A ``[N, 512]`` bf16 output with every element set to a NaN pattern (finds unwritten rows)."""
-        return torch.full((self.num_tokens, DSV4.head_dim), 0x7FA5, dtype=torch.int16,
-                          device=self.buffer.device).view(torch.bfloat16)
+        return torch.full((self.num_tokens, DSV4.head_dim), 0x7FA5, dtype=torch.int16, device=self.buffer.device).view(
+            torch.bfloat16
+        )
 
 
 def _check_layout(layout: str) -> None:
@@ -176,17 +245,34 @@ def layout_views(buffer: torch.Tensor, num_tokens: int, layout: str) -> StreamIn
     _check_layout(layout)
     lay = DSV4
     if buffer.dtype != torch.uint8 or buffer.dim() != 1 or buffer.numel() != num_tokens * lay.token_bytes:
-        raise ValueError(f"buffer must be a 1-D uint8 tensor of num_tokens * {lay.token_bytes} = "
-                         f"{num_tokens * lay.token_bytes} bytes, got {buffer.dtype} {tuple(buffer.shape)}")
+        raise ValueError(
+            f"buffer must be a 1-D uint8 tensor of num_tokens * {lay.token_bytes} = "
+            f"{num_tokens * lay.token_bytes} bytes, got {buffer.dtype} {tuple(buffer.shape)}"
+        )
     if layout == "records":
-        return StreamInput(layout, num_tokens, buffer, buffer, buffer[lay.data_bytes:],
-                           data_pitch=lay.token_bytes, scale_pitch=lay.token_bytes)
-    return StreamInput(layout, num_tokens, buffer, buffer, buffer[num_tokens * lay.data_bytes:],
-                       data_pitch=lay.data_bytes, scale_pitch=lay.scale_bytes)
+        return StreamInput(
+            layout,
+            num_tokens,
+            buffer,
+            buffer,
+            buffer[lay.data_bytes :],
+            data_pitch=lay.token_bytes,
+            scale_pitch=lay.token_bytes,
+        )
+    return StreamInput(
+        layout,
+        num_tokens,
+        buffer,
+        buffer,
+        buffer[num_tokens * lay.data_bytes :],
+        data_pitch=lay.data_bytes,
+        scale_pitch=lay.scale_bytes,
+    )
 
 
-def make_stream_input(num_tokens: int, layout: str = "records", seed: int = 0, device: str | torch.device = "cpu"
-                      ) -> StreamInput:
+def make_stream_input(
+    num_tokens: int, layout: str = "records", seed: int = 0, device: str | torch.device = "cpu"
+) -> StreamInput:
     """Random bf16 K rows quantised by the reference writer, stored without a block table.
 
     The writer runs on one ``num_tokens``-token cache block, whose layout is ``"split"``; the
@@ -206,7 +292,7 @@ def make_stream_input(num_tokens: int, layout: str = "records", seed: int = 0, d
         return layout_views(split, num_tokens, layout)
     records = torch.empty(num_tokens, lay.token_bytes, dtype=torch.uint8, device=device)
     records[:, : lay.data_bytes] = split[: num_tokens * lay.data_bytes].view(num_tokens, lay.data_bytes)
-    records[:, lay.data_bytes:] = split[num_tokens * lay.data_bytes:].view(num_tokens, lay.scale_bytes)
+    records[:, lay.data_bytes :] = split[num_tokens * lay.data_bytes :].view(num_tokens, lay.scale_bytes)
     return layout_views(records.reshape(-1), num_tokens, layout)
 
 
@@ -228,8 +314,9 @@ def _is_pow2(v) -> bool:
     return isinstance(v, int) and v >= 1 and (v & (v - 1)) == 0
 
 
-def plan_stream(num_tokens: int, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS,
-                plan: str = "grid") -> StreamPlan:
+def plan_stream(
+    num_tokens: int, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS, plan: str = "grid"
+) -> StreamPlan:
     """``"grid"``: one ``block_t`` tile per program (the GPU shape); ``"per-program"``: one program
     walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
     if not _is_pow2(block_t):
@@ -241,8 +328,9 @@ def plan_stream(num_tokens: int, block_t: int = DEFAULT_BLOCK_T, num_warps: int 
         return StreamPlan(grid=(1,), block_t=bt, tiles_per_program=triton.cdiv(num_tokens, bt), num_warps=num_warps)
     if plan != "grid":
         raise ValueError(f"plan must be 'grid' or 'per-program', got {plan!r}")
-    return StreamPlan(grid=(triton.cdiv(num_tokens, block_t),), block_t=block_t, tiles_per_program=1,
-                      num_warps=num_warps)
+    return StreamPlan(
+        grid=(triton.cdiv(num_tokens, block_t),), block_t=block_t, tiles_per_program=1, num_warps=num_warps
+    )
 
 
 def _resolve_plan(kernel, num_tokens: int, block_t: int, num_warps: int, plan: str | None) -> StreamPlan:
@@ -253,25 +341,47 @@ def _resolve_plan(kernel, num_tokens: int, block_t: int, num_warps: int, plan: s
 
 def _common(launch: StreamPlan) -> dict:
     lay = DSV4
-    return dict(BLOCK_T=launch.block_t, TILES_PER_PROGRAM=launch.tiles_per_program,
-                N_GROUPS=triton.next_power_of_2(lay.n_scales), N_SCALES=lay.n_scales, QUANT_BLOCK=lay.quant_block,
-                FP8_DIM=lay.fp8_bytes, num_warps=launch.num_warps)
+    return dict(
+        BLOCK_T=launch.block_t,
+        TILES_PER_PROGRAM=launch.tiles_per_program,
+        N_GROUPS=triton.next_power_of_2(lay.n_scales),
+        N_SCALES=lay.n_scales,
+        QUANT_BLOCK=lay.quant_block,
+        FP8_DIM=lay.fp8_bytes,
+        num_warps=launch.num_warps,
+    )
 
 
 def _check_out(out: torch.Tensor, num_tokens: int, device) -> None:
     shape = (num_tokens, DSV4.head_dim)
     if out.dtype != torch.bfloat16 or tuple(out.shape) != shape or not out.is_contiguous() or out.device != device:
-        raise ValueError(f"out must be a contiguous bf16 tensor of shape {shape} on {device}, "
-                         f"got {out.dtype} {tuple(out.shape)} on {out.device}")
+        raise ValueError(
+            f"out must be a contiguous bf16 tensor of shape {shape} on {device}, "
+            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
 
 
-def stream_dequant(inp: StreamInput, out: torch.Tensor, *, block_t: int = DEFAULT_BLOCK_T,
-                   num_warps: int = DEFAULT_NUM_WARPS, plan: str | None = None) -> StreamPlan:
+def stream_dequant(
+    inp: StreamInput,
+    out: torch.Tensor,
+    *,
+    block_t: int = DEFAULT_BLOCK_T,
+    num_warps: int = DEFAULT_NUM_WARPS,
+    plan: str | None = None,
+) -> StreamPlan:
     """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table)."""
     _check_out(out, inp.num_tokens, inp.buffer.device)
     launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan)
-    _stream_dequant_kernel[launch.grid](out, inp.data, inp.scales, inp.num_tokens, DATA_PITCH=inp.data_pitch,
-                                        SCALE_PITCH=inp.scale_pitch, HEAD_DIM=DSV4.head_dim, **_common(launch))
+    _stream_dequant_kernel[launch.grid](
+        out,
+        inp.data,
+        inp.scales,
+        inp.num_tokens,
+        DATA_PITCH=inp.data_pitch,
+        SCALE_PITCH=inp.scale_pitch,
+        HEAD_DIM=DSV4.head_dim,
+        **_common(launch),
+    )
     return launch
 
 
@@ -279,22 +389,37 @@ def read_sums_buffer(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
     return torch.zeros(launch.grid[0], dtype=torch.int64, device=inp.buffer.device)
 
 
-def stream_read(inp: StreamInput, sums: torch.Tensor | None = None, *, block_t: int = DEFAULT_BLOCK_T,
-                num_warps: int = DEFAULT_NUM_WARPS, plan: str | None = None) -> tuple[StreamPlan, torch.Tensor]:
+def stream_read(
+    inp: StreamInput,
+    sums: torch.Tensor | None = None,
+    *,
+    block_t: int = DEFAULT_BLOCK_T,
+    num_warps: int = DEFAULT_NUM_WARPS,
+    plan: str | None = None,
+) -> tuple[StreamPlan, torch.Tensor]:
     """Read every record's 584 bytes; one int64 sum per program (the read half of the gather's traffic)."""
     launch = _resolve_plan(_stream_read_kernel, inp.num_tokens, block_t, num_warps, plan)
     if sums is None:
         sums = read_sums_buffer(inp, launch)
     if sums.dtype != torch.int64 or tuple(sums.shape) != (launch.grid[0],):
-        raise ValueError(f"sums must be int64 [{launch.grid[0]}] (one per program), got {sums.dtype} "
-                         f"{tuple(sums.shape)}")
-    _stream_read_kernel[launch.grid](sums, inp.data, inp.scales, inp.num_tokens, DATA_PITCH=inp.data_pitch,
-                                     SCALE_PITCH=inp.scale_pitch, **_common(launch))
+        raise ValueError(
+            f"sums must be int64 [{launch.grid[0]}] (one per program), got {sums.dtype} {tuple(sums.shape)}"
+        )
+    _stream_read_kernel[launch.grid](
+        sums,
+        inp.data,
+        inp.scales,
+        inp.num_tokens,
+        DATA_PITCH=inp.data_pitch,
+        SCALE_PITCH=inp.scale_pitch,
+        **_common(launch),
+    )
     return launch, sums
 
 
-def stream_write(out: torch.Tensor, *, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS,
-                 plan: str | None = None) -> StreamPlan:
+def stream_write(
+    out: torch.Tensor, *, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS, plan: str | None = None
+) -> StreamPlan:
     """Write 1,024 bytes per token, the gather's stores (the write half of its traffic); nothing is read."""
     num_tokens = out.shape[0] if out.dim() == 2 else -1
     _check_out(out, num_tokens, out.device)
@@ -313,11 +438,11 @@ def stream_reference(inp: StreamInput) -> torch.Tensor:
     data, scales = inp.rows()
     out = torch.empty(inp.num_tokens, lay.head_dim, dtype=torch.bfloat16, device=inp.buffer.device)
     for lo in range(0, inp.num_tokens, _CHUNK_TOKENS):
-        d, s = data[lo: lo + _CHUNK_TOKENS], scales[lo: lo + _CHUNK_TOKENS]
+        d, s = data[lo : lo + _CHUNK_TOKENS], scales[lo : lo + _CHUNK_TOKENS]
         fp8 = d[:, : lay.fp8_bytes].contiguous().view(torch.float8_e4m3fn).float()
         scale = torch.exp2(s[:, : lay.n_scales].float() - UE8M0_BIAS).repeat_interleave(lay.quant_block, dim=1)
-        out[lo: lo + _CHUNK_TOKENS, : lay.nope_dim] = (fp8 * scale).to(torch.bfloat16)
-        out[lo: lo + _CHUNK_TOKENS, lay.nope_dim:] = d[:, lay.fp8_bytes:].contiguous().view(torch.bfloat16)
+        out[lo : lo + _CHUNK_TOKENS, : lay.nope_dim] = (fp8 * scale).to(torch.bfloat16)
+        out[lo : lo + _CHUNK_TOKENS, lay.nope_dim :] = d[:, lay.fp8_bytes :].contiguous().view(torch.bfloat16)
     return out
 
 
@@ -326,8 +451,11 @@ def read_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
     values read as int16."""
     lay = DSV4
     data, scales = inp.rows()
-    per_token = (data[:, : lay.fp8_bytes].long().sum(1) + scales.long().sum(1)
-                 + data[:, lay.fp8_bytes:].contiguous().view(torch.int16).long().sum(1))
+    per_token = (
+        data[:, : lay.fp8_bytes].long().sum(1)
+        + scales.long().sum(1)
+        + data[:, lay.fp8_bytes :].contiguous().view(torch.int16).long().sum(1)
+    )
     programs = torch.arange(inp.num_tokens, device=per_token.device) // launch.tokens_per_program
     return torch.zeros(launch.grid[0], dtype=torch.int64, device=per_token.device).index_add_(0, programs, per_token)
 
