@@ -111,7 +111,13 @@ def gather_arm(
 
 
 def stream_arm(
-    arm: str, kind: str, tokens: int, copies: int, layout: str = "records", tile=CEILING_TILES[0], device: str = "cuda"
+    arm: str,
+    kind: str,
+    tokens: int,
+    copies: int,
+    layout: str = "records",
+    tile: tuple[int, int] = CEILING_TILES[0],
+    device: str = "cuda",
 ) -> CeilingArm:
     sb = timing.stream_bench(kind, tokens, copies, layout=layout, block_t=tile[0], num_warps=tile[1], device=device)
     attrs = {
@@ -149,7 +155,12 @@ def ragged_lengths(num_reqs: int, seq_len: int, seed: int = 0) -> tuple[int, ...
 
 
 def decomposition_arms(
-    num_reqs: int, seq_len: int, block_size: int, max_reqs: int, tiles=CEILING_TILES, device: str = "cuda"
+    num_reqs: int,
+    seq_len: int,
+    block_size: int,
+    max_reqs: int,
+    tiles: Sequence[tuple[int, int]] = CEILING_TILES,
+    device: str = "cuda",
 ) -> list[CeilingArm]:
     """At one shape, every arm of the gap analysis except those measured at every shape."""
     tokens = num_reqs * seq_len
@@ -226,7 +237,7 @@ def time_arms(arms: Sequence[CeilingArm], rounds: int, rep_ms: int) -> dict[str,
     return times
 
 
-def median_rows(arms: Sequence[CeilingArm], times, num_reqs: int, seq_len: int) -> list[dict]:
+def median_rows(arms: Sequence[CeilingArm], times: dict, num_reqs: int, seq_len: int) -> list[dict]:
     rows = []
     for a in arms:
         for mode in ("eager", "graph"):

@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)
@@ -52,7 +53,7 @@ class Launch:
     phase: str = "inference"
 
 
-def unwrap_kernel(kernel):
+def unwrap_kernel(kernel: Any) -> Any:
     """The ``JITFunction`` or ``InterpretedFunction`` under autotuner/heuristics wrappers."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -66,7 +67,7 @@ def unwrap_kernel(kernel):
     return kernel
 
 
-def is_compiled_kernel(kernel) -> bool:
+def is_compiled_kernel(kernel: Any) -> bool:
     from triton.runtime.jit import JITFunction
 
     return isinstance(unwrap_kernel(kernel), JITFunction)
@@ -236,7 +237,7 @@ def _cold_caches(kernel) -> Iterator[str]:
 
 
 def fingerprint(
-    kernel,
+    kernel: Any,
     launches: Iterable[Launch],
     *,
     variant: str = "",
@@ -331,7 +332,7 @@ def width_launches(
     ]
 
 
-def narrowed_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
+def narrowed_tables(backing: Any, widths: Iterable[int]) -> list[tuple[int, Any]]:
     """Column-narrowed views ``backing[:, :w]`` of one fixed table: ``stride(0)`` stays the backing width."""
     full = backing.shape[-1]
     out = []
@@ -342,7 +343,7 @@ def narrowed_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
     return out
 
 
-def contiguous_tables(backing, widths: Iterable[int]) -> list[tuple[int, object]]:
+def contiguous_tables(backing: Any, widths: Iterable[int]) -> list[tuple[int, Any]]:
     """Contiguous copies ``backing[:, :w].contiguous()``: ``stride(0)`` equals the width."""
     return [(w, view.contiguous()) for w, view in narrowed_tables(backing, widths)]
 

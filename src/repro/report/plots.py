@@ -214,7 +214,7 @@ def performance_figures(med: pd.DataFrame, ceiling_tbps: float) -> list[tuple[st
     return figs
 
 
-def ceiling_figures(vs_ceiling: pd.DataFrame):
+def ceiling_figures(vs_ceiling: pd.DataFrame) -> list[tuple[str, Figure]]:
     """(name, figure): each gather's fraction of the streaming ceiling per request count, graph replays,
     one figure per sequence length (``repro.analysis.ceiling.ceiling_table``)."""
     graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
@@ -237,7 +237,7 @@ def ceiling_figures(vs_ceiling: pd.DataFrame):
     return figs
 
 
-def jit_fingerprint(cumulative: pd.DataFrame):
+def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
     """Compilations (and, where measured, cumulative compile time) against distinct table widths,
     one line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
     has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
