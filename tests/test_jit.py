@@ -145,22 +145,6 @@ def test_bad_inputs_name_the_parameter():
         jit.fingerprint(lambda: None, [])
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(
-    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-    reason="observing compilations needs compiled kernels on a GPU",
-)
-def test_observed_equals_predicted_on_a_gpu():  # pragma: no cover - GPU only
-    b = backing().cuda()
-    for variant, (kernel, launcher) in J.VARIANTS.items():
-        inp = J.Inputs(b.shape[0], device="cuda")
-        for tables in (jit.narrowed_tables(b, WIDTHS), jit.contiguous_tables(b, WIDTHS)):
-            launches = jit.width_launches(lambda t, launcher=launcher, inp=inp: launcher(inp, t), tables)
-            rows = jit.fingerprint(kernel, launches, sync=torch.cuda.synchronize)
-            assert [r["observed_compiles"] for r in rows] == compiles(rows), variant
-            assert all(r["compile_us"] > 0 for r in rows if r["observed_compiles"]), variant
-
-
 def test_prediction_without_executing_the_launch():
     kernel, launcher = J.VARIANTS["constexpr width (as shipped)"]
     inp = J.Inputs(6)
