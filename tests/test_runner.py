@@ -77,6 +77,8 @@ def run_cli(args, capsys):
             "error: backing_width: 2 is not wider than the 10 columns",
         ),
         (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
+        (["-p", "jit_widths=[8, 70]"], "error: jit_backing_width: 64 is not wider than the widest of jit_widths (70)"),
+        (["-p", "stream_ceiling=maybe"], "error: stream_ceiling: 'maybe' is out of range"),
         (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
         (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
         (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
@@ -118,3 +120,16 @@ def test_report_of_a_folder_without_manifest(tmp_path, capsys):
 def test_module_entry_point_reports_usage():
     proc = subprocess.run([sys.executable, "-m", "repro", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "run" in proc.stdout and "report" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["-p", "block_size=512"], "error: block_size: at block_size 512 a C128A page is 2,880 bytes"),
+        (["-p", "pool_bytes=1"], "error: pool_bytes: at block_size 256 a C128A page is 1,728 bytes"),
+    ],
+)
+def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):
+    code, err = run_cli(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), *args], capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith(fragment), err
+    assert not (tmp_path / "r").exists()

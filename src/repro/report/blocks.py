@@ -29,6 +29,7 @@ from repro.analysis.verdict import (
     implementation_names,
     run_verdict,
 )
+from repro.report.plots import arm_names as plots_arm_names
 from repro.report.tables import formatted
 
 #: Figure captions by name; a figure the run did not draw is left out with its caption.
@@ -39,6 +40,8 @@ CAPTIONS = {
     "03-time-graph": "median time per gather, CUDA-graph replays",
     "03-bandwidth-fraction": "share of the copy ceiling, CUDA-graph replays",
     "03-time-eager": "median time per gather, eager launches",
+    "03-ceiling-fraction": "each gather's fraction of the streaming ceiling, CUDA-graph replays",
+    "03-jit-fingerprint": "Triton compilations against distinct block-table widths",
 }
 #: Said where the first figure appears in report.md: images are files linked relative to it.
 IMAGE_NOTE = (
@@ -354,6 +357,73 @@ def gather_fast_section(r: Report) -> list[Block]:
     return out
 
 
+def streaming_ceiling_section(r: Report) -> list[Block]:
+    """Notebook 03 (GPU): every gather against the streaming ceiling, and what the remaining gap is made of."""
+    vs = r.tables.get("03-performance-vs-ceiling")
+    if vs is None or not len(vs):
+        return []
+    headline = r.run.facts.get("03-performance-ceiling", {}).get("headline", "")
+    out = [
+        _md(
+            "## Against the streaming ceiling",
+            "",
+            "The streaming kernel reads contiguous 584-byte records and writes 1,024-byte bf16 rows with the "
+            "gather's dtype work and no block table (this repository's code); a gather's fraction is the best "
+            "streaming arm's time over the gather's at the same shape. " + headline,
+        ),
+        *r.image("03-ceiling-fraction"),
+    ]
+    graph = vs[(vs["launch"] == "graph") & (vs["requests"] == "equal")]
+    if len(graph):
+        piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
+        names = plots_arm_names(list(piv.columns), r.arm_columns)
+        piv = piv.rename(columns=names).reset_index()
+        out.append(
+            fold(
+                f"Fraction of the streaming ceiling per gather, CUDA-graph replays ({len(piv)} shapes)",
+                Block("table", formatted(piv, 3)),
+            )
+        )
+    gap = r.tables.get("03-performance-gap")
+    if gap is not None and len(gap):
+        cols = [c for c in ("num_reqs", "seq_len", "step", "ratio", "added_us", "share_of_gap") if c in gap]
+        table = gap[cols].rename(columns={"added_us": "added us", "share_of_gap": "share of gap"})
+        out.append(
+            fold(
+                "What separates gather_fast from the streaming ceiling: each step a ratio of two arms timed in the "
+                f"same rounds; the chained steps multiply to the total ({len(table)} rows)",
+                Block("table", formatted(table, {"ratio": 3, "added us": 2, "share of gap": 2})),
+            )
+        )
+    return out
+
+
+def jit_section(r: Report) -> list[Block]:
+    """Notebook 03: Triton compilations on the inference path per block-table width (observed or predicted)."""
+    summary = r.tables.get("03-jit-summary")
+    if summary is None or not len(summary):
+        return []
+    observed = r.run.facts.get("03-jit", {}).get("mode", "") == "observed"
+    how = (
+        "counted by Triton's compile hooks, compile time from Triton's own CompileTimes"
+        if observed
+        else "predicted with Triton's own cache-key function for sm_90 (the CPU interpreter compiles nothing)"
+    )
+    table = summary.drop(columns=[c for c in ("notebook", "calls") if c in summary])
+    table = table[[c for c in table.columns if table[c].notna().any()]]  # columns this run could measure
+    table = table.rename(columns=lambda c: c.replace("_", " ").replace(" median", ""))
+    return [
+        _md(
+            "## JIT compilations per block-table width",
+            "",
+            f"After a full-width warm-up, one launch per block-table width, on narrowed views and on contiguous "
+            f"tables; compilations {how}.",
+        ),
+        Block("table", formatted(table, 2)),
+        *r.image("03-jit-fingerprint"),
+    ]
+
+
 def checks_section(r: Report) -> list[Block]:
     summary = check_summary(r.tables)
     if not len(summary):
@@ -455,6 +525,8 @@ SECTIONS: list[Callable[[Report], list[Block]]] = [
     gather_section,
     fix_cost_section,
     gather_fast_section,
+    streaming_ceiling_section,
+    jit_section,
     checks_section,
     test_plan_section,
     environment_section,

@@ -8,6 +8,7 @@ do not hide each other.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -91,7 +92,7 @@ def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -
     return list(groups.values())
 
 
-def reshape_overrun(frame: pd.DataFrame):
+def reshape_overrun(frame: pd.DataFrame) -> Figure:
     """Required / available bytes per cache group, buggy vs fixed (log scale; 1 = the pool)."""
     groups = list(dict.fromkeys(frame["cache group"]))
     fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -117,7 +118,7 @@ def reshape_overrun(frame: pd.DataFrame):
     return fig
 
 
-def gather_mismatches(frame: pd.DataFrame):
+def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
     variants with identical results share one line."""
     modes = list(dict.fromkeys(frame["mode"]))
@@ -153,7 +154,7 @@ def gather_mismatches(frame: pd.DataFrame):
     return fig
 
 
-def sanitizer_errors(san: pd.DataFrame):
+def sanitizer_errors(san: pd.DataFrame) -> Figure:
     """memcheck errors per case, one panel per sentinel mode (symlog: 0 stays visible); variants
     with identical counts share one line, and an in-range panel says what memcheck cannot see."""
     modes = list(dict.fromkeys(san["mode"]))
@@ -223,7 +224,7 @@ def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
-def arm_names(labels, outside_names: dict[str, str] | None = None) -> dict[str, str]:
+def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
     """Legend names of timed arms: the registry's display names, outside arms by their loaded name."""
     from repro.analysis.performance import outside_arms
 
@@ -234,7 +235,7 @@ def arm_names(labels, outside_names: dict[str, str] | None = None) -> dict[str, 
     }
 
 
-def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None):
+def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> Figure:
     """Median time per gather against request count, one panel per tokens-per-request."""
     sub = med[med["launch"] == launch]
     lengths = sorted(set(sub["seq_len"].astype(int)))
@@ -251,7 +252,7 @@ def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str
     return fig
 
 
-def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None):
+def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None) -> Figure:
     """Fraction of the copy ceiling each arm moves (graph replays, the longest requests)."""
     longest = int(med["seq_len"].max())
     frac = med[(med["launch"] == "graph") & (med["seq_len"].astype(int) == longest)]
@@ -266,7 +267,63 @@ def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: di
     return fig
 
 
-def performance_figures(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None):
+def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | None = None) -> list[tuple[str, Figure]]:
+    """(name, figure): each gather's fraction of the streaming ceiling per request count, CUDA-graph
+    replays, one panel per tokens-per-request (``repro.analysis.ceiling.ceiling_table``)."""
+    graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
+    lengths = sorted(set(graph["seq_len"].astype(int)))
+    names = arm_names(list(dict.fromkeys(graph["arm"])), outside_names)
+    fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False, sharey=True)
+    for ax, L in zip(axes[0], lengths):
+        _arm_lines(ax, graph[graph["seq_len"].astype(int) == L], "of_stream_fraction", names, log=False)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{L} tokens per request")
+    axes[0][0].set_ylabel("fraction of the streaming ceiling")
+    fig.suptitle("Each gather against the streaming ceiling (CUDA-graph replays)")
+    _legend_below(fig, axes[0])
+    fig.tight_layout()
+    return [("03-ceiling-fraction", fig)]
+
+
+def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
+    """Compilations (and, where measured, cumulative compile time) against distinct table widths, one
+    line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
+    from matplotlib.ticker import MaxNLocator
+
+    has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
+    fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(10 if has_time else 5.5, 3.4), squeeze=False)
+    colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
+    for (variant, table), g in cumulative.groupby(["variant", "table"], sort=False):
+        narrowed = table == "narrowed"
+        style = dict(
+            marker="o" if narrowed else "s",
+            linestyle="-" if narrowed else "--",
+            color=colors[variant],
+            markerfacecolor=None if narrowed else "none",
+            label=f"{variant} / {table}",
+        )
+        axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
+        if has_time:
+            axes[0][1].plot(g["distinct_widths"], g["compile_ms"], **style)
+    predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
+    axes[0][0].set_ylabel("compilations" + (" (predicted, Triton's keys for sm_90)" if predicted else ""))
+    axes[0][0].set_title("Triton compilations vs distinct block-table widths")
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("distinct block-table widths so far")
+    axes[0][0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].set_ylim(bottom=-0.3)
+    if has_time:
+        axes[0][1].set_ylabel("cumulative compile time (ms)")
+        axes[0][1].set_title("Triton's own compile time, cumulative")
+    _legend_below(fig, axes[0], ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def performance_figures(
+    med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None
+) -> list[tuple[str, Figure]]:
     """(name, figure) of notebook 03: graph-replay times, the share of the copy ceiling, eager times."""
     figs = [("03-time-graph", time_per_launch(med, "graph", outside_names))]
     figs.append(("03-bandwidth-fraction", bandwidth_fraction(med, ceiling_tbps, outside_names)))
@@ -288,6 +345,15 @@ def draw_all(run: RunData, outside_names: dict[str, str] | None = None) -> dict[
     if med is not None and rat is not None and len(med):
         for name, fig in performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]), outside_names):
             figures[name] = fig
+    vs = tables.get("03-performance-vs-ceiling")
+    if vs is not None and len(vs):
+        for name, fig in ceiling_figures(vs, outside_names):
+            figures[name] = fig
+    jit = tables.get("03-jit-fingerprint")
+    if jit is not None and len(jit):
+        from repro.analysis.jit import cumulative_by_width
+
+        figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(jit, phase="inference"))
     return figures
 
 
