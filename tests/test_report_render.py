@@ -178,9 +178,73 @@ def test_figures_are_sharp_and_legends_stay_off_the_data():
             for legend in legends:
                 box = legend.get_window_extent(renderer)
                 for ax in fig.axes:
-                    assert not box.overlaps(ax.get_window_extent(renderer)), name
+                    parts = [ax.get_window_extent(renderer), ax.title.get_window_extent(renderer)]
+                    parts += [a.get_tightbbox(renderer) for a in (ax.xaxis, ax.yaxis)]
+                    assert not any(box.overlaps(p) for p in parts if p is not None), name  # data, ticks, labels
         memcheck = figures["02-sanitizer-errors"]
         assert all(len(ax.get_lines()) <= 3 for ax in memcheck.axes)  # identical series drawn once
     finally:
         for fig in figures.values():
             plt.close(fig)
+
+
+def test_the_environment_shows_what_was_loaded(tmp_path):
+    run = load_run(H200 / "vllm-0.22.0-under-test")
+    info = {
+        "target": "vllm.models.deepseek_v4.common.ops.cache_utils:dequantize_and_gather_k_cache_triton",
+        "package": "vllm",
+        "version": "0.22.0",
+        "module_sha256": "0" * 64,
+        "wheel_sha256": "f" * 64,
+    }
+    manifest = {**run.manifest, "implementations": {"implementation": info}}
+    manifest["environment"] = {**run.environment, "git_dirty": False}
+    md = render_markdown(RunData(tmp_path, manifest, run.tables, run.facts, run.files), [])
+    assert md.startswith("# Reproduced: vllm 0.22.0's dequantize_and_gather_k_cache_triton is wrong from 2 requests")
+    env = md[md.index("## Environment") :]
+    assert "| git_dirty | no |" in env
+    assert f"module_sha256: `{'0' * 64}`" in env and f"wheel_sha256: `{'f' * 64}`" in env
+    assert "not recorded" not in env.split("| git_dirty")[1]
+
+
+def test_gpu_only_sections_are_compact(tmp_path):
+    """The streaming-ceiling and JIT parts of notebook 03, from tables shaped as the notebook records them."""
+    run = load_run(H200 / "gpu-profile")
+    arms = ["fixed / narrowed view", "fixed / contiguous table", "fast / narrowed view", "vllm / contiguous table"]
+    vs = pd.DataFrame(
+        [
+            {"seq_len": L, "num_reqs": n, "launch": "graph", "requests": "equal", "arm": a, "of_stream_fraction": f}
+            for L in (256, 2048)
+            for n in (1, 2, 4)
+            for a, f in zip(arms, (0.51234, 0.5, 0.8, 0.2))
+        ]
+    )
+    gap = pd.DataFrame(
+        [
+            {"num_reqs": 4, "seq_len": 2048, "step": s, "ratio": r, "added_us": 1.23456, "share_of_gap": 0.5}
+            for s, r in (("indirection", 1.1), ("narrowed view instead of a contiguous table", 1.0))
+        ]
+    )
+    jit = pd.DataFrame(
+        [
+            {
+                "variant": v,
+                "table": t,
+                "calls": 9,
+                "distinct_widths": 8,
+                "predicted_compiles": c,
+                "observed_compiles": None,
+                "compile_ms": None,
+            }
+            for v, c in (("fixed", 0), ("vllm 0.22.0", 8))
+            for t in ("narrowed", "contiguous")
+        ]
+    )
+    tables = {**run.tables, "03-performance-vs-ceiling": vs, "03-performance-gap": gap, "03-jit-summary": jit}
+    facts = {**run.facts, "03-jit": {"mode": "predicted"}}
+    md = render_markdown(RunData(tmp_path, run.manifest, tables, facts, run.files), [])
+    assert md.index("## gather_fast") < md.index("## Against the streaming ceiling") < md.index("## JIT compilations")
+    for table in _md_tables(md):
+        assert table[0].count("|") - 1 <= MAX_COLUMNS, table[0]
+    assert "| 256 | 1 | 0.512 | 0.500 | 0.800 | 0.200 |" in md
+    assert "observed compiles" not in md  # a column this run could not measure is left out

@@ -57,7 +57,8 @@ def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
 
 def _legend_under(ax) -> None:
     """A panel's own legend, under its axis labels (panels whose variants group differently)."""
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False, ncol=1)
+    legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=8, frameon=False, ncol=1)
+    legend.set_in_layout(False)  # outside the axes: the saved PNG's tight box takes it in, the layout does not
 
 
 def _legend_right(ax) -> None:
@@ -67,7 +68,9 @@ def _legend_right(ax) -> None:
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG at ``DPI``, cropped to its content (legends outside the axes included)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    extra = [*fig.get_default_bbox_extra_artists(), *legends]  # legends outside the layout, kept in the PNG
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", bbox_extra_artists=extra, metadata={"Software": None})
     return buf.getvalue()
 
 
@@ -90,6 +93,15 @@ def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -
         else:
             groups[key] = ([str(label)], g)
     return list(groups.values())
+
+
+def _group_label(labels: list[str], width: int = 60) -> str:
+    """A legend entry for series drawn once: ``a = b``, or a wrapped list when there are more."""
+    import textwrap
+
+    if len(labels) <= 2:
+        return " = ".join(labels)
+    return textwrap.fill(f"identical: {', '.join(labels)}", width)
 
 
 def reshape_overrun(frame: pd.DataFrame) -> Figure:
@@ -131,7 +143,7 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     for ax, mode in zip(axes[0], modes):
         for labels, g in _identical_groups(f[f["mode"] == mode], "variant", "num_reqs", ["fraction", "status"]):
             style = registry.style(labels[0])
-            name = " = ".join(labels)
+            name = _group_label(labels, 40)
             ax.plot(g["num_reqs"], g["fraction"], label=name, **style)
             faulted = g[g["status"] != "ok"]
             if len(faulted):
@@ -166,7 +178,7 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
             if (g["errors"] == 0).all():
                 style, label = {"color": "#7f8c8d", "marker": "."}, "0 errors: " + ", ".join(labels)
             else:
-                style, label = registry.style(labels[0]), " = ".join(labels)
+                style, label = registry.style(labels[0]), _group_label(labels, 40)
             ax.plot(g["num_reqs"], g["errors"], label=label, **style)
         blind = sub[(sub["errors"] == 0) & (sub["mismatched_tokens"].astype(float).fillna(0) > 0)]
         if len(blind):
@@ -293,14 +305,17 @@ def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
     has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
     fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(10 if has_time else 5.5, 3.4), squeeze=False)
     colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
-    for (variant, table), g in cumulative.groupby(["variant", "table"], sort=False):
+    lines = cumulative.assign(line=cumulative["variant"].astype(str) + " / " + cumulative["table"].astype(str))
+    values = ["compilations", *(["compile_ms"] if has_time else [])]
+    for labels, g in _identical_groups(lines, "line", "distinct_widths", values):
+        variant, table = g["variant"].iloc[0], g["table"].iloc[0]
         narrowed = table == "narrowed"
         style = dict(
             marker="o" if narrowed else "s",
             linestyle="-" if narrowed else "--",
             color=colors[variant],
             markerfacecolor=None if narrowed else "none",
-            label=f"{variant} / {table}",
+            label=_group_label(labels),
         )
         axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
         if has_time:
@@ -312,11 +327,11 @@ def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("distinct block-table widths so far")
     axes[0][0].yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0][0].set_ylim(bottom=-0.3)
+    axes[0][0].set_ylim(-0.3, max(1.0, float(cumulative["compilations"].max())) * 1.1 + 0.2)
     if has_time:
         axes[0][1].set_ylabel("cumulative compile time (ms)")
         axes[0][1].set_title("Triton's own compile time, cumulative")
-    _legend_below(fig, axes[0], ncol=2)
+    _legend_below(fig, axes[0], ncol=1)
     fig.tight_layout()
     return fig
 
