@@ -39,6 +39,7 @@ class KernelInfo:
     pitch_is_constexpr: bool
     launch_pitch: list[str]  # "line N: expr" for every launch keyword that sets the pitch
     wrapper: str  # the module function that reaches the kernel ("" if none)
+    interleaved: bool  # V4.1 records: token pointer strides over data + scales (each token's scales follow it)
     source_sha256: str
     lineno: int
     end_lineno: int
@@ -114,6 +115,16 @@ def find_pitch_param(fn: ast.FunctionDef, table_param: str) -> str:
     return ""
 
 
+def reads_interleaved(fn: ast.FunctionDef) -> bool:
+    """Does the kernel step from token to token by values plus scales (``p * (head_dim + scale_dim)``)?"""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for side in (node.left, node.right):
+                if isinstance(side, ast.BinOp) and isinstance(side.op, ast.Add) and "scale_dim" in _names_in(side):
+                    return True
+    return False
+
+
 def _names_in(node: ast.AST) -> set[str]:
     found = set()
     for sub in ast.walk(node):
@@ -185,7 +196,7 @@ def scan_module(member: str, text: str) -> tuple[list[KernelInfo], CuteInfo | No
             module=member, qualname=qual, name=fn.name, class_name=cls, record=record_of(qual),
             params=list(args), constexpr_params=[a for a, node in args.items() if _is_constexpr(node)],
             pitch_param=pitch, pitch_is_constexpr=bool(pitch) and _is_constexpr(args[pitch]),
-            launch_pitch=launches, wrapper=wrapper, source_sha256=_source_hash(text, fn),
+            launch_pitch=launches, wrapper=wrapper, interleaved=record_of(qual) != "v4" and reads_interleaved(fn), source_sha256=_source_hash(text, fn),
             lineno=fn.lineno, end_lineno=fn.end_lineno))
     cute = None
     if member.endswith(CUTEDSL_MODULE_SUFFIX):
