@@ -263,3 +263,25 @@ def discover(sources: dict[str, str]) -> Discovery:
                 c.dispatchers.append(f"{member}:{DISPATCHER}")
     modules = sorted({k.module for k in kernels})
     return Discovery(kernels, cutes, modules, errors)
+
+
+def launch_path_source(text: str, wrapper: str) -> str:
+    """The source of everything at module level the wrapper reaches (functions, classes, constants).
+
+    Two releases whose launch paths have the same text (and the same stubs and helpers) run the same
+    code on the gather path, which is what lets the matrix share their results.
+    """
+    tree = ast.parse(text)
+    reach = _reachable(tree, wrapper)
+    parts = []
+    for node in tree.body:
+        names = set()
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = {node.name}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+        if names & reach:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            parts.append("\n".join(text.splitlines()[first - 1: node.end_lineno]))
+    return "\n\n".join(parts)
