@@ -1,0 +1,227 @@
+"""Notebook 04 (vLLM releases): each function is one cell's work, returning a table or a figure.
+
+The evidence comes from :mod:`repro.upstream`; verdicts from :mod:`repro.analysis.releases`; the
+check rows (expected vs observed per release, kernel and variant) are appended here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis import releases as verdicts_lib
+from ..results import ResultTable
+from ..upstream import matrix as mx
+from ..upstream import releases as idx
+from ..upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
+from ..upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
+
+NOTEBOOK = "04-upstream-releases"
+#: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
+#: so the CPU sweep is short; the GPU runs the full request range of PR #55109's test.
+SIZES = {"cpu": dict(request_counts=[1, 2, 3], block_size=16, seq_len_max=48),
+         "gpu": dict(request_counts=[1, 2, 4, 8, 16, 32, 64, 128, 256], block_size=64, seq_len_max=1024)}
+VARIANTS = (RELEASED, PATCHED, PATCHED_CONSTEXPR)
+
+
+@dataclass
+class Context:
+    profile: str
+    device: str
+    interpreted: bool
+    run_dir: str
+    releases: list[str]
+    cfg: mx.MatrixConfig
+    plans: list = field(default_factory=list)
+    matrix: ResultTable | None = None
+
+
+def setup(profile, releases, request_counts, cache_block_size, seq_len_max, sentinel_modes, variants, seed,
+          case_timeout_s, share_identical, download, run_dir) -> Context:
+    """Resolve the parameters against the profile; fails with one line naming a bad parameter."""
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants:
+        raise ValueError(f"variants: {variants!r}; accepted: a non-empty list drawn from {', '.join(VARIANTS)}")
+    sizes = SIZES[profile.name]
+    chosen = idx.resolve_releases(releases, profile.name, _index_versions() if releases == "all" else None)
+    cfg = mx.MatrixConfig(
+        request_counts=list(request_counts or sizes["request_counts"]), modes=list(sentinel_modes),
+        block_size=cache_block_size or sizes["block_size"], seq_len_max=seq_len_max or sizes["seq_len_max"],
+        seed=seed, device=profile.device, interpreted=profile.interpret, variants=tuple(variants),
+        timeout_s=case_timeout_s or 300.0, max_workers=2 if profile.interpret else 8,
+        share_identical=bool(share_identical), download=bool(download))
+    return Context(profile.name, profile.device, profile.interpret, run_dir, chosen, cfg)
+
+
+def _index_versions() -> list[str] | None:
+    try:
+        return [r.version for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))]
+    except OSError:
+        return None
+
+
+def sizes_table(ctx: Context) -> pd.DataFrame:
+    c = ctx.cfg
+    return pd.DataFrame([{"profile": ctx.profile, "device": ctx.device, "releases": ", ".join(ctx.releases),
+                          "request counts": ", ".join(map(str, c.request_counts)), "cache block size": c.block_size,
+                          "longest sequence": c.seq_len_max, "sentinel modes": ", ".join(c.modes),
+                          "variants": ", ".join(c.variants),
+                          "note": "interpreter: a short sweep (vLLM's grid costs ~1.5 ms per program on a CPU)"
+                          if ctx.interpreted else "compiled on the GPU: PR #55109's request range"}])
+
+
+def release_index(ctx: Context) -> pd.DataFrame:
+    """The asked releases: on the registry (when reachable), in the cache, with the wheel's hash."""
+    listed = {}
+    try:
+        listed = {r.version: r for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))}
+        source = "registry index"
+    except OSError as exc:
+        source = f"registry not reachable ({type(exc).__name__}); committed default list"
+    rows = []
+    for v in ctx.releases:
+        got = ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
+        r = listed.get(v)
+        rows.append({"release": v, "on registry": (v in listed) if listed else None,
+                     "uploaded": r.uploaded if r else "", "wheel": got.provenance["wheel"] if not isinstance(got, CacheMiss) else "",
+                     "wheel sha256": got.provenance["sha256"][:16] if not isinstance(got, CacheMiss) else "",
+                     "cached modules": len(got.members()) if not isinstance(got, CacheMiss) else 0,
+                     "status": "cached" if not isinstance(got, CacheMiss) else f"{got.status}: {got.reason}",
+                     "list from": source})
+    frame = pd.DataFrame(rows)
+    if ctx.run_dir:
+        table = ResultTable(ctx.run_dir, "04-release-index", NOTEBOOK)
+        for r in rows:
+            table.append({k.replace(" ", "_"): v for k, v in r.items()})
+    return frame
+
+
+def kernel_inventory(ctx: Context) -> pd.DataFrame:
+    """Every gather kernel each release ships: module, row-pitch parameter, what the launch passes."""
+    ctx.plans = [mx.plan_release(v, ctx.cfg) for v in ctx.releases]
+    rows = []
+    for p in ctx.plans:
+        if p.discovery is None:
+            rows.append({"release": p.version, "kernel": "", "status": p.miss.status if p.miss else ""})
+            continue
+        for k in p.discovery.kernels:
+            rows.append({"release": p.version, "kernel": k.label, "record": k.record,
+                         "layout": mx._layout_word(k.record, k.interleaved), "module": k.module,
+                         "pitch parameter": f"{k.pitch_param}{': tl.constexpr' if k.pitch_is_constexpr else ''}",
+                         "launch passes": "; ".join(k.launch_pitch), "wrapper": k.wrapper,
+                         "kernel sha256": k.source_sha256[:12], "status": "found"})
+        for c in p.discovery.cute:
+            rows.append({"release": p.version, "kernel": "cutedsl:" + ",".join(c.classes), "module": c.module,
+                         "wrapper": "; ".join(d.split(":")[1] + " in " + d.split("/")[2] for d in c.dispatchers),
+                         "kernel sha256": c.source_sha256[:12], "status": "found"})
+    frame = pd.DataFrame(rows)
+    if ctx.run_dir and len(frame):
+        table = ResultTable(ctx.run_dir, "04-kernel-inventory", NOTEBOOK)
+        for r in frame.to_dict("records"):
+            table.append({k.replace(" ", "_"): ("" if pd.isna(v) else v) for k, v in r.items()})
+    return frame
+
+
+def run(ctx: Context, progress=print) -> pd.DataFrame:
+    """The matrix: every arm's sweep, rows into ``results/04-release-matrix.csv`` as they finish."""
+    ctx.matrix = ResultTable(ctx.run_dir or None, "04-release-matrix", NOTEBOOK)
+    t0 = time.perf_counter()
+    ctx.plans = mx.run_matrix(ctx.releases, ctx.cfg, ctx.matrix.append, progress=progress)
+    if ctx.run_dir:
+        mx.write_rewrites(ctx.plans, Path(ctx.run_dir) / "rewrites")
+    progress(f"matrix: {len(ctx.matrix.rows)} rows in {time.perf_counter() - t0:.0f} s")
+    return ctx.matrix.frame()
+
+
+def rewrites_table(ctx: Context) -> pd.DataFrame:
+    """The exact rewrites applied (also written as unified diffs under ``rewrites/``)."""
+    rows = []
+    for p in ctx.plans:
+        for (member, variant), rw in p.rewrites.items():
+            rows.append({"release": p.version, "variant": variant, "module": member,
+                         "edits": rw if isinstance(rw, str) else "\n".join(rw.edits)})
+    return pd.DataFrame(rows)
+
+
+EXPECTED = {
+    RELEASED: "correct at 1 request, wrong or faulting from 2 (the shape[-1] row pitch)",
+    PATCHED: "correct at every request count",
+    PATCHED_CONSTEXPR: "correct at every request count",
+}
+
+
+def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Verdicts per (release, kernel, variant) and the check rows; returns (verdicts, patch effect)."""
+    frame = ctx.matrix.frame() if ctx.matrix is not None else pd.DataFrame()
+    v = verdicts_lib.verdicts(frame)
+    table = ResultTable(ctx.run_dir or None, "04-release-checks", NOTEBOOK)
+    for r in v.to_dict("records"):
+        klass = verdicts_lib.verdict_class(r["verdict"])
+        if klass in ("not present", "not run", "not applicable") or r["release"] and not r["kernel"]:
+            ok, expected = (klass != "other" or not r["kernel"]), "(not tested here)"
+            if not r["kernel"]:  # a release the cache could not provide
+                ok, expected = False, "the release's modules in the cache"
+        elif r["variant"] == RELEASED:
+            expected = EXPECTED[RELEASED]
+            first = min(x for x in (r["first_wrong"], r["first_fault"]) if x is not None) \
+                if (r["first_wrong"] is not None or r["first_fault"] is not None) else None
+            ok = klass in ("wrong", "faults") and first == 2 if min(ctx.cfg.request_counts) == 1 and \
+                2 in ctx.cfg.request_counts else klass in ("wrong", "faults")
+        else:
+            expected = EXPECTED.get(r["variant"], "correct")
+            ok = klass == "correct"
+        table.append({"check": "release kernel behaves as expected", "variant": r["variant"], "num_reqs": None,
+                      "expected": expected, "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                      "ok": bool(ok), "release": r["release"], "kernel": r["kernel"],
+                      "mismatch_fraction": r["mismatch_fraction"], "shared_from": r["shared_from"]})
+    return v, verdicts_lib.patch_effect(v)
+
+
+def writer_checks(ctx: Context) -> pd.DataFrame:
+    """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
+    from ..upstream.writer_check import mxfp8_writer_rows
+
+    table = ResultTable(ctx.run_dir or None, "04-writer-checks", NOTEBOOK)
+    for p in ctx.plans:
+        if p.entry is None:
+            continue
+        mx_kernels = [k for k in p.discovery.kernels if k.record == "mxfp8"]
+        if not mx_kernels:
+            continue
+        for r in mxfp8_writer_rows(p.entry, mx_kernels[0].interleaved, ctx.device, ctx.interpreted):
+            exact = r.get("reference", "").startswith("the interpreter") or not ctx.interpreted
+            if r["status"] != "ok":
+                ok, expected, observed = False, "the writer runs", f"{r['status']}: {r['reason']}"
+            elif exact:
+                ok, expected = r["differing_bytes"] == 0, "0 bytes differ"
+                observed = f"{r['differing_bytes']}/{r['bytes']} bytes differ"
+            else:
+                ok, expected = r["differing_scale_bytes"] == 0, \
+                    "0 scale bytes differ (value bytes may differ: the interpreter's fp8 cast is not RTNE)"
+                observed = (f"{r['differing_scale_bytes']} scale bytes, {r['differing_value_bytes']} value bytes "
+                            f"differ of {r['bytes']}")
+            table.append({"check": r["check"], "variant": r.get("reference", "-"), "num_reqs": None,
+                          "expected": expected, "observed": observed, "ok": bool(ok), "release": r["release"],
+                          "layout": r.get("layout", ""), "differing_bytes": r.get("differing_bytes"),
+                          "bytes": r.get("bytes")})
+    return table.frame()
+
+
+def figure(verdict_frame: pd.DataFrame):
+    from ..release_plots import release_matrix
+
+    return release_matrix(verdict_frame)
+
+
+def cache_summary() -> pd.DataFrame:
+    root = default_cache_root()
+    rows = []
+    for d in sorted(root.glob("*/provenance.json")) if root.exists() else []:
+        e = load_entry(d.parent.name, root)
+        if e:
+            rows.append({"release": e.version, "wheel": e.provenance["wheel"], "sha256": e.provenance["sha256"][:16],
+                         "files": len(e.members())})
+    return pd.DataFrame(rows)
