@@ -59,6 +59,13 @@ SCHEMA: dict[str, Param] = {
                       lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v), item_kind=int),
     "reference_gather": Param(str, "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
                               "the contiguous table beside the project's kernels"),
+    # notebook 04
+    "releases": Param(str, "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's "
+                      "list) or comma-separated release numbers such as '0.22.0,0.33.0'"),
+    "variants": Param(list, "a non-empty list drawn from 'released', 'patched' and 'patched-constexpr'",
+                      lambda v: len(v) > 0 and set(v) <= {"released", "patched", "patched-constexpr"}, item_kind=str),
+    "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
+    "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
     "bench_variants": Param(list, "a non-empty list drawn from 'fixed' and 'fast'",
                             lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"}, item_kind=str),
 }

@@ -47,6 +47,5 @@ def release_matrix(verdict_frame: pd.DataFrame, variants=("released", "patched")
         ax.set_yticklabels(releases, fontsize=8)
         ax.set_title(f"vLLM {variant}" + (" + PR #55109" if variant.startswith("patched") else ""), fontsize=9)
     handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k != "other"]
-    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 1.04))
-    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", ncol=7, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.0))
     return fig

@@ -37,6 +37,7 @@ class Context:
     cfg: mx.MatrixConfig
     plans: list = field(default_factory=list)
     matrix: ResultTable | None = None
+    tables: list = field(default_factory=list)  # the check tables, for the notebook's final gate
 
 
 def setup(profile, releases, request_counts, cache_block_size, seq_len_max, sentinel_modes, variants, seed,
@@ -158,21 +159,20 @@ def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     frame = ctx.matrix.frame() if ctx.matrix is not None else pd.DataFrame()
     v = verdicts_lib.verdicts(frame)
     table = ResultTable(ctx.run_dir or None, "04-release-checks", NOTEBOOK)
+    ctx.tables.append(table)
+    both = 1 in ctx.cfg.request_counts and 2 in ctx.cfg.request_counts
     for r in v.to_dict("records"):
         klass = verdicts_lib.verdict_class(r["verdict"])
-        if klass in ("not present", "not run", "not applicable") or r["release"] and not r["kernel"]:
-            ok, expected = (klass != "other" or not r["kernel"]), "(not tested here)"
-            if not r["kernel"]:  # a release the cache could not provide
-                ok, expected = False, "the release's modules in the cache"
+        firsts = [x for x in (r["first_wrong"], r["first_fault"]) if x is not None and not pd.isna(x)]
+        if not r["kernel"]:
+            expected, ok = "the release's modules in the cache", False
+        elif klass in ("not present", "not run", "not applicable"):
+            expected, ok = "(not tested here)", True
         elif r["variant"] == RELEASED:
             expected = EXPECTED[RELEASED]
-            first = min(x for x in (r["first_wrong"], r["first_fault"]) if x is not None) \
-                if (r["first_wrong"] is not None or r["first_fault"] is not None) else None
-            ok = klass in ("wrong", "faults") and first == 2 if min(ctx.cfg.request_counts) == 1 and \
-                2 in ctx.cfg.request_counts else klass in ("wrong", "faults")
+            ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
         else:
-            expected = EXPECTED.get(r["variant"], "correct")
-            ok = klass == "correct"
+            expected, ok = EXPECTED.get(r["variant"], "correct"), klass == "correct"
         table.append({"check": "release kernel behaves as expected", "variant": r["variant"], "num_reqs": None,
                       "expected": expected, "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
                       "ok": bool(ok), "release": r["release"], "kernel": r["kernel"],
@@ -185,6 +185,7 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
     from ..upstream.writer_check import mxfp8_writer_rows
 
     table = ResultTable(ctx.run_dir or None, "04-writer-checks", NOTEBOOK)
+    ctx.tables.append(table)
     for p in ctx.plans:
         if p.entry is None:
             continue
@@ -208,6 +209,10 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
                           "layout": r.get("layout", ""), "differing_bytes": r.get("differing_bytes"),
                           "bytes": r.get("bytes")})
     return table.frame()
+
+
+def check_tables(ctx: Context) -> list[ResultTable]:
+    return [t for t in ctx.tables if t.rows]
 
 
 def figure(verdict_frame: pd.DataFrame):
