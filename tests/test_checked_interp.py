@@ -1,4 +1,4 @@
-"""Tests for repro.checked_interp: bounds-checked Triton interpreter launches.
+"""Tests for repro.evidence.checked_interp: bounds-checked Triton interpreter launches.
 
 The kernels below are defined after TRITON_INTERPRET=1 is set, so ``@triton.jit`` gives
 interpreted functions. Every expected count is derived independently from index arithmetic.
@@ -19,7 +19,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from triton.runtime import interpreter as interp  # noqa: E402
 
-from repro.checked_interp import (  # noqa: E402
+from repro.evidence.checked_interp import (  # noqa: E402
     OUT_OF_BOUNDS,
     OUT_OF_VIEW,
     _StridedView,

@@ -16,8 +16,8 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from repro.gather_cases import compare_bitwise  # noqa: E402
-from repro.implementations import load_implementation  # noqa: E402
+from repro.evidence.cases import compare_bitwise  # noqa: E402
+from repro.registry import load_implementation  # noqa: E402
 from repro.kernels import fast  # noqa: E402
 from repro.kernels.fast import (  # noqa: E402
     CONFIG,
@@ -29,8 +29,8 @@ from repro.kernels.fast import (  # noqa: E402
 )
 from repro.kernels.gather import gather_contiguous_copy, gather_fixed  # noqa: E402
 from repro.kernels.launch import is_interpreted  # noqa: E402
-from repro.reference import dequantize_and_gather_reference  # noqa: E402
-from repro.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario  # noqa: E402
+from repro.kernels.reference import dequantize_and_gather_reference  # noqa: E402
+from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario  # noqa: E402
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -165,7 +165,7 @@ def test_gpu_plan_heuristic(monkeypatch):
 
 
 def test_no_stray_accesses_under_checked_interpreter():
-    from repro.checked_interp import checked_interpreter
+    from repro.evidence.checked_interp import checked_interpreter
 
     scenario = build_scenario(ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=60, mode="poison",
                                            max_reqs=8, window=25, offset=2, seed=1))

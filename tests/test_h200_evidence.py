@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.perf_sweep import headline, ratio_rows
-from repro.report import render_markdown
+from repro.evidence.perf import headline, ratio_rows
+from repro.report.render import render_markdown
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
 MAIN = ROOT / "gpu-profile"

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from repro.gather_cases import compare_bitwise, reference_output
-from repro.implementations import BUILTIN, load_implementation
-from repro.layout import DSV4
-from repro.reference import quantize_and_insert_reference
-from repro.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
-from repro.vllm_cases import case_specs, writer_check
+from repro.evidence.cases import compare_bitwise, reference_output
+from repro.registry import BUILTIN, load_implementation
+from repro.geometry.layout import DSV4
+from repro.kernels.reference import quantize_and_insert_reference
+from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.evidence.vllm_cases import case_specs, writer_check
 
 
 @pytest.mark.parametrize("label,spec", case_specs("cpu"), ids=[c[0] for c in case_specs("cpu")])
@@ -83,7 +83,7 @@ def test_narrowed_view_buggy_differs_fixed_matches(mode):
     spec = ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=64, mode=mode, max_reqs=8, window=20, offset=3)
     scenario = build_scenario(spec)
     ref = reference_output(scenario)
-    from repro.gather_cases import run_case
+    from repro.evidence.cases import run_case
 
     fixed = run_case(spec, BUILTIN["fixed"], checked=True, scenario=scenario, reference=ref)
     copy = run_case(spec, BUILTIN["contiguous-copy"], checked=True, scenario=scenario, reference=ref)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.results import is_timing_column
+from repro.evidence.results import is_timing_column
 
 SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
 
@@ -29,7 +29,8 @@ def test_every_notebook_runs_and_every_check_passes(fixed_run):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["profile"] == "cpu"
-    assert set(manifest["notebooks"]) == {"01-reshape-overrun", "02-strided-block-table-gather", "03-performance"}
+    assert set(manifest["notebooks"]) == {"01-reshape-overrun", "02-strided-block-table-gather", "03-performance",
+                                          "04-upstream-releases"}
     assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
     for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
         table = pd.read_csv(out / "results" / f"{name}.csv")
@@ -49,7 +50,7 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
         assert heading in md
     assert "setStorage: sizes [3944832, 2, 584]" in md
     html = (out / "report.html").read_text()
-    assert "data:image/png;base64" in html and "repro.report" not in html  # plots embedded, code hidden
+    assert "data:image/png;base64" in html and "repro.report.render" not in html  # plots embedded, code hidden
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):

@@ -104,7 +104,7 @@ def test_write_then_read_puts_records_where_the_layout_says(kind, interleaved):
 
 @pytest.mark.parametrize("record", ["v4", "mxfp8", "nvfp4"])
 def test_scenarios_fill_every_page_with_valid_records_and_the_reference_gathers_them(record):
-    from repro.scenarios import ScenarioSpec, build_scenario
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(ScenarioSpec(num_reqs=2, block_size=8, seq_len_max=20, max_reqs=2, record=record,
                                      interleaved=True, contiguous=True))

@@ -82,7 +82,7 @@ def test_figure_draws_one_panel_per_variant():
     import matplotlib
 
     matplotlib.use("Agg")
-    from repro.release_plots import release_matrix
+    from repro.report.releases import release_matrix
 
     fig = release_matrix(rel.complete_matrix(rel.verdicts(sample())))
     assert [ax.get_title() for ax in fig.axes] == ["vLLM released", "vLLM patched + PR #55109"]
@@ -102,7 +102,7 @@ def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
     import triton
     import triton.language as tl
 
-    from repro.interp_compat import loaded_scalar_loop_bounds, needed
+    from repro.evidence.interp_compat import loaded_scalar_loop_bounds, needed
 
     @triton.jit
     def count(n_ptr, out_ptr):

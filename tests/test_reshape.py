@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro import seeds
-from repro.reshape import (
+from repro.reshape.plan import (
     as_strided_required_elems, check_aliasing, contiguous_strides, identify_groups, kernel_blocks_per_logical_block,
     parse_storage_error, plan_reshape, reshape_kv_cache,
 )
-from repro.specs import KVCacheSpec, dsv4_catalogue, group_kernel_block_size
+from repro.geometry.specs import KVCacheSpec, dsv4_catalogue, group_kernel_block_size
 
 SEED = seeds.load(43988)["reported"]
 SPECS = {s.name: s for s in dsv4_catalogue(256)}

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from repro.results import ChecksFailed, ResultTable, assert_all_ok, failed_checks, read_results
+from repro.evidence.results import ChecksFailed, ResultTable, assert_all_ok, failed_checks, read_results
 
 
 def test_rows_hit_the_disk_as_they_are_appended(tmp_path):

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from repro.__main__ import main
-from repro.params import ParameterError, parse_assignment, validate
+from repro.cli.main import main
+from repro.parameters import ParameterError, parse_assignment, validate
 
 DECLARED = {"request_counts": ["02"], "cache_block_size": ["02"], "seed": ["02"], "sentinel_modes": ["02"],
             "implementation": ["02"], "block_size": ["01"], "seq_len_max": ["02"]}
@@ -51,7 +51,7 @@ def run_cli(args, capsys):
     (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
     (["-p", "bogus=1"], "error: bogus: unknown parameter"),
     (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
-    (["-p", "implementation=repro.layout:round_up"], "error: implementation: repro.layout:round_up has signature"),
+    (["-p", "implementation=repro.geometry.layout:round_up"], "error: implementation: repro.geometry.layout:round_up has signature"),
     (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
     (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
     (["-p", "backing_width=2", "-p", "seq_len_max=640"], "error: backing_width: 2 is not wider than the 10 columns"),

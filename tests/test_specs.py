@@ -4,8 +4,8 @@
 import pytest
 import torch
 
-from repro.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
-from repro.specs import KVCacheSpec, MultipleOf, dsv4_catalogue, group_kernel_block_size, select_common_block_size
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
+from repro.geometry.specs import KVCacheSpec, MultipleOf, dsv4_catalogue, group_kernel_block_size, select_common_block_size
 
 EXPECTED = {  # name: (block, ratio, storage, row bytes, real page, padded page, kernel block)
     "SWA KV": (64, 1, 64, 584, 37376, 37440, 64),

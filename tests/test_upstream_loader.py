@@ -104,7 +104,7 @@ def test_arm_runs_the_release_wrapper_and_checks_which_kernel_launched(tmp_path,
               cache_root=str(root))
     assert "dequantize_and_gather_k_cache_triton" in arm.how
     fn = make_callable(arm, interpreted=True)
-    from repro.scenarios import ScenarioSpec, build_scenario
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     fn(*sc.args(sc.fresh_out()))
     via_dispatcher = Arm(**{**arm.to_dict(), "wrapper": "dequantize_and_gather_k_cache"})
@@ -122,7 +122,7 @@ def _dequantize_and_gather_k_spare_kernel(block_table_ptr, max_blocks_per_seq: t
     arm = Arm("0.99.0", "v4:_dequantize_and_gather_k_spare_kernel", "released", V4_MEMBER,
               "dequantize_and_gather_k_cache_triton", "v4", False, kernel_name="_dequantize_and_gather_k_spare_kernel",
               cache_root=str(root))
-    from repro.scenarios import ScenarioSpec, build_scenario
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     with pytest.raises(WrongKernel, match="did not launch _dequantize_and_gather_k_spare_kernel"):
         make_callable(arm, interpreted=True)(*sc.args(sc.fresh_out()))

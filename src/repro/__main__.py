@@ -1,39 +1,8 @@
-"""Command line: ``python -m repro run ...`` and ``python -m repro report RUN_DIR [--against RUN_B]``."""
+"""``python -m repro``: the command line lives in :mod:`repro.cli.main`."""
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m repro", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute every notebook into a run folder and write the report")
-    run.add_argument("--profile", default="auto", help="auto (default), cpu or gpu")
-    run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>)")
-    run.add_argument("-p", dest="params", action="append", default=[], metavar="NAME=VALUE",
-                     help="notebook parameter, VALUE read as YAML (repeatable)")
-    run.add_argument("--resume", action="store_true", help="finish an interrupted run in --out")
-    run.add_argument("--notebooks", nargs="+", default=None, metavar="PREFIX",
-                     help="run only these notebooks (e.g. 01 02)")
-    report = sub.add_parser("report", help="rebuild report.md and report.html from a run folder")
-    report.add_argument("run_dir")
-    report.add_argument("--against", default=None, metavar="RUN_B",
-                        help="compare with another run, check by check (e.g. buggy vs fixed)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "run":
-        from .runner import run
-
-        return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
-    from .report import report_command
-
-    return report_command(args.run_dir, args.against)
-
+from repro.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -62,7 +62,7 @@ def activate(name: str) -> Profile:
         os.environ.pop("TRITON_INTERPRET", None)
     gather = sys.modules.get("repro.kernels.gather")
     if gather is not None:
-        from .kernels.launch import is_interpreted
+        from repro.kernels.launch import is_interpreted
 
         if is_interpreted(gather._dequantize_and_gather_k_kernel) != profile.interpret:
             raise ProfileError(f"profile: {profile.name!r} was activated after repro.kernels was imported in "

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
-SEED_DIR = Path(__file__).resolve().parents[2] / "data" / "seeds"
+from repro.paths import seeds_dir
 
 
 @lru_cache(maxsize=None)
 def load(pr: int) -> dict:
     """``load(43988)`` or ``load(55109)``."""
-    return json.loads((SEED_DIR / f"pr-{pr}.json").read_text())
+    return json.loads((seeds_dir() / f"pr-{pr}.json").read_text())

@@ -61,9 +61,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..layout import DSV4
-from .gather import check_gather_args
-from .launch import is_interpreted
+from repro.geometry.layout import DSV4
+from repro.kernels.gather import check_gather_args
+from repro.kernels.launch import is_interpreted
 
 #: Launch defaults for the GPU path (see the module docstring).
 DEFAULT_CONFIG = {

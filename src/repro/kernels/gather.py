@@ -20,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..layout import DSV4, UE8M0_BIAS
-from .launch import VLLM_GATHER_LAUNCH, interpreter_gather_launch, is_interpreted
+from repro.geometry.layout import DSV4, UE8M0_BIAS
+from repro.kernels.launch import VLLM_GATHER_LAUNCH, interpreter_gather_launch, is_interpreted
 
 
 @triton.jit

@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from ..geometry.records import E2M1_MAGNITUDES, FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS, RecordLayout
-from ..reference import gather_positions
+from repro.geometry.records import E2M1_MAGNITUDES, FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS, RecordLayout
+from repro.kernels.reference import gather_positions
 
 _CHUNK_TOKENS = 1 << 15
 
@@ -144,7 +144,7 @@ def fill_records(layout: RecordLayout, k_cache: torch.Tensor, slots: torch.Tenso
         if layout.kind == "mxfp8":
             data, scales = encode_mxfp8(k)
         else:
-            from ..reference import quantize_and_insert_reference
+            from repro.kernels.reference import quantize_and_insert_reference
 
             quantize_and_insert_reference(k.to(k_cache.device), k_cache, slots.to(k_cache.device), block_size)
             return

@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..layout import DSV4, FP8_E4M3_MAX, UE8M0_BIAS
-from .launch import interpreter_writer_tokens, is_interpreted
+from repro.geometry.layout import DSV4, FP8_E4M3_MAX, UE8M0_BIAS
+from repro.kernels.launch import interpreter_writer_tokens, is_interpreted
 
 
 @triton.jit

@@ -13,9 +13,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .loader import LoadedRelease
-from .patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
-from .wheelcache import load_entry
+from repro.upstream.loader import LoadedRelease
+from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
+from repro.upstream.wheelcache import load_entry
 
 CUTEDSL_PREFIX = "cutedsl:"
 
@@ -93,7 +93,7 @@ def make_callable(arm: Arm, interpreted: bool):
         scope = contextlib.ExitStack()
         with scope:
             if interpreted:
-                from ..interp_compat import loaded_scalar_loop_bounds
+                from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 
                 scope.enter_context(loaded_scalar_loop_bounds())
             scope.enter_context(release.active())

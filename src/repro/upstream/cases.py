@@ -13,10 +13,10 @@ import traceback
 
 import torch
 
-from ..gather_cases import CaseResult, compare_bitwise, flagged_lines
-from ..kernels.records_reference import gather_reference
-from ..scenarios import GatherScenario, ScenarioSpec, build_scenario
-from .arms import Arm, interpreted_now, make_callable
+from repro.evidence.cases import CaseResult, compare_bitwise, flagged_lines
+from repro.kernels.records_reference import gather_reference
+from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.upstream.arms import Arm, interpreted_now, make_callable
 
 
 def reference_for(scenario: GatherScenario) -> torch.Tensor:
@@ -36,7 +36,7 @@ def run_arm_case(arm: Arm, spec: ScenarioSpec, fn=None, checked: bool = False,
         ref = reference if reference is not None else reference_for(scenario)
         out = scenario.fresh_out()
         if checked:
-            from ..checked_interp import checked_interpreter
+            from repro.evidence.checked_interp import checked_interpreter
 
             with checked_interpreter() as report:
                 fn(*scenario.args(out))

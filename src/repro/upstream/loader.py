@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .stubs import STUBS
-from .wheelcache import HELPER_MODULES, CacheEntry
+from repro.upstream.stubs import STUBS
+from repro.upstream.wheelcache import HELPER_MODULES, CacheEntry
 
 _active_lock = threading.RLock()
 

@@ -21,7 +21,7 @@ import ast
 import difflib
 from dataclasses import dataclass, field
 
-from .discovery import KernelInfo, launch_keywords, scan_module
+from repro.upstream.discovery import KernelInfo, launch_keywords, scan_module
 
 RELEASED_PITCH = "block_table.shape[-1]"
 PATCHED_PITCH = "block_table.stride(0)"

@@ -50,7 +50,11 @@ HELPER_MODULES = (
 def default_cache_root() -> Path:
     """``$REPRO_VLLM_CACHE`` or ``<repo>/.vllm-cache`` (ignored by git)."""
     env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[3] / ".vllm-cache"
+    if env:
+        return Path(env)
+    from repro.paths import repo_root
+
+    return repo_root() / ".vllm-cache"
 
 
 #: A definition whose name says "dequantise and gather K" (Triton functions, JIT classes, CuTe-DSL classes).

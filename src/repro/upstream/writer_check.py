@@ -16,10 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ..geometry.records import layout_for
-from ..kernels.records_reference import encode_mxfp8, fp8_rtne, pages_as_bytes, write_tokens
-from .loader import LoadedRelease
-from .wheelcache import CacheEntry
+from repro.geometry.records import layout_for
+from repro.kernels.records_reference import encode_mxfp8, fp8_rtne, pages_as_bytes, write_tokens
+from repro.upstream.loader import LoadedRelease
+from repro.upstream.wheelcache import CacheEntry
 
 FILL = 0xA5
 V41_MODULE = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
@@ -72,7 +72,7 @@ def mxfp8_writer_rows(entry: CacheEntry, interleaved: bool, device: str, interpr
     try:
         with release.active():
             if interpreted:
-                from ..interp_compat import loaded_scalar_loop_bounds
+                from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 
                 with loaded_scalar_loop_bounds():
                     writer(k.to(device), got_cache.view(num_blocks, -1), slots.to(device), block_size,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import releases as verdicts_lib
-from ..results import ResultTable
-from ..upstream import matrix as mx
-from ..upstream import releases as idx
-from ..upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from ..upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.analysis import releases as verdicts_lib
+from repro.evidence.results import ResultTable
+from repro.upstream import matrix as mx
+from repro.upstream import releases as idx
+from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
+from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
 
 NOTEBOOK = "04-upstream-releases"
 #: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
@@ -182,7 +182,7 @@ def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
     """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
-    from ..upstream.writer_check import mxfp8_writer_rows
+    from repro.upstream.writer_check import mxfp8_writer_rows
 
     table = ResultTable(ctx.run_dir or None, "04-writer-checks", NOTEBOOK)
     ctx.tables.append(table)
@@ -213,12 +213,6 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
 
 def check_tables(ctx: Context) -> list[ResultTable]:
     return [t for t in ctx.tables if t.rows]
-
-
-def figure(verdict_frame: pd.DataFrame):
-    from ..release_plots import release_matrix
-
-    return release_matrix(verdict_frame)
 
 
 def cache_summary() -> pd.DataFrame:

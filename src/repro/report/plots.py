@@ -122,7 +122,7 @@ def counts_by_request(frame: pd.DataFrame, value: str, title: str, ylabel: str, 
 def draw_all(run_dir: str | Path) -> list[Path]:
     """Redraw every standard figure of a run folder from its tables (the report calls this, so the
     plots always match the tables and this checkout's plotting code)."""
-    from .results import read_results
+    from repro.evidence.results import read_results
 
     run_dir = Path(run_dir)
     tables = read_results(run_dir)

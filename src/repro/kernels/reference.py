@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .layout import DSV4, FP8_E4M3_MAX, UE8M0_BIAS
+from repro.geometry.layout import DSV4, FP8_E4M3_MAX, UE8M0_BIAS
 
 #: Tokens processed per chunk, to bound the temporary memory of the vectorised gather.
 _CHUNK_TOKENS = 1 << 16

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .specs import KVCacheSpec
+from repro.geometry.specs import KVCacheSpec
 
 VARIANTS = ("buggy", "fixed")
 

@@ -16,10 +16,10 @@ from functools import partial
 import pandas as pd
 import torch
 
-from . import bench
-from .gather_cases import compare_bitwise, reference_output
-from .implementations import BUILTIN, load_implementation
-from .scenarios import ScenarioSpec, build_scenario
+from repro.evidence import timing as bench
+from repro.evidence.cases import compare_bitwise, reference_output
+from repro.registry import BUILTIN, load_implementation
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
 #: (arm, implementation label, table): the table is the narrowed view or its contiguous copy.
 BASE_ARMS = [

@@ -14,11 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from .params import ParameterError, validate_all
-from .profiles import ProfileError, resolve
+from repro.parameters import ParameterError, validate_all
+from repro.paths import notebooks_dir, repo_root, runs_dir
+from repro.profiles import ProfileError, resolve
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 REPORT_NOTEBOOK = "90-report.ipynb"
 #: Per-cell execution limit; the sweeps bound their own cases well below it.
 CELL_TIMEOUT_S = 1800
@@ -34,7 +33,7 @@ def now() -> str:
 
 def notebooks(selection: list[str] | None = None) -> list[Path]:
     """Numbered notebooks in reading order, the report notebook excluded."""
-    found = sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]-*.ipynb") if p.name != REPORT_NOTEBOOK)
+    found = sorted(p for p in notebooks_dir().glob("[0-9][0-9]-*.ipynb") if p.name != REPORT_NOTEBOOK)
     if selection:
         chosen = [p for p in found if any(p.name.startswith(s) for s in selection)]
         if len(chosen) != len(selection) or not chosen:
@@ -70,10 +69,10 @@ def notebook_default(declared: dict, name: str):
 
 def cross_check(params: dict, profile: str, declared: dict | None = None) -> None:
     """Checks that need several parameters, the profile or an import; all before any GPU work."""
-    from .environment import find_compute_sanitizer
-    from .implementations import ImplementationError, load_implementation
-    from .profiles import PROFILES
-    from .layout import ceil_div
+    from repro.evidence.environment import find_compute_sanitizer
+    from repro.registry import ImplementationError, load_implementation
+    from repro.profiles import PROFILES
+    from repro.geometry.layout import ceil_div
 
     for name in ("implementation", "reference_gather"):
         if params.get(name):
@@ -94,7 +93,7 @@ def cross_check(params: dict, profile: str, declared: dict | None = None) -> Non
 
 
 def prepare_run_dir(out: str | None, resume: bool) -> Path:
-    run_dir = Path(out) if out else REPO_ROOT / "runs" / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(out) if out else runs_dir() / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     if run_dir.exists() and any(run_dir.iterdir()) and not resume:
         raise UsageError(f"--out: {run_dir} already holds a run; accepted: a new or empty folder, "
                          "or --resume to finish that run")
@@ -127,7 +126,7 @@ class Manifest:
 
 
 def point_latest(run_dir: Path) -> None:
-    latest = REPO_ROOT / "runs" / "latest"
+    latest = runs_dir() / "latest"
     latest.parent.mkdir(exist_ok=True)
     target = os.path.relpath(run_dir.resolve(), latest.parent.resolve())
     tmp = latest.with_name("latest.tmp")
@@ -146,7 +145,7 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> 
     try:
         pm.execute_notebook(str(src), str(dst), parameters=parameters, kernel_name="python3",
                             progress_bar=progress, execution_timeout=CELL_TIMEOUT_S,
-                            request_save_on_cell_execute=True, cwd=str(REPO_ROOT))
+                            request_save_on_cell_execute=True, cwd=str(repo_root()))
     except pm.PapermillExecutionError as exc:
         status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
     except KeyboardInterrupt:
@@ -185,12 +184,12 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
                   file=sys.stderr)
             return 2
     else:
-        from .environment import describe
+        from repro.evidence.environment import describe
 
         manifest = Manifest(manifest_path, {
             "status": "running", "profile": profile, "parameters": params,
             "command": " ".join(["python -m repro run", f"--profile {profile_name}", *[f"-p {a}" for a in assignments]]),
-            "started": now(), "finished": None, "environment": describe(REPO_ROOT), "notebooks": {},
+            "started": now(), "finished": None, "environment": describe(repo_root()), "notebooks": {},
         })
     manifest.data["status"] = "running"
     manifest.save()
@@ -221,7 +220,7 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
         print(f"interrupted: finished results are kept in {run_dir}", file=sys.stderr)
         return 130
 
-    from .results import failed_checks, read_results
+    from repro.evidence.results import failed_checks, read_results
 
     failures = [f for frame in read_results(run_dir).values() for f in failed_checks(frame)]
     broken = [f"{name}: {st.get('error', '').splitlines()[0] if st.get('error') else st['status']}"
@@ -230,7 +229,7 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
                          failed_checks=failures, failed_notebooks=broken)
     manifest.save()
     if report:
-        from .report import build_report
+        from repro.report.render import build_report
 
         try:
             build_report(run_dir)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .reshape import VARIANTS, ReshapePlan, StorageError, parse_storage_error, plan_reshape, reshape_kv_cache
-from .specs import KVCacheSpec, group_kernel_block_size
+from repro.reshape.plan import VARIANTS, ReshapePlan, StorageError, parse_storage_error, plan_reshape, reshape_kv_cache
+from repro.geometry.specs import KVCacheSpec, group_kernel_block_size
 
 
 @dataclass

@@ -11,8 +11,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .gather_cases import CaseResult
-from .scenarios import ScenarioSpec
+from repro.evidence.cases import CaseResult
+from repro.evidence.scenarios import ScenarioSpec
 
 #: Error text that means the device faulted rather than the code raising.
 FAULT_MARKERS = ("illegal memory access", "CUDA error", "unspecified launch failure", "Segmentation fault")
@@ -63,7 +63,7 @@ def _fault_line(text: str) -> str:
 
 def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False) -> list[str]:
     payload = json.dumps({"spec": spec.to_dict(), "implementation": implementation, "checked": checked})
-    return [sys.executable, "-m", "repro.gather_cases", payload]
+    return [sys.executable, "-m", "repro.evidence.cases", payload]
 
 
 def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float = 120.0,

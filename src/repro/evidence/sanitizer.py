@@ -13,7 +13,7 @@ What memcheck can and cannot see (why the notebooks need more than this):
   segments, so an access past a tensor that stays inside its segment would pass. The child runs
   with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` so each tensor is its own allocation.
 
-Each case runs in its own process (``repro.isolate``), so a fault or a hang becomes a result row.
+Each case runs in its own process (``repro.evidence.isolate``), so a fault or a hang becomes a result row.
 The log is parsed rather than the exit code (no ``--error-exitcode``): the count, the first access
 and the allocation it missed are what a reader needs.
 """
@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Tuple, Union
 
-from . import environment
-from .implementations import BUILTIN
-from .isolate import run_case_isolated
-from .scenarios import ScenarioSpec
+from repro.evidence import environment
+from repro.registry import BUILTIN
+from repro.evidence.isolate import run_case_isolated
+from repro.evidence.scenarios import ScenarioSpec
 
 #: Errors printed in full; the rest are only counted (``errors_not_printed``). A faulting gather
 #: repeats one access thousands of times, so a few are enough and keep the log small.
@@ -331,7 +331,7 @@ def run_under_sanitizer(spec: ScenarioSpec, implementation: str, log_dir: str | 
                         log_file_name: str | None = None) -> SanitizerResult:
     """One case in its own process under memcheck. Never raises for a case or tool failure.
 
-    ``sanitizer_path`` None: :func:`repro.environment.find_compute_sanitizer`. Run a ``cuda`` spec:
+    ``sanitizer_path`` None: :func:`repro.evidence.environment.find_compute_sanitizer`. Run a ``cuda`` spec:
     on ``cpu`` there is no kernel for memcheck to check and the verdict is trivially clean.
     """
     t0 = time.perf_counter()

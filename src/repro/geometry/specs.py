@@ -3,7 +3,7 @@
 Only the fields and formulas that decide the byte layout are modelled: tokens per logical block,
 the compress ratio that turns it into stored rows, the bytes of one stored row, and the page
 alignment that makes vLLM pad a page (``page_size_padded``). Every figure of the catalogue is
-computed from the model geometry in :mod:`repro.layout`.
+computed from the model geometry in :mod:`repro.geometry.layout`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .layout import DSV4, FLASHMLA_ALIGNMENT, FP32_BYTES, HEAD_DIM, INDEXER_HEAD_DIM, INDEXER_TOKEN_BYTES, round_up
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, FP32_BYTES, HEAD_DIM, INDEXER_HEAD_DIM, INDEXER_TOKEN_BYTES, round_up
 
 
 @dataclass(frozen=True)

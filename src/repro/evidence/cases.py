@@ -1,7 +1,7 @@
 """One gather case: build the scenario, run an implementation, compare it bitwise with the reference.
 
-A case is described by plain data (a :class:`~repro.scenarios.ScenarioSpec` and an implementation
-path) so that it runs the same in this process or in a child (``python -m repro.gather_cases``),
+A case is described by plain data (a :class:`~repro.evidence.scenarios.ScenarioSpec` and an implementation
+path) so that it runs the same in this process or in a child (``python -m repro.evidence.cases``),
 which is how faulting cases are kept from taking a run down.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .implementations import load_implementation
-from .reference import dequantize_and_gather_reference
-from .scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.registry import load_implementation
+from repro.kernels.reference import dequantize_and_gather_reference
+from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 
 
 @dataclass
@@ -80,7 +80,7 @@ def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
         ref = reference if reference is not None else reference_output(scenario)
         out = scenario.fresh_out()
         if checked:
-            from .checked_interp import checked_interpreter
+            from repro.evidence.checked_interp import checked_interpreter
 
             with checked_interpreter() as report:
                 fn(*scenario.args(out))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import DSV4
+from repro.geometry.layout import DSV4
 
 BYTES_READ_PER_TOKEN = DSV4.token_bytes
 BYTES_WRITTEN_PER_TOKEN = DSV4.head_dim * 2

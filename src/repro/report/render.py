@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import failed_checks, read_results
+from repro.evidence.results import failed_checks, read_results
+from repro.paths import notebooks_dir, repo_root
 
 #: GitHub's limit for a PR comment is 65,536 characters.
 MARKDOWN_LIMIT_BYTES = 64 * 1024
-REPORT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "90-report.ipynb"
+REPORT_NOTEBOOK_NAME = "90-report.ipynb"
 
 
 @dataclass
@@ -142,7 +143,7 @@ def _bug_summaries(tables: dict, facts: dict) -> list[str]:
     perf = tables.get("03-performance-ratios")
     med = tables.get("03-performance-medians")
     if perf is not None and len(perf) and med is not None:
-        from .perf_sweep import headline
+        from repro.evidence.perf import headline
 
         lines.append("- **Cost of the fix**: " + headline(med, perf)["headline"])
     elif "03-performance" in facts:
@@ -181,7 +182,7 @@ def _result_blocks(run_dir: Path, tables: dict) -> list[Block]:
         out += _image(plots / "01-reshape-overrun.png", "required / available bytes")
     sweep = tables.get("02-gather-sweep")
     if sweep is not None:
-        from .gather_sweep import mismatch_pivot
+        from repro.evidence.sweep import mismatch_pivot
 
         out.append(Block("md", "### 02 Gather: tokens differing from the reference (or the fault), per request count"))
         out.append(Block("table", mismatch_pivot(sweep).reset_index()))
@@ -283,17 +284,18 @@ def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Pat
     import papermill as pm
     from nbconvert import HTMLExporter
 
-    from .plots import draw_all
+    from repro.report.plots import draw_all
 
     run_dir = Path(run_dir).resolve()
     draw_all(run_dir)
     md_path = run_dir / "report.md"
     md_path.write_text(render_markdown(run_dir))
-    executed = run_dir / "notebooks" / REPORT_NOTEBOOK.name
+    source = notebooks_dir() / REPORT_NOTEBOOK_NAME
+    executed = run_dir / "notebooks" / REPORT_NOTEBOOK_NAME
     executed.parent.mkdir(exist_ok=True)
-    pm.execute_notebook(str(REPORT_NOTEBOOK), str(executed), parameters={"run_dir": str(run_dir)},
+    pm.execute_notebook(str(source), str(executed), parameters={"run_dir": str(run_dir)},
                         kernel_name="python3", progress_bar=progress, execution_timeout=600,
-                        cwd=str(REPORT_NOTEBOOK.parent.parent))
+                        cwd=str(repo_root()))
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(_drop_tagged("report-hide"), enabled=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.patches import Patch
 
-from .analysis.releases import matrix_table, verdict_class, version_key
+from repro.analysis.releases import matrix_table, verdict_class, version_key
 
 COLOURS = {"correct": "#4c9a2a", "wrong": "#e69f00", "faults": "#c0392b", "not present": "#eeeeee",
            "could not load": "#7f7f7f", "not run": "#ffffff", "not applicable": "#dddddd", "other": "#9467bd"}

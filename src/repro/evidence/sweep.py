@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .gather_cases import CaseResult, reference_output, run_case
-from .implementations import BUILTIN
-from .isolate import run_case_isolated
-from .results import ResultTable
-from .scenarios import ScenarioSpec, build_scenario
+from repro.evidence.cases import CaseResult, reference_output, run_case
+from repro.registry import BUILTIN
+from repro.evidence.isolate import run_case_isolated
+from repro.evidence.results import ResultTable
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
 SWEEP_VARIANTS = ("buggy", "fixed", "contiguous-copy", "fast")
 UNDER_TEST = "under-test"
@@ -150,7 +150,7 @@ def default_workers() -> int:
 def run_sanitizer_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, log_dir, table: ResultTable,
                         max_workers: int | None = None, timeout_s: float = 300.0) -> pd.DataFrame:
     """Every variant x mode x count under memcheck, each in its own process, several at a time."""
-    from .sanitizer import run_many
+    from repro.evidence.sanitizer import run_many
 
     variants = [(v, BUILTIN[v]) for v in SWEEP_VARIANTS] + [(UNDER_TEST, implementation)]
     jobs, labels = [], []

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .geometry.records import RECORD_KINDS, layout_for
-from .layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
-from .reference import quantize_and_insert_reference
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
+from repro.geometry.records import RECORD_KINDS, layout_for
+from repro.kernels.reference import quantize_and_insert_reference
 
 SENTINEL_MODES = ("in-range", "poison")
 #: vLLM's test fills unused block-table entries with this id.
@@ -191,7 +191,7 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     if spec.record == "v4":
         quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
     else:
-        from .kernels.records_reference import fill_records
+        from repro.kernels.records_reference import fill_records
 
         fill_records(spec.layout, k_cache, slot_mapping, B, gen)
     backing = backing.to(device)

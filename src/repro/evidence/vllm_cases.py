@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from .gather_cases import compare_bitwise, reference_output
-from .implementations import load_implementation
-from .layout import DSV4
-from .scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.evidence.cases import compare_bitwise, reference_output
+from repro.registry import load_implementation
+from repro.geometry.layout import DSV4
+from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
 VLLM_BLOCK_SIZE = 64
@@ -35,8 +35,8 @@ def case_specs(device: str) -> list[tuple[str, ScenarioSpec]]:
 
 def writer_check(spec: ScenarioSpec) -> dict:
     """The Triton writer against the reference writer, over the whole sentinel-filled byte pool."""
-    from .kernels.writer import quantize_and_insert_k_cache
-    from .reference import quantize_and_insert_reference
+    from repro.kernels.writer import quantize_and_insert_k_cache
+    from repro.kernels.reference import quantize_and_insert_reference
 
     scenario = build_scenario(spec)
     B = spec.block_size
