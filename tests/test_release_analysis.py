@@ -118,3 +118,20 @@ def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
     if needed():
         with pytest.raises(Exception, match="0-dimensional"):
             count[(1,)](n, out)
+
+
+def test_report_merge_writes_one_table_section_and_figure(tmp_path):
+    from repro.cli.main import main
+
+    frame = sample()
+    for name, f in (("a", frame.iloc[:6]), ("b", frame.iloc[6:])):
+        (tmp_path / name / "results").mkdir(parents=True)
+        f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
+    out = tmp_path / "merged"
+    assert main(["report", str(out), "--merge", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    merged = pd.read_csv(out / "results" / "04-release-matrix.csv")
+    assert len(merged) == len(frame) and set(merged.run) == {"a", "b"}
+    section = (out / "releases.md").read_text()
+    assert "## Affected releases and kernels" in section and "faults ≥4 → ok" in section
+    assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
+    assert main(["report", str(out), "--merge", str(tmp_path / "none")]) == 2

@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.patches import Patch
 
-from repro.analysis.releases import matrix_table, verdict_class, version_key
+from repro.analysis.releases import (complete_matrix, matrix_table, merge_runs, patch_effect, verdict_class,
+                                     verdicts, version_key)
 
 COLOURS = {"correct": "#4c9a2a", "wrong": "#e69f00", "faults": "#c0392b", "not present": "#eeeeee",
            "could not load": "#7f7f7f", "not run": "#ffffff", "not applicable": "#dddddd", "other": "#9467bd"}
@@ -49,3 +50,60 @@ def release_matrix(verdict_frame: pd.DataFrame, variants=("released", "patched")
     handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k != "other"]
     fig.legend(handles=handles, loc="upper center", ncol=7, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.0))
     return fig
+
+
+def short_kernel(label: str) -> str:
+    """``v41:_dequantize_and_gather_k_mxfp8_kernel`` -> ``v41 mxfp8``; class kernels keep their class."""
+    family, _, name = label.partition(":")
+    name = name.replace("_dequantize_and_gather_k_", "").replace("_kernel", "").replace("kernel", "per-block")
+    name = name.replace("DequantizeAndGatherKCacheKernel.", "JIT class ").strip("_") or "per-block"
+    return f"{family} {name}"
+
+
+def markdown_section(verdict_frame: pd.DataFrame) -> str:
+    """"Affected releases and kernels": release x kernel, "released -> patched" per cell (PR-comment sized)."""
+    effect = patch_effect(verdict_frame)
+    if effect.empty:
+        return "## Affected releases and kernels\n\nNo release matrix in this run.\n"
+
+    def cell(r) -> str:
+        released, patched = _cell_text(r["released"]), _cell_text(r["patched"])
+        if verdict_class(r["released"]) == "not present":
+            return ""
+        return released if not patched or patched == released else f"{released} → {patched}"
+
+    effect = effect.assign(cell=effect.apply(cell, axis=1), kernel=effect["kernel"].map(short_kernel))
+    grid = effect.pivot_table(index="release", columns="kernel", values="cell", aggfunc="first").fillna("")
+    grid = grid.reindex(sorted(grid.index, key=version_key))
+    counts = effect["patch"].value_counts().to_dict()
+    lines = ["## Affected releases and kernels", "",
+             "Each cell: the release's kernel as released → with PR #55109's row pitch (`block_table.stride(0)`); "
+             "`wrong ≥N` / `faults ≥N`: from N requests on; empty: not shipped.", "",
+             grid.to_markdown(), "",
+             f"Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def merge_command(out_dir: str, run_dirs: list[str]) -> int:
+    """``repro report OUT --merge RUN...``: one matrix table, its verdicts, section and figure from many runs."""
+    import sys
+    from pathlib import Path
+
+    missing = [d for d in run_dirs if not (Path(d) / "results" / "04-release-matrix.csv").exists()]
+    if len(missing) == len(run_dirs):
+        print(f"error: --merge: none of {run_dirs} holds results/04-release-matrix.csv; accepted: run folders "
+              "of notebook 04", file=sys.stderr)
+        return 2
+    merged = merge_runs(run_dirs)
+    out = Path(out_dir)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    merged.to_csv(out / "results" / "04-release-matrix.csv", index=False)
+    v = complete_matrix(verdicts(merged))
+    v.to_csv(out / "results" / "04-release-verdicts.csv", index=False)
+    (out / "releases.md").write_text(markdown_section(v) + "\n" + "\n".join(
+        f"- skipped (no matrix table): {d}" for d in missing) + "\n")
+    fig = release_matrix(v)
+    (out / "plots").mkdir(exist_ok=True)
+    fig.savefig(out / "plots" / "04-release-matrix.png", dpi=110, bbox_inches="tight")
+    print(f"merged {len(run_dirs) - len(missing)} runs ({len(merged)} rows) into {out}")
+    return 0
