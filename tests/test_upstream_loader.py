@@ -163,3 +163,19 @@ def test_matrix_reports_a_changed_signature_as_a_row(tmp_path, monkeypatch):
     triton_rows = [r for r in rows if r["kernel"] == "v4:_dequantize_and_gather_k_kernel"]
     assert {r["status"] for r in triton_rows} == {"error"}
     assert all("TypeError" in r["error"] for r in triton_rows)
+
+
+def test_helper_packages_load_as_packages_with_their_submodules(tmp_path, monkeypatch):
+    from upstream_fakes import fake_pip, make_wheel
+
+    from repro.upstream import wheelcache
+
+    src = fixture_source(**{"import torch\n": "import torch\n\nfrom vllm.cute_utils import twice\n"})
+    files = {V4_MEMBER: src, "vllm/cute_utils/__init__.py": "from .cvt import twice\n",
+             "vllm/cute_utils/cvt.py": "def twice(x):\n    return 2 * x\n"}
+    fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path, "0.99.0", files)})
+    entry = wheelcache.ensure_release("0.99.0", tmp_path / "cache")
+    release = LoadedRelease(entry)
+    module = release.import_module(V4_MEMBER)
+    assert module.twice(4) == 8
+    assert release.helpers_used == {"vllm/cute_utils/__init__.py", "vllm/cute_utils/cvt.py"}

@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import Iterator
 
 from repro.upstream.stubs import STUBS
-from repro.upstream.wheelcache import HELPER_MODULES, CacheEntry
+from repro.upstream.wheelcache import HELPER_MODULES, HELPER_PACKAGES, CacheEntry
 
 _active_lock = threading.RLock()
 
 
 def member_to_module(member: str) -> str:
-    return member[:-3].replace("/", ".")
+    """``vllm/a/b.py`` -> ``vllm.a.b``; ``vllm/a/__init__.py`` -> ``vllm.a``."""
+    name = member[:-3].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
 class LoadError(RuntimeError):
@@ -64,7 +66,7 @@ class LoadedRelease:
         if name in STUBS:
             return "stub"
         if name in self._files:
-            return "file"
+            return "package-file" if self._files[name].endswith("/__init__.py") else "file"
         prefix = name + "."
         if any(k.startswith(prefix) for k in list(self._files) + list(STUBS)):
             return "package"
@@ -137,7 +139,9 @@ class _Loader(importlib.abc.Loader):
             code = compile(STUBS[name], f"<repro stub {name}>", "exec")
         else:
             member = self.release._files[name]
-            if member in HELPER_MODULES:
+            if self.kind == "package-file":
+                module.__path__ = []
+            if member in HELPER_MODULES or member.startswith(HELPER_PACKAGES):
                 self.release.helpers_used.add(member)
             text = self.release.source(member)
             filename = self.release.filename(member)
@@ -160,7 +164,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         if not kind:
             raise ModuleNotFoundError(f"{fullname} is neither in vLLM {self.release.entry.version}'s cache nor "
                                       "stubbed by the repro loader", name=fullname)
-        is_pkg = kind == "package"
+        is_pkg = kind in ("package", "package-file")
         return importlib.util.spec_from_loader(fullname, _Loader(self.release, kind), is_package=is_pkg)
 
 

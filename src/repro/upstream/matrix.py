@@ -142,12 +142,24 @@ def _source_key(plan: ReleasePlan, arm: Arm) -> str:
         text = rw.rewritten
     h = hashlib.sha256()
     h.update(launch_path_source(text, arm.wrapper).encode())
-    for member in plan.entry.members():
-        if "deepseek_v4" not in member:
-            h.update(member.encode() + plan.entry.provenance["files"][member]["sha256"].encode())
+    for member in used_helpers(plan.entry, text):
+        h.update(member.encode() + plan.entry.provenance["files"][member]["sha256"].encode())
     h.update(stub_digest(STUBS).encode())
     h.update(json.dumps([arm.kernel, arm.record, arm.interleaved, arm.rocm, arm.cutedsl, arm.variant]).encode())
     return h.hexdigest()[:16]
+
+
+def used_helpers(entry: CacheEntry, text: str) -> list[str]:
+    """Cached helper modules a source imports, directly or through another helper (by dotted name)."""
+    helpers = {m[:-3].replace("/", "."): m for m in entry.members() if "deepseek_v4" not in m}
+    used, texts = set(), [text]
+    while texts:
+        t = texts.pop()
+        for name, member in helpers.items():
+            if member not in used and name in t:
+                used.add(member)
+                texts.append(entry.read(member))
+    return sorted(used)
 
 
 def _result_fields(r: CaseResult) -> dict:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_ENV = "REPRO_VLLM_CACHE"
 #: Wheel platforms accepted for the x86_64 wheel (vLLM 0.21.0 ships manylinux_2_24, later ones 2_28).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
@@ -43,8 +43,9 @@ HELPER_MODULES = (
     "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
     "vllm/model_executor/warmup/jit_warmup_cutedsl_helper.py",
     "vllm/utils/math_utils.py",
-    "vllm/cute_utils.py",
 )
+#: vLLM helper packages extracted whole (the CuTe-DSL gather imports ``vllm.cute_utils``).
+HELPER_PACKAGES = ("vllm/cute_utils/",)
 
 
 def default_cache_root() -> Path:
@@ -169,6 +170,7 @@ def extract_members(wheel: Path, dest_files: Path) -> tuple[dict, str]:
             return {}, "the wheel has no RECORD"
         names = set(zf.namelist())
         chosen = [n for n in HELPER_MODULES if n in names]
+        chosen += sorted(n for n in names if n.endswith(".py") and n.startswith(HELPER_PACKAGES))
         for name in sorted(names):
             if name.endswith(".py") and "deepseek_v4" in name and name not in chosen:
                 data = zf.read(name)
