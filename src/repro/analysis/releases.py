@@ -123,9 +123,9 @@ def patch_effect(verdict_frame: pd.DataFrame, released: str = "released", patche
         by = dict(zip(g["variant"], g["verdict"]))
         r, p = by.get(released, ""), by.get(patched, "")
         rc, pc = verdict_class(r), verdict_class(p)
+        untested = not p or pc in ("not applicable", "not run", "could not load")
         if rc in ("wrong", "faults"):
-            effect = "fixed" if pc == "correct" else ("not tested" if not p or pc in ("not applicable", "not run",
-                                                                                       "could not load") else "not fixed")
+            effect = "fixed" if pc == "correct" else ("not tested" if untested else "not fixed")
         elif rc == "correct":
             effect = "not needed" if pc == "correct" else "patch breaks it"
         else:

@@ -108,7 +108,8 @@ def fp8_rtne(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
-def encode_mxfp8(k: torch.Tensor, cast: Callable[[torch.Tensor], torch.Tensor] = fp8_rtne) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_mxfp8(k: torch.Tensor, cast: Callable[[torch.Tensor], torch.Tensor] = fp8_rtne
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """bf16 ``[T, 512]`` -> (fp8 bytes ``[T, 512]``, UE8M0 bytes ``[T, 16]``), as vLLM's MXFP8 insert kernel.
 
     Per 32-dim tile: ``e = ceil(log2(max(amax, 1e-4) * fp32(1/448)))``, value ``clamp(x * 2**-e, ±448)``

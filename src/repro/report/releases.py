@@ -9,8 +9,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.patches import Patch
 
-from repro.analysis.releases import (complete_matrix, matrix_table, merge_runs, patch_effect, verdict_class,
-                                     verdicts, version_key)
+from repro.analysis.releases import (
+    complete_matrix,
+    matrix_table,
+    merge_runs,
+    patch_effect,
+    verdict_class,
+    verdicts,
+    version_key,
+)
 
 COLOURS = {"correct": "#4c9a2a", "wrong": "#e69f00", "faults": "#c0392b", "not present": "#eeeeee",
            "could not load": "#7f7f7f", "not run": "#ffffff", "not applicable": "#dddddd", "other": "#9467bd"}
@@ -80,7 +87,7 @@ def markdown_section(verdict_frame: pd.DataFrame) -> str:
              "Each cell: the release's kernel as released → with PR #55109's row pitch (`block_table.stride(0)`); "
              "`wrong ≥N` / `faults ≥N`: from N requests on; empty: not shipped.", "",
              grid.to_markdown(), "",
-             f"Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
+             "Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
 
 

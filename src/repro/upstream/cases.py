@@ -14,8 +14,8 @@ import traceback
 import torch
 
 from repro.evidence.cases import CaseResult, compare_bitwise, flagged_lines
-from repro.kernels.records_reference import gather_reference
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.kernels.records_reference import gather_reference
 from repro.upstream.arms import Arm, interpreted_now, make_callable
 
 

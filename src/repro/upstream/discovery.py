@@ -196,7 +196,8 @@ def scan_module(member: str, text: str) -> tuple[list[KernelInfo], CuteInfo | No
             module=member, qualname=qual, name=fn.name, class_name=cls, record=record_of(qual),
             params=list(args), constexpr_params=[a for a, node in args.items() if _is_constexpr(node)],
             pitch_param=pitch, pitch_is_constexpr=bool(pitch) and _is_constexpr(args[pitch]),
-            launch_pitch=launches, wrapper=wrapper, interleaved=record_of(qual) != "v4" and reads_interleaved(fn), source_sha256=_source_hash(text, fn),
+            launch_pitch=launches, wrapper=wrapper, interleaved=record_of(qual) != "v4" and reads_interleaved(fn),
+            source_sha256=_source_hash(text, fn),
             lineno=fn.lineno, end_lineno=fn.end_lineno))
     cute = None
     if member.endswith(CUTEDSL_MODULE_SUFFIX):

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from repro.evidence.isolate import FAULT_MARKERS, _fault_line, _last_json, run_child
 from repro.evidence.cases import CaseResult
+from repro.evidence.isolate import FAULT_MARKERS, _fault_line, _last_json, run_child
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.upstream.cases import case_command, reference_for, run_arm_case
 from repro.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
-from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, PatchError, rewrite_row_pitch
+from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_row_pitch
 from repro.upstream.stubs import STUBS, stub_digest
 from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 

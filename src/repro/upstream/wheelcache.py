@@ -210,7 +210,8 @@ def ensure_release(version: str, cache_root: Path | None = None, download: bool 
                 data_hash.update(chunk)
         digest = data_hash.hexdigest()
         if expected_sha256 and digest != expected_sha256:
-            return CacheMiss(version, MISS_BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}")
+            return CacheMiss(version, MISS_BAD_WHEEL,
+                             f"{wheel.name} hashes to {digest}, the index says {expected_sha256}")
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=_ensure_dir(cache_root)))
         try:
             files, error = extract_members(wheel, staging / "files")
@@ -219,7 +220,8 @@ def ensure_release(version: str, cache_root: Path | None = None, download: bool 
             provenance = {
                 "format": CACHE_FORMAT, "version": version, "wheel": wheel.name, "sha256": digest,
                 "size": wheel.stat().st_size, "fetched": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "how": "pip download --no-deps --only-binary=:all: (user's pip configuration; pip checks the index hash)",
+                "how": "pip download --no-deps --only-binary=:all: (user's pip configuration; "
+                       "pip checks the index hash)",
                 "files": files,
             }
             (staging / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")

@@ -86,12 +86,12 @@ def release_index(ctx: Context) -> pd.DataFrame:
     for v in ctx.releases:
         got = ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
         r = listed.get(v)
+        miss = isinstance(got, CacheMiss)
         rows.append({"release": v, "on registry": (v in listed) if listed else None,
-                     "uploaded": r.uploaded if r else "", "wheel": got.provenance["wheel"] if not isinstance(got, CacheMiss) else "",
-                     "wheel sha256": got.provenance["sha256"][:16] if not isinstance(got, CacheMiss) else "",
-                     "cached modules": len(got.members()) if not isinstance(got, CacheMiss) else 0,
-                     "status": "cached" if not isinstance(got, CacheMiss) else f"{got.status}: {got.reason}",
-                     "list from": source})
+                     "uploaded": r.uploaded if r else "", "wheel": "" if miss else got.provenance["wheel"],
+                     "wheel sha256": "" if miss else got.provenance["sha256"][:16],
+                     "cached modules": 0 if miss else len(got.members()),
+                     "status": f"{got.status}: {got.reason}" if miss else "cached", "list from": source})
     frame = pd.DataFrame(rows)
     if ctx.run_dir:
         table = ResultTable(ctx.run_dir, "04-release-index", NOTEBOOK)
