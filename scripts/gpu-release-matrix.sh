@@ -10,11 +10,11 @@ cd "$(dirname "$0")/.."
 RUN_DIR=${1:?usage: scripts/gpu-release-matrix.sh RUN_DIR [options]}
 shift
 STASH=${CUTEDSL_STASH:-$HOME/cutedsl}
-SITE=${CUTEDSL_SITE:-/tmp/cutedsl-site}
+CSITE=${CUTEDSL_SITE:-/tmp/cutedsl-site}
 if [ -d .cutedsl-wheels ]; then
   mkdir -p "$STASH" && cp -r .cutedsl-wheels/. "$STASH/"
 fi
-if [ -f "$STASH/SHA256SUMS" ] && [ ! -d "$SITE" ]; then
+if [ -f "$STASH/SHA256SUMS" ] && [ ! -d "$CSITE" ]; then
   mkdir -p "$STASH/whole"
   cp "$STASH"/small/*.whl "$STASH/whole/"
   for first in "$STASH"/parts/*.part-00; do
@@ -23,13 +23,13 @@ if [ -f "$STASH/SHA256SUMS" ] && [ ! -d "$SITE" ]; then
     cat "$STASH/parts/$wheel".part-* > "$STASH/whole/$wheel"
   done
   if (cd "$STASH/whole" && sha256sum -c ../SHA256SUMS); then
-    python3 -m pip install -q --no-index --no-deps --no-cache-dir --target "$SITE" "$STASH"/whole/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-cache-dir --target "$CSITE" "$STASH"/whole/*.whl
   else
     echo "CuTe-DSL wheels incomplete or corrupt in $STASH; the CuTe-DSL rows will say not run" >&2
   fi
 fi
-if [ -d "$SITE" ]; then
-  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d "$CSITE" ]; then
+  export PYTHONPATH="$CSITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export REPRO_VLLM_CACHE="$PWD/.vllm-cache"
 exec scripts/run-gpu-profile.sh "$RUN_DIR" --notebooks 04 -p download=false "$@"
