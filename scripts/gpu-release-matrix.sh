@@ -23,7 +23,8 @@ if [ -f "$STASH/SHA256SUMS" ] && [ ! -d "$CSITE" ]; then
     cat "$STASH/parts/$wheel".part-* > "$STASH/whole/$wheel"
   done
   if (cd "$STASH/whole" && sha256sum -c ../SHA256SUMS); then
-    python3 -m pip install -q --no-index --no-deps --no-cache-dir --target "$CSITE" "$STASH"/whole/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-cache-dir --target "$CSITE" "$STASH"/whole/*.whl \
+      || { echo "CuTe-DSL wheels did not install; the CuTe-DSL rows will say not run" >&2; rm -rf "$CSITE"; }
   else
     echo "CuTe-DSL wheels incomplete or corrupt in $STASH; the CuTe-DSL rows will say not run" >&2
   fi
