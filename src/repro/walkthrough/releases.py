@@ -76,12 +76,13 @@ def sizes_table(ctx: Context) -> pd.DataFrame:
 
 def release_index(ctx: Context) -> pd.DataFrame:
     """The asked releases: on the registry (when reachable), in the cache, with the wheel's hash."""
-    listed = {}
-    try:
-        listed = {r.version: r for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))}
-        source = "registry index"
-    except OSError as exc:
-        source = f"registry not reachable ({type(exc).__name__}); committed default list"
+    listed, source = {}, "committed default list (downloads off: registry not asked)"
+    if ctx.cfg.download:
+        try:
+            listed = {r.version: r for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))}
+            source = "registry index"
+        except OSError as exc:
+            source = f"registry not reachable ({type(exc).__name__}); committed default list"
     rows = []
     for v in ctx.releases:
         got = ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
