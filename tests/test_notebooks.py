@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.evidence.results import is_timing_column
+from repro.analysis.checks import is_timing_column
+
+pytestmark = pytest.mark.notebook
 
 SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
 
@@ -29,8 +31,12 @@ def test_every_notebook_runs_and_every_check_passes(fixed_run):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["profile"] == "cpu"
-    assert set(manifest["notebooks"]) == {"01-reshape-overrun", "02-strided-block-table-gather", "03-performance",
-                                          "04-upstream-releases"}
+    assert set(manifest["notebooks"]) == {
+        "01-reshape-overrun",
+        "02-strided-block-table-gather",
+        "03-performance",
+        "04-upstream-releases",
+    }
     assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
     for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
         table = pd.read_csv(out / "results" / f"{name}.csv")
@@ -54,11 +60,20 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):
-    proc = run_cli(tmp_path / "buggy", "--notebooks", "02", "-p", "implementation=repro.kernels.gather:gather_buggy",
-                   "-p", "sentinel_modes=[in-range]")
+    proc = run_cli(
+        tmp_path / "buggy",
+        "--notebooks",
+        "02",
+        "-p",
+        "implementation=repro.kernels.gather:gather_buggy",
+        "-p",
+        "sentinel_modes=[in-range]",
+    )
     assert proc.returncode == 1
-    assert "FAILED check 02-strided-block-table-gather: gather matches the reference [under-test, in-range, n=2]" \
+    assert (
+        "FAILED check 02-strided-block-table-gather: gather matches the reference [under-test, in-range, n=2]"
         in proc.stdout
+    )
     assert "[under-test, in-range, n=1]" not in proc.stdout  # request 0 is always right
 
 
@@ -71,3 +86,23 @@ def test_same_seed_same_tables(fixed_run, tmp_path):
         a, b = pd.read_csv(out / "results" / csv.name), pd.read_csv(csv)
         keep = [c for c in a.columns if not is_timing_column(c)]
         pd.testing.assert_frame_equal(a[keep], b[keep])
+
+
+def test_a_notebook_stops_at_the_top_with_the_cli_message(tmp_path, capsys):
+    """An edited parameters cell that cannot work fails in its first code cell, with the CLI's one line."""
+    import papermill as pm
+
+    from repro.cli.main import main
+
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        pm.execute_notebook(
+            "notebooks/01-reshape-overrun.ipynb",
+            str(tmp_path / "out.ipynb"),
+            parameters={"profile": "cpu", "block_size": 512},
+            progress_bar=False,
+            kernel_name="python3",
+        )
+    assert info.value.ename == "ParameterError" and info.value.exec_count == 3  # parameters, injected, setup
+    assert main(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), "-p", "block_size=512"]) == 2
+    cli_line = capsys.readouterr().err.strip()
+    assert cli_line == f"error: {info.value.evalue}"

@@ -18,7 +18,7 @@ def e4m3(code: int) -> float:
     if exp == 0xF and man == 7:
         return math.nan
     if exp == 0:
-        return sign * man / 8 * 2.0 ** -6
+        return sign * man / 8 * 2.0**-6
     return sign * (1 + man / 8) * 2.0 ** (exp - 7)
 
 
@@ -39,7 +39,7 @@ def test_layouts_match_the_byte_counts_of_the_formats():
     assert records.NVFP4.n_scales * records.NVFP4.quant_block == records.HEAD_DIM == 2 * records.NVFP4.data_bytes
     assert records.MXFP8.scale_offset(16, 3) == 3 * 528 + 512
     assert records.MXFP8_PAGE_SPLIT.scale_offset(16, 3) == 16 * 512 + 3 * 16
-    with pytest.raises(ValueError, match="^record: "):
+    with pytest.raises(ValueError, match=r"^record: "):
         records.layout_for("fp16")
 
 
@@ -70,14 +70,14 @@ def test_nvfp4_decode_is_bitwise_the_format_low_nibble_first(data, scales):
 @given(st.integers(0, 2**31 - 1), st.integers(-20, 20))
 def test_mxfp8_writer_picks_the_smallest_power_of_two_scale_and_round_trips(seed, shift):
     gen = torch.Generator().manual_seed(seed)
-    k = (torch.randn(3, 512, generator=gen) * 2.0 ** shift).to(torch.bfloat16)
+    k = (torch.randn(3, 512, generator=gen) * 2.0**shift).to(torch.bfloat16)
     data, scales = rr.encode_mxfp8(k)
     amax = k.float().reshape(3, 16, 32).abs().amax(-1).clamp(min=1e-4)
     e = scales.float() - 127
     assert torch.all(amax <= 448 * torch.exp2(e)) and torch.all(amax > 448 * torch.exp2(e - 1) * (1 - 2**-20))
     back = rr.decode_mxfp8(data, scales).float()
     # fp8 e4m3 keeps 3 mantissa bits (relative error <= 2**-4); its subnormal step is 2**-9 of the scale.
-    tol = k.float().abs() * 2.0 ** -4 + torch.exp2(e - 10).repeat_interleave(32, 1)
+    tol = k.float().abs() * 2.0**-4 + torch.exp2(e - 10).repeat_interleave(32, 1)
     assert torch.all((back - k.float()).abs() <= tol)
 
 
@@ -95,9 +95,9 @@ def test_write_then_read_puts_records_where_the_layout_says(kind, interleaved):
     for n, slot in enumerate(slots.tolist()):
         page, p = divmod(slot, B)
         at = layout.data_offset(B, p)
-        assert torch.equal(flat[page, at: at + layout.data_bytes], data[n])
+        assert torch.equal(flat[page, at : at + layout.data_bytes], data[n])
         at = layout.scale_offset(B, p)
-        assert torch.equal(flat[page, at: at + layout.scale_bytes], scales[n])
+        assert torch.equal(flat[page, at : at + layout.scale_bytes], scales[n])
     got_d, got_s = rr.read_tokens(flat, layout, B, slots // B, slots % B)
     assert torch.equal(got_d, data) and torch.equal(got_s, scales)
 
@@ -106,11 +106,14 @@ def test_write_then_read_puts_records_where_the_layout_says(kind, interleaved):
 def test_scenarios_fill_every_page_with_valid_records_and_the_reference_gathers_them(record):
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
-    sc = build_scenario(ScenarioSpec(num_reqs=2, block_size=8, seq_len_max=20, max_reqs=2, record=record,
-                                     interleaved=True, contiguous=True))
+    sc = build_scenario(
+        ScenarioSpec(
+            num_reqs=2, block_size=8, seq_len_max=20, max_reqs=2, record=record, interleaved=True, contiguous=True
+        )
+    )
     assert sc.k_cache.shape[-1] == records.layout_for(record, True).token_bytes
     out = sc.fresh_out()
     rr.gather_reference(sc.spec.layout, out, *sc.args(out)[1:])
     rows = torch.cat([out[r, : int(n)] for r, n in enumerate(sc.seq_lens.tolist())])
     assert torch.isfinite(rows.float()).all()
-    assert (out.view(torch.int16)[0, int(sc.seq_lens[0]):] == 0x7FA5).all()  # nothing past the gather
+    assert (out.view(torch.int16)[0, int(sc.seq_lens[0]) :] == 0x7FA5).all()  # nothing past the gather

@@ -8,22 +8,38 @@ from repro.upstream.matrix import row
 
 
 def case(release, kernel, variant, mode, n, mism=0, total=10, status="ok", oob=0, **kw):
-    return row(release=release, kernel=kernel, variant=variant, mode=mode, num_reqs=n, status=status,
-               mismatched_tokens=mism if status == "ok" else None, total_tokens=total, stray_writes=0,
-               out_of_view_lanes=0, out_of_bounds_lanes=oob, **kw)
+    return row(
+        release=release,
+        kernel=kernel,
+        variant=variant,
+        mode=mode,
+        num_reqs=n,
+        status=status,
+        mismatched_tokens=mism if status == "ok" else None,
+        total_tokens=total,
+        stray_writes=0,
+        out_of_view_lanes=0,
+        out_of_bounds_lanes=oob,
+        **kw,
+    )
 
 
 def sample() -> pd.DataFrame:
     k = "v4:_dequantize_and_gather_k_kernel"
-    rows = [case("0.22.0", k, "released", "in-range", 1), case("0.22.0", k, "released", "in-range", 2, mism=4),
-            case("0.22.0", k, "released", "in-range", 4, mism=8),
-            case("0.22.0", k, "released", "poison", 4, status="crashed"),
-            case("0.22.0", k, "patched", "in-range", 1), case("0.22.0", k, "patched", "in-range", 2),
-            case("0.33.0", k, "released", "in-range", 1), case("0.33.0", k, "released", "in-range", 2, mism=1),
-            case("0.33.0", k, "patched", "in-range", 2, mism=1),
-            row(release="0.33.0", kernel="cutedsl:v4:v4", variant="released", status="not run", reason="no GPU"),
-            row(release="0.21.0", kernel=k, variant="released", status="could not load", reason="ImportError: x"),
-            row(release="9.9.9", status="unknown release", reason="No matching distribution")]
+    rows = [
+        case("0.22.0", k, "released", "in-range", 1),
+        case("0.22.0", k, "released", "in-range", 2, mism=4),
+        case("0.22.0", k, "released", "in-range", 4, mism=8),
+        case("0.22.0", k, "released", "poison", 4, status="crashed"),
+        case("0.22.0", k, "patched", "in-range", 1),
+        case("0.22.0", k, "patched", "in-range", 2),
+        case("0.33.0", k, "released", "in-range", 1),
+        case("0.33.0", k, "released", "in-range", 2, mism=1),
+        case("0.33.0", k, "patched", "in-range", 2, mism=1),
+        row(release="0.33.0", kernel="cutedsl:v4:v4", variant="released", status="not run", reason="no GPU"),
+        row(release="0.21.0", kernel=k, variant="released", status="could not load", reason="ImportError: x"),
+        row(release="9.9.9", status="unknown release", reason="No matching distribution"),
+    ]
     return pd.DataFrame(rows)
 
 
@@ -45,8 +61,9 @@ def test_verdicts_follow_the_rules():
 
 def test_interpreter_reads_outside_every_argument_count_as_faults():
     k = "v41:_dequantize_and_gather_k_mxfp8_kernel"
-    frame = pd.DataFrame([case("0.33.0", k, "released", "poison", 1), case("0.33.0", k, "released", "poison", 2,
-                                                                           mism=3, oob=100)])
+    frame = pd.DataFrame(
+        [case("0.33.0", k, "released", "poison", 1), case("0.33.0", k, "released", "poison", 2, mism=3, oob=100)]
+    )
     assert rel.verdicts(frame).iloc[0].verdict == "faults from 2 requests"
 
 
@@ -66,8 +83,11 @@ def test_patch_effect_and_completion():
 
 def test_merge_runs_keeps_agreeing_rows_once_and_disagreeing_rows_all(tmp_path):
     frame = sample()
-    for name, f in (("job-a", frame.iloc[:6]), ("job-b", frame.iloc[4:]), ("job-c", frame.iloc[:1].assign(
-            mismatched_tokens=5))):
+    for name, f in (
+        ("job-a", frame.iloc[:6]),
+        ("job-b", frame.iloc[4:]),
+        ("job-c", frame.iloc[:1].assign(mismatched_tokens=5)),
+    ):
         (tmp_path / name / "results").mkdir(parents=True)
         f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
     merged = rel.merge_runs([tmp_path / "job-a", tmp_path / "job-b", tmp_path / "job-c", tmp_path / "nothing"])

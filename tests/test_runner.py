@@ -10,25 +10,38 @@ import pytest
 from repro.cli.main import main
 from repro.parameters import ParameterError, parse_assignment, validate
 
-DECLARED = {"request_counts": ["02"], "cache_block_size": ["02"], "seed": ["02"], "sentinel_modes": ["02"],
-            "implementation": ["02"], "block_size": ["01"], "seq_len_max": ["02"]}
+DECLARED = {
+    "request_counts": ["02"],
+    "cache_block_size": ["02"],
+    "seed": ["02"],
+    "sentinel_modes": ["02"],
+    "implementation": ["02"],
+    "block_size": ["01"],
+    "seq_len_max": ["02"],
+}
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("request_counts=[0, 2]", "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256"),
-    ("request_counts=[-1]", "request_counts: [-1] is out of range"),
-    ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
-    ("request_counts=[1.5]", "request_counts: [1.5] has the wrong type"),
-    ("request_counts=[]", "request_counts: [] is out of range"),
-    ("request_counts=four", "request_counts: 'four' has the wrong type"),
-    ("request_counts=[true]", "request_counts: [True] has the wrong type"),
-    ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
-    ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
-    ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
-    ("seed=-3", "seed: -3 is out of range"),
-    ("nonsense=1", "nonsense: unknown parameter; accepted: "),
-    ("run_dir=x", "run_dir: set by the runner"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        (
+            "request_counts=[0, 2]",
+            "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256",
+        ),
+        ("request_counts=[-1]", "request_counts: [-1] is out of range"),
+        ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
+        ("request_counts=[1.5]", "request_counts: [1.5] has the wrong type"),
+        ("request_counts=[]", "request_counts: [] is out of range"),
+        ("request_counts=four", "request_counts: 'four' has the wrong type"),
+        ("request_counts=[true]", "request_counts: [True] has the wrong type"),
+        ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
+        ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
+        ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
+        ("seed=-3", "seed: -3 is out of range"),
+        ("nonsense=1", "nonsense: unknown parameter; accepted: "),
+        ("run_dir=x", "run_dir: set by the runner"),
+    ],
+)
 def test_validate_names_the_parameter_and_what_is_accepted(text, fragment):
     name, value = parse_assignment(text)
     with pytest.raises(ParameterError) as info:
@@ -47,19 +60,30 @@ def run_cli(args, capsys):
     return code, captured.err.strip().splitlines()
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
-    (["-p", "bogus=1"], "error: bogus: unknown parameter"),
-    (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
-    (["-p", "implementation=repro.geometry.layout:round_up"], "error: implementation: repro.geometry.layout:round_up has signature"),
-    (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
-    (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
-    (["-p", "backing_width=2", "-p", "seq_len_max=640"], "error: backing_width: 2 is not wider than the 10 columns"),
-    (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
-    (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
-    (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
-    (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
+        (["-p", "bogus=1"], "error: bogus: unknown parameter"),
+        (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
+        (
+            ["-p", "implementation=repro.geometry.layout:round_up"],
+            "error: implementation: repro.geometry.layout:round_up has signature",
+        ),
+        (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
+        (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
+        (
+            ["-p", "backing_width=2", "-p", "seq_len_max=640"],
+            "error: backing_width: 2 is not wider than the 10 columns",
+        ),
+        (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
+        (["-p", "jit_widths=[8, 70]"], "error: jit_backing_width: 64 is not wider than the widest of jit_widths (70)"),
+        (["-p", "stream_ceiling=maybe"], "error: stream_ceiling: 'maybe' is out of range"),
+        (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
+        (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
+        (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
+    ],
+)
 def test_bad_input_exits_2_before_running(args, fragment, tmp_path, capsys):
     out = tmp_path / "run"
     code, err = run_cli(["run", "--profile", "cpu", "--out", str(out), *args], capsys)
@@ -96,3 +120,16 @@ def test_report_of_a_folder_without_manifest(tmp_path, capsys):
 def test_module_entry_point_reports_usage():
     proc = subprocess.run([sys.executable, "-m", "repro", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "run" in proc.stdout and "report" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["-p", "block_size=512"], "error: block_size: at block_size 512 a C128A page is 2,880 bytes"),
+        (["-p", "pool_bytes=1"], "error: pool_bytes: at block_size 256 a C128A page is 1,728 bytes"),
+    ],
+)
+def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):
+    code, err = run_cli(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), *args], capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith(fragment), err
+    assert not (tmp_path / "r").exists()

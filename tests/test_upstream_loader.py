@@ -16,14 +16,18 @@ def test_discovery_finds_the_kernel_its_pitch_the_launch_and_the_wrapper():
     kernels, cute = discovery.scan_module(V4_MEMBER, fixture_source())
     assert cute is None and len(kernels) == 1
     k = kernels[0]
-    assert (k.label, k.record, k.pitch_param, k.pitch_is_constexpr) == \
-        ("v4:_dequantize_and_gather_k_kernel", "v4", "max_blocks_per_seq", True)
+    assert (k.label, k.record, k.pitch_param, k.pitch_is_constexpr) == (
+        "v4:_dequantize_and_gather_k_kernel",
+        "v4",
+        "max_blocks_per_seq",
+        True,
+    )
     assert len(k.launch_pitch) == 1 and k.launch_pitch[0].endswith("block_table.shape[-1]")
     assert k.wrapper == "dequantize_and_gather_k_cache_triton" and not k.interleaved
 
 
 def test_discovery_reads_class_kernels_and_interleaved_records():
-    src = '''
+    src = """
 import triton
 import triton.language as tl
 
@@ -47,7 +51,7 @@ def _dequantize_and_gather_k_mxfp8_kernel(block_table_ptr, k_ptr, stride, head_d
 @triton.jit
 def _copy_kernel(block_table_ptr, stride):
     pass
-'''
+"""
     kernels, _ = discovery.scan_module("vllm/models/deepseek_v41/common/ops/cache_utils.py", src)
     by = {k.qualname: k for k in kernels}
     assert set(by) == {"DequantizeAndGatherKCacheKernel.kernel", "_dequantize_and_gather_k_mxfp8_kernel"}
@@ -93,18 +97,27 @@ def test_loader_imports_with_stubs_only_inside_its_scope(tmp_path, monkeypatch):
 def test_an_import_nobody_provides_is_a_load_error_naming_it(tmp_path, monkeypatch):
     src = fixture_source(**{"import torch\n": "import torch\nfrom vllm.distributed import get_rank\n"})
     _, entry = cached_release(tmp_path, monkeypatch, source=src)
-    with pytest.raises(LoadError, match="vllm.distributed is neither in vLLM 0.99.0's cache nor stubbed"):
+    with pytest.raises(LoadError, match=r"vllm\.distributed is neither in vLLM 0\.99\.0's cache nor stubbed"):
         LoadedRelease(entry).import_module(V4_MEMBER)
 
 
 def test_arm_runs_the_release_wrapper_and_checks_which_kernel_launched(tmp_path, monkeypatch):
     root, _ = cached_release(tmp_path, monkeypatch)
-    arm = Arm("0.99.0", "v4:_dequantize_and_gather_k_kernel", "released", V4_MEMBER,
-              "dequantize_and_gather_k_cache_triton", "v4", False, kernel_name="_dequantize_and_gather_k_kernel",
-              cache_root=str(root))
+    arm = Arm(
+        "0.99.0",
+        "v4:_dequantize_and_gather_k_kernel",
+        "released",
+        V4_MEMBER,
+        "dequantize_and_gather_k_cache_triton",
+        "v4",
+        False,
+        kernel_name="_dequantize_and_gather_k_kernel",
+        cache_root=str(root),
+    )
     assert "dequantize_and_gather_k_cache_triton" in arm.how
     fn = make_callable(arm, interpreted=True)
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     fn(*sc.args(sc.fresh_out()))
     via_dispatcher = Arm(**{**arm.to_dict(), "wrapper": "dequantize_and_gather_k_cache"})
@@ -112,17 +125,29 @@ def test_arm_runs_the_release_wrapper_and_checks_which_kernel_launched(tmp_path,
 
 
 def test_an_arm_whose_kernel_the_wrapper_never_launches_raises(tmp_path, monkeypatch):
-    spare = fixture_source() + """
+    spare = (
+        fixture_source()
+        + """
 
 @triton.jit
 def _dequantize_and_gather_k_spare_kernel(block_table_ptr, max_blocks_per_seq: tl.constexpr):
     tl.load(block_table_ptr + tl.program_id(0) * max_blocks_per_seq)
 """
+    )
     root, _ = cached_release(tmp_path, monkeypatch, source=spare)
-    arm = Arm("0.99.0", "v4:_dequantize_and_gather_k_spare_kernel", "released", V4_MEMBER,
-              "dequantize_and_gather_k_cache_triton", "v4", False, kernel_name="_dequantize_and_gather_k_spare_kernel",
-              cache_root=str(root))
+    arm = Arm(
+        "0.99.0",
+        "v4:_dequantize_and_gather_k_spare_kernel",
+        "released",
+        V4_MEMBER,
+        "dequantize_and_gather_k_cache_triton",
+        "v4",
+        False,
+        kernel_name="_dequantize_and_gather_k_spare_kernel",
+        cache_root=str(root),
+    )
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     with pytest.raises(WrongKernel, match="did not launch _dequantize_and_gather_k_spare_kernel"):
         make_callable(arm, interpreted=True)(*sc.args(sc.fresh_out()))
@@ -132,8 +157,14 @@ def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
     root, _ = cached_release(tmp_path, monkeypatch)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
     rows = []
-    cfg = MatrixConfig(request_counts=[1, 2], modes=["in-range", "poison"], block_size=16, seq_len_max=20,
-                       cache_root=root, max_workers=2)
+    cfg = MatrixConfig(
+        request_counts=[1, 2],
+        modes=["in-range", "poison"],
+        block_size=16,
+        seq_len_max=20,
+        cache_root=root,
+        max_workers=2,
+    )
     plans = run_matrix(["0.99.0", "9.9.9"], cfg, rows.append)
     frame = pd.DataFrame(rows)
     missing = frame[frame.release == "9.9.9"]
@@ -151,10 +182,15 @@ def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
 
 
 def test_matrix_reports_a_changed_signature_as_a_row(tmp_path, monkeypatch):
-    src = fixture_source(**{"def dequantize_and_gather_k_cache_triton(out, k_cache, seq_lens, gather_lens, "
-                            "block_table, block_size, offset):":
-                            "def dequantize_and_gather_k_cache_triton(out, k_cache, seq_lens, block_table, "
-                            "block_size, offset, *, gather_lens):"})
+    released_signature = (
+        "def dequantize_and_gather_k_cache_triton(out, k_cache, seq_lens, gather_lens, block_table, block_size, "
+        "offset):"
+    )
+    changed_signature = (
+        "def dequantize_and_gather_k_cache_triton(out, k_cache, seq_lens, block_table, block_size, offset, *, "
+        "gather_lens):"
+    )
+    src = fixture_source(**{released_signature: changed_signature})
     root, _ = cached_release(tmp_path, monkeypatch, source=src)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
     rows = []
@@ -171,8 +207,11 @@ def test_helper_packages_load_as_packages_with_their_submodules(tmp_path, monkey
     from repro.upstream import wheelcache
 
     src = fixture_source(**{"import torch\n": "import torch\n\nfrom vllm.cute_utils import twice\n"})
-    files = {V4_MEMBER: src, "vllm/cute_utils/__init__.py": "from .cvt import twice\n",
-             "vllm/cute_utils/cvt.py": "def twice(x):\n    return 2 * x\n"}
+    files = {
+        V4_MEMBER: src,
+        "vllm/cute_utils/__init__.py": "from .cvt import twice\n",
+        "vllm/cute_utils/cvt.py": "def twice(x):\n    return 2 * x\n",
+    }
     fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path, "0.99.0", files)})
     entry = wheelcache.ensure_release("0.99.0", tmp_path / "cache")
     release = LoadedRelease(entry)

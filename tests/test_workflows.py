@@ -14,8 +14,9 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
 def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or "check-jsonschema"
-    return subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, paths)], capture_output=True, text=True
+    )
 
 
 def test_there_are_workflows():
@@ -63,10 +64,14 @@ def test_gpu_workflow_fans_the_release_matrix_out_and_merges_it():
 
     assert json.loads(inputs["releases"]["default"]) == ["0.22.0", "0.28.0", "0.33.0"]
     job = gpu["jobs"]["release-matrix"]
-    assert job["strategy"]["matrix"] == {"release": "${{ fromJSON(inputs.releases) }}",
-                                         "runner": "${{ fromJSON(inputs.runner_labels) }}"}
-    assert any("--notebooks 04" in s.get("run", "") and "releases=${{ matrix.release }}" in s.get("run", "")
-               for s in job["steps"])
+    assert job["strategy"]["matrix"] == {
+        "release": "${{ fromJSON(inputs.releases) }}",
+        "runner": "${{ fromJSON(inputs.runner_labels) }}",
+    }
+    assert any(
+        "--notebooks 04" in s.get("run", "") and "releases=${{ matrix.release }}" in s.get("run", "")
+        for s in job["steps"]
+    )
     merge = gpu["jobs"]["merge-release-matrix"]
     assert merge["needs"] == "release-matrix"
     assert any("repro report runs/merged --merge runs/release-*" in s.get("run", "") for s in merge["steps"])

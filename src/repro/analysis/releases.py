@@ -22,12 +22,29 @@ from pathlib import Path
 
 import pandas as pd
 
-ARM_STATUSES = ("not present", "could not load", "not run", "not applicable", "unknown release",
-                "download failed", "bad wheel")
+ARM_STATUSES = (
+    "not present",
+    "could not load",
+    "not run",
+    "not applicable",
+    "unknown release",
+    "download failed",
+    "bad wheel",
+)
 CASE_FAULTS = ("crashed", "timeout")
 KEY = ["release", "kernel", "variant"]
-VERDICT_COLUMNS = ["release", "kernel", "variant", "verdict", "first_wrong", "first_fault", "mismatch_fraction",
-                   "cases", "reason", "shared_from"]
+VERDICT_COLUMNS = [
+    "release",
+    "kernel",
+    "variant",
+    "verdict",
+    "first_wrong",
+    "first_fault",
+    "mismatch_fraction",
+    "cases",
+    "reason",
+    "shared_from",
+]
 
 
 def _num(series: pd.Series) -> pd.Series:
@@ -72,8 +89,17 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
         base = dict(release=str(release), kernel=kernel, variant=variant, shared_from=shared)
         if len(arm):
             first = arm.iloc[0]
-            out.append(dict(base, verdict=first["status"], first_wrong=None, first_fault=None, mismatch_fraction=None,
-                            cases=0, reason=_text(first.get("reason"))))
+            out.append(
+                dict(
+                    base,
+                    verdict=first["status"],
+                    first_wrong=None,
+                    first_fault=None,
+                    mismatch_fraction=None,
+                    cases=0,
+                    reason=_text(first.get("reason")),
+                )
+            )
             continue
         c = case_flags(g)
         n = _num(c["num_reqs"])
@@ -91,8 +117,17 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
             verdict, reason = f"wrong from {first_wrong} requests", ""
         else:
             verdict, reason = "correct", ""
-        out.append(dict(base, verdict=verdict, first_wrong=first_wrong, first_fault=first_fault,
-                        mismatch_fraction=fraction, cases=int(len(c)), reason=reason))
+        out.append(
+            dict(
+                base,
+                verdict=verdict,
+                first_wrong=first_wrong,
+                first_fault=first_fault,
+                mismatch_fraction=fraction,
+                cases=len(c),
+                reason=reason,
+            )
+        )
     result = pd.DataFrame(out, columns=VERDICT_COLUMNS)
     return sort_releases(result)
 
@@ -146,8 +181,10 @@ def matrix_table(verdict_frame: pd.DataFrame, variant: str = "released") -> pd.D
 
 def first_release_with(verdict_frame: pd.DataFrame, kernel_prefix: str) -> str:
     """The lowest release with a present kernel whose label starts with ``kernel_prefix`` ("" if none)."""
-    v = verdict_frame[verdict_frame["kernel"].str.startswith(kernel_prefix)
-                      & (verdict_frame["verdict"].map(verdict_class) != "not present")]
+    v = verdict_frame[
+        verdict_frame["kernel"].str.startswith(kernel_prefix)
+        & (verdict_frame["verdict"].map(verdict_class) != "not present")
+    ]
     return min(v["release"], key=version_key) if len(v) else ""
 
 
@@ -164,15 +201,27 @@ def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
     variants = sorted(x for x in v["variant"].unique() if x)
     have = set(zip(v["release"], v["kernel"], v["variant"]))
     read = [r for r, g in v.groupby("release") if (g["kernel"] != "").any()]
-    extra = [dict(release=r, kernel=k, variant=x, verdict="not present", cases=0,
-                  reason=f"vLLM {r} ships no {k}", shared_from="")
-             for r in read for k in kernels for x in variants if (r, k, x) not in have]
+    extra = [
+        dict(
+            release=r,
+            kernel=k,
+            variant=x,
+            verdict="not present",
+            cases=0,
+            reason=f"vLLM {r} ships no {k}",
+            shared_from="",
+        )
+        for r in read
+        for k in kernels
+        for x in variants
+        if (r, k, x) not in have
+    ]
     if not extra:
         return v
     return sort_releases(pd.concat([v, pd.DataFrame(extra)], ignore_index=True)[VERDICT_COLUMNS])
 
 
-def merge_runs(run_dirs, table: str = "04-release-matrix") -> pd.DataFrame:
+def merge_runs(run_dirs: list[str | Path], table: str = "04-release-matrix") -> pd.DataFrame:
     """The matrix rows of several run folders (e.g. one CI job per release and runner) as one table.
 
     Each row gains ``run`` (the folder name). Rows that agree in every observed column across runs

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from repro.parameters import ParameterError, validate_all
+from repro.parameters import RESERVED, ParameterError, validate_all, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
 
@@ -28,7 +28,7 @@ class UsageError(ValueError):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def notebooks(selection: list[str] | None = None) -> list[Path]:
@@ -54,49 +54,35 @@ def declared_parameters(paths: list[Path]) -> dict[str, dict[str, object]]:
     return declared
 
 
-def notebook_default(declared: dict, name: str):
-    """A parameter's default as the notebooks declare it (the first notebook that has it)."""
+def notebook_values(declared: dict[str, dict[str, object]], stem: str, params: dict) -> dict:
+    """Every parameter one notebook will see: its own defaults, overridden by ``-p`` values it declares."""
     import ast
 
-    defaults = declared.get(name, {})
-    if not defaults:
-        return None
-    try:
-        return ast.literal_eval(next(iter(defaults.values())))
-    except (ValueError, SyntaxError):
-        return None
+    values = {}
+    for name, defaults in declared.items():
+        if stem not in defaults or name in RESERVED:
+            continue
+        try:
+            values[name] = ast.literal_eval(str(defaults[stem]))
+        except (ValueError, SyntaxError):
+            values[name] = defaults[stem]
+    values.update({k: v for k, v in params.items() if k in values})
+    return values
 
 
-def cross_check(params: dict, profile: str, declared: dict | None = None) -> None:
-    """Checks that need several parameters, the profile or an import; all before any GPU work."""
-    from repro.evidence.environment import find_compute_sanitizer
-    from repro.registry import ImplementationError, load_implementation
-    from repro.profiles import PROFILES
-    from repro.geometry.layout import ceil_div
+def implementations_used(values: dict) -> dict:
+    """Provenance (package version, module hash) of every implementation a notebook will load."""
+    from repro.registry import provenance
 
-    for name in ("implementation", "reference_gather"):
-        if params.get(name):
-            try:
-                load_implementation(params[name], name)
-            except ImplementationError as exc:
-                raise UsageError(str(exc)) from None
-    seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
-    block = params.get("cache_block_size") or notebook_default(declared or {}, "cache_block_size") or 1
-    width = params.get("backing_width", 0)
-    if width and width <= ceil_div(seq_len_max, block):
-        raise UsageError(f"backing_width: {width} is not wider than the {ceil_div(seq_len_max, block)} columns "
-                         f"a {seq_len_max}-token request needs at cache_block_size {block}; accepted: 0 (auto) "
-                         f"or more than {ceil_div(seq_len_max, block)}")
-    if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
-        raise UsageError("sanitizer: 'required' but compute-sanitizer is not available here "
-                         f"(profile {profile}); accepted: 'auto' or 'off'")
+    return {name: provenance(values[name]) for name in ("implementation", "reference_gather") if values.get(name)}
 
 
 def prepare_run_dir(out: str | None, resume: bool) -> Path:
     run_dir = Path(out) if out else runs_dir() / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     if run_dir.exists() and any(run_dir.iterdir()) and not resume:
-        raise UsageError(f"--out: {run_dir} already holds a run; accepted: a new or empty folder, "
-                         "or --resume to finish that run")
+        raise UsageError(
+            f"--out: {run_dir} already holds a run; accepted: a new or empty folder, or --resume to finish that run"
+        )
     if resume and not (run_dir / "manifest.json").exists():
         raise UsageError(f"--resume: {run_dir} holds no manifest.json to resume")
     try:
@@ -105,7 +91,9 @@ def prepare_run_dir(out: str | None, resume: bool) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder")
+        raise UsageError(
+            f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder"
+        ) from None
     return run_dir
 
 
@@ -116,7 +104,7 @@ class Manifest:
         self.path, self.data = path, data
 
     @classmethod
-    def load(cls, path: Path) -> "Manifest":
+    def load(cls, path: Path) -> Manifest:
         return cls(path, json.loads(path.read_text()))
 
     def save(self) -> None:
@@ -143,9 +131,16 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> 
     t0 = time.perf_counter()
     status = {"status": "ok", "error": ""}
     try:
-        pm.execute_notebook(str(src), str(dst), parameters=parameters, kernel_name="python3",
-                            progress_bar=progress, execution_timeout=CELL_TIMEOUT_S,
-                            request_save_on_cell_execute=True, cwd=str(repo_root()))
+        pm.execute_notebook(
+            str(src),
+            str(dst),
+            parameters=parameters,
+            kernel_name="python3",
+            progress_bar=progress,
+            execution_timeout=CELL_TIMEOUT_S,
+            request_save_on_cell_execute=True,
+            cwd=str(repo_root()),
+        )
     except pm.PapermillExecutionError as exc:
         status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
     except KeyboardInterrupt:
@@ -156,14 +151,22 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> 
     return status
 
 
-def run(profile_name: str, out: str | None, assignments: list[str], resume: bool = False,
-        selection: list[str] | None = None, report: bool = True) -> int:
+def run(
+    profile_name: str,
+    out: str | None,
+    assignments: list[str],
+    resume: bool = False,
+    selection: list[str] | None = None,
+    report: bool = True,
+) -> int:
     try:
         profile = resolve(profile_name)
         paths = notebooks(selection)
         declared = declared_parameters(paths)
         params = validate_all(assignments, {k: list(v) for k, v in declared.items()})
-        cross_check(params, profile, declared)
+        seen: dict = {}
+        for path in paths:
+            seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile))
         run_dir = prepare_run_dir(out, resume)
     except (ProfileError, ParameterError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -179,18 +182,31 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
     if resume:
         manifest = Manifest.load(manifest_path)
         if manifest.data.get("profile") != profile or manifest.data.get("parameters") != params:
-            print(f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
-                  f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
-                  file=sys.stderr)
+            print(
+                f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
+                f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
+                file=sys.stderr,
+            )
             return 2
     else:
         from repro.evidence.environment import describe
 
-        manifest = Manifest(manifest_path, {
-            "status": "running", "profile": profile, "parameters": params,
-            "command": " ".join(["python -m repro run", f"--profile {profile_name}", *[f"-p {a}" for a in assignments]]),
-            "started": now(), "finished": None, "environment": describe(repo_root()), "notebooks": {},
-        })
+        manifest = Manifest(
+            manifest_path,
+            {
+                "status": "running",
+                "profile": profile,
+                "parameters": params,
+                "command": " ".join(
+                    ["python -m repro run", f"--profile {profile_name}", *[f"-p {a}" for a in assignments]]
+                ),
+                "started": now(),
+                "finished": None,
+                "environment": describe(repo_root()),
+                "implementations": implementations_used(seen),
+                "notebooks": {},
+            },
+        )
     manifest.data["status"] = "running"
     manifest.save()
     signal.signal(signal.SIGTERM, _terminate)  # a kill from a timeout ends like Ctrl-C: results kept
@@ -212,27 +228,37 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
             status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress)
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
-            print(f"[{path.stem}] {status['status']} in {status['seconds']} s"
-                  + (f": {status['error'].splitlines()[0]}" if status["error"] else ""), flush=True)
+            print(
+                f"[{path.stem}] {status['status']} in {status['seconds']} s"
+                + (f": {status['error'].splitlines()[0]}" if status["error"] else ""),
+                flush=True,
+            )
     except KeyboardInterrupt:
         manifest.data.update(status="interrupted", finished=now())
         manifest.save()
         print(f"interrupted: finished results are kept in {run_dir}", file=sys.stderr)
         return 130
 
-    from repro.evidence.results import failed_checks, read_results
+    from repro.analysis.rundata import load_run
 
-    failures = [f for frame in read_results(run_dir).values() for f in failed_checks(frame)]
-    broken = [f"{name}: {st.get('error', '').splitlines()[0] if st.get('error') else st['status']}"
-              for name, st in manifest.data["notebooks"].items() if st["status"] != "ok"]
-    manifest.data.update(status="complete" if not (failures or broken) else "failed", finished=now(),
-                         failed_checks=failures, failed_notebooks=broken)
+    failures = load_run(run_dir).failures()
+    broken = [
+        f"{name}: {st.get('error', '').splitlines()[0] if st.get('error') else st['status']}"
+        for name, st in manifest.data["notebooks"].items()
+        if st["status"] != "ok"
+    ]
+    manifest.data.update(
+        status="complete" if not (failures or broken) else "failed",
+        finished=now(),
+        failed_checks=failures,
+        failed_notebooks=broken,
+    )
     manifest.save()
     if report:
-        from repro.report.render import build_report
+        from repro.report.build import build_report
 
         try:
-            build_report(run_dir)
+            build_report(load_run(run_dir))
         except Exception as exc:
             broken.append(f"report: {type(exc).__name__}: {exc}")
     point_latest(run_dir)

@@ -12,12 +12,16 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
-from repro.registry import load_implementation
-from repro.kernels.reference import dequantize_and_gather_reference
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.kernels.reference import dequantize_and_gather_reference
+from repro.registry import load_implementation
+
+if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interpreter
+    from repro.evidence.checked_interp import CheckReport
 
 
 @dataclass
@@ -59,7 +63,7 @@ def reference_output(scenario: GatherScenario) -> torch.Tensor:
     return ref
 
 
-def flagged_lines(report) -> str:
+def flagged_lines(report: CheckReport) -> str:
     """``function:line op class=lanes`` for every kernel line the checked interpreter flagged."""
     frame = report.to_dataframe()
     if frame.empty:
@@ -69,8 +73,13 @@ def flagged_lines(report) -> str:
     return "; ".join(f"{fn}:{line} {op} {klass}={int(n)}" for (fn, line, op, klass), n in grouped.items())
 
 
-def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
-             scenario: GatherScenario | None = None, reference: torch.Tensor | None = None) -> CaseResult:
+def run_case(
+    spec: ScenarioSpec,
+    implementation: str,
+    checked: bool = False,
+    scenario: GatherScenario | None = None,
+    reference: torch.Tensor | None = None,
+) -> CaseResult:
     """Run one implementation on one scenario; exceptions become an ``error`` result, never escape."""
     result = CaseResult(implementation=implementation, status="ok")
     try:

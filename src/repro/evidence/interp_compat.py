@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -49,8 +49,10 @@ def loaded_scalar_loop_bounds() -> Iterator[None]:
 
     version = getattr(triton, "__version__", "")
     if not any(version == v or version.startswith(v + ".") for v in SUPPORTED_TRITON):
-        raise RuntimeError(f"loaded_scalar_loop_bounds patches triton {', '.join(SUPPORTED_TRITON)}.x internals; "
-                           f"installed triton is {version}")
+        raise RuntimeError(
+            f"loaded_scalar_loop_bounds patches triton {', '.join(SUPPORTED_TRITON)}.x internals; "
+            f"installed triton is {version}"
+        )
     with _lock:
         if _depth == 0:
             _original = interp._patch_lang_tensor

@@ -30,8 +30,9 @@ class ChildRun:
 def run_child(cmd: list[str], timeout_s: float, env: dict | None = None) -> ChildRun:
     """Run ``cmd`` in a new process group; on timeout kill the whole group."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
         timed_out = False
@@ -66,9 +67,14 @@ def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False)
     return [sys.executable, "-m", "repro.evidence.cases", payload]
 
 
-def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float = 120.0,
-                      wrapper: list[str] | None = None, env_extra: dict | None = None,
-                      checked: bool = False) -> tuple[CaseResult, ChildRun]:
+def run_case_isolated(
+    spec: ScenarioSpec,
+    implementation: str,
+    timeout_s: float = 120.0,
+    wrapper: list[str] | None = None,
+    env_extra: dict | None = None,
+    checked: bool = False,
+) -> tuple[CaseResult, ChildRun]:
     """One case in a child process (optionally under a wrapper such as compute-sanitizer)."""
     env = dict(os.environ)
     env.update(env_extra or {})
@@ -77,8 +83,12 @@ def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float 
         return CaseResult(implementation, "timeout", error=f"no result within {timeout_s:g} s"), child
     data = _last_json(child.stdout)
     if data is None:
-        result = CaseResult(implementation, "crashed", returncode=child.returncode,
-                            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result")
+        result = CaseResult(
+            implementation,
+            "crashed",
+            returncode=child.returncode,
+            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
+        )
         return result, child
     result = CaseResult(**data)
     result.returncode = child.returncode

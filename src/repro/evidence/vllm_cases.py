@@ -9,12 +9,15 @@ over the whole sentinel-filled cache, and each gather over the whole poisoned ou
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 import torch
 
 from repro.evidence.cases import compare_bitwise, reference_output
-from repro.registry import load_implementation
-from repro.geometry.layout import DSV4
 from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.geometry.layout import DSV4
+from repro.registry import Implementation, load_implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
 VLLM_BLOCK_SIZE = 64
@@ -24,19 +27,35 @@ def case_specs(device: str) -> list[tuple[str, ScenarioSpec]]:
     specs = []
     for seq_lens, gather_lens, offset in VLLM_CASES:
         for padded in (False, True):
-            label = f"seq_lens={list(seq_lens)} gather_lens={list(gather_lens) if gather_lens else None} " \
-                    f"offset={offset} {'padded' if padded else 'unpadded'}"
-            specs.append((label, ScenarioSpec(num_reqs=len(seq_lens), block_size=VLLM_BLOCK_SIZE, mode="poison",
-                                              max_reqs=len(seq_lens), offset=offset, padded=padded,
-                                              device=device, contiguous=True, seq_lens=seq_lens,
-                                              gather_lens=gather_lens)))
+            label = (
+                f"seq_lens={list(seq_lens)} gather_lens={list(gather_lens) if gather_lens else None} "
+                f"offset={offset} {'padded' if padded else 'unpadded'}"
+            )
+            specs.append(
+                (
+                    label,
+                    ScenarioSpec(
+                        num_reqs=len(seq_lens),
+                        block_size=VLLM_BLOCK_SIZE,
+                        mode="poison",
+                        max_reqs=len(seq_lens),
+                        offset=offset,
+                        padded=padded,
+                        device=device,
+                        contiguous=True,
+                        seq_lens=seq_lens,
+                        gather_lens=gather_lens,
+                    ),
+                )
+            )
     return specs
 
 
-def writer_check(spec: ScenarioSpec) -> dict:
-    """The Triton writer against the reference writer, over the whole sentinel-filled byte pool."""
-    from repro.kernels.writer import quantize_and_insert_k_cache
+def writer_differences(spec: ScenarioSpec) -> tuple[int, int]:
+    """The Triton writer against the reference writer over the whole sentinel-filled byte pool:
+    (bytes that differ, bytes compared)."""
     from repro.kernels.reference import quantize_and_insert_reference
+    from repro.kernels.writer import quantize_and_insert_k_cache
 
     scenario = build_scenario(spec)
     B = spec.block_size
@@ -49,35 +68,47 @@ def writer_check(spec: ScenarioSpec) -> dict:
     pools = []
     for write in (quantize_and_insert_k_cache, quantize_and_insert_reference):
         storage = torch.full_like(scenario.k_cache_storage, CACHE_FILL_BYTE)
-        cache = torch.as_strided(storage, (scenario.k_cache.shape[0], DSV4.block_bytes(B)),
-                                 (scenario.k_cache.stride(0), 1))
+        cache = torch.as_strided(
+            storage, (scenario.k_cache.shape[0], DSV4.block_bytes(B)), (scenario.k_cache.stride(0), 1)
+        )
         write(k, cache, slots, B)
         pools.append(storage)
     if pools[0].is_cuda:
         torch.cuda.synchronize()
-    differ = int((pools[0] != pools[1]).sum())
-    return {"expected": "0 bytes differ", "observed": f"{differ}/{pools[0].numel()} bytes differ", "ok": differ == 0,
-            "mismatched_bytes": differ, "total_bytes": pools[0].numel()}
+    return int((pools[0] != pools[1]).sum()), pools[0].numel()
 
 
-def run_vllm_cases(device: str, implementations: dict[str, str], table) -> None:
-    """Append one writer row and one row per gather implementation for every case."""
+@dataclass(frozen=True)
+class ContiguousObservation:
+    """One implementation on one of vLLM's cases: tokens that differ, stray rows, whole buffer equal."""
+
+    case: str
+    num_reqs: int
+    mismatched_tokens: int
+    stray_writes: int
+    whole_equal: bool
+    total_tokens: int
+
+
+def run_vllm_cases(
+    device: str,
+    implementations: Sequence[Implementation],
+    on_writer: Callable[[str, int, int, int], None],
+    on_gather: Callable[[Implementation, ContiguousObservation], None],
+) -> None:
+    """Per case: the writer's byte differences, then every gather implementation's observation."""
     for label, spec in case_specs(device):
-        table.append({"check": "writer kernel equals the reference writer", "variant": "writer",
-                      "num_reqs": spec.num_reqs, "case": label, **writer_check(spec)})
+        on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
-        for variant, path in implementations.items():
-            fn = load_implementation(path)
+        for entry in implementations:
+            fn = load_implementation(entry.target)
             out = scenario.fresh_out()
             fn(*scenario.args(out))
             if out.is_cuda:
                 torch.cuda.synchronize()
             mismatched, stray = compare_bitwise(out, ref, scenario)
             whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
-            table.append({"check": "gather equals the reference on a contiguous table", "variant": variant,
-                          "num_reqs": spec.num_reqs, "case": label,
-                          "expected": "whole output buffer bitwise equal",
-                          "observed": f"{mismatched}/{scenario.total_tokens} tokens differ, {stray} stray rows",
-                          "ok": whole and mismatched == 0 and stray == 0,
-                          "mismatched_bytes": None, "total_bytes": None})
+            on_gather(
+                entry, ContiguousObservation(label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens)
+            )

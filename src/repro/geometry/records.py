@@ -79,9 +79,17 @@ def layout_rows(layout: RecordLayout, block_size: int) -> list[dict]:
     """Byte ranges of one page, for a table."""
     B, t, d, s = block_size, layout.token_bytes, layout.data_bytes, layout.scale_bytes
     if layout.interleaved:
-        return [{"bytes": f"[p*{t}, p*{t} + {d})", "content": f"token p: {layout.kind} values"},
-                {"bytes": f"[p*{t} + {d}, (p+1)*{t})", "content": f"token p: {layout.n_scales} scales of "
-                                                                   f"{layout.quant_block} dims"}]
-    return [{"bytes": f"[p*{d}, (p+1)*{d})", "content": f"token p: {layout.kind} values"},
-            {"bytes": f"[{B * d} + p*{s}, {B * d} + (p+1)*{s})", "content": f"token p: {layout.n_scales} scales of "
-                                                                          f"{layout.quant_block} dims"}]
+        return [
+            {"bytes": f"[p*{t}, p*{t} + {d})", "content": f"token p: {layout.kind} values"},
+            {
+                "bytes": f"[p*{t} + {d}, (p+1)*{t})",
+                "content": f"token p: {layout.n_scales} scales of {layout.quant_block} dims",
+            },
+        ]
+    return [
+        {"bytes": f"[p*{d}, (p+1)*{d})", "content": f"token p: {layout.kind} values"},
+        {
+            "bytes": f"[{B * d} + p*{s}, {B * d} + (p+1)*{s})",
+            "content": f"token p: {layout.n_scales} scales of {layout.quant_block} dims",
+        },
+    ]

@@ -10,7 +10,7 @@ torch's round-to-nearest-even unless a ``cast`` is given (the Triton interpreter
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -22,12 +22,14 @@ _CHUNK_TOKENS = 1 << 15
 
 def pages_as_bytes(k_cache: torch.Tensor, layout: RecordLayout, block_size: int) -> torch.Tensor:
     """``[num_blocks, block_size * token_bytes]`` byte view of a cache whose pages are ``stride(0)`` apart."""
-    return torch.as_strided(k_cache, (k_cache.shape[0], layout.page_bytes(block_size)), (k_cache.stride(0), 1),
-                            k_cache.storage_offset())
+    return torch.as_strided(
+        k_cache, (k_cache.shape[0], layout.page_bytes(block_size)), (k_cache.stride(0), 1), k_cache.storage_offset()
+    )
 
 
-def read_tokens(pages: torch.Tensor, layout: RecordLayout, block_size: int, physical: torch.Tensor,
-                slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def read_tokens(
+    pages: torch.Tensor, layout: RecordLayout, block_size: int, physical: torch.Tensor, slot: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(data bytes ``[N, data_bytes]``, scale bytes ``[N, scale_bytes]``) of tokens at (page, slot)."""
     dev = pages.device
     rows = physical.long()[:, None]
@@ -42,8 +44,14 @@ def read_tokens(pages: torch.Tensor, layout: RecordLayout, block_size: int, phys
     return data, scales
 
 
-def write_tokens(pages: torch.Tensor, layout: RecordLayout, block_size: int, slots: torch.Tensor,
-                 data: torch.Tensor, scales: torch.Tensor) -> None:
+def write_tokens(
+    pages: torch.Tensor,
+    layout: RecordLayout,
+    block_size: int,
+    slots: torch.Tensor,
+    data: torch.Tensor,
+    scales: torch.Tensor,
+) -> None:
     """Store records at ``slots`` (``block * block_size + position``)."""
     dev = pages.device
     block, slot = slots.long() // block_size, slots.long() % block_size
@@ -91,14 +99,22 @@ def decode_nvfp4(data: torch.Tensor, scales: torch.Tensor, signed_zero: bool = F
 DECODERS: dict[str, Callable] = {"v4": decode_v4, "mxfp8": decode_mxfp8, "nvfp4": decode_nvfp4}
 
 
-def gather_reference(layout: RecordLayout, out, k_cache, seq_lens, gather_lens, block_table, block_size,
-                     offset) -> None:
+def gather_reference(
+    layout: RecordLayout,
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """vLLM's gather semantics for any record, with stride-aware PyTorch indexing of the block table."""
     req_all, i_all, pos_all = gather_positions(seq_lens, gather_lens)
     pages = pages_as_bytes(k_cache, layout, block_size)
     decode = DECODERS[layout.kind]
     for lo in range(0, req_all.shape[0], _CHUNK_TOKENS):
-        req, i, pos = (t[lo: lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
+        req, i, pos = (t[lo : lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
         physical = block_table[req, pos // block_size]
         data, scales = read_tokens(pages, layout, block_size, physical, pos % block_size)
         out[req, offset + i] = decode(data, scales)
@@ -108,8 +124,9 @@ def fp8_rtne(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
-def encode_mxfp8(k: torch.Tensor, cast: Callable[[torch.Tensor], torch.Tensor] = fp8_rtne
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_mxfp8(
+    k: torch.Tensor, cast: Callable[[torch.Tensor], torch.Tensor] = fp8_rtne
+) -> tuple[torch.Tensor, torch.Tensor]:
     """bf16 ``[T, 512]`` -> (fp8 bytes ``[T, 512]``, UE8M0 bytes ``[T, 16]``), as vLLM's MXFP8 insert kernel.
 
     Per 32-dim tile: ``e = ceil(log2(max(amax, 1e-4) * fp32(1/448)))``, value ``clamp(x * 2**-e, ±448)``
@@ -133,8 +150,9 @@ def random_nvfp4(num_tokens: int, gen: torch.Generator) -> tuple[torch.Tensor, t
     return data, scales
 
 
-def fill_records(layout: RecordLayout, k_cache: torch.Tensor, slots: torch.Tensor, block_size: int,
-                 gen: torch.Generator) -> None:
+def fill_records(
+    layout: RecordLayout, k_cache: torch.Tensor, slots: torch.Tensor, block_size: int, gen: torch.Generator
+) -> None:
     """Write valid random records of ``layout.kind`` at ``slots`` (drawn on the CPU from ``gen``)."""
     pages = pages_as_bytes(k_cache, layout, block_size)
     n = slots.shape[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,8 +60,9 @@ def load_arm(arm: Arm) -> tuple[LoadedRelease, object, list]:
         raise FileNotFoundError(f"vLLM {arm.release} is not in the cache")
     overrides = {}
     if arm.variant in (PATCHED, PATCHED_CONSTEXPR):
-        overrides[arm.module] = rewrite_row_pitch(entry.read(arm.module), arm.module,
-                                                  runtime=arm.variant == PATCHED).rewritten
+        overrides[arm.module] = rewrite_row_pitch(
+            entry.read(arm.module), arm.module, runtime=arm.variant == PATCHED
+        ).rewritten
     elif arm.variant != RELEASED:
         raise ValueError(f"variant: {arm.variant!r} is not one of {RELEASED}, {PATCHED}, {PATCHED_CONSTEXPR}")
     release = LoadedRelease(entry, overrides, tag=f"{arm.release}+{arm.variant}")
@@ -75,7 +77,7 @@ def load_arm(arm: Arm) -> tuple[LoadedRelease, object, list]:
     return release, wrapper, watched
 
 
-def make_callable(arm: Arm, interpreted: bool):
+def make_callable(arm: Arm, interpreted: bool) -> Callable[..., None]:
     """``fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)`` for the arm."""
     release, wrapper, watched = load_arm(arm)
     launched: list[str] = []

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 import torch
 
@@ -25,8 +26,14 @@ def reference_for(scenario: GatherScenario) -> torch.Tensor:
     return ref
 
 
-def run_arm_case(arm: Arm, spec: ScenarioSpec, fn=None, checked: bool = False,
-                 scenario: GatherScenario | None = None, reference: torch.Tensor | None = None) -> CaseResult:
+def run_arm_case(
+    arm: Arm,
+    spec: ScenarioSpec,
+    fn: Callable[..., None] | None = None,
+    checked: bool = False,
+    scenario: GatherScenario | None = None,
+    reference: torch.Tensor | None = None,
+) -> CaseResult:
     """Exceptions (load failures included) become an ``error`` result, never escape."""
     result = CaseResult(implementation=f"vllm=={arm.release}:{arm.kernel}:{arm.variant}", status="ok")
     try:

@@ -137,7 +137,7 @@ def _names_in(node: ast.AST) -> set[str]:
 
 def _source_hash(text: str, node: ast.AST) -> str:
     first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    lines = text.splitlines()[first - 1: node.end_lineno]
+    lines = text.splitlines()[first - 1 : node.end_lineno]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -187,18 +187,35 @@ def scan_module(member: str, text: str) -> tuple[list[KernelInfo], CuteInfo | No
             continue
         pitch = find_pitch_param(fn, tables[0])
         args = {a.arg: a for a in fn.args.args}
-        launches = [f"line {kw.value.lineno}: {ast.unparse(kw.value)}"
-                    for kw in launch_keywords(tree, fn.name, cls, pitch)] if pitch else []
+        launches = (
+            [f"line {kw.value.lineno}: {ast.unparse(kw.value)}" for kw in launch_keywords(tree, fn.name, cls, pitch)]
+            if pitch
+            else []
+        )
         owner = cls or fn.name
-        wrapper = next((w for w in WRAPPER_CANDIDATES
-                        if any(f.name == w for f in module_funcs) and owner in _reachable(tree, w)), "")
-        kernels.append(KernelInfo(
-            module=member, qualname=qual, name=fn.name, class_name=cls, record=record_of(qual),
-            params=list(args), constexpr_params=[a for a, node in args.items() if _is_constexpr(node)],
-            pitch_param=pitch, pitch_is_constexpr=bool(pitch) and _is_constexpr(args[pitch]),
-            launch_pitch=launches, wrapper=wrapper, interleaved=record_of(qual) != "v4" and reads_interleaved(fn),
-            source_sha256=_source_hash(text, fn),
-            lineno=fn.lineno, end_lineno=fn.end_lineno))
+        wrapper = next(
+            (w for w in WRAPPER_CANDIDATES if any(f.name == w for f in module_funcs) and owner in _reachable(tree, w)),
+            "",
+        )
+        kernels.append(
+            KernelInfo(
+                module=member,
+                qualname=qual,
+                name=fn.name,
+                class_name=cls,
+                record=record_of(qual),
+                params=list(args),
+                constexpr_params=[a for a, node in args.items() if _is_constexpr(node)],
+                pitch_param=pitch,
+                pitch_is_constexpr=bool(pitch) and _is_constexpr(args[pitch]),
+                launch_pitch=launches,
+                wrapper=wrapper,
+                interleaved=record_of(qual) != "v4" and reads_interleaved(fn),
+                source_sha256=_source_hash(text, fn),
+                lineno=fn.lineno,
+                end_lineno=fn.end_lineno,
+            )
+        )
     cute = None
     if member.endswith(CUTEDSL_MODULE_SUFFIX):
         names = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and GATHER_NAME.search(n.name)]
@@ -227,8 +244,12 @@ def launch_keywords(tree: ast.Module, kernel: str, cls: str, pitch: str) -> list
             if isinstance(node, ast.Assign) and kernel in _names_in(node.value):
                 aliases |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         for node in ast.walk(fn):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id in aliases):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Subscript)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in aliases
+            ):
                 found += [k for k in node.keywords if k.arg == pitch]
     return found
 
@@ -284,5 +305,5 @@ def launch_path_source(text: str, wrapper: str) -> str:
             names = {t.id for t in targets if isinstance(t, ast.Name)}
         if names & reach:
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            parts.append("\n".join(text.splitlines()[first - 1: node.end_lineno]))
+            parts.append("\n".join(text.splitlines()[first - 1 : node.end_lineno]))
     return "\n\n".join(parts)

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import linecache
 import sys
 import threading
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from repro.upstream.stubs import STUBS
 from repro.upstream.wheelcache import HELPER_MODULES, HELPER_PACKAGES, CacheEntry
@@ -73,7 +74,7 @@ class LoadedRelease:
         return ""
 
     @contextlib.contextmanager
-    def active(self) -> Iterator["LoadedRelease"]:
+    def active(self) -> Iterator[LoadedRelease]:
         """``vllm`` means this release inside the block (re-entrant, one release at a time)."""
         with _active_lock:
             if getattr(_active, "release", None) is self:
@@ -109,10 +110,15 @@ class LoadedRelease:
             return importlib.import_module(name)
 
     def provenance(self) -> dict:
-        return {"release": self.entry.version, "wheel": self.entry.provenance.get("wheel"),
-                "wheel_sha256": self.entry.provenance.get("sha256"), "variant": self.tag,
-                "stubs": sorted(self.stubs_used), "helpers_as_released": sorted(self.helpers_used),
-                "rewritten": sorted(self.overrides)}
+        return {
+            "release": self.entry.version,
+            "wheel": self.entry.provenance.get("wheel"),
+            "wheel_sha256": self.entry.provenance.get("sha256"),
+            "variant": self.tag,
+            "stubs": sorted(self.stubs_used),
+            "helpers_as_released": sorted(self.helpers_used),
+            "rewritten": sorted(self.overrides),
+        }
 
 
 class _Active(threading.local):
@@ -126,10 +132,10 @@ class _Loader(importlib.abc.Loader):
     def __init__(self, release: LoadedRelease, kind: str):
         self.release, self.kind = release, kind
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         name = module.__name__
         if self.kind == "package":
             module.__path__ = []
@@ -157,13 +163,17 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, release: LoadedRelease):
         self.release = release
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(
+        self, fullname: str, path: object = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "vllm" and not fullname.startswith("vllm."):
             return None
         kind = self.release.serves(fullname)
         if not kind:
-            raise ModuleNotFoundError(f"{fullname} is neither in vLLM {self.release.entry.version}'s cache nor "
-                                      "stubbed by the repro loader", name=fullname)
+            raise ModuleNotFoundError(
+                f"{fullname} is neither in vLLM {self.release.entry.version}'s cache nor stubbed by the repro loader",
+                name=fullname,
+            )
         is_pkg = kind in ("package", "package-file")
         return importlib.util.spec_from_loader(fullname, _Loader(self.release, kind), is_package=is_pkg)
 

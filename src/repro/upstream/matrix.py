@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from repro.evidence.cases import CaseResult
 from repro.evidence.isolate import FAULT_MARKERS, _fault_line, _last_json, run_child
@@ -32,12 +32,39 @@ from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_row_pi
 from repro.upstream.stubs import STUBS, stub_digest
 from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
-ROW_COLUMNS = ("release", "kernel", "variant", "record", "layout", "how", "mode", "num_reqs", "status",
-               "mismatched_tokens", "total_tokens", "stray_writes", "out_of_view_lanes", "out_of_bounds_lanes",
-               "error", "reason", "source_key", "shared_from", "module", "wheel_sha256", "block_size",
-               "seq_len_max")
-ARM_STATUSES = ("not present", "could not load", "not run", "unknown release", "download failed", "bad wheel",
-                "not applicable")
+ROW_COLUMNS = (
+    "release",
+    "kernel",
+    "variant",
+    "record",
+    "layout",
+    "how",
+    "mode",
+    "num_reqs",
+    "status",
+    "mismatched_tokens",
+    "total_tokens",
+    "stray_writes",
+    "out_of_view_lanes",
+    "out_of_bounds_lanes",
+    "error",
+    "reason",
+    "source_key",
+    "shared_from",
+    "module",
+    "wheel_sha256",
+    "block_size",
+    "seq_len_max",
+)
+ARM_STATUSES = (
+    "not present",
+    "could not load",
+    "not run",
+    "unknown release",
+    "download failed",
+    "bad wheel",
+    "not applicable",
+)
 
 
 @dataclass
@@ -81,7 +108,7 @@ def _layout_word(record: str, interleaved: bool) -> str:
 
 
 def cutedsl_status(device: str) -> str:
-    """"" when the CuTe-DSL gather can run here, else why not."""
+    """ "" when the CuTe-DSL gather can run here, else why not."""
     if not device.startswith("cuda"):
         return "not run: the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
@@ -104,13 +131,26 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
         for k in disc.kernels:
             if variant != RELEASED and (k.module, variant) not in plan.rewrites:
                 try:
-                    plan.rewrites[(k.module, variant)] = rewrite_row_pitch(sources[k.module], k.module,
-                                                                            runtime=variant == PATCHED)
+                    plan.rewrites[(k.module, variant)] = rewrite_row_pitch(
+                        sources[k.module], k.module, runtime=variant == PATCHED
+                    )
                 except PatchError as exc:
                     plan.rewrites[(k.module, variant)] = f"patch failed: {exc}"
-            plan.arms.append(Arm(version, k.label, variant, k.module, k.wrapper, k.record, k.interleaved,
-                                 kernel_name=k.name, class_name=k.class_name,
-                                 rocm="one_pass" in k.name, cache_root=root))
+            plan.arms.append(
+                Arm(
+                    version,
+                    k.label,
+                    variant,
+                    k.module,
+                    k.wrapper,
+                    k.record,
+                    k.interleaved,
+                    kernel_name=k.name,
+                    class_name=k.class_name,
+                    rocm="one_pass" in k.name,
+                    cache_root=root,
+                )
+            )
     why_not = cutedsl_status(cfg.device)
     for c in disc.cute:
         for dispatcher in c.dispatchers:
@@ -120,16 +160,34 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
             for record in records:
                 label = f"{CUTEDSL_PREFIX}{family}:{record}"
                 interleaved = record != "v4" and any(k.record == record and k.interleaved for k in disc.kernels)
-                arm = Arm(version, label, RELEASED, member, DISPATCHER, record, interleaved, cutedsl=True,
-                          cache_root=root)
+                arm = Arm(
+                    version, label, RELEASED, member, DISPATCHER, record, interleaved, cutedsl=True, cache_root=root
+                )
                 for variant in cfg.variants:
                     if variant != RELEASED:
-                        plan.skipped.append(row(release=version, kernel=label, variant=variant, record=record,
-                                                status="not applicable", module=c.module,
-                                                reason="PR #55109 changes the Triton launch only"))
+                        plan.skipped.append(
+                            row(
+                                release=version,
+                                kernel=label,
+                                variant=variant,
+                                record=record,
+                                status="not applicable",
+                                module=c.module,
+                                reason="PR #55109 changes the Triton launch only",
+                            )
+                        )
                     elif why_not:
-                        plan.skipped.append(row(release=version, kernel=label, variant=variant, record=record,
-                                                status="not run", module=c.module, reason=why_not))
+                        plan.skipped.append(
+                            row(
+                                release=version,
+                                kernel=label,
+                                variant=variant,
+                                record=record,
+                                status="not run",
+                                module=c.module,
+                                reason=why_not,
+                            )
+                        )
                     else:
                         plan.arms.append(arm)
     return plan
@@ -163,9 +221,15 @@ def used_helpers(entry: CacheEntry, text: str) -> list[str]:
 
 
 def _result_fields(r: CaseResult) -> dict:
-    return dict(status=r.status, mismatched_tokens=r.mismatched_tokens, total_tokens=r.total_tokens,
-                stray_writes=r.stray_writes, out_of_view_lanes=r.out_of_view_lanes,
-                out_of_bounds_lanes=r.out_of_bounds_lanes, error=r.error)
+    return dict(
+        status=r.status,
+        mismatched_tokens=r.mismatched_tokens,
+        total_tokens=r.total_tokens,
+        stray_writes=r.stray_writes,
+        out_of_view_lanes=r.out_of_view_lanes,
+        out_of_bounds_lanes=r.out_of_bounds_lanes,
+        error=r.error,
+    )
 
 
 def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) -> CaseResult:
@@ -176,8 +240,12 @@ def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) 
         return CaseResult(label, "timeout", error=f"no result within {timeout_s:g} s")
     data = _last_json(child.stdout)
     if data is None:
-        return CaseResult(label, "crashed", returncode=child.returncode,
-                          error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result")
+        return CaseResult(
+            label,
+            "crashed",
+            returncode=child.returncode,
+            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
+        )
     result = CaseResult(**data)
     if result.status == "error" and any(m in result.error for m in FAULT_MARKERS):
         result.status = "crashed"
@@ -202,9 +270,16 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
     except Exception as exc:
         out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
-    spec0 = ScenarioSpec(num_reqs=1, block_size=cfg.block_size, seq_len_max=cfg.seq_len_max, seed=cfg.seed,
-                         max_reqs=max(cfg.request_counts), device=cfg.device, record=arm.record,
-                         interleaved=arm.interleaved)
+    spec0 = ScenarioSpec(
+        num_reqs=1,
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+        seed=cfg.seed,
+        max_reqs=max(cfg.request_counts),
+        device=cfg.device,
+        record=arm.record,
+        interleaved=arm.interleaved,
+    )
     for mode in cfg.modes:
         isolated = []
         for n in cfg.request_counts:
@@ -213,8 +288,9 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
                 isolated.append(spec)
                 continue
             scenario = build_scenario(spec)
-            r = run_arm_case(arm, spec, fn, checked=cfg.interpreted, scenario=scenario,
-                             reference=reference_for(scenario))
+            r = run_arm_case(
+                arm, spec, fn, checked=cfg.interpreted, scenario=scenario, reference=reference_for(scenario)
+            )
             out(dict(mode=mode, num_reqs=n, **_result_fields(r)))
         with ThreadPoolExecutor(max_workers=max(1, cfg.max_workers)) as pool:
             futures = [pool.submit(run_isolated, arm, spec, cfg.interpreted, cfg.timeout_s) for spec in isolated]
@@ -223,8 +299,9 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
     return rows
 
 
-def run_matrix(releases: list[str], cfg: MatrixConfig, sink: Callable[[dict], None],
-               progress: Callable[[str], None] | None = None) -> list[ReleasePlan]:
+def run_matrix(
+    releases: list[str], cfg: MatrixConfig, sink: Callable[[dict], None], progress: Callable[[str], None] | None = None
+) -> list[ReleasePlan]:
     """Plan every release, then run every arm; rows go to ``sink``. Returns the plans (rewrites, discovery)."""
     say = progress or (lambda text: None)
     plans = [plan_release(v, cfg) for v in releases]
@@ -243,16 +320,34 @@ def run_matrix(releases: list[str], cfg: MatrixConfig, sink: Callable[[dict], No
         present = {a.kernel for a in p.arms} | {s["kernel"] for s in p.skipped}
         for label in sorted(set(labels) - present):
             for variant in cfg.variants:
-                sink(row(release=p.version, kernel=label, variant=variant, record=labels[label], status="not present",
-                         reason=f"vLLM {p.version} ships no {label}", wheel_sha256=p.entry.provenance["sha256"]))
+                sink(
+                    row(
+                        release=p.version,
+                        kernel=label,
+                        variant=variant,
+                        record=labels[label],
+                        status="not present",
+                        reason=f"vLLM {p.version} ships no {label}",
+                        wheel_sha256=p.entry.provenance["sha256"],
+                    )
+                )
         for s in p.skipped:
             sink({**s, "wheel_sha256": p.entry.provenance["sha256"]})
         for arm in p.arms:
             key = _source_key(p, arm)
-            base = dict(release=arm.release, kernel=arm.kernel, variant=arm.variant, record=arm.record,
-                        layout=_layout_word(arm.record, arm.interleaved), how=arm.how, module=arm.module,
-                        wheel_sha256=p.entry.provenance["sha256"], block_size=cfg.block_size,
-                        seq_len_max=cfg.seq_len_max, source_key=key)
+            base = dict(
+                release=arm.release,
+                kernel=arm.kernel,
+                variant=arm.variant,
+                record=arm.record,
+                layout=_layout_word(arm.record, arm.interleaved),
+                how=arm.how,
+                module=arm.module,
+                wheel_sha256=p.entry.provenance["sha256"],
+                block_size=cfg.block_size,
+                seq_len_max=cfg.seq_len_max,
+                source_key=key,
+            )
             if cfg.share_identical and key in done:
                 origin, rows = done[key]
                 for r in rows:

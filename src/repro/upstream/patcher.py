@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 from dataclasses import dataclass, field
 
 from repro.upstream.discovery import KernelInfo, launch_keywords, scan_module
@@ -43,9 +44,14 @@ class Rewrite:
 
     @property
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
-                                            self.rewritten.splitlines(keepends=True),
-                                            fromfile=f"a/{self.member}", tofile=f"b/{self.member}"))
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.rewritten.splitlines(keepends=True),
+                fromfile=f"a/{self.member}",
+                tofile=f"b/{self.member}",
+            )
+        )
 
 
 def _offsets(text: str) -> list[int]:
@@ -77,30 +83,40 @@ def rewrite_row_pitch(source: str, member: str, runtime: bool = True) -> Rewrite
         for kw in keywords:
             found = ast.unparse(kw.value)
             if found != RELEASED_PITCH:
-                raise PatchError(f"{member} line {kw.value.lineno}: {k.qualname} is launched with "
-                                 f"{k.pitch_param}={found}, expected exactly {RELEASED_PITCH}")
+                raise PatchError(
+                    f"{member} line {kw.value.lineno}: {k.qualname} is launched with "
+                    f"{k.pitch_param}={found}, expected exactly {RELEASED_PITCH}"
+                )
             span = (at(kw.value.lineno, kw.value.col_offset), at(kw.value.end_lineno, kw.value.end_col_offset))
-            edits[span] = (PATCHED_PITCH.encode(),
-                           f"line {kw.value.lineno}: {k.pitch_param}={RELEASED_PITCH} -> {PATCHED_PITCH}")
+            edits[span] = (
+                PATCHED_PITCH.encode(),
+                f"line {kw.value.lineno}: {k.pitch_param}={RELEASED_PITCH} -> {PATCHED_PITCH}",
+            )
         if runtime and k.pitch_is_constexpr:
             fn = _find_function(tree, k)
             arg = next(a for a in fn.args.args if a.arg == k.pitch_param)
-            span = (at(arg.lineno, arg.col_offset + len(arg.arg.encode())),
-                    at(arg.annotation.end_lineno, arg.annotation.end_col_offset))
-            edits[span] = (b"", f"line {arg.lineno}: {k.qualname}'s {k.pitch_param} is a runtime argument "
-                                f"(was {ast.unparse(arg.annotation)})")
+            span = (
+                at(arg.lineno, arg.col_offset + len(arg.arg.encode())),
+                at(arg.annotation.end_lineno, arg.annotation.end_col_offset),
+            )
+            edits[span] = (
+                b"",
+                f"line {arg.lineno}: {k.qualname}'s {k.pitch_param} is a runtime argument "
+                f"(was {ast.unparse(arg.annotation)})",
+            )
     if not edits:
         raise PatchError(f"{member}: no launch sets a gather kernel's row pitch")
     spans = sorted(edits)
-    for a, b in zip(spans, spans[1:]):
+    for a, b in itertools.pairwise(spans):
         if a[1] > b[0]:
             raise PatchError(f"{member}: overlapping edits at bytes {a} and {b}")
     out = data
     for span in reversed(spans):
-        out = out[: span[0]] + edits[span][0] + out[span[1]:]
+        out = out[: span[0]] + edits[span][0] + out[span[1] :]
     rewritten = out.decode()
-    rewrite = Rewrite(PATCHED if runtime else PATCHED_CONSTEXPR, member, source, rewritten,
-                      [edits[s][1] for s in spans])
+    rewrite = Rewrite(
+        PATCHED if runtime else PATCHED_CONSTEXPR, member, source, rewritten, [edits[s][1] for s in spans]
+    )
     verify(rewrite, runtime)
     return rewrite
 

@@ -16,8 +16,24 @@ from dataclasses import dataclass
 #: The first vLLM release that ships DeepSeek-V4 gather code.
 FIRST_RELEASE = "0.21.0"
 #: Releases known to ship DeepSeek-V4 gather code (0.21.0 and 0.22.0 .. 0.33.0 with patch releases).
-DEFAULT_RELEASES = ("0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
-                    "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+DEFAULT_RELEASES = (
+    "0.21.0",
+    "0.22.0",
+    "0.22.1",
+    "0.23.0",
+    "0.24.0",
+    "0.25.0",
+    "0.25.1",
+    "0.26.0",
+    "0.27.0",
+    "0.27.1",
+    "0.28.0",
+    "0.29.0",
+    "0.30.0",
+    "0.31.0",
+    "0.32.0",
+    "0.33.0",
+)
 #: The CPU profile's short list: the release of the existing evidence and the newest (every kernel kind).
 CPU_DEFAULT_RELEASES = ("0.22.0", "0.33.0")
 INDEX_URL = "https://pypi.org/pypi/{package}/json"
@@ -63,12 +79,19 @@ def releases_from_index(document: dict, first: str = FIRST_RELEASE) -> list[Inde
         if not wheels:
             continue
         best = max(wheels, key=lambda f: (len(f["filename"].split("-")), f["filename"]))
-        found.append(IndexedRelease(version, best["filename"], int(best.get("size", 0)),
-                                    best.get("digests", {}).get("sha256", ""), best.get("upload_time", "")[:10]))
+        found.append(
+            IndexedRelease(
+                version,
+                best["filename"],
+                int(best.get("size", 0)),
+                best.get("digests", {}).get("sha256", ""),
+                best.get("upload_time", "")[:10],
+            )
+        )
     return sorted(found, key=lambda r: version_key(r.version))
 
 
-def resolve_releases(selection, profile: str, index_versions: list[str] | None = None) -> list[str]:
+def resolve_releases(selection: str | list[str], profile: str, index_versions: list[str] | None = None) -> list[str]:
     """Turn the notebook's ``releases`` parameter into version strings.
 
     ``"default"``: the profile's default (every known release on a GPU, the short list on a CPU);
@@ -81,8 +104,7 @@ def resolve_releases(selection, profile: str, index_versions: list[str] | None =
             return list(DEFAULT_RELEASES if profile == "gpu" else CPU_DEFAULT_RELEASES)
         if selection == "all":
             if index_versions is None:
-                raise ReleaseListError("releases: 'all' needs the registry index, which was not available; "
-                                       + accepted)
+                raise ReleaseListError("releases: 'all' needs the registry index, which was not available; " + accepted)
             return list(index_versions)
         selection = [s.strip() for s in selection.split(",") if s.strip()]
     if not isinstance(selection, (list, tuple)) or not selection:

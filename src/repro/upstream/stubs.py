@@ -11,26 +11,23 @@ CuTe-DSL dispatch) are module attributes of the stubs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 
 class StubNotProvided(RuntimeError):
     """A vLLM function the repro loader only stubs was called."""
 
 
-_RAISE = '''
+_RAISE = """
 from repro.upstream.stubs import StubNotProvided
 
 
 def {name}(*args, **kwargs):
     raise StubNotProvided("{module}.{name} is stubbed by the repro loader (not needed by the gather path)")
-'''
+"""
 
 STUBS: dict[str, str] = {
-    "vllm.triton_utils": (
-        "import triton\n"
-        "import triton.language as tl\n\n"
-        "HAS_TRITON = True\n"
-    ),
+    "vllm.triton_utils": ("import triton\nimport triton.language as tl\n\nHAS_TRITON = True\n"),
     "vllm.utils.import_utils": (
         "CUTEDSL = False  # set by the matrix: True only for the CuTe-DSL arm\n\n\n"
         "def has_cutedsl():\n"
@@ -52,14 +49,16 @@ STUBS: dict[str, str] = {
         "current_platform = _Platform()\n"
     ),
     "vllm.envs": "VLLM_TRITON_JIT_WARMUP_NUM_THREADS = 1\n",
-    "vllm.model_executor.layers.quantization.utils.quant_utils":
-        _RAISE.format(module="vllm.model_executor.layers.quantization.utils.quant_utils", name="get_fp8_min_max"),
-    "vllm.transformers_utils.deepseek_v4_utils":
-        _RAISE.format(module="vllm.transformers_utils.deepseek_v4_utils", name="get_compress_ratios"),
+    "vllm.model_executor.layers.quantization.utils.quant_utils": _RAISE.format(
+        module="vllm.model_executor.layers.quantization.utils.quant_utils", name="get_fp8_min_max"
+    ),
+    "vllm.transformers_utils.deepseek_v4_utils": _RAISE.format(
+        module="vllm.transformers_utils.deepseek_v4_utils", name="get_compress_ratios"
+    ),
 }
 
 
-def stub_digest(names) -> str:
+def stub_digest(names: Iterable[str]) -> str:
     """A short hash of the stubs a load used, for result rows."""
     h = hashlib.sha256()
     for name in sorted(names):

@@ -59,14 +59,22 @@ def default_cache_root() -> Path:
 
 
 #: A definition whose name says "dequantise and gather K" (Triton functions, JIT classes, CuTe-DSL classes).
-GATHER_DEFINITION = re.compile(rb"^\s*(?:def|class)\s+\w*(?:dequantize_and_gather_k|dequant_gather_k|"
-                               rb"DequantizeAndGatherK|DequantGatherK)\w*", re.MULTILINE)
+GATHER_DEFINITION = re.compile(
+    rb"^\s*(?:def|class)\s+\w*(?:dequantize_and_gather_k|dequant_gather_k|"
+    rb"DequantizeAndGatherK|DequantGatherK)\w*",
+    re.MULTILINE,
+)
 
 
 def is_gather_candidate(member: str, text: bytes) -> bool:
     """A DeepSeek-V4 module defining a K-cache gather: extracted for discovery to read."""
-    return (member.startswith("vllm/") and member.endswith(".py") and "deepseek_v4" in member
-            and b"block_table" in text and GATHER_DEFINITION.search(text) is not None)
+    return (
+        member.startswith("vllm/")
+        and member.endswith(".py")
+        and "deepseek_v4" in member
+        and b"block_table" in text
+        and GATHER_DEFINITION.search(text) is not None
+    )
 
 
 def sha256_hex(data: bytes) -> str:
@@ -133,8 +141,19 @@ def load_entry(version: str, cache_root: Path | None = None) -> CacheEntry | Non
 
 
 def _pip_download(version: str, dest: Path, timeout_s: float) -> tuple[Path | None, str]:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--python-version", PYTHON_VERSION, "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--python-version",
+        PYTHON_VERSION,
+        "-d",
+        str(dest),
+    ]
     for platform in PLATFORMS:
         cmd += ["--platform", platform]
     cmd.append(f"vllm=={version}")
@@ -190,8 +209,13 @@ def extract_members(wheel: Path, dest_files: Path) -> tuple[dict, str]:
     return files, "" if files else f"no DeepSeek-V4 gather module among {files_scanned} Python files"
 
 
-def ensure_release(version: str, cache_root: Path | None = None, download: bool = True,
-                   expected_sha256: str = "", timeout_s: float = 900.0) -> CacheEntry | CacheMiss:
+def ensure_release(
+    version: str,
+    cache_root: Path | None = None,
+    download: bool = True,
+    expected_sha256: str = "",
+    timeout_s: float = 900.0,
+) -> CacheEntry | CacheMiss:
     """The cached entry for ``version``, downloading and extracting it once if needed."""
     cache_root = cache_root or default_cache_root()
     entry = load_entry(version, cache_root)
@@ -210,18 +234,23 @@ def ensure_release(version: str, cache_root: Path | None = None, download: bool 
                 data_hash.update(chunk)
         digest = data_hash.hexdigest()
         if expected_sha256 and digest != expected_sha256:
-            return CacheMiss(version, MISS_BAD_WHEEL,
-                             f"{wheel.name} hashes to {digest}, the index says {expected_sha256}")
+            return CacheMiss(
+                version, MISS_BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}"
+            )
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=_ensure_dir(cache_root)))
         try:
             files, error = extract_members(wheel, staging / "files")
             if error and not files:
                 return CacheMiss(version, MISS_BAD_WHEEL if "RECORD" in error else MISS_UNKNOWN, error)
             provenance = {
-                "format": CACHE_FORMAT, "version": version, "wheel": wheel.name, "sha256": digest,
-                "size": wheel.stat().st_size, "fetched": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "format": CACHE_FORMAT,
+                "version": version,
+                "wheel": wheel.name,
+                "sha256": digest,
+                "size": wheel.stat().st_size,
+                "fetched": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "how": "pip download --no-deps --only-binary=:all: (user's pip configuration; "
-                       "pip checks the index hash)",
+                "pip checks the index hash)",
                 "files": files,
             }
             (staging / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")

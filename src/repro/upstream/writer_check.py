@@ -40,8 +40,15 @@ def triton_fp8_cast(x: torch.Tensor) -> torch.Tensor:
     return y.reshape(x.shape)
 
 
-def mxfp8_writer_rows(entry: CacheEntry, interleaved: bool, device: str, interpreted: bool, num_tokens: int = 40,
-                      block_size: int = 16, seed: int = 0) -> list[dict]:
+def mxfp8_writer_rows(
+    entry: CacheEntry,
+    interleaved: bool,
+    device: str,
+    interpreted: bool,
+    num_tokens: int = 40,
+    block_size: int = 16,
+    seed: int = 0,
+) -> list[dict]:
     """Rows comparing the release's MXFP8 writer with the reference (and, interpreted, its cast)."""
     base = {"release": entry.version, "check": "MXFP8 insert kernel equals the reference writer"}
     if not entry.has(V41_MODULE):
@@ -51,22 +58,30 @@ def mxfp8_writer_rows(entry: CacheEntry, interleaved: bool, device: str, interpr
         module = release.import_module(V41_MODULE)
         writer = module.quantize_and_insert_k_cache
         if "bytes_per_token" not in inspect.signature(writer).parameters:
-            return [dict(base, reference="-", status="could not load",
-                         reason="quantize_and_insert_k_cache takes no bytes_per_token")]
+            return [
+                dict(
+                    base,
+                    reference="-",
+                    status="could not load",
+                    reason="quantize_and_insert_k_cache takes no bytes_per_token",
+                )
+            ]
     except Exception as exc:
         return [dict(base, reference="-", status="could not load", reason=f"{type(exc).__name__}: {exc}"[:300])]
     layout = layout_for("mxfp8", interleaved)
     gen = torch.Generator().manual_seed(seed)
     num_blocks = -(-num_tokens // block_size) + 1
-    k = (torch.randn(num_tokens, 512, generator=gen) * torch.exp2(torch.randint(-8, 8, (num_tokens, 1), generator=gen))
-         ).to(torch.bfloat16)
+    k = (
+        torch.randn(num_tokens, 512, generator=gen) * torch.exp2(torch.randint(-8, 8, (num_tokens, 1), generator=gen))
+    ).to(torch.bfloat16)
     slots = torch.randperm(num_blocks * block_size, generator=gen)[:num_tokens]
     stride = layout.page_bytes(block_size) + 64  # a page stride wider than the records
 
     def pool():
         storage = torch.full((num_blocks * stride,), FILL, dtype=torch.uint8, device=device)
-        return storage, torch.as_strided(storage, (num_blocks, block_size, layout.token_bytes),
-                                         (stride, layout.token_bytes, 1))
+        return storage, torch.as_strided(
+            storage, (num_blocks, block_size, layout.token_bytes), (stride, layout.token_bytes, 1)
+        )
 
     got_storage, got_cache = pool()
     try:
@@ -75,11 +90,21 @@ def mxfp8_writer_rows(entry: CacheEntry, interleaved: bool, device: str, interpr
                 from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 
                 with loaded_scalar_loop_bounds():
-                    writer(k.to(device), got_cache.view(num_blocks, -1), slots.to(device), block_size,
-                           bytes_per_token=layout.token_bytes)
+                    writer(
+                        k.to(device),
+                        got_cache.view(num_blocks, -1),
+                        slots.to(device),
+                        block_size,
+                        bytes_per_token=layout.token_bytes,
+                    )
             else:
-                writer(k.to(device), got_cache.view(num_blocks, -1), slots.to(device), block_size,
-                       bytes_per_token=layout.token_bytes)
+                writer(
+                    k.to(device),
+                    got_cache.view(num_blocks, -1),
+                    slots.to(device),
+                    block_size,
+                    bytes_per_token=layout.token_bytes,
+                )
     except Exception as exc:
         return [dict(base, reference="-", status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
     casts = [("round-to-nearest-even fp8 cast", fp8_rtne)]
@@ -97,9 +122,18 @@ def mxfp8_writer_rows(entry: CacheEntry, interleaved: bool, device: str, interpr
         view = pages_as_bytes(torch.as_strided(region, got_cache.shape, got_cache.stride()), layout, block_size)
         for p in range(block_size):
             at = layout.scale_offset(block_size, p)
-            view[:, at: at + layout.scale_bytes] = True
-        rows.append(dict(base, reference=name, status="ok", layout="interleaved" if interleaved else "page-split",
-                         bytes=int(storage.numel()), differing_bytes=int(diff.sum()),
-                         differing_scale_bytes=int((diff & region).sum()),
-                         differing_value_bytes=int((diff & ~region).sum()), reason=""))
+            view[:, at : at + layout.scale_bytes] = True
+        rows.append(
+            dict(
+                base,
+                reference=name,
+                status="ok",
+                layout="interleaved" if interleaved else "page-split",
+                bytes=int(storage.numel()),
+                differing_bytes=int(diff.sum()),
+                differing_scale_bytes=int((diff & region).sum()),
+                differing_value_bytes=int((diff & ~region).sum()),
+                reason="",
+            )
+        )
     return rows
