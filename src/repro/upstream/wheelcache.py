@@ -277,3 +277,26 @@ def verify_entry(entry: CacheEntry) -> list[str]:
         if not path.exists() or sha256_hex(path.read_bytes()) != info["sha256"]:
             bad.append(member)
     return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repro.upstream.wheelcache [VERSION ...]``: fill the cache (default: every known release)."""
+    from repro.upstream.releases import DEFAULT_RELEASES
+
+    versions = (sys.argv[1:] if argv is None else argv) or list(DEFAULT_RELEASES)
+    failed = 0
+    for version in versions:
+        got = ensure_release(version)
+        if isinstance(got, CacheMiss):
+            failed += 1
+            print(f"{version}: {got.status}: {got.reason}")
+        else:
+            print(
+                f"{version}: {got.provenance['wheel']} sha256 {got.provenance['sha256'][:16]}, {len(got.members())} files"
+            )
+    print(f"cache: {default_cache_root()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
