@@ -291,9 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             print(f"{version}: {got.status}: {got.reason}")
         else:
-            print(
-                f"{version}: {got.provenance['wheel']} sha256 {got.provenance['sha256'][:16]}, {len(got.members())} files"
-            )
+            wheel, digest = got.provenance["wheel"], got.provenance["sha256"][:16]
+            print(f"{version}: {wheel} sha256 {digest}, {len(got.members())} files")
     print(f"cache: {default_cache_root()}")
     return 1 if failed else 0
 
