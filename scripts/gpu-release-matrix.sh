@@ -4,6 +4,7 @@
 # whatever part of .cutedsl-wheels this call carries is first copied to $CUTEDSL_STASH (default ~/cutedsl), which
 # outlives the working-tree copy while the host stays up; once the stash holds every part and SHA256SUMS, the
 # wheels are joined, checked and installed into $CUTEDSL_SITE. Without them the CuTe-DSL rows say "not run".
+# REPRO_VLLM_CACHE may name a cache copied out of the tree by an earlier call (default: the carried .vllm-cache).
 # Usage: scripts/gpu-release-matrix.sh RUN_DIR [python -m repro run options, e.g. -p releases=0.22.0,0.33.0]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +33,5 @@ fi
 if [ -d "$CSITE" ]; then
   export PYTHONPATH="$CSITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export REPRO_VLLM_CACHE="$PWD/.vllm-cache"
+export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache}"
 exec scripts/run-gpu-profile.sh "$RUN_DIR" --notebooks 04 -p download=false "$@"
