@@ -248,3 +248,35 @@ def test_gpu_only_sections_are_compact(tmp_path):
         assert table[0].count("|") - 1 <= MAX_COLUMNS, table[0]
     assert "| 256 | 1 | 0.512 | 0.500 | 0.800 | 0.200 |" in md
     assert "observed compiles" not in md  # a column this run could not measure is left out
+
+
+def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
+    from repro.upstream.matrix import row
+
+    k = "v4:_dequantize_and_gather_k_kernel"
+    rows = [
+        row(
+            release=rel,
+            kernel=k,
+            variant=v,
+            mode="in-range",
+            num_reqs=n,
+            status="ok",
+            stray_writes=0,
+            mismatched_tokens=(4 if v == "released" and n > 1 else 0),
+            total_tokens=10,
+        )
+        for rel in ("0.22.0", "0.33.0")
+        for v in ("released", "patched")
+        for n in (1, 2)
+    ]
+    run = load_run(H200 / "vllm-0.22.0-under-test")
+    tables = {**run.tables, "04-release-matrix": pd.DataFrame(rows)}
+    figures = plots.draw_all(RunData(tmp_path, run.manifest, tables, run.facts, run.files))
+    assert "04-release-matrix" in figures
+    for fig in figures.values():
+        plt.close(fig)
+    md = render_markdown(RunData(tmp_path, run.manifest, tables, run.facts, run.files), list(figures))
+    section = md[md.index("## Affected releases and kernels") : md.index("## Checks")]
+    assert md.index("## vllm-project/vllm#55109") < md.index("## Affected releases and kernels")
+    assert "| 0.22.0 | wrong ≥2 → ok |" in section and "![" in section

@@ -55,3 +55,23 @@ def test_gpu_workflow_takes_the_runner_label_as_input():
     triggers = gpu.get(True, gpu.get("on"))
     assert "runner_label" in triggers["workflow_dispatch"]["inputs"]
     assert "inputs.runner_label" in str(gpu["jobs"]["gpu-profile"]["runs-on"])
+
+
+def test_gpu_workflow_fans_the_release_matrix_out_and_merges_it():
+    gpu = yaml.safe_load((ROOT / ".github/workflows/gpu.yml").read_text())
+    inputs = gpu.get(True, gpu.get("on"))["workflow_dispatch"]["inputs"]
+    import json
+
+    assert json.loads(inputs["releases"]["default"]) == ["0.22.0", "0.28.0", "0.33.0"]
+    job = gpu["jobs"]["release-matrix"]
+    assert job["strategy"]["matrix"] == {
+        "release": "${{ fromJSON(inputs.releases) }}",
+        "runner": "${{ fromJSON(inputs.runner_labels) }}",
+    }
+    assert any(
+        "--notebooks 04" in s.get("run", "") and "releases=${{ matrix.release }}" in s.get("run", "")
+        for s in job["steps"]
+    )
+    merge = gpu["jobs"]["merge-release-matrix"]
+    assert merge["needs"] == "release-matrix"
+    assert any("repro report runs/merged --merge runs/release-*" in s.get("run", "") for s in merge["steps"])

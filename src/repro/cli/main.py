@@ -32,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_B",
         help="compare with another run, check by check (e.g. buggy vs fixed)",
     )
+    report.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="RUN",
+        help="merge the release-matrix tables of these run folders (one CI job per release and runner) into RUN_DIR",
+    )
     return parser
 
 
@@ -41,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         from repro.cli.runner import run
 
         return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
+    if args.merge:
+        from repro.report.releases import merge_command
+
+        return merge_command(args.run_dir, args.merge)
     return report(args.run_dir, args.against)
 
 

@@ -42,6 +42,7 @@ CAPTIONS = {
     "03-time-eager": "median time per gather, eager launches",
     "03-ceiling-fraction": "each gather's fraction of the streaming ceiling, CUDA-graph replays",
     "03-jit-fingerprint": "Triton compilations against distinct block-table widths",
+    "04-release-matrix": "vLLM releases x kernels: as released and with the row-pitch change",
 }
 #: Said where the first figure appears in report.md: images are files linked relative to it.
 IMAGE_NOTE = (
@@ -282,6 +283,24 @@ def gather_section(r: Report) -> list[Block]:
             )
         )
     return out
+
+
+def releases_section(r: Report) -> list[Block]:
+    """Notebook 04: every vLLM release's DeepSeek gathers, as released and with the PR's row pitch."""
+    from repro.analysis.releases import complete_matrix, verdicts
+    from repro.report.releases import GRID_NOTE, affected_grid
+
+    matrix = r.tables.get("04-release-matrix")
+    if matrix is None or not len(matrix):
+        return []
+    grid, counts = affected_grid(complete_matrix(verdicts(matrix)))
+    out = [_md("## Affected releases and kernels", "", GRID_NOTE)]
+    if len(grid):
+        out.append(Block("table", formatted(grid)))
+        out.append(
+            _md("Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+        )
+    return [*out, *r.image("04-release-matrix")]
 
 
 def _sweep_range(sweep: pd.DataFrame) -> str:
@@ -525,6 +544,7 @@ SECTIONS: list[Callable[[Report], list[Block]]] = [
     summary_section,
     reshape_section,
     gather_section,
+    releases_section,
     fix_cost_section,
     gather_fast_section,
     streaming_ceiling_section,

@@ -369,6 +369,12 @@ def draw_all(run: RunData, outside_names: dict[str, str] | None = None) -> dict[
         from repro.analysis.jit import cumulative_by_width
 
         figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(jit, phase="inference"))
+    matrix = tables.get("04-release-matrix")
+    if matrix is not None and len(matrix):
+        from repro.analysis.releases import complete_matrix, verdicts
+        from repro.report.releases import release_matrix
+
+        figures["04-release-matrix"] = release_matrix(complete_matrix(verdicts(matrix)))
     return figures
 
 
