@@ -152,6 +152,8 @@ def test_report_merge_writes_one_table_section_and_figure(tmp_path):
     merged = pd.read_csv(out / "results" / "04-release-matrix.csv")
     assert len(merged) == len(frame) and set(merged.run) == {"a", "b"}
     section = (out / "releases.md").read_text()
-    assert "## Affected releases and kernels" in section and "faults ≥4 → ok" in section
+    assert "## Affected releases and kernels" in section
+    assert "| v4 per-block | 0.22.0 | faults ≥4 | ok | fixed |" in section
+    assert "| v4 per-block | 0.33.0 | wrong ≥2 | wrong ≥2 | not fixed |" in section
     assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
     assert main(["report", str(out), "--merge", str(tmp_path / "none")]) == 2

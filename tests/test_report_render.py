@@ -279,4 +279,4 @@ def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
     md = render_markdown(RunData(tmp_path, run.manifest, tables, run.facts, run.files), list(figures))
     section = md[md.index("## Affected releases and kernels") : md.index("## Checks")]
     assert md.index("## vllm-project/vllm#55109") < md.index("## Affected releases and kernels")
-    assert "| 0.22.0 | wrong ≥2 → ok |" in section and "![" in section
+    assert "| v4 per-block | 0.22.0 .. 0.33.0 | wrong ≥2 | ok | fixed |" in section and "![" in section

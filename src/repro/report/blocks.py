@@ -288,15 +288,15 @@ def gather_section(r: Report) -> list[Block]:
 def releases_section(r: Report) -> list[Block]:
     """Notebook 04: every vLLM release's DeepSeek gathers, as released and with the PR's row pitch."""
     from repro.analysis.releases import complete_matrix, verdicts
-    from repro.report.releases import GRID_NOTE, affected_grid
+    from repro.report.releases import GRID_NOTE, affected_table
 
     matrix = r.tables.get("04-release-matrix")
     if matrix is None or not len(matrix):
         return []
-    grid, counts = affected_grid(complete_matrix(verdicts(matrix)))
+    table, counts = affected_table(complete_matrix(verdicts(matrix)))
     out = [_md("## Affected releases and kernels", "", GRID_NOTE)]
-    if len(grid):
-        out.append(Block("table", formatted(grid)))
+    if len(table):
+        out.append(Block("table", formatted(table)))
         out.append(
             _md("Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
         )

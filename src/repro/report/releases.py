@@ -94,44 +94,62 @@ def short_kernel(label: str) -> str:
     return f"{family} {name}"
 
 
-#: What a cell of the "Affected releases and kernels" grid says.
+#: How to read the "Affected releases and kernels" table.
 GRID_NOTE = (
-    "Each cell: the release's kernel as released → with vllm-project/vllm#55109's row pitch "
-    "(`block_table.stride(0)`); `wrong ≥N` / `faults ≥N`: from N requests on; empty: not shipped."
+    "Per kernel and run of consecutive releases with the same outcome: the kernel as released, and with "
+    "vllm-project/vllm#55109's row pitch (`block_table.stride(0)`); `wrong ≥N` / `faults ≥N`: from N requests on. "
+    "Releases that do not ship a kernel are left out; the figure shows the whole grid."
 )
 
 
-def affected_grid(verdict_frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
-    """release x kernel, "released → patched" per cell, and the count of each patch effect."""
+def affected_table(verdict_frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """One row per kernel and run of consecutive releases with the same outcome (PR-comment sized: five
+    columns however many releases and kernels), and the count of each patch effect."""
     effect = patch_effect(verdict_frame)
     if effect.empty:
         return pd.DataFrame(), {}
-
-    def cell(r: pd.Series) -> str:
-        released, patched = _cell_text(r["released"]), _cell_text(r["patched"])
-        if verdict_class(r["released"]) == "not present":
-            return ""
-        return released if not patched or patched == released else f"{released} → {patched}"
-
-    effect = effect.assign(cell=effect.apply(cell, axis=1), kernel=effect["kernel"].map(short_kernel))
-    grid = effect.pivot_table(index="release", columns="kernel", values="cell", aggfunc="first").fillna("")
-    grid = grid.reindex(sorted(grid.index, key=version_key))
-    return grid.reset_index(), {str(k): int(v) for k, v in sorted(effect["patch"].value_counts().items())}
+    releases = sorted(effect["release"].unique(), key=version_key)
+    rows = []
+    for kernel, g in effect.groupby("kernel", sort=True):
+        shipped = g[g["released"].map(verdict_class) != "not present"].set_index("release")
+        run: list[str] = []
+        last = None
+        for release in releases + [None]:
+            here = None
+            if release in shipped.index:
+                r = shipped.loc[release]
+                here = (_cell_text(r["released"]), _cell_text(r["patched"]) or "-", str(r["patch"]))
+            if here != last and run:
+                rows.append(
+                    {
+                        "kernel": short_kernel(kernel),
+                        "releases": run[0] if len(run) == 1 else f"{run[0]} .. {run[-1]}",
+                        "as released": last[0],
+                        "with the change": last[1],
+                        "patch": last[2],
+                    }
+                )
+                run = []
+            if here is not None:
+                run.append(release)
+            last = here
+    counts = {str(k): int(v) for k, v in sorted(effect["patch"].value_counts().items())}
+    return pd.DataFrame(rows), counts
 
 
 def markdown_section(verdict_frame: pd.DataFrame) -> str:
-    """ "Affected releases and kernels": release x kernel, "released -> patched" per cell (PR-comment sized)."""
+    """ "Affected releases and kernels" as Markdown (the merge command's releases.md)."""
     from repro.report.tables import formatted, markdown_table
 
-    grid, counts = affected_grid(verdict_frame)
-    if grid.empty:
+    table, counts = affected_table(verdict_frame)
+    if table.empty:
         return "## Affected releases and kernels\n\nNo release matrix in this run.\n"
     lines = [
         "## Affected releases and kernels",
         "",
         GRID_NOTE,
         "",
-        markdown_table(formatted(grid)),
+        markdown_table(formatted(table)),
         "",
         "Patch effect over (release, kernel) pairs: " + ", ".join(f"{k}: {v}" for k, v in counts.items()),
     ]
