@@ -165,7 +165,9 @@ def build_html(run: RunData, progress: bool = False) -> Path:
     exporter = HTMLExporter(
         template_name="basic", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
     )
-    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags={"report-hide"}, enabled=True), enabled=True)
+    # cells without output for a reader; papermill's injected cell also carries a random id (a diff per render)
+    hidden = {"report-hide", "parameters", "injected-parameters"}
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=hidden, enabled=True), enabled=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     html_path = run_dir / "report.html"
     html_path.write_text(PAGE.format(title=html.escape(f"Report: {run.name}"), body=body))
