@@ -33,7 +33,9 @@ def load_implementation(path: str, param: str = "implementation"):
     module_name, func_name = path.split(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is the user's path problem
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # any import failure is the user's path problem, SystemExit included
         raise ImplementationError(f"{param}: cannot import module {module_name!r} "
                                   f"({type(exc).__name__}: {exc}); {accepted}") from None
     fn = getattr(module, func_name, None)
@@ -53,3 +55,25 @@ def _describe(fn) -> str:
         return f"{fn.__name__}{inspect.signature(fn)}"
     except (TypeError, ValueError):
         return repr(fn)
+
+
+def _probe_main(argv: list[str]) -> int:
+    """``python -m repro.registry PATH PARAM TOKEN``: check one implementation in a throw-away process.
+
+    Prints ``TOKEN ok`` as the last line on success, ``TOKEN <the one-line error>`` otherwise; a module
+    that ends the process on import prints neither, which the caller reports.
+    """
+    path, param, token = argv
+    try:
+        load_implementation(path, param)
+    except ImplementationError as exc:
+        print(f"\n{token} {exc}", flush=True)
+        return 2
+    print(f"\n{token} ok", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_probe_main(sys.argv[1:]))

@@ -3,36 +3,129 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import textwrap
+from pathlib import Path
+
+EXIT_CODES = """exit codes:
+  0    every check passed
+  1    a check failed, a notebook broke or the report could not be written (each is named)
+  2    bad input, or a run folder in use by another run: one line naming what and what is accepted;
+       nothing is written
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP); finished results are kept and --resume goes on"""
+
+RUN_FOLDER = """run folder:
+  One writer at a time: run, resume and report lock the folder (.repro.lock) for their whole life,
+  and a second one is refused (exit 2). --resume re-runs the notebooks that did not finish, keeps
+  the ones that did, and takes over a folder whose run was killed. manifest.json holds the command
+  that reproduces the run (paste it at the checkout root into a fresh --out)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m repro", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute every notebook into a run folder and write the report")
-    run.add_argument("--profile", default="auto", help="auto (default), cpu or gpu")
-    run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>)")
+def parameter_help() -> str:
+    """Every notebook parameter: which notebooks take it, its default and what it accepts."""
+    from repro.cli.runner import declared_parameters, notebooks
+    from repro.parameters import RESERVED, SCHEMA
+
+    try:
+        declared = declared_parameters(notebooks())
+    except Exception as exc:  # help must not fail because the checkout is odd
+        return f"parameters: (cannot read the notebooks: {exc})"
+    lines = ["parameters (-p NAME=VALUE; integers in decimal, strings as typed, lists as [a, b] or a,b):"]
+    for name, where in declared.items():
+        if name in RESERVED:
+            continue
+        spec = SCHEMA.get(name)
+        default = next(iter(where.values()))
+        lines.append(f"  {name} (notebook {', '.join(n[:2] for n in where)}; default {default})")
+        if spec is not None:
+            lines.append(textwrap.fill(spec.accepted, 100, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    return "\n".join(lines)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (exit code 2) like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (--help lists what is accepted)\n")
+
+
+def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m repro", description=__doc__, allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    kw = {"allow_abbrev": False}
+    epilog = "\n\n".join(([parameter_help()] if with_parameters else []) + [EXIT_CODES, RUN_FOLDER])
+    run = sub.add_parser("run", help="execute every notebook into a run folder and write the report",
+                         description="Execute every notebook through papermill into a run folder, then write "
+                                     "report.md and report.html.",
+                         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    run.add_argument("--profile", default="auto", metavar="{auto,cpu,gpu}",
+                     help="auto (default: gpu when CUDA is available), cpu or gpu")
+    run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>; runs/latest follows it)")
     run.add_argument("-p", dest="params", action="append", default=[], metavar="NAME=VALUE",
-                     help="notebook parameter, VALUE read as YAML (repeatable)")
-    run.add_argument("--resume", action="store_true", help="finish an interrupted run in --out")
+                     help="notebook parameter (repeatable); see the list below")
+    run.add_argument("--resume", action="store_true", help="finish an interrupted or killed run in --out")
     run.add_argument("--notebooks", nargs="+", default=None, metavar="PREFIX",
                      help="run only these notebooks (e.g. 01 02)")
-    report = sub.add_parser("report", help="rebuild report.md and report.html from a run folder")
+    report = sub.add_parser("report", help="rebuild report.md and report.html from a run folder",
+                            epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
     report.add_argument("run_dir")
     report.add_argument("--against", default=None, metavar="RUN_B",
                         help="compare with another run, check by check (e.g. buggy vs fixed)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "run":
-        from repro.cli.runner import run
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
-        return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
+
+def main(argv: list[str] | None = None) -> int:
+    # A kill from a timeout or a closed terminal ends like Ctrl-C at every stage: results kept, exit 130.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser(with_parameters="-h" in argv or "--help" in argv).parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
+    try:
+        if args.command == "run":
+            from repro.cli.runner import run
+
+            return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
+        return report(args.run_dir, args.against)
+    except SystemExit as exc:  # something imported or called during the run tried to end it
+        print(f"error: the run was ended from inside by SystemExit({exc.code!r}); nothing counts as passed",
+              file=sys.stderr)
+        return 1
+
+
+def report(run_dir: str, against: str | None) -> int:
+    """``report``: the folder locked for writing (refused while a run writes it), the other run shared."""
+    from repro.cli.kernels import kernel_manager_class
+    from repro.cli.runfolder import RunFolderError, RunLock
     from repro.report.render import report_command
 
-    return report_command(args.run_dir, args.against)
+    path = Path(run_dir)
+    if not path.is_dir():
+        print(f"error: report: {path} is not a folder; accepted: a run folder", file=sys.stderr)
+        return 2
+    try:
+        with RunLock(path, "report").acquire("report") as lock:
+            if against:
+                if not Path(against).is_dir():
+                    print(f"error: --against: {against} is not a folder; accepted: a run folder", file=sys.stderr)
+                    return 2
+                with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
+                    return report_command(run_dir, against)
+            log = path / "logs" / "90-report.kernel.log"
+            return report_command(run_dir, None, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+    except RunFolderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

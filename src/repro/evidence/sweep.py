@@ -67,7 +67,8 @@ def run_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, *,
     """Run every (mode, count, variant) case, appending one check row per case as it finishes.
 
     Cases that can fault run in their own processes, several at a time; the rest run in this
-    process on a scenario built once per (mode, count).
+    process on a scenario built once per (mode, count). Every case has ``timeout_s``, enforced in
+    either place.
     """
     variants = [(v, BUILTIN[v]) for v in SWEEP_VARIANTS] + [(UNDER_TEST, implementation)]
 
@@ -103,7 +104,8 @@ def run_sweep(request_counts, modes, base: ScenarioSpec, implementation: str, *,
                     isolated.append((variant, n, path, spec))
                 else:
                     record(variant, mode, n, path,
-                           run_case(spec, path, checked=interpreted, scenario=scenario, reference=ref))
+                           run_case(spec, path, checked=interpreted, scenario=scenario, reference=ref,
+                                    timeout_s=timeout_s))
             del scenario, ref
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
             futures = [pool.submit(run_case_isolated, spec, path, timeout_s, None, None, interpreted)

@@ -15,6 +15,7 @@ from repro.evidence.cases import compare_bitwise, reference_output
 from repro.registry import load_implementation
 from repro.geometry.layout import DSV4
 from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.evidence.watchdog import CaseTimeout, time_limit
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
 VLLM_BLOCK_SIZE = 64
@@ -60,24 +61,31 @@ def writer_check(spec: ScenarioSpec) -> dict:
             "mismatched_bytes": differ, "total_bytes": pools[0].numel()}
 
 
-def run_vllm_cases(device: str, implementations: dict[str, str], table) -> None:
-    """Append one writer row and one row per gather implementation for every case."""
+def run_vllm_cases(device: str, implementations: dict[str, str], table, timeout_s: float = 120.0) -> None:
+    """Append one writer row and one row per gather implementation for every case; an implementation
+    that raises or runs past ``timeout_s`` is a failed row, never the end of the notebook."""
     for label, spec in case_specs(device):
         table.append({"check": "writer kernel equals the reference writer", "variant": "writer",
                       "num_reqs": spec.num_reqs, "case": label, **writer_check(spec)})
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
         for variant, path in implementations.items():
-            fn = load_implementation(path)
+            row = {"check": "gather equals the reference on a contiguous table", "variant": variant,
+                   "num_reqs": spec.num_reqs, "case": label, "expected": "whole output buffer bitwise equal",
+                   "mismatched_bytes": None, "total_bytes": None}
             out = scenario.fresh_out()
-            fn(*scenario.args(out))
-            if out.is_cuda:
-                torch.cuda.synchronize()
+            try:
+                with time_limit(timeout_s, f"{path} on {label}"):
+                    load_implementation(path)(*scenario.args(out))
+                    if out.is_cuda:
+                        torch.cuda.synchronize()
+            except CaseTimeout as exc:
+                table.append({**row, "observed": f"timeout: {exc}"[:200], "ok": False})
+                continue
+            except Exception as exc:  # a crashing case is a result row
+                table.append({**row, "observed": f"error: {type(exc).__name__}: {exc}"[:200], "ok": False})
+                continue
             mismatched, stray = compare_bitwise(out, ref, scenario)
             whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
-            table.append({"check": "gather equals the reference on a contiguous table", "variant": variant,
-                          "num_reqs": spec.num_reqs, "case": label,
-                          "expected": "whole output buffer bitwise equal",
-                          "observed": f"{mismatched}/{scenario.total_tokens} tokens differ, {stray} stray rows",
-                          "ok": whole and mismatched == 0 and stray == 0,
-                          "mismatched_bytes": None, "total_bytes": None})
+            table.append({**row, "observed": f"{mismatched}/{scenario.total_tokens} tokens differ, {stray} stray rows",
+                          "ok": whole and mismatched == 0 and stray == 0})

@@ -85,9 +85,9 @@ def blocks(run_dir: str | Path) -> list[Block]:
     out.append(Block("md", _root_cause(facts)))
 
     # ---- Test plan
-    cmd = manifest.get("command", "python -m repro run")
-    out.append(Block("md", "## Test plan\n\n```\nmake test\n" + cmd + f" --out {run_dir.name}\n"
-                     f"python -m repro report {run_dir.name}\n```\n\nEvery notebook ran through papermill with "
+    cmd = manifest.get("command") or "python -m repro run"
+    out.append(Block("md", "## Test plan\n\nFrom the checkout root (the run folder must not exist yet):\n\n```\n"
+                     f"make test\n{cmd}\n```\n\nEvery notebook ran through papermill with "
                      f"parameters {json.dumps(manifest.get('parameters', {}))} (others at their defaults)."))
 
     # ---- Test result
@@ -278,8 +278,9 @@ def display_blocks(run_dir: str | Path) -> None:
             display(Image(filename=str(b.value)))
 
 
-def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.html`` (report notebook executed, exported without code)."""
+def build_report(run_dir: str | Path, progress: bool = False, **engine) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` (report notebook executed, exported without code);
+    ``engine`` goes to papermill (the CLI's quiet kernel manager)."""
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
@@ -295,7 +296,7 @@ def build_report(run_dir: str | Path, progress: bool = False) -> tuple[Path, Pat
     executed.parent.mkdir(exist_ok=True)
     pm.execute_notebook(str(source), str(executed), parameters={"run_dir": str(run_dir)},
                         kernel_name="python3", progress_bar=progress, execution_timeout=600,
-                        cwd=str(repo_root()))
+                        cwd=str(repo_root()), **engine)
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(_drop_tagged("report-hide"), enabled=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
@@ -358,7 +359,7 @@ def render_comparison(run_a: str | Path, run_b: str | Path) -> str:
     return text[: MARKDOWN_LIMIT_BYTES]
 
 
-def report_command(run_dir: str, against: str | None) -> int:
+def report_command(run_dir: str, against: str | None, **engine) -> int:
     path = Path(run_dir)
     try:
         load_manifest(path)
@@ -372,6 +373,6 @@ def report_command(run_dir: str, against: str | None) -> int:
         out.write_text(render_comparison(path, against))
         print(f"wrote {out}")
         return 0
-    md, html = build_report(path)
+    md, html = build_report(path, **engine)
     print(f"wrote {md} and {html}")
     return 0
