@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lab report clean-venv
+.PHONY: run test check lint lab report clean-venv
 
 $(STAMP): pyproject.toml constraints-cpu.txt scripts/setup-venv.sh
 	VENV=$(VENV) scripts/setup-venv.sh
@@ -14,8 +14,17 @@ $(STAMP): pyproject.toml constraints-cpu.txt scripts/setup-venv.sh
 run: $(STAMP)
 	$(PY) -m repro run $(ARGS)
 
-test: $(STAMP)
+# Everything CI runs: lint, format, every test (notebooks through papermill included).
+test: lint
 	$(PY) -m pytest $(ARGS)
+
+# The fast lane: lint and the unit tests, no notebook runs (under a minute on 2 cores).
+check: lint
+	$(PY) -m pytest -q -m "not notebook and not gpu" $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

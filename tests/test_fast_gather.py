@@ -9,17 +9,17 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
-import inspect  # noqa: E402
+import inspect
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from repro.evidence.cases import compare_bitwise  # noqa: E402
-from repro.registry import load_implementation  # noqa: E402
-from repro.kernels import fast  # noqa: E402
-from repro.kernels.fast import (  # noqa: E402
+from repro.evidence.cases import compare_bitwise
+from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario
+from repro.kernels import fast
+from repro.kernels.fast import (
     CONFIG,
     DEFAULT_CONFIG,
     configured,
@@ -27,10 +27,10 @@ from repro.kernels.fast import (  # noqa: E402
     gather_fast_with,
     plan_launch,
 )
-from repro.kernels.gather import gather_contiguous_copy, gather_fixed  # noqa: E402
-from repro.kernels.launch import is_interpreted  # noqa: E402
-from repro.kernels.reference import dequantize_and_gather_reference  # noqa: E402
-from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario  # noqa: E402
+from repro.kernels.gather import gather_contiguous_copy, gather_fixed
+from repro.kernels.launch import is_interpreted
+from repro.kernels.reference import dequantize_and_gather_reference
+from repro.registry import load_implementation
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -62,7 +62,14 @@ def test_kernel_is_interpreted():
 
 def test_signature_is_vllms():
     assert list(inspect.signature(gather_fast).parameters) == [
-        "out", "k_cache", "seq_lens", "gather_lens", "block_table", "block_size", "offset"]
+        "out",
+        "k_cache",
+        "seq_lens",
+        "gather_lens",
+        "block_table",
+        "block_size",
+        "offset",
+    ]
     assert load_implementation("repro.kernels.fast:gather_fast") is gather_fast
 
 
@@ -73,8 +80,16 @@ VLLM_CASES = [((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5)]
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("seq_lens,gather_lens,offset", VLLM_CASES)
 def test_vllm_cases(seq_lens, gather_lens, offset, padded):
-    spec = ScenarioSpec(num_reqs=len(seq_lens), contiguous=True, seq_lens=seq_lens, gather_lens=gather_lens,
-                        offset=offset, padded=padded, max_reqs=len(seq_lens), mode="poison")
+    spec = ScenarioSpec(
+        num_reqs=len(seq_lens),
+        contiguous=True,
+        seq_lens=seq_lens,
+        gather_lens=gather_lens,
+        offset=offset,
+        padded=padded,
+        max_reqs=len(seq_lens),
+        mode="poison",
+    )
     assert_matches(build_scenario(spec))
 
 
@@ -82,8 +97,15 @@ def test_vllm_cases(seq_lens, gather_lens, offset, padded):
 @pytest.mark.parametrize("num_reqs,block_size,seq_len_max", [(1, 64, 200), (2, 16, 120), (33, 64, 70), (5, 2, 24)])
 @pytest.mark.parametrize("mode", ["in-range", "poison"])
 def test_narrowed_views(mode, num_reqs, block_size, seq_len_max, padded):
-    spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=seq_len_max, mode=mode,
-                        padded=padded, max_reqs=max(40, num_reqs), seed=3)
+    spec = ScenarioSpec(
+        num_reqs=num_reqs,
+        block_size=block_size,
+        seq_len_max=seq_len_max,
+        mode=mode,
+        padded=padded,
+        max_reqs=max(40, num_reqs),
+        seed=3,
+    )
     scenario = build_scenario(spec)
     assert scenario.block_table.stride(0) > scenario.block_table.shape[-1]  # really a narrowed view
     assert_matches(scenario)
@@ -92,16 +114,25 @@ def test_narrowed_views(mode, num_reqs, block_size, seq_len_max, padded):
 @pytest.mark.parametrize("window,offset", [(1, 0), (17, 3), (64, 0), (500, 2)])
 @pytest.mark.parametrize("block_size", [16, 64])
 def test_gather_lens_windows_and_offset(window, offset, block_size):
-    spec = ScenarioSpec(num_reqs=4, block_size=block_size, seq_len_max=150, window=window, offset=offset,
-                        mode="poison", max_reqs=8, seed=window)
+    spec = ScenarioSpec(
+        num_reqs=4,
+        block_size=block_size,
+        seq_len_max=150,
+        window=window,
+        offset=offset,
+        mode="poison",
+        max_reqs=8,
+        seed=window,
+    )
     scenario = build_scenario(spec)
     assert scenario.gather_lens is not None
     assert_matches(scenario)
 
 
 def test_narrowed_and_contiguous_copy_agree():
-    scenario = build_scenario(ScenarioSpec(num_reqs=6, block_size=16, seq_len_max=90, mode="poison",
-                                           max_reqs=16, window=40, offset=1, seed=5))
+    scenario = build_scenario(
+        ScenarioSpec(num_reqs=6, block_size=16, seq_len_max=90, mode="poison", max_reqs=16, window=40, offset=1, seed=5)
+    )
     narrowed = assert_matches(scenario)
     copied = assert_matches(scenario, table=scenario.block_table.contiguous())
     other = run(gather_contiguous_copy, scenario)
@@ -112,16 +143,25 @@ def test_narrowed_and_contiguous_copy_agree():
 @pytest.mark.parametrize("seq_lens,gather_lens,offset", [((600,), None, 0), ((2048,), (300,), 4), ((1,), None, 0)])
 def test_single_request(seq_lens, gather_lens, offset):
     # 600 tokens: more than one 256-token tile per program in the interpreter's launch.
-    spec = ScenarioSpec(num_reqs=1, seq_lens=seq_lens, gather_lens=gather_lens, offset=offset,
-                        mode="poison", max_reqs=2)
+    spec = ScenarioSpec(
+        num_reqs=1, seq_lens=seq_lens, gather_lens=gather_lens, offset=offset, mode="poison", max_reqs=2
+    )
     assert_matches(build_scenario(spec))
 
 
 @pytest.mark.parametrize("block_t", [1, 2, 8, 32])
 def test_gpu_launch_shape_in_interpreter(block_t):
     """The GPU plan (one tile per program, early exit past gather_len) gives the same bits."""
-    spec = ScenarioSpec(num_reqs=3, contiguous=True, seq_lens=(19, 8, 70), gather_lens=(6, 8, 45), offset=5,
-                        max_reqs=3, mode="poison", block_size=16)
+    spec = ScenarioSpec(
+        num_reqs=3,
+        contiguous=True,
+        seq_lens=(19, 8, 70),
+        gather_lens=(6, 8, 45),
+        offset=5,
+        max_reqs=3,
+        mode="poison",
+        block_size=16,
+    )
     scenario = build_scenario(spec)
     out = scenario.fresh_out()
     launch = gather_fast_with(*scenario.args(out), plan="grid", block_t=block_t)
@@ -167,8 +207,9 @@ def test_gpu_plan_heuristic(monkeypatch):
 def test_no_stray_accesses_under_checked_interpreter():
     from repro.evidence.checked_interp import checked_interpreter
 
-    scenario = build_scenario(ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=60, mode="poison",
-                                           max_reqs=8, window=25, offset=2, seed=1))
+    scenario = build_scenario(
+        ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=60, mode="poison", max_reqs=8, window=25, offset=2, seed=1)
+    )
     out = scenario.fresh_out()
     with checked_interpreter() as report:
         gather_fast(*scenario.args(out))
@@ -185,8 +226,9 @@ def test_unaligned_cache_view():
     k_cache = torch.as_strided(storage, scenario.k_cache.shape, scenario.k_cache.stride(), 1)
     ref = run(dequantize_and_gather_reference, scenario)
     out = scenario.fresh_out()
-    gather_fast(out, k_cache, scenario.seq_lens, scenario.gather_lens, scenario.block_table,
-                scenario.spec.block_size, 0)
+    gather_fast(
+        out, k_cache, scenario.seq_lens, scenario.gather_lens, scenario.block_table, scenario.spec.block_size, 0
+    )
     assert torch.equal(bits(out), bits(ref))
 
 
@@ -196,8 +238,11 @@ def test_block_offsets_beyond_2gib():
     The 2.2 GB cache is allocated but never touched except for the 3 blocks used, so only those
     pages become resident.
     """
-    sc = build_scenario(ScenarioSpec(num_reqs=1, seq_lens=(40,), block_size=16, contiguous=True, max_reqs=1,
-                                     padded=False, mode="poison"))
+    sc = build_scenario(
+        ScenarioSpec(
+            num_reqs=1, seq_lens=(40,), block_size=16, contiguous=True, max_reqs=1, padded=False, mode="poison"
+        )
+    )
     block_size, stride, first = 16, 1 << 24, 128  # block 128 starts at byte 2**31
     storage = torch.empty((first + 3) * stride, dtype=torch.uint8)
     k_cache = torch.as_strided(storage, (first + 3, block_size, 584), (stride, 584, 1))
@@ -251,9 +296,19 @@ def test_rejects_bad_arguments():
     seed=st.integers(0, 2**16),
     launch=st.sampled_from([{}, {"plan": "grid", "block_t": 16}, {"plan": "grid", "block_t": 64}]),
 )
-def test_property_random_scenarios(num_reqs, block_size, seq_len_max, window, offset, padded, mode, contiguous,
-                                   seed, launch):
-    spec = ScenarioSpec(num_reqs=num_reqs, block_size=block_size, seq_len_max=seq_len_max, window=window,
-                        offset=offset, padded=padded, mode=mode, contiguous=contiguous, seed=seed,
-                        max_reqs=num_reqs if contiguous else 6)
+def test_property_random_scenarios(
+    num_reqs, block_size, seq_len_max, window, offset, padded, mode, contiguous, seed, launch
+):
+    spec = ScenarioSpec(
+        num_reqs=num_reqs,
+        block_size=block_size,
+        seq_len_max=seq_len_max,
+        window=window,
+        offset=offset,
+        padded=padded,
+        mode=mode,
+        contiguous=contiguous,
+        seed=seed,
+        max_reqs=num_reqs if contiguous else 6,
+    )
     assert_matches(build_scenario(spec), fn=gather_fast_with, **launch)

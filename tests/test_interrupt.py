@@ -10,14 +10,38 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-ARGS = ["-p", "request_counts=[1, 2, 3, 4, 5, 6, 7, 8]", "-p", "seq_len_max=48", "-p", "cache_block_size=16",
-        "-p", "sentinel_modes=[in-range, poison]"]
+pytestmark = pytest.mark.notebook
+
+ARGS = [
+    "-p",
+    "request_counts=[1, 2, 3, 4, 5, 6, 7, 8]",
+    "-p",
+    "seq_len_max=48",
+    "-p",
+    "cache_block_size=16",
+    "-p",
+    "sentinel_modes=[in-range, poison]",
+]
 
 
 def start(out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out), "--notebooks", "01", "02",
-           *ARGS, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "repro",
+        "run",
+        "--profile",
+        "cpu",
+        "--out",
+        str(out),
+        "--notebooks",
+        "01",
+        "02",
+        *ARGS,
+        *extra,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -50,14 +74,33 @@ def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path):
     assert (out / "notebooks" / "02-strided-block-table-gather.ipynb").exists()  # the partial notebook
 
     # Running again into the same folder without --resume is refused and changes nothing.
-    refused = subprocess.run([sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out)],
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out)], capture_output=True, text=True
+    )
     assert refused.returncode == 2 and "already holds a run" in refused.stderr
     assert pd.read_csv(sweep).equals(kept)
 
     # --resume with other parameters is refused too.
-    other = subprocess.run([sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out), "--resume",
-                            "--notebooks", "01", "02", "-p", "seed=1"], capture_output=True, text=True)
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repro",
+            "run",
+            "--profile",
+            "cpu",
+            "--out",
+            str(out),
+            "--resume",
+            "--notebooks",
+            "01",
+            "02",
+            "-p",
+            "seed=1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert other.returncode == 2 and "--resume" in other.stderr
 
     resumed = start(out, "--resume")

@@ -4,22 +4,23 @@ import pytest
 import torch
 
 from repro.evidence.cases import compare_bitwise, reference_output
-from repro.registry import BUILTIN, load_implementation
+from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.evidence.vllm_cases import case_specs, writer_differences
 from repro.geometry.layout import DSV4
 from repro.kernels.reference import quantize_and_insert_reference
-from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
-from repro.evidence.vllm_cases import case_specs, writer_check
+from repro.registry import implementation, load_implementation
 
 
 @pytest.mark.parametrize("label,spec", case_specs("cpu"), ids=[c[0] for c in case_specs("cpu")])
 def test_vllm_cases_writer_and_every_gather_variant(label, spec):
-    assert writer_check(spec)["ok"]
+    differ, total = writer_differences(spec)
+    assert differ == 0 and total > 0
     scenario = build_scenario(spec)
     assert scenario.block_table.is_contiguous()
     ref = reference_output(scenario)
     for variant in ("buggy", "fixed", "contiguous-copy"):
         out = scenario.fresh_out()
-        load_implementation(BUILTIN[variant])(*scenario.args(out))
+        load_implementation(implementation(variant).target)(*scenario.args(out))
         assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), variant
 
 
@@ -40,12 +41,12 @@ def test_writer_rounding_edges_are_exact():
     rows = []
     for e in (-9, -3, 0, 2):
         r = torch.randn(DSV4.head_dim) * 0.1
-        r[::64] = 448.0 * 2.0 ** e  # each quant block's amax sits exactly on the boundary
+        r[::64] = 448.0 * 2.0**e  # each quant block's amax sits exactly on the boundary
         rows.append(r)
     tiny = torch.zeros(DSV4.head_dim)
     tiny[::64] = 448.0
-    tiny[1:448:64] = 2.0 ** -9 * 1.5  # an e4m3 subnormal tie after scaling (scale 1)
-    tiny[2:448:64] = -(2.0 ** -7)
+    tiny[1:448:64] = 2.0**-9 * 1.5  # an e4m3 subnormal tie after scaling (scale 1)
+    tiny[2:448:64] = -(2.0**-7)
     tiny[3:448:64] = -0.0
     tiny[4:448:64] = 1.0625  # halfway between two e4m3 values: ties to even
     rows.append(tiny)
@@ -68,7 +69,7 @@ def test_writer_skips_slot_minus_one_and_keeps_padding():
             kernel_bytes = written
         else:
             assert torch.equal(kernel_bytes, written)
-    pad = kernel_bytes.view(2, -1)[:, 16 * DSV4.token_bytes:]
+    pad = kernel_bytes.view(2, -1)[:, 16 * DSV4.token_bytes :]
     assert bool((pad == CACHE_FILL_BYTE).all())
 
 
@@ -85,10 +86,15 @@ def test_narrowed_view_buggy_differs_fixed_matches(mode):
     ref = reference_output(scenario)
     from repro.evidence.cases import run_case
 
-    fixed = run_case(spec, BUILTIN["fixed"], checked=True, scenario=scenario, reference=ref)
-    copy = run_case(spec, BUILTIN["contiguous-copy"], checked=True, scenario=scenario, reference=ref)
-    buggy = run_case(spec, BUILTIN["buggy"], checked=True, scenario=scenario, reference=ref)
-    assert (fixed.mismatched_tokens, fixed.stray_writes, fixed.out_of_view_lanes, fixed.out_of_bounds_lanes) == (0, 0, 0, 0)
+    fixed = run_case(spec, implementation("fixed").target, checked=True, scenario=scenario, reference=ref)
+    copy = run_case(spec, implementation("contiguous-copy").target, checked=True, scenario=scenario, reference=ref)
+    buggy = run_case(spec, implementation("buggy").target, checked=True, scenario=scenario, reference=ref)
+    assert (fixed.mismatched_tokens, fixed.stray_writes, fixed.out_of_view_lanes, fixed.out_of_bounds_lanes) == (
+        0,
+        0,
+        0,
+        0,
+    )
     assert (copy.mismatched_tokens, copy.stray_writes) == (0, 0)
     assert buggy.status == "ok" and buggy.mismatched_tokens > 0 and buggy.out_of_view_lanes > 0
     assert (buggy.out_of_bounds_lanes > 0) == (mode == "poison")

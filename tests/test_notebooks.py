@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.evidence.results import is_timing_column
+from repro.analysis.checks import is_timing_column
+
+pytestmark = pytest.mark.notebook
 
 SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
 
@@ -53,11 +55,20 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):
-    proc = run_cli(tmp_path / "buggy", "--notebooks", "02", "-p", "implementation=repro.kernels.gather:gather_buggy",
-                   "-p", "sentinel_modes=[in-range]")
+    proc = run_cli(
+        tmp_path / "buggy",
+        "--notebooks",
+        "02",
+        "-p",
+        "implementation=repro.kernels.gather:gather_buggy",
+        "-p",
+        "sentinel_modes=[in-range]",
+    )
     assert proc.returncode == 1
-    assert "FAILED check 02-strided-block-table-gather: gather matches the reference [under-test, in-range, n=2]" \
+    assert (
+        "FAILED check 02-strided-block-table-gather: gather matches the reference [under-test, in-range, n=2]"
         in proc.stdout
+    )
     assert "[under-test, in-range, n=1]" not in proc.stdout  # request 0 is always right
 
 

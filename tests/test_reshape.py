@@ -8,11 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro import seeds
-from repro.reshape.plan import (
-    as_strided_required_elems, check_aliasing, contiguous_strides, identify_groups, kernel_blocks_per_logical_block,
-    parse_storage_error, plan_reshape, reshape_kv_cache,
-)
 from repro.geometry.specs import KVCacheSpec, dsv4_catalogue, group_kernel_block_size
+from repro.reshape.plan import (
+    as_strided_required_elems,
+    check_aliasing,
+    contiguous_strides,
+    identify_groups,
+    kernel_blocks_per_logical_block,
+    parse_storage_error,
+    plan_reshape,
+    reshape_kv_cache,
+)
 
 SEED = seeds.load(43988)["reported"]
 SPECS = {s.name: s for s in dsv4_catalogue(256)}
@@ -41,7 +47,11 @@ def test_torch_raises_the_reported_error_on_a_real_pool():
         reshape_kv_cache(pool, C128A, 256, "buggy")
     err = parse_storage_error(str(info.value))
     assert (list(err.sizes), list(err.strides), err.required_bytes, err.available_bytes) == (
-        SEED["sizes"], SEED["strides"], SEED["required_bytes"], SEED["available_bytes"])
+        SEED["sizes"],
+        SEED["strides"],
+        SEED["required_bytes"],
+        SEED["available_bytes"],
+    )
     view = reshape_kv_cache(pool, C128A, 256, "fixed")
     assert tuple(view.shape) == (30819, 2, 584) and view.stride() == (1728, 584, 1)
 

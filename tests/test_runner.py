@@ -8,37 +8,51 @@ import sys
 import pytest
 
 from repro.cli.main import main
-from repro.parameters import ParameterError, parse_assignment, validate
+from repro.cli.params import parse_assignments
+from repro.parameters import ParameterError
 
-DECLARED = {"request_counts": ["02"], "cache_block_size": ["02"], "seed": ["02"], "sentinel_modes": ["02"],
-            "implementation": ["02"], "block_size": ["01"], "seq_len_max": ["02"]}
+DECLARED = {  # name: {notebook: default as the parameters cell writes it}
+    "request_counts": {"02": "[1, 2, 4]"},
+    "cache_block_size": {"02": "64"},
+    "seed": {"02": "0"},
+    "sentinel_modes": {"02": '["in-range", "poison"]'},
+    "implementation": {"02": '"repro.kernels.gather:gather_fixed"'},
+    "block_size": {"01": "256"},
+    "seq_len_max": {"02": "0"},
+    "run_dir": {"02": '""'},
+}
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("request_counts=[0, 2]", "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256"),
-    ("request_counts=[-1]", "request_counts: [-1] is out of range"),
-    ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
-    ("request_counts=[1.5]", "request_counts: [1.5] has the wrong type"),
-    ("request_counts=[]", "request_counts: [] is out of range"),
-    ("request_counts=four", "request_counts: 'four' has the wrong type"),
-    ("request_counts=[true]", "request_counts: [True] has the wrong type"),
-    ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
-    ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
-    ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
-    ("seed=-3", "seed: -3 is out of range"),
-    ("nonsense=1", "nonsense: unknown parameter; accepted: "),
-    ("run_dir=x", "run_dir: set by the runner"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        (
+            "request_counts=[0, 2]",
+            "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256",
+        ),
+        ("request_counts=[-1]", "request_counts: [-1] is out of range"),
+        ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
+        ("request_counts=[1.5]", "request_counts: '[1.5]' is not a decimal integer"),
+        ("request_counts=[]", "request_counts: [] is out of range"),
+        ("request_counts=four", "request_counts: 'four' is not a decimal integer"),
+        ("request_counts=[true]", "request_counts: '[true]' is not a decimal integer"),
+        ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
+        ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
+        ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
+        ("seed=-3", "seed: -3 is out of range"),
+        ("nonsense=1", "nonsense: unknown parameter; accepted: "),
+        ("run_dir=x", "run_dir: set by the runner"),
+    ],
+)
 def test_validate_names_the_parameter_and_what_is_accepted(text, fragment):
-    name, value = parse_assignment(text)
     with pytest.raises(ParameterError) as info:
-        validate(name, value, DECLARED)
+        parse_assignments([text], DECLARED)
     assert fragment in str(info.value)
 
 
 def test_assignment_needs_equals():
     with pytest.raises(ParameterError, match="expected NAME=VALUE"):
-        parse_assignment("request_counts")
+        parse_assignments(["request_counts"], DECLARED)
 
 
 def run_cli(args, capsys):
@@ -47,19 +61,28 @@ def run_cli(args, capsys):
     return code, captured.err.strip().splitlines()
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
-    (["-p", "bogus=1"], "error: bogus: unknown parameter"),
-    (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
-    (["-p", "implementation=repro.geometry.layout:round_up"], "error: implementation: repro.geometry.layout:round_up has signature"),
-    (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
-    (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
-    (["-p", "backing_width=2", "-p", "seq_len_max=640"], "error: backing_width: 2 is not wider than the 10 columns"),
-    (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
-    (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
-    (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
-    (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["-p", "request_counts=[0]"], "error: request_counts: [0] is out of range"),
+        (["-p", "bogus=1"], "error: bogus: unknown parameter"),
+        (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
+        (
+            ["-p", "implementation=repro.geometry.layout:round_up"],
+            "error: implementation: repro.geometry.layout:round_up has signature",
+        ),
+        (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
+        (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
+        (
+            ["-p", "backing_width=2", "-p", "seq_len_max=640"],
+            "error: backing_width: 2 is not wider than the 10 columns",
+        ),
+        (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
+        (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
+        (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
+        (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),
+    ],
+)
 def test_bad_input_exits_2_before_running(args, fragment, tmp_path, capsys):
     out = tmp_path / "run"
     code, err = run_cli(["run", "--profile", "cpu", "--out", str(out), *args], capsys)

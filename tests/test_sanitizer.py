@@ -40,10 +40,14 @@ def fixture(name: str) -> str:
 
 # --- real logs ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, total, not_printed", [
-    ("buggy-poison-2req.log", 1572, 1564),
-    ("buggy-poison-4req.log", 20004, 19996),
-])
+
+@pytest.mark.parametrize(
+    "name, total, not_printed",
+    [
+        ("buggy-poison-2req.log", 1572, 1564),
+        ("buggy-poison-4req.log", 20004, 19996),
+    ],
+)
 def test_real_faulting_logs(name, total, not_printed):
     report = parse_memcheck_log(fixture(name))
     assert report.error_count == total  # the first ERROR SUMMARY line, not the "not printed" one
@@ -74,7 +78,8 @@ def test_real_first_access_summary():
     report = parse_memcheck_log(fixture("buggy-poison-2req.log"))
     assert report.first_access_summary() == (
         "read of 1 byte at gather.py:49 in _dequantize_and_gather_k_kernel, "
-        "37,439,963,098 bytes before a 449,280-byte allocation")
+        "37,439,963,098 bytes before a 449,280-byte allocation"
+    )
     four = parse_memcheck_log(fixture("buggy-poison-4req.log")).first_access_summary()
     assert four.endswith("37,439,962,898 bytes before a 748,800-byte allocation")
 
@@ -152,9 +157,11 @@ def test_synthetic_old_wording_single_error():
 
 def test_synthetic_old_location_without_file():
     # SYNTHETIC: old wording where the tool has no line info: a bare (C++) kernel name with "::".
-    text = ("========= Invalid __global__ read of size 4 bytes\n"
-            "=========     at 0x22e20 in void ns::detail::probe<int>(int, int *)\n"
-            "========= ERROR SUMMARY: 1 error\n")
+    text = (
+        "========= Invalid __global__ read of size 4 bytes\n"
+        "=========     at 0x22e20 in void ns::detail::probe<int>(int, int *)\n"
+        "========= ERROR SUMMARY: 1 error\n"
+    )
     (acc,) = parse_memcheck_log(text).accesses
     assert acc.kernel == "void ns::detail::probe<int>(int, int *)"
     assert acc.source_file is None and acc.line is None and acc.pc_offset == 0x22E20
@@ -163,34 +170,46 @@ def test_synthetic_old_location_without_file():
 def test_synthetic_write_after_inside_local_hw_and_api():
     report = parse_memcheck_log(SYNTH_MIXED)
     assert report.error_count == 5 and report.target_failed
-    assert report.api_errors == ['Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch '
-                                 'failure" on CUDA API call to cudaDeviceSynchronize.']
+    assert report.api_errors == [
+        'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch '
+        'failure" on CUDA API call to cudaDeviceSynchronize.'
+    ]
     write, shared, local, hw = report.accesses
     assert (write.kind, write.memory_space, write.size_bytes) == ("write", "__global__", 16)
     assert (write.kernel, write.source_file, write.line) == ("void scatter<float>(float *, int)", "/src/scatter.cu", 12)
     assert (write.relation, write.distance_bytes, write.allocation_size_bytes) == ("after", 1, 1)
     assert write.thread == (3, 1, 0)
-    assert describe_access(write) == ("write of 16 bytes at scatter.cu:12 in void scatter<float>(float *, int), "
-                                      "1 byte after a 1-byte allocation")
+    assert describe_access(write) == (
+        "write of 16 bytes at scatter.cu:12 in void scatter<float>(float *, int), 1 byte after a 1-byte allocation"
+    )
     assert (shared.memory_space, shared.problem, shared.relation) == ("__shared__", "misaligned", "inside")
     assert shared.distance_bytes is None and shared.allocation_size_bytes == 1024
     assert shared.allocation_address == 0x400 and shared.address == 0x401
-    assert describe_access(shared) == ("__shared__ read of 4 bytes at reduce.cu:40 in reduce_kernel, misaligned, "
-                                       "inside a 1,024-byte allocation")
-    assert (local.memory_space, local.kind, local.kernel, local.source_file) == ("__local__", "write", "spill_kernel", None)
+    assert describe_access(shared) == (
+        "__shared__ read of 4 bytes at reduce.cu:40 in reduce_kernel, misaligned, inside a 1,024-byte allocation"
+    )
+    assert (local.memory_space, local.kind, local.kernel, local.source_file) == (
+        "__local__",
+        "write",
+        "spill_kernel",
+        None,
+    )
     assert local.pc_offset == 0x10
     assert hw.kind is None and hw.problem == "Misaligned Shared or Local Address"
     assert hw.kernel == "other_kernel" and hw.thread == (0, 0, 0)
     assert describe_access(hw) == "Misaligned Shared or Local Address in other_kernel"
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    # SYNTHETIC: the tool died part-way: an error printed, no ERROR SUMMARY.
-    "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 1 bytes\n"
-    "=========     at k+0x10 in f.py:3\n",
-    "========= COMPUTE-SANITIZER\n========= Error: Internal Sanitizer Error\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        # SYNTHETIC: the tool died part-way: an error printed, no ERROR SUMMARY.
+        "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 1 bytes\n"
+        "=========     at k+0x10 in f.py:3\n",
+        "========= COMPUTE-SANITIZER\n========= Error: Internal Sanitizer Error\n",
+    ],
+)
 def test_no_summary_means_unknown_count(text):
     report = parse_memcheck_log(text)
     assert report.error_count is None and report.errors_not_printed is None
@@ -198,10 +217,12 @@ def test_no_summary_means_unknown_count(text):
 
 def test_application_output_is_ignored_when_mixed_in():
     # SYNTHETIC: tool output on stdout between the application's own lines.
-    text = ("ERROR SUMMARY: 99 errors  <- printed by the application, not the tool\n"
-            "========= COMPUTE-SANITIZER\n"
-            "Invalid __global__ read of size 2 bytes\n"
-            "========= ERROR SUMMARY: 0 errors\n")
+    text = (
+        "ERROR SUMMARY: 99 errors  <- printed by the application, not the tool\n"
+        "========= COMPUTE-SANITIZER\n"
+        "Invalid __global__ read of size 2 bytes\n"
+        "========= ERROR SUMMARY: 0 errors\n"
+    )
     report = parse_memcheck_log(text)
     assert report.error_count == 0 and report.accesses == []
 
@@ -213,6 +234,7 @@ def test_describe_access_truncates_long_kernel_names():
 
 
 # --- command ------------------------------------------------------------------------------------
+
 
 def test_sanitizer_command(tmp_path):
     log = tmp_path / "a.log"
@@ -284,9 +306,14 @@ def test_unavailable_never_raises(tmp_path, monkeypatch):
 def test_real_case_through_fake_sanitizer(tmp_path, fake):
     tool, record = fake
     spec = ScenarioSpec(num_reqs=2, mode="in-range", seq_len_max=64, block_size=16)
-    res = run_under_sanitizer(spec, BUGGY, tmp_path / "logs", timeout_s=60, sanitizer_path=tool,
-                              env_extra={"TRITON_INTERPRET": "1",
-                                         **env(record, "exec", FIXTURES / "buggy-poison-2req.log")})
+    res = run_under_sanitizer(
+        spec,
+        BUGGY,
+        tmp_path / "logs",
+        timeout_s=60,
+        sanitizer_path=tool,
+        env_extra={"TRITON_INTERPRET": "1", **env(record, "exec", FIXTURES / "buggy-poison-2req.log")},
+    )
     # the case really ran (Triton interpreter, in-range decoys): it finishes and misreads
     assert res.case_status == "ok", (res.case_error, res.stderr_tail)
     assert res.mismatched_tokens > 0 and res.stray_writes == 0
@@ -306,8 +333,13 @@ def test_real_case_through_fake_sanitizer(tmp_path, fake):
 
 def test_clean_verdict(tmp_path, fake):
     tool, record = fake
-    res = run_under_sanitizer(ScenarioSpec(num_reqs=4, mode="poison"), FIXED, tmp_path, sanitizer_path=tool,
-                              env_extra=env(record, "canned", FIXTURES / "fixed-poison-4req.log"))
+    res = run_under_sanitizer(
+        ScenarioSpec(num_reqs=4, mode="poison"),
+        FIXED,
+        tmp_path,
+        sanitizer_path=tool,
+        env_extra=env(record, "canned", FIXTURES / "fixed-poison-4req.log"),
+    )
     assert res.status == "clean" and res.error_count == 0 and not res.flagged
     assert res.first_access is None and res.case_status == "ok" and res.mismatched_tokens == 0
 
@@ -327,19 +359,28 @@ def test_tool_error_with_zero_count_is_not_clean(tmp_path, fake):
     tool, record = fake
     # SYNTHETIC: the tool reports its own failure and then a zero summary.
     log = tmp_path / "canned.log"
-    log.write_text("========= COMPUTE-SANITIZER\n"
-                   "========= Error: Target application terminated before first instrumented API call\n"
-                   "========= ERROR SUMMARY: 0 errors\n")
-    res = run_under_sanitizer(ScenarioSpec(num_reqs=1), FIXED, tmp_path / "l", sanitizer_path=tool,
-                              env_extra=env(record, "canned", log))
+    log.write_text(
+        "========= COMPUTE-SANITIZER\n"
+        "========= Error: Target application terminated before first instrumented API call\n"
+        "========= ERROR SUMMARY: 0 errors\n"
+    )
+    res = run_under_sanitizer(
+        ScenarioSpec(num_reqs=1), FIXED, tmp_path / "l", sanitizer_path=tool, env_extra=env(record, "canned", log)
+    )
     assert res.status == "sanitizer-failed" and "first instrumented API call" in res.error
 
 
 def test_timeout_is_a_result(tmp_path, fake):
     tool, record = fake
     t0 = time.perf_counter()
-    res = run_under_sanitizer(ScenarioSpec(num_reqs=2, mode="poison"), BUGGY, tmp_path, timeout_s=1.0,
-                              sanitizer_path=tool, env_extra=env(record, "sleep", FIXTURES / "buggy-poison-2req.log"))
+    res = run_under_sanitizer(
+        ScenarioSpec(num_reqs=2, mode="poison"),
+        BUGGY,
+        tmp_path,
+        timeout_s=1.0,
+        sanitizer_path=tool,
+        env_extra=env(record, "sleep", FIXTURES / "buggy-poison-2req.log"),
+    )
     assert time.perf_counter() - t0 < 10
     assert res.status == "timeout" and res.case_status == "timeout"
     assert 1.0 <= res.seconds < 10
@@ -350,23 +391,40 @@ def test_bad_log_dir_is_a_result(tmp_path, fake):
     tool, record = fake
     blocker = tmp_path / "file"
     blocker.write_text("")
-    res = run_under_sanitizer(ScenarioSpec(num_reqs=1), FIXED, blocker / "logs", sanitizer_path=tool,
-                              env_extra=env(record, "canned"))
+    res = run_under_sanitizer(
+        ScenarioSpec(num_reqs=1), FIXED, blocker / "logs", sanitizer_path=tool, env_extra=env(record, "canned")
+    )
     assert res.status == "sanitizer-failed" and res.error
 
 
 def test_run_many_keeps_input_order(tmp_path, fake):
     tool, record = fake
     delays = [1.2, 0.7, 0.1]
-    jobs = [{"spec": ScenarioSpec(num_reqs=n), "implementation": FIXED,
-             "env_extra": env(record, "canned", FIXTURES / "fixed-poison-4req.log",
-                              FAKE_SAN_SLEEP=str(d), FAKE_SAN_MISMATCH=str(n * 10))}
-            for n, d in zip([3, 2, 1], delays)]
+    jobs = [
+        {
+            "spec": ScenarioSpec(num_reqs=n),
+            "implementation": FIXED,
+            "env_extra": env(
+                record,
+                "canned",
+                FIXTURES / "fixed-poison-4req.log",
+                FAKE_SAN_SLEEP=str(d),
+                FAKE_SAN_MISMATCH=str(n * 10),
+            ),
+        }
+        for n, d in zip([3, 2, 1], delays)
+    ]
     jobs.append((ScenarioSpec(num_reqs=1), FIXED))  # tuple form, same case as the job before it
     finished = []
     t0 = time.perf_counter()
-    results = run_many(jobs, max_workers=4, on_result=lambda i, r: finished.append(i), log_dir=tmp_path,
-                       sanitizer_path=tool, env_extra=env(record, "canned", FIXTURES / "fixed-poison-4req.log"))
+    results = run_many(
+        jobs,
+        max_workers=4,
+        on_result=lambda i, r: finished.append(i),
+        log_dir=tmp_path,
+        sanitizer_path=tool,
+        env_extra=env(record, "canned", FIXTURES / "fixed-poison-4req.log"),
+    )
     assert time.perf_counter() - t0 < 1.9  # concurrent: one after another would take over 2.0 s
     assert [r.num_reqs for r in results] == [3, 2, 1, 1]
     assert [r.mismatched_tokens for r in results] == [30, 20, 10, 0]  # each child's own output

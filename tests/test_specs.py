@@ -1,11 +1,17 @@
 """The DeepSeek-V4 catalogue, computed from formulas, against the figures vLLM's sources give
-(bug-dossier 2.3). The expected numbers appear only here."""
+(as vLLM 0.22.0 computes them). The expected numbers appear only here."""
 
 import pytest
 import torch
 
 from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
-from repro.geometry.specs import KVCacheSpec, MultipleOf, dsv4_catalogue, group_kernel_block_size, select_common_block_size
+from repro.geometry.specs import (
+    KVCacheSpec,
+    MultipleOf,
+    dsv4_catalogue,
+    group_kernel_block_size,
+    select_common_block_size,
+)
 
 EXPECTED = {  # name: (block, ratio, storage, row bytes, real page, padded page, kernel block)
     "SWA KV": (64, 1, 64, 584, 37376, 37440, 64),
@@ -28,8 +34,15 @@ def test_token_layout_sizes():
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_catalogue_matches_vllm_figures(name):
     spec = {s.name: s for s in dsv4_catalogue(256)}[name]
-    got = (spec.block_size, spec.compress_ratio, spec.storage_block_size, spec.row_bytes,
-           spec.real_page_size_bytes, spec.page_size_bytes, group_kernel_block_size(spec))
+    got = (
+        spec.block_size,
+        spec.compress_ratio,
+        spec.storage_block_size,
+        spec.row_bytes,
+        spec.real_page_size_bytes,
+        spec.page_size_bytes,
+        group_kernel_block_size(spec),
+    )
     assert got == EXPECTED[name]
 
 

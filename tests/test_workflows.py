@@ -14,8 +14,9 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
 def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or "check-jsonschema"
-    return subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, paths)], capture_output=True, text=True
+    )
 
 
 def test_there_are_workflows():

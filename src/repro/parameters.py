@@ -1,16 +1,16 @@
 """Notebook parameters: their types, the values each accepts, and validation before anything runs.
 
 papermill only warns about a parameter a notebook does not declare and never checks a value, so
-the runner checks every ``-p NAME=VALUE`` here first: an unknown name, a wrong type or an
-out-of-range value is one line naming the parameter and what is accepted (exit code 2).
+the runner checks every ``-p NAME=VALUE`` here first (read by its declared kind in
+:mod:`repro.cli.params`): an unknown name, a wrong type or an out-of-range value is one line naming
+the parameter and what is accepted (exit code 2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import yaml
+from typing import Any
 
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
@@ -18,7 +18,14 @@ MAX_REQUESTS = 256
 
 
 class ParameterError(ValueError):
-    pass
+    """One line naming the parameter and what it accepts.
+
+    In a notebook it is shown as that line alone (IPython's ``_render_traceback_`` hook), the same
+    text the command line prints before exiting with code 2.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ParameterError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -35,46 +42,59 @@ def _is_pow2(v: int) -> bool:
 
 SCHEMA: dict[str, Param] = {
     # notebook 01
-    "block_size": Param(int, "a positive multiple of 256 (vLLM's --block-size; DeepSeek-V4 compresses by "
-                        "up to 128 and SWA blocks are block_size/4, a multiple of 64)",
-                        lambda v: v > 0 and v % 256 == 0),
+    "block_size": Param(
+        int,
+        "a positive multiple of 256 (vLLM's --block-size; DeepSeek-V4 compresses by "
+        "up to 128 and SWA blocks are block_size/4, a multiple of 64)",
+        lambda v: v > 0 and v % 256 == 0,
+    ),
     "pool_bytes": Param(int, "0 (the pool of the seed's error) or a positive byte count", lambda v: v >= 0),
     # notebooks 02 and 03
-    "request_counts": Param(list, f"a non-empty list of integers from 1 to {MAX_REQUESTS}",
-                            lambda v: len(v) > 0 and all(1 <= x <= MAX_REQUESTS for x in v), item_kind=int),
-    "cache_block_size": Param(int, "a power of two from 1 to 256 (tokens per stored cache block)",
-                              lambda v: _is_pow2(v) and v <= 256),
-    "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536",
-                         lambda v: 0 <= v <= 65536),
-    "backing_width": Param(int, "0 (twice the narrowed width) or more columns than the longest request needs",
-                           lambda v: v >= 0),
+    "request_counts": Param(
+        list,
+        f"a non-empty list of integers from 1 to {MAX_REQUESTS}",
+        lambda v: len(v) > 0 and all(1 <= x <= MAX_REQUESTS for x in v),
+        item_kind=int,
+    ),
+    "cache_block_size": Param(
+        int, "a power of two from 1 to 256 (tokens per stored cache block)", lambda v: _is_pow2(v) and v <= 256
+    ),
+    "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536", lambda v: 0 <= v <= 65536),
+    "backing_width": Param(
+        int, "0 (twice the narrowed width) or more columns than the longest request needs", lambda v: v >= 0
+    ),
     "seed": Param(int, "a non-negative integer", lambda v: v >= 0),
-    "sentinel_modes": Param(list, "a non-empty list drawn from 'in-range' and 'poison'",
-                            lambda v: len(v) > 0 and set(v) <= {"in-range", "poison"}, item_kind=str),
+    "sentinel_modes": Param(
+        list,
+        "a non-empty list drawn from 'in-range' and 'poison'",
+        lambda v: len(v) > 0 and set(v) <= {"in-range", "poison"},
+        item_kind=str,
+    ),
     "implementation": Param(str, "'package.module:function' with vLLM's gather signature"),
     "case_timeout_s": Param(float, "0 (the profile's default) or a positive number of seconds", lambda v: v >= 0),
-    "sanitizer": Param(str, "'auto' (use compute-sanitizer where present), 'required' or 'off'",
-                       lambda v: v in ("auto", "required", "off")),
-    "seq_lens": Param(list, "a non-empty list of integers from 1 to 65536 (tokens per request)",
-                      lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v), item_kind=int),
-    "reference_gather": Param(str, "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
-                              "the contiguous table beside the project's kernels"),
-    "bench_variants": Param(list, "a non-empty list drawn from 'fixed' and 'fast'",
-                            lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"}, item_kind=str),
+    "sanitizer": Param(
+        str,
+        "'auto' (use compute-sanitizer where present), 'required' or 'off'",
+        lambda v: v in ("auto", "required", "off"),
+    ),
+    "seq_lens": Param(
+        list,
+        "a non-empty list of integers from 1 to 65536 (tokens per request)",
+        lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v),
+        item_kind=int,
+    ),
+    "reference_gather": Param(
+        str,
+        "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
+        "the contiguous table beside the project's kernels",
+    ),
+    "bench_variants": Param(
+        list,
+        "a non-empty list drawn from 'fixed' and 'fast'",
+        lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"},
+        item_kind=str,
+    ),
 }
-
-
-def parse_assignment(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE read as YAML (``64``, ``[1, 2, 4]``, ``poison``)."""
-    if "=" not in text:
-        raise ParameterError(f"-p {text!r}: expected NAME=VALUE")
-    name, raw = text.split("=", 1)
-    name = name.strip()
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return name, value
 
 
 def _type_ok(value: Any, kind: type) -> bool:
@@ -95,8 +115,9 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
     spec = SCHEMA.get(name)
     if spec is None:
         return value
-    if not _type_ok(value, spec.kind) or (spec.item_kind is not None and
-                                          not all(_type_ok(x, spec.item_kind) for x in value)):
+    if not _type_ok(value, spec.kind) or (
+        spec.item_kind is not None and not all(_type_ok(x, spec.item_kind) for x in value)
+    ):
         raise ParameterError(f"{name}: {value!r} has the wrong type; accepted: {spec.accepted}")
     if not spec.check(value):
         raise ParameterError(f"{name}: {value!r} is out of range; accepted: {spec.accepted}")
@@ -105,9 +126,84 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
     return value
 
 
-def validate_all(assignments: list[str], declared_by: dict[str, list[str]]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for text in assignments:
-        name, value = parse_assignment(text)
-        params[name] = validate(name, value, declared_by)
-    return params
+# --------------------------------------------------------------------------------------------
+# Checks that need several parameters, the profile or an import: the same for the CLI and the
+# notebooks, so a value that cannot work stops before any work, with one line.
+
+
+def _default_pool_bytes() -> int:
+    from repro.seeds import load
+
+    return int(load(43988)["reported"]["available_bytes"])
+
+
+def check_reshape_pool(block_size: int, pool_bytes: int) -> None:
+    """Notebook 01 reshapes a pool of ``pool_bytes`` (0: the PR's) as the C128A cache at ``block_size``:
+    the pool must be a whole number of that cache's padded pages."""
+    from repro.geometry.specs import dsv4_catalogue
+
+    c128a = next(
+        s
+        for s in dsv4_catalogue(block_size)
+        if s.compress_ratio == max(x.compress_ratio for x in dsv4_catalogue(block_size))
+    )
+    page = c128a.page_size_bytes
+    pool = pool_bytes or _default_pool_bytes()
+    if pool % page:
+        which = "pool_bytes" if pool_bytes else "block_size"
+        shown = f"{pool:,} (the PR's pool, pool_bytes=0)" if not pool_bytes else f"{pool:,}"
+        raise ParameterError(
+            f"{which}: at block_size {block_size} a C128A page is {page:,} bytes and the pool of "
+            f"{shown} bytes is not a whole number of pages; accepted: pool_bytes a positive "
+            f"multiple of {page:,}, or block_size 256 with pool_bytes=0"
+        )
+
+
+def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None) -> None:
+    """Rules over several parameters; ``params`` holds every value a notebook will see.
+
+    ``import_check(path, name)`` checks an implementation path (default: import it here); the CLI
+    imports one from outside this package in a child process, so it cannot end or hang the run.
+    """
+    from repro.evidence.environment import find_compute_sanitizer
+    from repro.geometry.layout import ceil_div
+    from repro.profiles import PROFILES
+    from repro.registry import ImplementationError, load_implementation
+
+    for name in ("implementation", "reference_gather"):
+        if params.get(name):
+            try:
+                (import_check or load_implementation)(params[name], name)
+            except ImplementationError as exc:
+                raise ParameterError(str(exc)) from None
+    if "block_size" in params or "pool_bytes" in params:
+        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0))
+    if "backing_width" in params:
+        seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
+        block = params.get("cache_block_size") or 1
+        width = params.get("backing_width", 0)
+        need = ceil_div(seq_len_max, block)
+        if width and width <= need:
+            raise ParameterError(
+                f"backing_width: {width} is not wider than the {need} columns a {seq_len_max}-token "
+                f"request needs at cache_block_size {block}; accepted: 0 (auto) or more than {need}"
+            )
+    if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
+        raise ParameterError(
+            "sanitizer: 'required' but compute-sanitizer is not available here "
+            f"(profile {profile}); accepted: 'auto' or 'off'"
+        )
+
+
+def validate_notebook(
+    values: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None
+) -> dict[str, Any]:
+    """A notebook's parameters cell, checked by the rules the CLI applies (first line of every notebook).
+
+    ``values`` are the notebook's parameters as papermill left them (defaults or injected);
+    ``profile`` is the resolved profile name. Returns the values, normalised.
+    """
+    declared = {name: ["notebook"] for name in values}
+    checked = {name: validate(name, value, declared) for name, value in values.items() if name not in RESERVED}
+    cross_check(checked, profile, import_check)
+    return checked

@@ -9,7 +9,7 @@ location in an editable checkout.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 #: Files that together mark a checkout of this repository.
@@ -24,7 +24,7 @@ def _is_root(path: Path) -> bool:
     return all((path / m).exists() for m in MARKERS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def repo_root() -> Path:
     env = os.environ.get("REPRO_ROOT")
     if env:

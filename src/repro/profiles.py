@@ -48,8 +48,9 @@ def resolve(name: str) -> str:
     if name == "auto":
         return "gpu" if cuda_available() else "cpu"
     if name == "gpu" and not cuda_available():
-        raise ProfileError("profile: 'gpu' needs a CUDA device and torch.cuda.is_available() is False "
-                           "(accepted here: auto, cpu)")
+        raise ProfileError(
+            "profile: 'gpu' needs a CUDA device and torch.cuda.is_available() is False (accepted here: auto, cpu)"
+        )
     return name
 
 
@@ -65,6 +66,8 @@ def activate(name: str) -> Profile:
         from repro.kernels.launch import is_interpreted
 
         if is_interpreted(gather._dequantize_and_gather_k_kernel) != profile.interpret:
-            raise ProfileError(f"profile: {profile.name!r} was activated after repro.kernels was imported in "
-                               "the other mode; restart the kernel and activate the profile first")
+            raise ProfileError(
+                f"profile: {profile.name!r} was activated after repro.kernels was imported in "
+                "the other mode; restart the kernel and activate the profile first"
+            )
     return profile

@@ -1,31 +1,238 @@
-"""Resolve a gather implementation named ``"package.module:function"`` and check its signature.
+"""What is compared, named once: every gather implementation and every timed arm.
 
-This is how a vLLM developer points the notebooks at another implementation, for example an
+Sweeps, timing arms, plots, the report and the parameter checks all read these entries; a label
+is a key into this registry and nowhere else is one matched by its text. An implementation is
+resolved from ``"package.module:function"``, so a vLLM developer can point the notebooks at an
 installed vLLM's ``vllm.models.deepseek_v4.common.ops.cache_utils:dequantize_and_gather_k_cache_triton``.
+Nothing here imports torch: analysis and rendering use the registry too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 GATHER_SIGNATURE = "fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)"
 GATHER_ARGS = ("out", "k_cache", "seq_lens", "gather_lens", "block_table", "block_size", "offset")
 
-#: The library's own variants, by the label used in result tables.
-BUILTIN = {
-    "buggy": "repro.kernels.gather:gather_buggy",
-    "fixed": "repro.kernels.gather:gather_fixed",
-    "contiguous-copy": "repro.kernels.gather:gather_contiguous_copy",
-    "fast": "repro.kernels.fast:gather_fast",
+#: What a check expects of an implementation on a column-narrowed table.
+EXPECT_BUG = "reproduces the bug"  # equals the reference at one request, differs or faults from two on
+EXPECT_CORRECT = "matches the reference"  # equals the reference everywhere
+
+#: Whose code an entry runs.
+ORIGIN_REPO = "this repository"
+ORIGIN_USER = "named by the user"
+
+#: Which table an arm's kernel reads: the narrowed view ``backing[:n, :w]`` or its contiguous copy.
+TABLE_NARROWED = "narrowed"
+TABLE_CONTIGUOUS = "contiguous"
+
+
+def _style(**kw: Any) -> Mapping[str, Any]:
+    return MappingProxyType(kw)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A gather with vLLM's signature, as it appears in result tables (``variant`` column)."""
+
+    label: str
+    target: str  # "package.module:function"
+    expect: str  # EXPECT_BUG or EXPECT_CORRECT
+    may_fault: bool  # poison cases run in their own process
+    display: str
+    origin: str
+    style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
+    in_sweep: bool = True  # part of notebook 02's sweep and memcheck sweep
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One timed configuration in notebook 03: an implementation on one kind of table."""
+
+    label: str  # the ``arm`` column
+    implementation: str  # an Implementation label
+    table: str  # TABLE_NARROWED or TABLE_CONTIGUOUS
+    display: str  # short name for report tables
+    style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
+
+
+BUGGY = Implementation(
+    "buggy",
+    "repro.kernels.gather:gather_buggy",
+    EXPECT_BUG,
+    True,
+    "buggy (row pitch shape[-1])",
+    ORIGIN_REPO,
+    _style(color="#c0392b", marker="o"),
+)
+FIXED = Implementation(
+    "fixed",
+    "repro.kernels.gather:gather_fixed",
+    EXPECT_CORRECT,
+    False,
+    "fixed (row pitch stride(0))",
+    ORIGIN_REPO,
+    _style(color="#27ae60", marker="s"),
+)
+CONTIGUOUS_COPY = Implementation(
+    "contiguous-copy",
+    "repro.kernels.gather:gather_contiguous_copy",
+    EXPECT_CORRECT,
+    False,
+    ".contiguous() + buggy kernel",
+    ORIGIN_REPO,
+    _style(color="#2980b9", marker="^"),
+)
+FAST = Implementation(
+    "fast",
+    "repro.kernels.fast:gather_fast",
+    EXPECT_CORRECT,
+    False,
+    "gather_fast",
+    ORIGIN_REPO,
+    _style(color="#e67e22", marker="D"),
+)
+#: Label of the implementation a user names with the ``implementation`` parameter.
+UNDER_TEST_LABEL = "under-test"
+UNDER_TEST_STYLE = _style(color="#8e44ad", marker="x", linestyle="--")
+
+IMPLEMENTATIONS: tuple[Implementation, ...] = (BUGGY, FIXED, CONTIGUOUS_COPY, FAST)
+
+#: Label of an outside kernel timed beside ours (the ``reference_gather`` parameter).
+OUTSIDE_ARM_IMPLEMENTATION = "outside"
+ARMS: tuple[Arm, ...] = (
+    Arm("fixed / narrowed view", "fixed", TABLE_NARROWED, "fixed (view)", _style(color="#27ae60", marker="o")),
+    Arm(
+        "fixed / contiguous table",
+        "fixed",
+        TABLE_CONTIGUOUS,
+        "fixed (contig)",
+        _style(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
+    ),
+    Arm(
+        "contiguous-copy / narrowed view",
+        "contiguous-copy",
+        TABLE_NARROWED,
+        ".contiguous() + kernel",
+        _style(color="#2980b9", marker="^"),
+    ),
+    Arm("fast / narrowed view", "fast", TABLE_NARROWED, "fast (view)", _style(color="#e67e22", marker="D")),
+    Arm(
+        "fast / contiguous table",
+        "fast",
+        TABLE_CONTIGUOUS,
+        "fast (contig)",
+        _style(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
+    ),
+)
+#: The outside kernel's arm; its display name is completed with the loaded package's version.
+OUTSIDE_ARM = Arm(
+    "outside / contiguous table",
+    OUTSIDE_ARM_IMPLEMENTATION,
+    TABLE_CONTIGUOUS,
+    "outside (contig)",
+    _style(color="#c0392b", marker="s", linestyle=":"),
+)
+#: Arms whose kernels notebook 03 can time, by the ``bench_variants`` parameter value.
+BENCH_VARIANTS = ("fixed", "fast")
+#: Arms every timing run includes; ``fast`` arms join when ``bench_variants`` names it.
+BASE_BENCH_ARMS = ("fixed / narrowed view", "fixed / contiguous table", "contiguous-copy / narrowed view")
+#: The pair whose time ratio says what reading rows ``stride(0)`` apart costs, per kernel.
+STRIDE_COST_PAIRS = {
+    "fixed": ("fixed / narrowed view", "fixed / contiguous table"),
+    "fast": ("fast / narrowed view", "fast / contiguous table"),
 }
+#: The rejected alternative and the arm it is compared with.
+COPY_OVERHEAD_PAIR = ("contiguous-copy / narrowed view", "fixed / narrowed view")
+
+_GENERIC_STYLE = _style(color="#7f8c8d", marker=".")
+
+
+def implementation(label: str) -> Implementation:
+    for entry in IMPLEMENTATIONS:
+        if entry.label == label:
+            return entry
+    raise KeyError(f"no implementation labelled {label!r}; known: {', '.join(e.label for e in IMPLEMENTATIONS)}")
+
+
+def sweep_implementations() -> tuple[Implementation, ...]:
+    return tuple(e for e in IMPLEMENTATIONS if e.in_sweep)
+
+
+def under_test(target: str) -> Implementation:
+    """The implementation a user names; it is expected to be correct, and may fault."""
+    return Implementation(
+        UNDER_TEST_LABEL,
+        target,
+        EXPECT_CORRECT,
+        target not in builtin_targets(),
+        f"under test: {target}",
+        ORIGIN_USER,
+        UNDER_TEST_STYLE,
+    )
+
+
+def builtin_targets() -> frozenset[str]:
+    return frozenset(e.target for e in IMPLEMENTATIONS)
+
+
+def expectation(label: str) -> str:
+    """EXPECT_BUG or EXPECT_CORRECT for a table's variant label (unknown labels: correct)."""
+    for entry in IMPLEMENTATIONS:
+        if entry.label == label:
+            return entry.expect
+    return EXPECT_CORRECT
+
+
+def arm(label: str) -> Arm:
+    for entry in (*ARMS, OUTSIDE_ARM):
+        if entry.label == label:
+            return entry
+    raise KeyError(f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)}")
+
+
+def bench_arms(variants: list[str] | tuple[str, ...]) -> tuple[Arm, ...]:
+    """The arms notebook 03 times for ``bench_variants``: the base arms plus each named kernel's pair."""
+    chosen = set(BASE_BENCH_ARMS)
+    for v in variants:
+        chosen.update(STRIDE_COST_PAIRS[v])
+    return tuple(a for a in ARMS if a.label in chosen)
+
+
+def style(label: str) -> Mapping[str, Any]:
+    """Plot style of an implementation or arm label; a neutral one for labels of other runs."""
+    for entry in (*IMPLEMENTATIONS, *ARMS, OUTSIDE_ARM):
+        if entry.label == label:
+            return entry.style
+    if label == UNDER_TEST_LABEL:
+        return UNDER_TEST_STYLE
+    return _GENERIC_STYLE
+
+
+def display(label: str) -> str:
+    for entry in (*IMPLEMENTATIONS, *ARMS, OUTSIDE_ARM):
+        if entry.label == label:
+            return entry.display
+    return label
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving "package.module:function".
 
 
 class ImplementationError(ValueError):
     """The named implementation cannot be used; the message says why and what is accepted."""
 
 
-def load_implementation(path: str, param: str = "implementation"):
+def load_implementation(path: str, param: str = "implementation") -> Callable[..., None]:
     """Import ``"package.module:function"`` and check it accepts vLLM's 7 positional arguments."""
     accepted = f"accepted: 'package.module:function' with signature {GATHER_SIGNATURE}"
     if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
@@ -33,11 +240,12 @@ def load_implementation(path: str, param: str = "implementation"):
     module_name, func_name = path.split(":")
     try:
         module = importlib.import_module(module_name)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # any import failure is the user's path problem, SystemExit included
-        raise ImplementationError(f"{param}: cannot import module {module_name!r} "
-                                  f"({type(exc).__name__}: {exc}); {accepted}") from None
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise ImplementationError(
+            f"{param}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); {accepted}"
+        ) from None
     fn = getattr(module, func_name, None)
     if fn is None or not callable(fn):
         raise ImplementationError(f"{param}: module {module_name!r} has no function {func_name!r}; {accepted}")
@@ -45,12 +253,44 @@ def load_implementation(path: str, param: str = "implementation"):
         sig = inspect.signature(fn)
         sig.bind(*GATHER_ARGS)
     except (TypeError, ValueError) as exc:
-        raise ImplementationError(f"{param}: {path} has signature {_describe(fn)}, which does not take "
-                                  f"the 7 positional arguments of {GATHER_SIGNATURE} ({exc})") from None
+        raise ImplementationError(
+            f"{param}: {path} has signature {_describe(fn)}, which does not take "
+            f"the 7 positional arguments of {GATHER_SIGNATURE} ({exc})"
+        ) from None
     return fn
 
 
-def _describe(fn) -> str:
+def provenance(path: str) -> dict[str, Any]:
+    """Where an implementation came from: its top package's version and the module file's hash.
+
+    The version is read from the loaded package (``__version__``, or its ``_version`` module), so
+    a report names the release actually under test, never one typed into the code.
+    """
+    module_name = path.split(":")[0]
+    module = sys.modules.get(module_name) or importlib.import_module(module_name)
+    top = module_name.split(".")[0]
+    package = sys.modules.get(top)
+    version = getattr(package, "__version__", None)
+    if version is None:
+        try:
+            version = getattr(importlib.import_module(f"{top}._version"), "__version__", None)
+        except Exception:
+            version = None
+    info: dict[str, Any] = {"target": path, "package": top, "version": version}
+    file = getattr(module, "__file__", None)
+    if file and Path(file).is_file():
+        info["module_sha256"] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    return info
+
+
+def provenance_name(info: Mapping[str, Any]) -> str:
+    """``vllm 0.22.0: dequantize_and_gather_k_cache_triton`` from :func:`provenance`'s record."""
+    function = str(info.get("target", "")).rsplit(":", 1)[-1]
+    version = info.get("version")
+    return f"{info.get('package', '?')} {version}: {function}" if version else f"{info.get('package', '?')}: {function}"
+
+
+def _describe(fn: Callable[..., Any]) -> str:
     try:
         return f"{fn.__name__}{inspect.signature(fn)}"
     except (TypeError, ValueError):
@@ -60,20 +300,20 @@ def _describe(fn) -> str:
 def _probe_main(argv: list[str]) -> int:
     """``python -m repro.registry PATH PARAM TOKEN``: check one implementation in a throw-away process.
 
-    Prints ``TOKEN ok`` as the last line on success, ``TOKEN <the one-line error>`` otherwise; a module
-    that ends the process on import prints neither, which the caller reports.
+    The last stdout line is ``TOKEN ok {provenance as JSON}`` on success, ``TOKEN <the one-line error>``
+    otherwise; a module that ends the process on import prints neither, which the caller reports.
     """
+    import json
+
     path, param, token = argv
     try:
         load_implementation(path, param)
     except ImplementationError as exc:
         print(f"\n{token} {exc}", flush=True)
         return 2
-    print(f"\n{token} ok", flush=True)
+    print(f"\n{token} ok {json.dumps(provenance(path), default=str)}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(_probe_main(sys.argv[1:]))

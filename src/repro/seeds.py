@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 from repro.paths import seeds_dir
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(pr: int) -> dict:
     """``load(43988)`` or ``load(55109)``."""
     return json.loads((seeds_dir() / f"pr-{pr}.json").read_text())

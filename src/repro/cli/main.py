@@ -55,23 +55,47 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     kw = {"allow_abbrev": False}
     epilog = "\n\n".join(([parameter_help()] if with_parameters else []) + [EXIT_CODES, RUN_FOLDER])
-    run = sub.add_parser("run", help="execute every notebook into a run folder and write the report",
-                         description="Execute every notebook through papermill into a run folder, then write "
-                                     "report.md and report.html.",
-                         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
-    run.add_argument("--profile", default="auto", metavar="{auto,cpu,gpu}",
-                     help="auto (default: gpu when CUDA is available), cpu or gpu")
+    run = sub.add_parser(
+        "run",
+        help="execute every notebook into a run folder and write the report",
+        description="Execute every notebook through papermill into a run folder, then write report.md and report.html.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+    run.add_argument(
+        "--profile",
+        default="auto",
+        metavar="{auto,cpu,gpu}",
+        help="auto (default: gpu when CUDA is available), cpu or gpu",
+    )
     run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>; runs/latest follows it)")
-    run.add_argument("-p", dest="params", action="append", default=[], metavar="NAME=VALUE",
-                     help="notebook parameter (repeatable); see the list below")
+    run.add_argument(
+        "-p",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="notebook parameter (repeatable); see the list below",
+    )
     run.add_argument("--resume", action="store_true", help="finish an interrupted or killed run in --out")
-    run.add_argument("--notebooks", nargs="+", default=None, metavar="PREFIX",
-                     help="run only these notebooks (e.g. 01 02)")
-    report = sub.add_parser("report", help="rebuild report.md and report.html from a run folder",
-                            epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    run.add_argument(
+        "--notebooks", nargs="+", default=None, metavar="PREFIX", help="run only these notebooks (e.g. 01 02)"
+    )
+    report = sub.add_parser(
+        "report",
+        help="rebuild report.md and report.html from a run folder",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
     report.add_argument("run_dir")
-    report.add_argument("--against", default=None, metavar="RUN_B",
-                        help="compare with another run, check by check (e.g. buggy vs fixed)")
+    report.add_argument(
+        "--against",
+        default=None,
+        metavar="RUN_B",
+        help="compare with another run, check by check (e.g. buggy vs fixed)",
+    )
     return parser
 
 
@@ -95,37 +119,47 @@ def main(argv: list[str] | None = None) -> int:
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
         return report(args.run_dir, args.against)
     except SystemExit as exc:  # something imported or called during the run tried to end it
-        print(f"error: the run was ended from inside by SystemExit({exc.code!r}); nothing counts as passed",
-              file=sys.stderr)
+        print(
+            f"error: the run was ended from inside by SystemExit({exc.code!r}); nothing counts as passed",
+            file=sys.stderr,
+        )
         return 1
 
 
 def report(run_dir: str, against: str | None) -> int:
-    """``report``: the folder locked for writing (refused while a run writes it), the other run shared."""
+    """Rebuild a run folder's report, or compare it with another run. The folder is locked for writing
+    (refused while a run or another report writes it), the other run shared; a damaged folder is one
+    line naming the file, exit code 2, with nothing written."""
+    from repro.analysis.rundata import RunFolderError as DamagedRun
+    from repro.analysis.rundata import load_run
     from repro.cli.kernels import kernel_manager_class
     from repro.cli.runfolder import RunFolderError, RunLock
-    from repro.report.render import report_command
+    from repro.report.build import build_report, write_comparison
 
     path = Path(run_dir)
     if not path.is_dir():
-        print(f"error: report: {path} is not a folder; accepted: a run folder", file=sys.stderr)
+        print(f"error: report: {path}: no such run folder", file=sys.stderr)
         return 2
     try:
         with RunLock(path, "report").acquire("report") as lock:
+            run = load_run(path)
             if against:
                 if not Path(against).is_dir():
-                    print(f"error: --against: {against} is not a folder; accepted: a run folder", file=sys.stderr)
+                    print(f"error: --against: {against}: no such run folder", file=sys.stderr)
                     return 2
                 with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
-                    return report_command(run_dir, against)
+                    print(f"wrote {write_comparison(run, load_run(against))}")
+                return 0
             log = path / "logs" / "90-report.kernel.log"
-            return report_command(run_dir, None, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
-    except RunFolderError as exc:
+            md, html = build_report(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+    except (RunFolderError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    print(f"wrote {md} and {html}")
+    return 0
 
 
 if __name__ == "__main__":

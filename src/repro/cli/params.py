@@ -53,8 +53,10 @@ def _scalar(name: str, raw: str, kind: type, whole: str, how: str) -> Any:
         if INT.fullmatch(text):
             return int(text)
         if re.fullmatch(r"[+-]?0[0-9]+", text):
-            raise ParameterError(f"{name}: {whole!r} has a leading zero (YAML would read it as octal); write "
-                                 f"decimal digits without it, e.g. {how}")
+            raise ParameterError(
+                f"{name}: {whole!r} has a leading zero (YAML would read it as octal); write "
+                f"decimal digits without it, e.g. {how}"
+            )
         raise ParameterError(f"{name}: {whole!r} is not a decimal integer; write digits only, e.g. {how}")
     if kind is float:
         if NUMBER.fullmatch(text):

@@ -34,7 +34,7 @@ class RunLock:
     def path(self) -> Path:
         return self.folder / LOCK_NAME
 
-    def acquire(self, option: str) -> "RunLock":
+    def acquire(self, option: str) -> RunLock:
         """Take the lock or raise :class:`RunFolderError` naming who holds it; ``option`` names the argument."""
         flags = os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if self.exclusive else os.O_RDONLY)
         try:
@@ -42,20 +42,34 @@ class RunLock:
         except FileNotFoundError:  # a reader of a folder no locking writer ever touched
             return self
         except OSError as exc:
-            raise RunFolderError(f"{option}: cannot write to {self.folder} ({exc.strerror or exc}); "
-                                 "accepted: a writable folder") from None
+            raise RunFolderError(
+                f"{option}: cannot write to {self.folder} ({exc.strerror or exc}); accepted: a writable folder"
+            ) from None
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _describe_holder(fd)
             os.close(fd)
-            raise RunFolderError(f"{option}: {self.folder} is in use by another process{holder}; accepted: wait "
-                                 "for it to end, or another folder") from None
+            raise RunFolderError(
+                f"{option}: {self.folder} is in use by another process{holder}; accepted: wait "
+                "for it to end, or another folder"
+            ) from None
         if self.exclusive:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps({"pid": os.getpid(), "role": self.role,
-                                       "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
-                           + "\n").encode(), 0)
+            os.pwrite(
+                fd,
+                (
+                    json.dumps(
+                        {
+                            "pid": os.getpid(),
+                            "role": self.role,
+                            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                        }
+                    )
+                    + "\n"
+                ).encode(),
+                0,
+            )
         self.fd = fd
         return self
 
@@ -64,7 +78,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -101,14 +115,16 @@ def open_for_run(run_dir: Path, resume: bool) -> RunLock:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunFolderError(f"--out: cannot write to {run_dir} ({exc.strerror or exc}); "
-                             "accepted: a writable folder") from None
+        raise RunFolderError(
+            f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder"
+        ) from None
     lock = RunLock(run_dir, "run").acquire("--resume" if resume else "--out")
     try:
         held = [p.name for p in run_dir.iterdir() if p.name != LOCK_NAME]
         if held and not resume:
-            raise RunFolderError(f"--out: {run_dir} already holds a run; accepted: a new or empty folder, "
-                                 "or --resume to finish that run")
+            raise RunFolderError(
+                f"--out: {run_dir} already holds a run; accepted: a new or empty folder, or --resume to finish that run"
+            )
         if resume and not (run_dir / "manifest.json").is_file():
             raise RunFolderError(f"--resume: {run_dir} holds no manifest.json to resume")
     except BaseException:

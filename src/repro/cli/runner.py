@@ -17,7 +17,7 @@ from pathlib import Path
 
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
-from repro.parameters import ParameterError
+from repro.parameters import RESERVED, ParameterError, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
 
@@ -33,7 +33,7 @@ class UsageError(ValueError):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def say(text: str = "", err: bool = False) -> None:
@@ -65,62 +65,56 @@ def declared_parameters(paths: list[Path]) -> dict[str, dict[str, str]]:
     declared: dict[str, dict[str, str]] = {}
     for path in paths:
         cells = json.loads(path.read_text())["cells"]
-        source = next(("".join(c["source"]) for c in cells
-                       if "parameters" in c.get("metadata", {}).get("tags", [])), "")
+        source = next(
+            ("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), ""
+        )
         for node in ast.parse(source).body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 declared.setdefault(node.targets[0].id, {})[path.stem] = ast.get_source_segment(source, node.value)
     return declared
 
 
-def notebook_default(declared: dict, name: str):
-    """A parameter's default as the notebooks declare it (the first notebook that has it)."""
+def notebook_values(declared: dict[str, dict[str, str]], stem: str, params: dict) -> dict:
+    """Every parameter one notebook will see: its own defaults, overridden by ``-p`` values it declares."""
     import ast
 
-    defaults = declared.get(name, {})
-    if not defaults:
-        return None
-    try:
-        return ast.literal_eval(next(iter(defaults.values())))
-    except (ValueError, SyntaxError):
-        return None
+    values = {}
+    for name, defaults in declared.items():
+        if stem not in defaults or name in RESERVED:
+            continue
+        try:
+            values[name] = ast.literal_eval(str(defaults[stem]))
+        except (ValueError, SyntaxError):
+            values[name] = defaults[stem]
+    values.update({k: v for k, v in params.items() if k in values})
+    return values
 
 
-def check_implementation(path: str, param: str) -> None:
-    """This package's own kernels import here; anything else in a child process with a time limit, so a
-    module that exits, hangs or crashes on import is a one-line error, never the end of the run."""
-    from repro.evidence.isolate import check_implementation_isolated
-    from repro.registry import load_implementation
+class ImportChecks:
+    """Implementation paths checked before the run, with their provenance for the manifest.
 
-    if path.split(":", 1)[0].split(".")[0] == "repro" and path.count(":") == 1:
-        load_implementation(path, param)
-    else:
-        check_implementation_isolated(path, param, IMPORT_TIMEOUT_S)
+    This package's own kernels are imported here; any other module in a child process with a time
+    limit, so one that exits, hangs or crashes on import is a one-line error, never the end of the run.
+    """
 
+    def __init__(self) -> None:
+        self.provenance: dict[str, dict] = {}
 
-def cross_check(params: dict, profile: str, declared: dict | None = None) -> None:
-    """Checks that need several parameters, the profile or an import; all before any GPU work."""
-    from repro.evidence.environment import find_compute_sanitizer
-    from repro.registry import ImplementationError
-    from repro.profiles import PROFILES
-    from repro.geometry.layout import ceil_div
+    def __call__(self, path: str, param: str) -> None:
+        from repro.evidence.isolate import check_implementation_isolated
+        from repro.registry import load_implementation, provenance
 
-    for name in ("implementation", "reference_gather"):
-        if params.get(name):
-            try:
-                check_implementation(params[name], name)
-            except ImplementationError as exc:
-                raise UsageError(str(exc)) from None
-    seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
-    block = params.get("cache_block_size") or notebook_default(declared or {}, "cache_block_size") or 1
-    width = params.get("backing_width", 0)
-    if width and width <= ceil_div(seq_len_max, block):
-        raise UsageError(f"backing_width: {width} is not wider than the {ceil_div(seq_len_max, block)} columns "
-                         f"a {seq_len_max}-token request needs at cache_block_size {block}; accepted: 0 (auto) "
-                         f"or more than {ceil_div(seq_len_max, block)}")
-    if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
-        raise UsageError("sanitizer: 'required' but compute-sanitizer is not available here "
-                         f"(profile {profile}); accepted: 'auto' or 'off'")
+        if path not in self.provenance:
+            if path.split(":", 1)[0].split(".")[0] == "repro":
+                load_implementation(path, param)
+                self.provenance[path] = provenance(path)
+            else:
+                self.provenance[path] = check_implementation_isolated(path, param, IMPORT_TIMEOUT_S)
+
+    def used(self, values: dict) -> dict:
+        """Provenance (package version, module hash) of every implementation a notebook will load."""
+        names = ("implementation", "reference_gather")
+        return {name: self.provenance[values[name]] for name in names if values.get(name) in self.provenance}
 
 
 def shown_path(path: Path) -> str:
@@ -149,15 +143,19 @@ class Manifest:
         self.path, self.data = path, data
 
     @classmethod
-    def load(cls, path: Path) -> "Manifest":
+    def load(cls, path: Path) -> Manifest:
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RunFolderError(f"--resume: {path} is damaged ({exc}); accepted: the folder of an earlier run "
-                                 "with its manifest.json intact") from None
+            raise RunFolderError(
+                f"--resume: {path} is damaged ({exc}); accepted: the folder of an earlier run "
+                "with its manifest.json intact"
+            ) from None
         if not isinstance(data, dict) or not isinstance(data.get("notebooks"), dict):
-            raise RunFolderError(f"--resume: {path} is not a run manifest (a JSON object with 'notebooks'); "
-                                 "accepted: the folder of an earlier run")
+            raise RunFolderError(
+                f"--resume: {path} is not a run manifest (a JSON object with 'notebooks'); "
+                "accepted: the folder of an earlier run"
+            )
         return cls(path, data)
 
     def save(self) -> None:
@@ -187,9 +185,17 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, eng
     t0 = time.perf_counter()
     status = {"status": "ok", "error": ""}
     try:
-        pm.execute_notebook(str(src), str(dst), parameters=parameters, kernel_name="python3",
-                            progress_bar=progress, execution_timeout=CELL_TIMEOUT_S,
-                            request_save_on_cell_execute=True, cwd=str(repo_root()), **engine)
+        pm.execute_notebook(
+            str(src),
+            str(dst),
+            parameters=parameters,
+            kernel_name="python3",
+            progress_bar=progress,
+            execution_timeout=CELL_TIMEOUT_S,
+            request_save_on_cell_execute=True,
+            cwd=str(repo_root()),
+            **engine,
+        )
     except pm.PapermillExecutionError as exc:
         status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
     except KeyboardInterrupt:
@@ -213,15 +219,23 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def run(profile_name: str, out: str | None, assignments: list[str], resume: bool = False,
-        selection: list[str] | None = None, report: bool = True) -> int:
+def run(
+    profile_name: str,
+    out: str | None,
+    assignments: list[str],
+    resume: bool = False,
+    selection: list[str] | None = None,
+    report: bool = True,
+) -> int:
     try:
         try:
             profile = resolve(profile_name)
             paths = notebooks(selection)
             declared = declared_parameters(paths)
             params = parse_assignments(assignments, declared)
-            cross_check(params, profile, declared)
+            imports, seen = ImportChecks(), {}
+            for path in paths:
+                seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile, imports))
             if out:
                 lock = open_for_run(Path(out), resume)
                 run_dir = Path(out)
@@ -237,13 +251,24 @@ def run(profile_name: str, out: str | None, assignments: list[str], resume: bool
         say("interrupted before anything ran; nothing was written", err=True)
         return 130
     try:
-        return _run_locked(run_dir, lock, profile, params, declared, paths, resume, selection, report)
+        implementations = imports.used(seen)
+        return _run_locked(run_dir, lock, profile, params, declared, paths, resume, selection, report, implementations)
     finally:
         lock.release()
 
 
-def _run_locked(run_dir: Path, lock: RunLock, profile: str, params: dict, declared: dict, paths: list[Path],
-                resume: bool, selection: list[str] | None, report: bool) -> int:
+def _run_locked(
+    run_dir: Path,
+    lock: RunLock,
+    profile: str,
+    params: dict,
+    declared: dict,
+    paths: list[Path],
+    resume: bool,
+    selection: list[str] | None,
+    report: bool,
+    implementations: dict,
+) -> int:
     if profile == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # inherited by every notebook kernel
     else:
@@ -255,19 +280,31 @@ def _run_locked(run_dir: Path, lock: RunLock, profile: str, params: dict, declar
         if resume:
             manifest = Manifest.load(manifest_path)
             if manifest.data.get("profile") != profile or manifest.data.get("parameters") != params:
-                say(f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
-                    f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values", err=True)
+                say(
+                    f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
+                    f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
+                    err=True,
+                )
                 return 2
             if manifest.data.get("status") == "running":
                 say(f"taking over {run_dir}: the run writing it ended without finishing")
         else:
             from repro.evidence.environment import describe
 
-            manifest = Manifest(manifest_path, {
-                "status": "running", "profile": profile, "parameters": params,
-                "command": rerun_command(profile, run_dir, selection, params),
-                "started": now(), "finished": None, "environment": describe(repo_root()), "notebooks": {},
-            })
+            manifest = Manifest(
+                manifest_path,
+                {
+                    "status": "running",
+                    "profile": profile,
+                    "parameters": params,
+                    "command": rerun_command(profile, run_dir, selection, params),
+                    "started": now(),
+                    "finished": None,
+                    "environment": describe(repo_root()),
+                    "implementations": implementations,
+                    "notebooks": {},
+                },
+            )
     except RunFolderError as exc:
         say(f"error: {exc}", err=True)
         return 2
@@ -290,40 +327,59 @@ def _run_locked(run_dir: Path, lock: RunLock, profile: str, params: dict, declar
             nb_params.update({k: v for k, v in params.items() if path.stem in declared.get(k, {})})
             manifest.data["notebooks"][path.stem] = {"status": "running", "started": now()}
             manifest.save()
-            status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress,
-                                      engine_options(run_dir, path.stem, lock))
+            status = execute_notebook(
+                path, run_dir / "notebooks" / path.name, nb_params, progress, engine_options(run_dir, path.stem, lock)
+            )
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
-            say(f"[{path.stem}] {status['status']} in {status['seconds']} s"
-                + (f": {first_line(status['error'])}" if status["error"] else ""))
+            say(
+                f"[{path.stem}] {status['status']} in {status['seconds']} s"
+                + (f": {first_line(status['error'])}" if status["error"] else "")
+            )
     except KeyboardInterrupt:
         for st in manifest.data["notebooks"].values():
             if st.get("status") == "running":
                 st["status"] = "interrupted"
         manifest.data.update(status="interrupted", finished=now())
         manifest.save()
-        say(f"interrupted: finished results are kept in {run_dir}; "
-            f"resume with: {manifest.data['command']} --resume", err=True)
+        say(
+            f"interrupted: finished results are kept in {run_dir}; resume with: {manifest.data['command']} --resume",
+            err=True,
+        )
         return 130
 
-    from repro.evidence.results import failed_checks, read_results
+    from repro.analysis.rundata import RunFolderError as DamagedRun
+    from repro.analysis.rundata import load_run
 
-    failures = [f for frame in read_results(run_dir).values() for f in failed_checks(frame)]
-    broken = [f"{name}: {first_line(st.get('error')) or st['status']}"
-              for name, st in manifest.data["notebooks"].items() if st["status"] != "ok"]
-    manifest.data.update(status="complete" if not (failures or broken) else "failed", finished=now(),
-                         failed_checks=failures, failed_notebooks=broken)
+    try:
+        failures = load_run(run_dir).failures()
+    except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
+        failures = [f"run folder: {exc}"]
+    broken = [
+        f"{name}: {first_line(st.get('error')) or st['status']}"
+        for name, st in manifest.data["notebooks"].items()
+        if st["status"] != "ok"
+    ]
+    manifest.data.update(
+        status="complete" if not (failures or broken) else "failed",
+        finished=now(),
+        failed_checks=failures,
+        failed_notebooks=broken,
+    )
     manifest.save()
     if report:
-        from repro.report.render import build_report
+        from repro.report.build import build_report
 
         t0 = time.perf_counter()
         try:
-            build_report(run_dir, progress=progress, **engine_options(run_dir, "90-report", lock))
+            build_report(load_run(run_dir), progress=progress, **engine_options(run_dir, "90-report", lock))
             say(f"[report] ok in {time.perf_counter() - t0:.1f} s")
         except KeyboardInterrupt:
-            say(f"interrupted while writing the report; the results are complete in {run_dir} and "
-                f"`python -m repro report {shlex.quote(shown_path(run_dir))}` writes it", err=True)
+            say(
+                f"interrupted while writing the report; the results are complete in {run_dir} and "
+                f"`python -m repro report {shlex.quote(shown_path(run_dir))}` writes it",
+                err=True,
+            )
             return 130
         except Exception as exc:
             broken.append(f"report: {type(exc).__name__}: {first_line(exc)}")

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from repro.registry import load_implementation
-from repro.kernels.reference import dequantize_and_gather_reference
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
+from repro.kernels.reference import dequantize_and_gather_reference
+from repro.registry import load_implementation
 
 
 @dataclass
@@ -70,9 +70,14 @@ def flagged_lines(report) -> str:
     return "; ".join(f"{fn}:{line} {op} {klass}={int(n)}" for (fn, line, op, klass), n in grouped.items())
 
 
-def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
-             scenario: GatherScenario | None = None, reference: torch.Tensor | None = None,
-             timeout_s: float | None = None) -> CaseResult:
+def run_case(
+    spec: ScenarioSpec,
+    implementation: str,
+    checked: bool = False,
+    scenario: GatherScenario | None = None,
+    reference: torch.Tensor | None = None,
+    timeout_s: float | None = None,
+) -> CaseResult:
     """Run one implementation on one scenario; exceptions become an ``error`` result, never escape, and a
     case past ``timeout_s`` becomes a ``timeout`` result (:func:`~repro.evidence.watchdog.time_limit`)."""
     result = CaseResult(implementation=implementation, status="ok")
@@ -84,8 +89,14 @@ def run_case(spec: ScenarioSpec, implementation: str, checked: bool = False,
     return result
 
 
-def _run_case(result: CaseResult, spec: ScenarioSpec, implementation: str, checked: bool,
-              scenario: GatherScenario | None, reference: torch.Tensor | None) -> None:
+def _run_case(
+    result: CaseResult,
+    spec: ScenarioSpec,
+    implementation: str,
+    checked: bool,
+    scenario: GatherScenario | None,
+    reference: torch.Tensor | None,
+) -> None:
     try:
         fn = load_implementation(implementation)
         scenario = scenario or build_scenario(spec)

@@ -39,8 +39,9 @@ import linecache
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ _MAX_ENUMERATED_ELEMENTS = 1 << 23
 
 _state = threading.local()
 _active_lock = threading.Lock()
-_active: Optional["CheckReport"] = None
+_active: CheckReport | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,15 +75,13 @@ class _StridedView:
     back to a sorted table of their offsets.
     """
 
-    def __init__(self, shape: Tuple[int, ...], strides: Tuple[int, ...]):
+    def __init__(self, shape: tuple[int, ...], strides: tuple[int, ...]):
         self.empty = any(s == 0 for s in shape)
         dims = sorted(((st, sz) for sz, st in zip(shape, strides) if sz != 1 and st != 0))
         self.approximate = False
-        self.table: Optional[np.ndarray] = None
+        self.table: np.ndarray | None = None
         self.span = sum((sz - 1) * st for st, sz in dims)  # largest valid element offset
-        nested = all(
-            sum((sz - 1) * st for st, sz in dims[: k + 1]) < dims[k + 1][0] for k in range(len(dims) - 1)
-        )
+        nested = all(sum((sz - 1) * st for st, sz in dims[: k + 1]) < dims[k + 1][0] for k in range(len(dims) - 1))
         self.dims_desc = list(reversed(dims))
         if not nested and not self.empty:
             numel = int(np.prod([sz for _, sz in dims], dtype=np.int64))
@@ -121,8 +120,8 @@ class TensorArg:
     data_ptr: int
     storage_ptr: int
     storage_nbytes: int
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]  # in elements
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
     element_size: int
     view: _StridedView = field(repr=False, compare=False, default=None)
 
@@ -150,7 +149,7 @@ class _StorageGroup:
 
     start: int
     end: int
-    args: List[TensorArg]
+    args: list[TensorArg]
 
     @property
     def label(self) -> str:
@@ -169,14 +168,14 @@ class LaunchRecord:
 
     index: int
     kernel: str
-    grid: Tuple[int, ...] = ()
-    args: Dict[str, TensorArg] = field(default_factory=dict)
-    counts: Dict[Tuple[str, int, str, str, str], int] = field(default_factory=dict)
-    first_program: Dict[Tuple[str, int, str, str, str], Tuple[int, int, int]] = field(default_factory=dict)
-    sources: Dict[Tuple[str, int], str] = field(default_factory=dict)
+    grid: tuple[int, ...] = ()
+    args: dict[str, TensorArg] = field(default_factory=dict)
+    counts: dict[tuple[str, int, str, str, str], int] = field(default_factory=dict)
+    first_program: dict[tuple[str, int, str, str, str], tuple[int, int, int]] = field(default_factory=dict)
+    sources: dict[tuple[str, int], str] = field(default_factory=dict)
     checked_lanes: int = 0
     # internal
-    _groups: List[_StorageGroup] = field(default_factory=list, repr=False)
+    _groups: list[_StorageGroup] = field(default_factory=list, repr=False)
     _code: Any = field(default=None, repr=False)
 
     def lanes(self, klass: str) -> int:
@@ -187,7 +186,7 @@ class CheckReport:
     """Result of a :func:`checked_interpreter` block: one :class:`LaunchRecord` per launch."""
 
     def __init__(self) -> None:
-        self.launches: List[LaunchRecord] = []
+        self.launches: list[LaunchRecord] = []
 
     @property
     def out_of_view_lanes(self) -> int:
@@ -199,7 +198,7 @@ class CheckReport:
         """Total class (c) lanes: outside every argument's storage (never dereferenced)."""
         return sum(r.lanes(OUT_OF_BOUNDS) for r in self.launches)
 
-    def summary(self) -> Dict[str, int]:
+    def summary(self) -> dict[str, int]:
         """Totals over all launches, for assertions and one-line logs."""
         return {
             "launches": len(self.launches),
@@ -245,7 +244,7 @@ class CheckReport:
 # launch bookkeeping
 
 
-def _collect_tensors(name: str, value: Any, out: List[TensorArg]) -> None:
+def _collect_tensors(name: str, value: Any, out: list[TensorArg]) -> None:
     from triton.runtime import interpreter as interp
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -274,8 +273,8 @@ def _collect_tensors(name: str, value: Any, out: List[TensorArg]) -> None:
     )
 
 
-def _group_storages(args: List[TensorArg]) -> List[_StorageGroup]:
-    groups: Dict[Tuple[int, int], _StorageGroup] = {}
+def _group_storages(args: list[TensorArg]) -> list[_StorageGroup]:
+    groups: dict[tuple[int, int], _StorageGroup] = {}
     for a in args:
         if a.storage_nbytes <= 0:
             continue
@@ -284,7 +283,7 @@ def _group_storages(args: List[TensorArg]) -> List[_StorageGroup]:
     return list(groups.values())
 
 
-def _current_launch() -> Optional[LaunchRecord]:
+def _current_launch() -> LaunchRecord | None:
     stack = getattr(_state, "launches", None)
     return stack[-1] if stack else None
 
@@ -293,7 +292,7 @@ def _current_launch() -> Optional[LaunchRecord]:
 # lane classification
 
 
-_jit_codes: Dict[int, Any] = {}
+_jit_codes: dict[int, Any] = {}
 
 
 def _is_jit_code(code) -> bool:
@@ -307,7 +306,7 @@ def _is_jit_code(code) -> bool:
     return _jit_codes.get(id(code)) is code
 
 
-def _site(rec: LaunchRecord) -> Tuple[str, int]:
+def _site(rec: LaunchRecord) -> tuple[str, int]:
     """(function, line) of the innermost @triton.jit frame on the stack (the kernel itself, or the
     device function it called), so a report names the line that computed the address."""
     f = sys._getframe(1)
@@ -384,7 +383,7 @@ def _classify(rec: LaunchRecord, addrs: np.ndarray, active: np.ndarray, nbytes: 
 # patches
 
 
-def _make_patches(report: CheckReport, interp) -> Dict[Tuple[Any, str], Any]:
+def _make_patches(report: CheckReport, interp) -> dict[tuple[Any, str], Any]:
     B = interp.InterpreterBuilder
     G = interp.GridExecutor
     orig = {
@@ -453,7 +452,7 @@ def _make_patches(report: CheckReport, interp) -> Dict[Tuple[Any, str], Any]:
         if rec is not None and rec._code is self.fn.__code__:
             import inspect
 
-            tensors: List[TensorArg] = []
+            tensors: list[TensorArg] = []
             try:
                 bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
             except TypeError:

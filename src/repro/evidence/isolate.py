@@ -43,8 +43,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def run_child(cmd: list[str], timeout_s: float, env: dict | None = None) -> ChildRun:
     """Run ``cmd`` in a new process group that dies with this process; on timeout kill the whole group."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=die_with_parent())
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=die_with_parent(),
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
         timed_out = False
@@ -83,9 +90,14 @@ def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False)
     return [sys.executable, "-m", "repro.evidence.cases", payload]
 
 
-def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float = 120.0,
-                      wrapper: list[str] | None = None, env_extra: dict | None = None,
-                      checked: bool = False) -> tuple[CaseResult, ChildRun]:
+def run_case_isolated(
+    spec: ScenarioSpec,
+    implementation: str,
+    timeout_s: float = 120.0,
+    wrapper: list[str] | None = None,
+    env_extra: dict | None = None,
+    checked: bool = False,
+) -> tuple[CaseResult, ChildRun]:
     """One case in a child process (optionally under a wrapper such as compute-sanitizer)."""
     env = dict(os.environ)
     env.update(env_extra or {})
@@ -94,8 +106,12 @@ def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float 
         return CaseResult(implementation, "timeout", error=f"no result within {timeout_s:g} s"), child
     data = _last_json(child.stdout)
     if data is None:
-        result = CaseResult(implementation, "crashed", returncode=child.returncode,
-                            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result")
+        result = CaseResult(
+            implementation,
+            "crashed",
+            returncode=child.returncode,
+            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
+        )
         return result, child
     result = CaseResult(**data)
     result.returncode = child.returncode
@@ -104,9 +120,10 @@ def run_case_isolated(spec: ScenarioSpec, implementation: str, timeout_s: float 
     return result, child
 
 
-def check_implementation_isolated(path: str, param: str = "implementation", timeout_s: float = 120.0) -> None:
-    """Import and check ``path`` in a child process, so a module that exits, hangs or crashes on import
-    is reported (:class:`~repro.registry.ImplementationError`) instead of ending or holding the caller."""
+def check_implementation_isolated(path: str, param: str = "implementation", timeout_s: float = 120.0) -> dict:
+    """Import and check ``path`` in a child process and return its provenance, so a module that exits,
+    hangs or crashes on import is an :class:`~repro.registry.ImplementationError` instead of the end
+    (or the hang) of the caller."""
     import secrets
 
     from repro.registry import ImplementationError
@@ -116,11 +133,13 @@ def check_implementation_isolated(path: str, param: str = "implementation", time
     if child.timed_out:
         raise ImplementationError(f"{param}: importing {path!r} did not finish within {timeout_s:g} s")
     lines = [ln for ln in child.stdout.strip().splitlines() if ln.strip()]
-    answer = lines[-1][len(token) + 1:] if lines and lines[-1].startswith(token + " ") else None
-    if answer == "ok" and child.returncode == 0:
-        return
+    answer = lines[-1][len(token) + 1 :] if lines and lines[-1].startswith(token + " ") else None
+    if answer is not None and answer.startswith("ok ") and child.returncode == 0:
+        return json.loads(answer[3:])
     if answer is not None and child.returncode == 2:
         raise ImplementationError(answer)
     detail = _fault_line(child.stderr) or (lines[-1][:300] if lines else "")
-    raise ImplementationError(f"{param}: importing {path!r} ended the checking process (exit code "
-                              f"{child.returncode}) before it could be checked" + (f": {detail}" if detail else ""))
+    raise ImplementationError(
+        f"{param}: importing {path!r} ended the checking process (exit code {child.returncode}) before it "
+        "could be checked" + (f": {detail}" if detail else "")
+    )

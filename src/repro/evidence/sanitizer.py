@@ -25,15 +25,16 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Tuple, Union
+from typing import Any
 
 from repro.evidence import environment
-from repro.registry import BUILTIN
 from repro.evidence.isolate import run_case_isolated
 from repro.evidence.scenarios import ScenarioSpec
+from repro.registry import IMPLEMENTATIONS
 
 #: Errors printed in full; the rest are only counted (``errors_not_printed``). A faulting gather
 #: repeats one access thousands of times, so a few are enough and keep the log small.
@@ -104,17 +105,21 @@ class MemcheckReport:
 _PREFIX = re.compile(r"^={3,} ?")
 _INVALID = re.compile(r"^Invalid\s+(?P<space>\S+)\s+(?P<kind>\w+)\s+of\s+size\s+(?P<size>[\d,]+)(?:\s+bytes?)?\b")
 # Device exceptions without an "Invalid ... of size" line (memcheck docs, "Hardware exception").
-_HW_EXCEPTION = re.compile(r"^(?:(?:Warp|Lane|Device)\s+)?(?:Misaligned|Out-of-range|Illegal|Invalid|Hardware)\b"
-                           r"|^(?:Warp|Lane)\b.*\bStack Overflow\b|^Malloc/Free [Ee]rror")
+_HW_EXCEPTION = re.compile(
+    r"^(?:(?:Warp|Lane|Device)\s+)?(?:Misaligned|Out-of-range|Illegal|Invalid|Hardware)\b"
+    r"|^(?:Warp|Lane)\b.*\bStack Overflow\b|^Malloc/Free [Ee]rror"
+)
 _AT_OLD = re.compile(r"^at\s+0x(?P<pc>[0-9a-fA-F]+)\s+in\s+(?P<rest>.+?)\s*$")
 _OLD_LOCATION = re.compile(r"^(?P<file>\S+?):(?P<line>\d+):(?P<kernel>.+)$")
 _AT_NEW = re.compile(r"^at\s+(?P<kernel>.+?)\+0x(?P<pc>[0-9a-fA-F]+)(?:\s+in\s+(?P<file>.+?):(?P<line>\d+))?\s*$")
 _AT_BARE = re.compile(r"^at\s+(?P<kernel>.+?)(?:\s+in\s+(?P<file>.+?):(?P<line>\d+))?\s*$")
 _THREAD = re.compile(r"^by\s+thread\s*\((?P<thread>[\d,\s]*)\)(?:\s*in\s+block\s*\((?P<block>[\d,\s]*)\))?")
 _ADDRESS = re.compile(r"^(?:Access\s+to|Address)\s+0x(?P<addr>[0-9a-fA-F]+)\s+is\s+(?P<problem>.+?)\.?\s*$")
-_NEAREST = re.compile(r"^and\s+is\s+(?:(?P<dist>[\d,]+)\s+bytes?\s+)?(?P<rel>before|after|inside)\b"
-                      r".*?nearest\s+allocation(?:\s+at\s+0x(?P<alloc>[0-9a-fA-F]+))?"
-                      r"(?:\s+of\s+size\s+(?P<asize>[\d,]+)\s+bytes?)?")
+_NEAREST = re.compile(
+    r"^and\s+is\s+(?:(?P<dist>[\d,]+)\s+bytes?\s+)?(?P<rel>before|after|inside)\b"
+    r".*?nearest\s+allocation(?:\s+at\s+0x(?P<alloc>[0-9a-fA-F]+))?"
+    r"(?:\s+of\s+size\s+(?P<asize>[\d,]+)\s+bytes?)?"
+)
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(?P<n>[\d,]+)\s+errors?\b(?P<rest>.*)$")
 _FRAME = re.compile(r"^(?:Host|Device)\s+Frame:|^Saved host backtrace")
 
@@ -141,7 +146,7 @@ def _tool_lines(text: str) -> list[str]:
     for ln in raw:
         m = _PREFIX.match(ln)
         if m:
-            out.append(ln[m.end():].strip())
+            out.append(ln[m.end() :].strip())
         elif not prefixed:
             out.append(ln.strip())
     return out
@@ -179,8 +184,9 @@ def parse_memcheck_log(text: str) -> MemcheckReport:
             continue
         m = _INVALID.match(line)
         if m:
-            current = InvalidAccess(headline=line, kind=m.group("kind"), memory_space=m.group("space"),
-                                    size_bytes=_int(m.group("size")))
+            current = InvalidAccess(
+                headline=line, kind=m.group("kind"), memory_space=m.group("space"), size_bytes=_int(m.group("size"))
+            )
             report.accesses.append(current)
             continue
         if _HW_EXCEPTION.match(line):
@@ -246,12 +252,15 @@ def describe_access(acc: InvalidAccess | None, max_kernel_chars: int = 80) -> st
     if acc.source_file:
         text += f" at {os.path.basename(acc.source_file)}:{acc.line}"
     if acc.kernel:
-        kernel = acc.kernel if len(acc.kernel) <= max_kernel_chars else acc.kernel[:max_kernel_chars - 3] + "..."
+        kernel = acc.kernel if len(acc.kernel) <= max_kernel_chars else acc.kernel[: max_kernel_chars - 3] + "..."
         text += f" in {kernel}"
     if acc.problem and acc.problem != acc.headline and (acc.problem != "out of bounds" or acc.relation is None):
         text += f", {acc.problem}"
-    alloc = f"a {acc.allocation_size_bytes:,}-byte allocation" if acc.allocation_size_bytes is not None \
+    alloc = (
+        f"a {acc.allocation_size_bytes:,}-byte allocation"
+        if acc.allocation_size_bytes is not None
         else "the nearest allocation"
+    )
     if acc.relation == "inside":
         text += f", inside {alloc}"
     elif acc.relation and acc.distance_bytes is not None:
@@ -274,22 +283,30 @@ def sanitizer_command(sanitizer_path: str, log_file: str | Path, print_limit: in
     """
     if "%" in str(log_file):
         raise ValueError(f"log file path must not contain '%' (compute-sanitizer expands it): {log_file}")
-    return [str(sanitizer_path), "--tool", "memcheck", "--print-limit", str(int(print_limit)),
-            "--log-file", str(log_file)]
+    return [
+        str(sanitizer_path),
+        "--tool",
+        "memcheck",
+        "--print-limit",
+        str(int(print_limit)),
+        "--log-file",
+        str(log_file),
+    ]
 
 
 def variant_label(implementation: str) -> str:
     """``buggy`` for the library's own gather_buggy, else the function name."""
-    for label, path in BUILTIN.items():
-        if path == implementation:
-            return label
+    for entry in IMPLEMENTATIONS:
+        if entry.target == implementation:
+            return entry.label
     return implementation.rsplit(":", 1)[-1] or implementation
 
 
 def log_name(spec: ScenarioSpec, implementation: str) -> str:
     """``<variant>-<mode>-<n>req-<hash>.log``; the hash of the whole case keeps concurrent logs apart."""
-    digest = hashlib.sha1(json.dumps([spec.to_dict(), implementation], sort_keys=True, default=str)
-                          .encode()).hexdigest()[:8]
+    digest = hashlib.sha1(
+        json.dumps([spec.to_dict(), implementation], sort_keys=True, default=str).encode()
+    ).hexdigest()[:8]
     stem = f"{variant_label(implementation)}-{spec.mode}-{spec.num_reqs}req-{digest}"
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".log"
 
@@ -325,22 +342,37 @@ class SanitizerResult:
         return asdict(self)
 
 
-def run_under_sanitizer(spec: ScenarioSpec, implementation: str, log_dir: str | Path,
-                        timeout_s: float = DEFAULT_TIMEOUT_S, print_limit: int = DEFAULT_PRINT_LIMIT,
-                        env_extra: Mapping[str, str] | None = None, sanitizer_path: str | None = None,
-                        log_file_name: str | None = None) -> SanitizerResult:
+def run_under_sanitizer(
+    spec: ScenarioSpec,
+    implementation: str,
+    log_dir: str | Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    print_limit: int = DEFAULT_PRINT_LIMIT,
+    env_extra: Mapping[str, str] | None = None,
+    sanitizer_path: str | None = None,
+    log_file_name: str | None = None,
+) -> SanitizerResult:
     """One case in its own process under memcheck. Never raises for a case or tool failure.
 
     ``sanitizer_path`` None: :func:`repro.evidence.environment.find_compute_sanitizer`. Run a ``cuda`` spec:
     on ``cpu`` there is no kernel for memcheck to check and the verdict is trivially clean.
     """
     t0 = time.perf_counter()
-    result = SanitizerResult(implementation=implementation, variant=variant_label(implementation),
-                             mode=spec.mode, num_reqs=spec.num_reqs, status="unavailable", spec=spec.to_dict())
+    result = SanitizerResult(
+        implementation=implementation,
+        variant=variant_label(implementation),
+        mode=spec.mode,
+        num_reqs=spec.num_reqs,
+        status="unavailable",
+        spec=spec.to_dict(),
+    )
     tool = sanitizer_path if sanitizer_path is not None else environment.find_compute_sanitizer()
     if not tool or not Path(tool).is_file():
-        result.error = (f"compute-sanitizer not found (PATH, {', '.join(environment.SANITIZER_FALLBACKS)})"
-                        if not tool else f"compute-sanitizer not found at {tool}")
+        result.error = (
+            f"compute-sanitizer not found (PATH, {', '.join(environment.SANITIZER_FALLBACKS)})"
+            if not tool
+            else f"compute-sanitizer not found at {tool}"
+        )
         return result
     try:
         log_dir = Path(log_dir).resolve()
@@ -349,8 +381,9 @@ def run_under_sanitizer(spec: ScenarioSpec, implementation: str, log_dir: str | 
         log_path.unlink(missing_ok=True)  # never parse a stale log from an earlier run
         result.log_path = str(log_path)
         env = {**SANITIZER_ENV, **(env_extra or {})}
-        case, child = run_case_isolated(spec, implementation, timeout_s,
-                                        wrapper=sanitizer_command(tool, log_path, print_limit), env_extra=env)
+        case, child = run_case_isolated(
+            spec, implementation, timeout_s, wrapper=sanitizer_command(tool, log_path, print_limit), env_extra=env
+        )
         result.seconds = round(child.seconds, 3)
         result.case_status, result.case_error, result.returncode = case.status, case.error, child.returncode
         result.mismatched_tokens, result.stray_writes = case.mismatched_tokens, case.stray_writes
@@ -386,12 +419,15 @@ def _tool_did_not_check(report: MemcheckReport) -> bool:
 
 
 #: ``(spec, implementation)`` or a mapping of :func:`run_under_sanitizer` keyword arguments.
-Job = Union[Tuple[ScenarioSpec, str], Mapping[str, Any]]
+Job = tuple[ScenarioSpec, str] | Mapping[str, Any]
 
 
-def run_many(jobs: Iterable[Job], max_workers: int = DEFAULT_MAX_WORKERS,
-             on_result: Callable[[int, SanitizerResult], None] | None = None,
-             **common: Any) -> list[SanitizerResult]:
+def run_many(
+    jobs: Iterable[Job],
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    on_result: Callable[[int, SanitizerResult], None] | None = None,
+    **common: Any,
+) -> list[SanitizerResult]:
     """Run cases concurrently (threads, each driving its own sanitizer process); results in input order.
 
     A job is ``(spec, implementation)`` or a mapping of :func:`run_under_sanitizer` keyword

@@ -68,8 +68,11 @@ def validate_spec(spec: ScenarioSpec) -> None:
     """Clear errors for impossible cases, before any memory is touched."""
     if spec.seq_lens is not None and (len(spec.seq_lens) != spec.num_reqs or min(spec.seq_lens) < 1):
         raise ValueError(f"seq_lens must hold {spec.num_reqs} positive lengths, got {spec.seq_lens}")
-    if spec.gather_lens is not None and (spec.seq_lens is None or len(spec.gather_lens) != spec.num_reqs
-                                         or any(not 0 <= g <= s for g, s in zip(spec.gather_lens, spec.seq_lens))):
+    if spec.gather_lens is not None and (
+        spec.seq_lens is None
+        or len(spec.gather_lens) != spec.num_reqs
+        or any(not 0 <= g <= s for g, s in zip(spec.gather_lens, spec.seq_lens))
+    ):
         raise ValueError(f"gather_lens must give 0 <= gather_len <= seq_len per request, got {spec.gather_lens}")
     if not 1 <= spec.num_reqs <= spec.max_reqs:
         raise ValueError(f"num_reqs must be between 1 and max_reqs={spec.max_reqs}, got {spec.num_reqs}")
@@ -81,9 +84,11 @@ def validate_spec(spec: ScenarioSpec) -> None:
         raise ValueError(f"mode must be one of {SENTINEL_MODES}, got {spec.mode!r}")
     need = narrowed_width(spec)
     if spec.backing_width and not spec.contiguous and spec.backing_width <= need:
-        raise ValueError(f"backing_width must exceed the {need} block-table columns a "
-                         f"{spec.seq_len_max}-token request needs at block_size {spec.block_size}; "
-                         f"got {spec.backing_width}")
+        raise ValueError(
+            f"backing_width must exceed the {need} block-table columns a "
+            f"{spec.seq_len_max}-token request needs at block_size {spec.block_size}; "
+            f"got {spec.backing_width}"
+        )
 
 
 def narrowed_width(spec: ScenarioSpec) -> int:
@@ -156,12 +161,14 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
         backing.copy_(decoy_ids[torch.randint(0, NUM_DECOY_BLOCKS, backing.shape, generator=gen)])
     first = 0
     for r, k in enumerate(blocks_per_req):
-        backing[r, :k] = perm[first: first + k]
+        backing[r, :k] = perm[first : first + k]
         first += k
 
     # The K rows: request r's token p lives at slot table[r, p // B] * B + p % B.
     req = torch.repeat_interleave(torch.arange(n), seq_lens.long())
-    pos = torch.arange(req.shape[0]) - torch.repeat_interleave(torch.cumsum(seq_lens.long(), 0) - seq_lens.long(), seq_lens.long())
+    pos = torch.arange(req.shape[0]) - torch.repeat_interleave(
+        torch.cumsum(seq_lens.long(), 0) - seq_lens.long(), seq_lens.long()
+    )
     slots = backing[req, pos // B].long() * B + pos % B
     # Decoy blocks are filled too, so in-range misreads gather real (wrong) data.
     decoy_slots = (decoy_ids.long()[:, None] * B + torch.arange(B)).reshape(-1)
@@ -187,7 +194,7 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     )
 
 
-def buggy_reads(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> "list[dict]":
+def buggy_reads(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> list[dict]:
     """Which backing entry each (request, logical block) is read from with pitch ``shape[-1]``.
 
     Request b's block j is read at flat element ``b*w + j`` of the backing storage, i.e. backing
@@ -199,8 +206,14 @@ def buggy_reads(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: i
         for j in range(ceil_div(s, block_size)):
             flat = b * w + j
             r, c = divmod(flat, W)
-            rows.append({
-                "request": b, "logical_block": j, "correct_entry": f"[{b}, {j}]", "buggy_entry": f"[{r}, {c}]",
-                "inside_view": r < block_table.shape[0] and c < w, "correct": (r, c) == (b, j),
-            })
+            rows.append(
+                {
+                    "request": b,
+                    "logical_block": j,
+                    "correct_entry": f"[{b}, {j}]",
+                    "buggy_entry": f"[{r}, {c}]",
+                    "inside_view": r < block_table.shape[0] and c < w,
+                    "correct": (r, c) == (b, j),
+                }
+            )
     return rows

@@ -14,16 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.geometry.layout import DSV4
-
-BYTES_READ_PER_TOKEN = DSV4.token_bytes
-BYTES_WRITTEN_PER_TOKEN = DSV4.head_dim * 2
 #: Upper bound on input copies a graph rotates through.
 MAX_ROTATION = 32
-
-
-def gather_bytes(tokens: int) -> int:
-    return tokens * (BYTES_READ_PER_TOKEN + BYTES_WRITTEN_PER_TOKEN)
 
 
 def median_us(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:

@@ -9,13 +9,16 @@ over the whole sentinel-filled cache, and each gather over the whole poisoned ou
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 import torch
 
 from repro.evidence.cases import compare_bitwise, reference_output
-from repro.registry import load_implementation
-from repro.geometry.layout import DSV4
 from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 from repro.evidence.watchdog import CaseTimeout, time_limit
+from repro.geometry.layout import DSV4
+from repro.registry import Implementation, load_implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
 VLLM_BLOCK_SIZE = 64
@@ -25,19 +28,35 @@ def case_specs(device: str) -> list[tuple[str, ScenarioSpec]]:
     specs = []
     for seq_lens, gather_lens, offset in VLLM_CASES:
         for padded in (False, True):
-            label = f"seq_lens={list(seq_lens)} gather_lens={list(gather_lens) if gather_lens else None} " \
-                    f"offset={offset} {'padded' if padded else 'unpadded'}"
-            specs.append((label, ScenarioSpec(num_reqs=len(seq_lens), block_size=VLLM_BLOCK_SIZE, mode="poison",
-                                              max_reqs=len(seq_lens), offset=offset, padded=padded,
-                                              device=device, contiguous=True, seq_lens=seq_lens,
-                                              gather_lens=gather_lens)))
+            label = (
+                f"seq_lens={list(seq_lens)} gather_lens={list(gather_lens) if gather_lens else None} "
+                f"offset={offset} {'padded' if padded else 'unpadded'}"
+            )
+            specs.append(
+                (
+                    label,
+                    ScenarioSpec(
+                        num_reqs=len(seq_lens),
+                        block_size=VLLM_BLOCK_SIZE,
+                        mode="poison",
+                        max_reqs=len(seq_lens),
+                        offset=offset,
+                        padded=padded,
+                        device=device,
+                        contiguous=True,
+                        seq_lens=seq_lens,
+                        gather_lens=gather_lens,
+                    ),
+                )
+            )
     return specs
 
 
-def writer_check(spec: ScenarioSpec) -> dict:
-    """The Triton writer against the reference writer, over the whole sentinel-filled byte pool."""
-    from repro.kernels.writer import quantize_and_insert_k_cache
+def writer_differences(spec: ScenarioSpec) -> tuple[int, int]:
+    """The Triton writer against the reference writer over the whole sentinel-filled byte pool:
+    (bytes that differ, bytes compared)."""
     from repro.kernels.reference import quantize_and_insert_reference
+    from repro.kernels.writer import quantize_and_insert_k_cache
 
     scenario = build_scenario(spec)
     B = spec.block_size
@@ -50,42 +69,58 @@ def writer_check(spec: ScenarioSpec) -> dict:
     pools = []
     for write in (quantize_and_insert_k_cache, quantize_and_insert_reference):
         storage = torch.full_like(scenario.k_cache_storage, CACHE_FILL_BYTE)
-        cache = torch.as_strided(storage, (scenario.k_cache.shape[0], DSV4.block_bytes(B)),
-                                 (scenario.k_cache.stride(0), 1))
+        cache = torch.as_strided(
+            storage, (scenario.k_cache.shape[0], DSV4.block_bytes(B)), (scenario.k_cache.stride(0), 1)
+        )
         write(k, cache, slots, B)
         pools.append(storage)
     if pools[0].is_cuda:
         torch.cuda.synchronize()
-    differ = int((pools[0] != pools[1]).sum())
-    return {"expected": "0 bytes differ", "observed": f"{differ}/{pools[0].numel()} bytes differ", "ok": differ == 0,
-            "mismatched_bytes": differ, "total_bytes": pools[0].numel()}
+    return int((pools[0] != pools[1]).sum()), pools[0].numel()
 
 
-def run_vllm_cases(device: str, implementations: dict[str, str], table, timeout_s: float = 120.0) -> None:
-    """Append one writer row and one row per gather implementation for every case; an implementation
-    that raises or runs past ``timeout_s`` is a failed row, never the end of the notebook."""
+@dataclass(frozen=True)
+class ContiguousObservation:
+    """One implementation on one of vLLM's cases: tokens that differ, stray rows, whole buffer equal."""
+
+    case: str
+    num_reqs: int
+    mismatched_tokens: int
+    stray_writes: int
+    whole_equal: bool
+    total_tokens: int
+    error: str = ""  # the implementation raised or ran past its time limit: nothing to compare
+
+
+def run_vllm_cases(
+    device: str,
+    implementations: Sequence[Implementation],
+    on_writer: Callable[[str, int, int, int], None],
+    on_gather: Callable[[Implementation, ContiguousObservation], None],
+    timeout_s: float = 120.0,
+) -> None:
+    """Per case: the writer's byte differences, then every gather implementation's observation; one
+    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on."""
     for label, spec in case_specs(device):
-        table.append({"check": "writer kernel equals the reference writer", "variant": "writer",
-                      "num_reqs": spec.num_reqs, "case": label, **writer_check(spec)})
+        on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
-        for variant, path in implementations.items():
-            row = {"check": "gather equals the reference on a contiguous table", "variant": variant,
-                   "num_reqs": spec.num_reqs, "case": label, "expected": "whole output buffer bitwise equal",
-                   "mismatched_bytes": None, "total_bytes": None}
+        for entry in implementations:
             out = scenario.fresh_out()
             try:
-                with time_limit(timeout_s, f"{path} on {label}"):
-                    load_implementation(path)(*scenario.args(out))
+                with time_limit(timeout_s, f"{entry.target} on {label}"):
+                    load_implementation(entry.target)(*scenario.args(out))
                     if out.is_cuda:
                         torch.cuda.synchronize()
-            except CaseTimeout as exc:
-                table.append({**row, "observed": f"timeout: {exc}"[:200], "ok": False})
-                continue
-            except Exception as exc:  # a crashing case is a result row
-                table.append({**row, "observed": f"error: {type(exc).__name__}: {exc}"[:200], "ok": False})
+            except (Exception, CaseTimeout) as exc:  # a crashing case is an observation
+                error = str(exc) if isinstance(exc, CaseTimeout) else f"{type(exc).__name__}: {exc}"
+                on_gather(
+                    entry,
+                    ContiguousObservation(label, spec.num_reqs, -1, -1, False, scenario.total_tokens, error[:300]),
+                )
                 continue
             mismatched, stray = compare_bitwise(out, ref, scenario)
             whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
-            table.append({**row, "observed": f"{mismatched}/{scenario.total_tokens} tokens differ, {stray} stray rows",
-                          "ok": whole and mismatched == 0 and stray == 0})
+            on_gather(
+                entry, ContiguousObservation(label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens)
+            )

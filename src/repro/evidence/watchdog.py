@@ -18,8 +18,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 PR_SET_PDEATHSIG = 1
 
@@ -53,8 +53,10 @@ def die_with_parent() -> Callable[[], None]:
 
 
 def _end_process(what: str, seconds: float, grace_s: float) -> None:
-    msg = (f"repro: {what} ran past its {seconds:g} s limit and did not stop within {grace_s:g} s more "
-           "(stuck outside Python); ending this process\n")
+    msg = (
+        f"repro: {what} ran past its {seconds:g} s limit and did not stop within {grace_s:g} s more "
+        "(stuck outside Python); ending this process\n"
+    )
     try:
         os.write(2, msg.encode())
     finally:
@@ -87,6 +89,7 @@ def time_limit(seconds: float | None, what: str = "case", grace_s: float = 30.0)
 
     previous = None
     if in_main:
+
         def on_alarm(signum, frame):
             if not done.is_set():
                 raise CaseTimeout(message)

@@ -109,6 +109,14 @@ DSV4 = TokenLayout()
 FLASHMLA_ALIGNMENT = DSV4.data_bytes
 #: Bytes per stored indexer token: 128 fp8 values + one fp32 scale.
 INDEXER_TOKEN_BYTES = INDEXER_HEAD_DIM * FP8_BYTES + FP32_BYTES
+#: Bytes a gathered token moves: its 584-byte record read, its 512 bf16 values (1,024 bytes) written.
+GATHER_READ_BYTES_PER_TOKEN = DSV4.token_bytes
+GATHER_WRITE_BYTES_PER_TOKEN = DSV4.head_dim * BF16_BYTES
+
+
+def gather_bytes(tokens: int) -> int:
+    """Bytes read plus bytes written by a gather of ``tokens`` tokens."""
+    return tokens * (GATHER_READ_BYTES_PER_TOKEN + GATHER_WRITE_BYTES_PER_TOKEN)
 
 
 def block_layout_rows(block_size: int, alignment: int | None = None, layout: TokenLayout = DSV4) -> list[dict]:
@@ -116,16 +124,29 @@ def block_layout_rows(block_size: int, alignment: int | None = None, layout: Tok
     B = block_size
     stride = layout.block_stride(B, alignment)
     rows = [
-        {"bytes": f"[p*{layout.data_bytes}, p*{layout.data_bytes} + {layout.fp8_bytes})", "size per token": layout.fp8_bytes,
-         "content": f"token p: {layout.nope_dim} fp8 e4m3 NoPE values"},
-        {"bytes": f"[p*{layout.data_bytes} + {layout.fp8_bytes}, (p+1)*{layout.data_bytes})", "size per token": layout.rope_bytes,
-         "content": f"token p: {layout.rope_dim} bf16 RoPE values, unquantised"},
-        {"bytes": f"[{B * layout.data_bytes} + p*{layout.scale_bytes}, ... + {layout.scale_bytes})",
-         "size per token": layout.scale_bytes,
-         "content": f"token p: {layout.n_scales} UE8M0 exponents (one per {layout.quant_block} NoPE values) + "
-                    f"{layout.scale_bytes - layout.n_scales} zero pad"},
+        {
+            "bytes": f"[p*{layout.data_bytes}, p*{layout.data_bytes} + {layout.fp8_bytes})",
+            "size per token": layout.fp8_bytes,
+            "content": f"token p: {layout.nope_dim} fp8 e4m3 NoPE values",
+        },
+        {
+            "bytes": f"[p*{layout.data_bytes} + {layout.fp8_bytes}, (p+1)*{layout.data_bytes})",
+            "size per token": layout.rope_bytes,
+            "content": f"token p: {layout.rope_dim} bf16 RoPE values, unquantised",
+        },
+        {
+            "bytes": f"[{B * layout.data_bytes} + p*{layout.scale_bytes}, ... + {layout.scale_bytes})",
+            "size per token": layout.scale_bytes,
+            "content": f"token p: {layout.n_scales} UE8M0 exponents (one per {layout.quant_block} NoPE values) + "
+            f"{layout.scale_bytes - layout.n_scales} zero pad",
+        },
     ]
     if stride > layout.block_bytes(B):
-        rows.append({"bytes": f"[{layout.block_bytes(B)}, {stride})", "size per token": None,
-                     "content": f"padding to a multiple of {alignment} ({stride - layout.block_bytes(B)} bytes per block)"})
+        rows.append(
+            {
+                "bytes": f"[{layout.block_bytes(B)}, {stride})",
+                "size per token": None,
+                "content": f"padding to a multiple of {alignment} ({stride - layout.block_bytes(B)} bytes per block)",
+            }
+        )
     return rows

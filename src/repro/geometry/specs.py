@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, FP32_BYTES, HEAD_DIM, INDEXER_HEAD_DIM, INDEXER_TOKEN_BYTES, round_up
+from repro.geometry.layout import (
+    DSV4,
+    FLASHMLA_ALIGNMENT,
+    FP32_BYTES,
+    HEAD_DIM,
+    INDEXER_HEAD_DIM,
+    INDEXER_TOKEN_BYTES,
+    round_up,
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,9 @@ class KVCacheSpec:
         if self.block_size <= 0 or self.compress_ratio <= 0:
             raise ValueError(f"{self.name}: block_size and compress_ratio must be positive")
         if self.block_size % self.compress_ratio:
-            raise ValueError(f"{self.name}: compress_ratio {self.compress_ratio} must divide block_size {self.block_size}")
+            raise ValueError(
+                f"{self.name}: compress_ratio {self.compress_ratio} must divide block_size {self.block_size}"
+            )
         if self.row_bytes % self.itemsize:
             raise ValueError(f"{self.name}: row_bytes {self.row_bytes} is not a whole number of {self.dtype} elements")
 
@@ -94,6 +104,7 @@ def select_common_block_size(manager_block_size: int, accepted: tuple) -> int:
 
     Case 1: the manager block size itself is accepted. Case 2: the largest exact size that divides it.
     """
+
     def ok(size: int) -> bool:
         return any(a.accepts(size) if isinstance(a, MultipleOf) else a == size for a in accepted)
 
@@ -128,7 +139,8 @@ def compressor_state_row_bytes(compress_ratio: int, head_dim: int) -> int:
 
 
 def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
-    """The seven DeepSeek-V4 cache groups (bug-dossier 2.3), every size derived."""
+    """The seven DeepSeek-V4 cache groups, as vLLM 0.22.0's ``kv_cache_interface.py`` and backends
+    define them, every size derived."""
     token = DSV4.token_bytes
     align = FLASHMLA_ALIGNMENT
     c4_storage = block_size // C4_RATIO
@@ -138,22 +150,65 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
     c4_state_block = STATE_PAGE_BYTES // main_c4_state
     return [
         # SWA block size equals the C4A stored rows per block so both share one page size.
-        KVCacheSpec("SWA KV", "SlidingWindowMLASpec", c4_storage, token, alignment=align,
-                    backend_block_sizes=(MultipleOf(64),)),
-        KVCacheSpec("C4A KV", "MLAAttentionSpec", block_size, token, compress_ratio=C4_RATIO,
-                    alignment=align, backend_block_sizes=(256,)),
-        KVCacheSpec("C128A KV", "MLAAttentionSpec", block_size, token, compress_ratio=C128_RATIO,
-                    alignment=align, backend_block_sizes=(256,)),
-        KVCacheSpec("C4 indexer K", "MLAAttentionSpec", block_size, INDEXER_TOKEN_BYTES,
-                    compress_ratio=C4_RATIO, alignment=align, backend_block_sizes=(256,)),
-        KVCacheSpec("C4 main compressor state", "SlidingWindowMLASpec", c4_state_block, main_c4_state,
-                    dtype=torch.float32, alignment=align, backend_block_sizes=(MultipleOf(1),)),
-        KVCacheSpec("C128 main compressor state", "SlidingWindowMLASpec", STATE_PAGE_BYTES // main_c128_state,
-                    main_c128_state, dtype=torch.float32, alignment=align, backend_block_sizes=(MultipleOf(1),)),
+        KVCacheSpec(
+            "SWA KV", "SlidingWindowMLASpec", c4_storage, token, alignment=align, backend_block_sizes=(MultipleOf(64),)
+        ),
+        KVCacheSpec(
+            "C4A KV",
+            "MLAAttentionSpec",
+            block_size,
+            token,
+            compress_ratio=C4_RATIO,
+            alignment=align,
+            backend_block_sizes=(256,),
+        ),
+        KVCacheSpec(
+            "C128A KV",
+            "MLAAttentionSpec",
+            block_size,
+            token,
+            compress_ratio=C128_RATIO,
+            alignment=align,
+            backend_block_sizes=(256,),
+        ),
+        KVCacheSpec(
+            "C4 indexer K",
+            "MLAAttentionSpec",
+            block_size,
+            INDEXER_TOKEN_BYTES,
+            compress_ratio=C4_RATIO,
+            alignment=align,
+            backend_block_sizes=(256,),
+        ),
+        KVCacheSpec(
+            "C4 main compressor state",
+            "SlidingWindowMLASpec",
+            c4_state_block,
+            main_c4_state,
+            dtype=torch.float32,
+            alignment=align,
+            backend_block_sizes=(MultipleOf(1),),
+        ),
+        KVCacheSpec(
+            "C128 main compressor state",
+            "SlidingWindowMLASpec",
+            STATE_PAGE_BYTES // main_c128_state,
+            main_c128_state,
+            dtype=torch.float32,
+            alignment=align,
+            backend_block_sizes=(MultipleOf(1),),
+        ),
         # The indexer's state shares the C4 main state's block size; its page pads to pack
         # with the indexer K pages.
-        KVCacheSpec("C4 indexer compressor state", "SlidingWindowMLASpec", c4_state_block, indexer_state,
-                    dtype=torch.float32, alignment=align, backend_block_sizes=(MultipleOf(1),)),
+        KVCacheSpec(
+            "C4 indexer compressor state",
+            "SlidingWindowMLASpec",
+            c4_state_block,
+            indexer_state,
+            dtype=torch.float32,
+            alignment=align,
+            backend_block_sizes=(MultipleOf(1),),
+        ),
     ]
 
 
@@ -163,16 +218,18 @@ def catalogue_table(specs: list[KVCacheSpec]):
 
     rows = []
     for s in specs:
-        rows.append({
-            "cache group": s.name,
-            "spec class": s.spec_class,
-            "dtype": str(s.dtype).removeprefix("torch."),
-            "block_size": s.block_size,
-            "compress_ratio": s.compress_ratio,
-            "storage_block_size": s.storage_block_size,
-            "row_bytes": s.row_bytes,
-            "real_page_bytes": s.real_page_size_bytes,
-            "padded_page_bytes": s.page_size_padded,
-            "kernel_block_size": group_kernel_block_size(s),
-        })
+        rows.append(
+            {
+                "cache group": s.name,
+                "spec class": s.spec_class,
+                "dtype": str(s.dtype).removeprefix("torch."),
+                "block_size": s.block_size,
+                "compress_ratio": s.compress_ratio,
+                "storage_block_size": s.storage_block_size,
+                "row_bytes": s.row_bytes,
+                "real_page_bytes": s.real_page_size_bytes,
+                "padded_page_bytes": s.page_size_padded,
+                "kernel_block_size": group_kernel_block_size(s),
+            }
+        )
     return pd.DataFrame(rows)

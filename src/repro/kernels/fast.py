@@ -54,8 +54,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 import triton
@@ -140,11 +140,11 @@ def _gather_fast_kernel(
             # Loads first: 8 scale bytes, 448 fp8 bytes, 128 RoPE bytes per token.
             s = tl.load(scale_slot[:, None] + g[None, :], mask=valid[:, None], other=0)
             nope_mask = valid[:, None, None] & is_nope_group
-            x = tl.load(data[:, None, None] + cols[None, :, :], mask=nope_mask, other=0,
-                        eviction_policy="evict_first")
+            x = tl.load(data[:, None, None] + cols[None, :, :], mask=nope_mask, other=0, eviction_policy="evict_first")
             rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.bfloat16))
-            rope = tl.load(rope_ptr[:, None] + c[None, :], mask=valid[:, None], other=0.0,
-                           eviction_policy="evict_first")
+            rope = tl.load(
+                rope_ptr[:, None] + c[None, :], mask=valid[:, None], other=0.0, eviction_policy="evict_first"
+            )
 
             # 2**(s - 127) from its bits, per (token, quant block); exact on GPU and interpreter.
             scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
@@ -165,7 +165,7 @@ class FastPlan:
     num_warps: int
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -205,12 +205,14 @@ def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict,
         while block_t > cfg["min_block_t"] and num_reqs * triton.cdiv(max_gather, block_t) < target:
             block_t //= 2
     num_warps = cfg["num_warps"] or max(1, min(8, block_t // 4))
-    return FastPlan(grid=(triton.cdiv(max_gather, block_t), num_reqs), block_t=block_t,
-                    tiles_per_program=1, num_warps=num_warps)
+    return FastPlan(
+        grid=(triton.cdiv(max_gather, block_t), num_reqs), block_t=block_t, tiles_per_program=1, num_warps=num_warps
+    )
 
 
-def gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, *,
-                     plan: str | None = None, **settings) -> FastPlan | None:
+def gather_fast_with(
+    out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, *, plan: str | None = None, **settings
+) -> FastPlan | None:
     """:func:`gather_fast` with explicit settings (keys of :data:`DEFAULT_CONFIG`), for benchmarks.
 
     ``plan=None`` picks ``"per-request"`` in the interpreter and ``"grid"`` on a GPU. Returns the
@@ -224,15 +226,22 @@ def gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_siz
     if num_reqs == 0 or max_gather == 0:
         return None
     if num_reqs > MAX_GRID_Y:
-        raise ValueError(f"gather_fast launches one grid row per request; at most {MAX_GRID_Y} "
-                         f"requests, got {num_reqs}")
+        raise ValueError(
+            f"gather_fast launches one grid row per request; at most {MAX_GRID_Y} requests, got {num_reqs}"
+        )
     if plan is None:
         plan = "per-request" if is_interpreted(_gather_fast_kernel) else "grid"
     launch = plan_launch(num_reqs, max_gather, out.device, cfg, plan)
     _gather_fast_kernel[launch.grid](
-        out, out.stride(0), out.stride(1), k_cache, seq_lens,
+        out,
+        out.stride(0),
+        out.stride(1),
+        k_cache,
+        seq_lens,
         gather_lens if gather_lens is not None else seq_lens,
-        block_table, block_table.stride(0), offset,
+        block_table,
+        block_table.stride(0),
+        offset,
         HAS_GATHER_LENS=gather_lens is not None,
         CACHE_BLOCK_SIZE=block_size,
         BLOCK_STRIDE=k_cache.stride(0),

@@ -25,10 +25,27 @@ from repro.kernels.launch import VLLM_GATHER_LAUNCH, interpreter_gather_launch, 
 
 
 @triton.jit
-def _gather_tokens(i, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr, block_table_ptr,
-                   block_table_row_pitch, offset, CACHE_BLOCK_SIZE: tl.constexpr, BLOCK_STRIDE: tl.constexpr,
-                   FP8_DIM: tl.constexpr, HEAD_DIM: tl.constexpr, QUANT_BLOCK: tl.constexpr,
-                   TOKEN_DATA_SIZE: tl.constexpr, SCALE_DIM: tl.constexpr, SCALE_BIAS: tl.constexpr):
+def _gather_tokens(
+    i,
+    b,
+    gather_len,
+    start,
+    out_ptr,
+    out_stride0,
+    out_stride1,
+    k_cache_ptr,
+    block_table_ptr,
+    block_table_row_pitch,
+    offset,
+    CACHE_BLOCK_SIZE: tl.constexpr,
+    BLOCK_STRIDE: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    TOKEN_DATA_SIZE: tl.constexpr,
+    SCALE_DIM: tl.constexpr,
+    SCALE_BIAS: tl.constexpr,
+):
     """Dequantise and copy the tokens ``i`` (a vector of gather indices) of request ``b``.
 
     One ``[tokens, 512]`` tile per step: columns below 448 are fp8 x 2**(scale - 127), the rest are
@@ -94,36 +111,80 @@ def _dequantize_and_gather_k_kernel(
     if LOOP_TO_GATHER_LEN:
         # vLLM's loop: worker w handles tokens w, w + 128, ... below the loaded gather_len.
         for i0 in range(worker * TOKENS_PER_ITER, gather_len, NUM_WORKERS * TOKENS_PER_ITER):
-            _gather_tokens(i0 + toks, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr,
-                           block_table_ptr, block_table_row_pitch, offset, CACHE_BLOCK_SIZE, BLOCK_STRIDE,
-                           FP8_DIM, HEAD_DIM, QUANT_BLOCK, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
+            _gather_tokens(
+                i0 + toks,
+                b,
+                gather_len,
+                start,
+                out_ptr,
+                out_stride0,
+                out_stride1,
+                k_cache_ptr,
+                block_table_ptr,
+                block_table_row_pitch,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                FP8_DIM,
+                HEAD_DIM,
+                QUANT_BLOCK,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+                SCALE_BIAS,
+            )
     else:
         for it in range(MAX_ITERS):
             i0 = worker * TOKENS_PER_ITER + it * NUM_WORKERS * TOKENS_PER_ITER
-            _gather_tokens(i0 + toks, b, gather_len, start, out_ptr, out_stride0, out_stride1, k_cache_ptr,
-                           block_table_ptr, block_table_row_pitch, offset, CACHE_BLOCK_SIZE, BLOCK_STRIDE,
-                           FP8_DIM, HEAD_DIM, QUANT_BLOCK, TOKEN_DATA_SIZE, SCALE_DIM, SCALE_BIAS)
+            _gather_tokens(
+                i0 + toks,
+                b,
+                gather_len,
+                start,
+                out_ptr,
+                out_stride0,
+                out_stride1,
+                k_cache_ptr,
+                block_table_ptr,
+                block_table_row_pitch,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                FP8_DIM,
+                HEAD_DIM,
+                QUANT_BLOCK,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+                SCALE_BIAS,
+            )
 
 
 def check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
     """Reject inputs the kernel would silently misread, naming the argument and what is accepted."""
     head = DSV4.head_dim
     if out.dtype != torch.bfloat16 or out.dim() != 3 or out.shape[-1] != head or out.stride(-1) != 1:
-        raise ValueError(f"out must be bf16 [num_reqs, max_tokens, {head}] with unit last stride, "
-                         f"got {out.dtype} {tuple(out.shape)} strides {out.stride()}")
+        raise ValueError(
+            f"out must be bf16 [num_reqs, max_tokens, {head}] with unit last stride, "
+            f"got {out.dtype} {tuple(out.shape)} strides {out.stride()}"
+        )
     if k_cache.dtype != torch.uint8:
         raise ValueError(f"k_cache must be uint8, got {k_cache.dtype}")
     if k_cache.stride(0) < block_size * DSV4.token_bytes:
-        raise ValueError(f"k_cache.stride(0) = {k_cache.stride(0)} is smaller than block_size * "
-                         f"{DSV4.token_bytes} = {block_size * DSV4.token_bytes} bytes")
+        raise ValueError(
+            f"k_cache.stride(0) = {k_cache.stride(0)} is smaller than block_size * "
+            f"{DSV4.token_bytes} = {block_size * DSV4.token_bytes} bytes"
+        )
     if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.stride(-1) != 1:
-        raise ValueError(f"block_table must be int32 [num_reqs, max_blocks] with unit column stride, "
-                         f"got {block_table.dtype} {tuple(block_table.shape)} strides {block_table.stride()}")
+        raise ValueError(
+            f"block_table must be int32 [num_reqs, max_blocks] with unit column stride, "
+            f"got {block_table.dtype} {tuple(block_table.shape)} strides {block_table.stride()}"
+        )
     num_reqs = block_table.shape[0]
     if seq_lens.dtype != torch.int32 or tuple(seq_lens.shape) != (num_reqs,):
         raise ValueError(f"seq_lens must be int32 [{num_reqs}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
     if gather_lens is not None and (gather_lens.dtype != torch.int32 or tuple(gather_lens.shape) != (num_reqs,)):
-        raise ValueError(f"gather_lens must be None or int32 [{num_reqs}], got {gather_lens.dtype} {tuple(gather_lens.shape)}")
+        raise ValueError(
+            f"gather_lens must be None or int32 [{num_reqs}], got {gather_lens.dtype} {tuple(gather_lens.shape)}"
+        )
     if out.shape[0] != num_reqs:
         raise ValueError(f"out has {out.shape[0]} requests but block_table has {num_reqs}")
     if block_size <= 0 or offset < 0 or offset > out.shape[1]:
@@ -141,16 +202,24 @@ def _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset
     else:
         launch = VLLM_GATHER_LAUNCH
     _dequantize_and_gather_k_kernel[(num_reqs, launch.num_workers)](
-        out, out.stride(0), out.stride(1), k_cache, seq_lens,
+        out,
+        out.stride(0),
+        out.stride(1),
+        k_cache,
+        seq_lens,
         gather_lens if gather_lens is not None else seq_lens,
-        block_table, row_pitch, offset,
+        block_table,
+        row_pitch,
+        offset,
         HAS_GATHER_LENS=gather_lens is not None,
         CACHE_BLOCK_SIZE=block_size,
         BLOCK_STRIDE=k_cache.stride(0),
         NUM_WORKERS=launch.num_workers,
         TOKENS_PER_ITER=launch.tokens_per_iter,
         LOOP_TO_GATHER_LEN=launch.loop_to_gather_len,
-        MAX_ITERS=0 if launch.loop_to_gather_len else triton.cdiv(max_gather, launch.num_workers * launch.tokens_per_iter),
+        MAX_ITERS=0
+        if launch.loop_to_gather_len
+        else triton.cdiv(max_gather, launch.num_workers * launch.tokens_per_iter),
         FP8_DIM=DSV4.fp8_bytes,
         HEAD_DIM=DSV4.head_dim,
         QUANT_BLOCK=DSV4.quant_block,
@@ -162,17 +231,14 @@ def _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset
 
 def gather_buggy(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
     """vLLM <= 0.33.0: rows advance by ``block_table.shape[-1]`` (assumes contiguous rows)."""
-    _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
-            row_pitch=block_table.shape[-1])
+    _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch=block_table.shape[-1])
 
 
 def gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
     """vLLM PR #55109: rows advance by ``block_table.stride(0)``, the physical row pitch."""
-    _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
-            row_pitch=block_table.stride(0))
+    _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch=block_table.stride(0))
 
 
 def gather_contiguous_copy(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
     """The rejected alternative: materialise the table, then the unchanged kernel (a copy per call)."""
     gather_buggy(out, k_cache, seq_lens, gather_lens, block_table.contiguous(), block_size, offset)
-

@@ -18,12 +18,14 @@ _CHUNK_TOKENS = 1 << 16
 def cache_blocks_as_bytes(k_cache: torch.Tensor, block_size: int) -> torch.Tensor:
     """A ``[num_blocks, block_size * 584]`` byte view of a cache whose blocks are ``stride(0)`` apart."""
     num_blocks = k_cache.shape[0]
-    return torch.as_strided(k_cache, (num_blocks, DSV4.block_bytes(block_size)), (k_cache.stride(0), 1),
-                            k_cache.storage_offset())
+    return torch.as_strided(
+        k_cache, (num_blocks, DSV4.block_bytes(block_size)), (k_cache.stride(0), 1), k_cache.storage_offset()
+    )
 
 
-def quantize_and_insert_reference(k: torch.Tensor, k_cache: torch.Tensor, slot_mapping: torch.Tensor,
-                                  block_size: int) -> None:
+def quantize_and_insert_reference(
+    k: torch.Tensor, k_cache: torch.Tensor, slot_mapping: torch.Tensor, block_size: int
+) -> None:
     """Write bf16 ``k [T, 512]`` into the fp8_ds_mla cache at ``slot_mapping`` (slot -1 = skip).
 
     Per 64-wide NoPE block: ``e = ceil(log2(max(amax, 1e-4) / 448))``, stored value
@@ -43,7 +45,7 @@ def quantize_and_insert_reference(k: torch.Tensor, k_cache: torch.Tensor, slot_m
     fp8 = scaled.to(torch.float8_e4m3fn).view(torch.uint8).reshape(-1, lay.nope_dim)
     scale_bytes = torch.zeros(x.shape[0], lay.scale_bytes, dtype=torch.uint8, device=x.device)
     scale_bytes[:, : lay.n_scales] = (exponent + UE8M0_BIAS).clamp(0, 255).to(torch.uint8)
-    rope = k[:num_tokens][keep][:, lay.nope_dim:].contiguous().view(torch.uint8)
+    rope = k[:num_tokens][keep][:, lay.nope_dim :].contiguous().view(torch.uint8)
 
     blocks = cache_blocks_as_bytes(k_cache, block_size)
     block, slot = slots // block_size, slots % block_size
@@ -73,7 +75,7 @@ def dequantize_and_gather_reference(out, k_cache, seq_lens, gather_lens, block_t
     blocks = cache_blocks_as_bytes(k_cache, block_size)
     dev = k_cache.device
     for lo in range(0, req_all.shape[0], _CHUNK_TOKENS):
-        req, i, pos = (t[lo: lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
+        req, i, pos = (t[lo : lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
         physical = block_table[req, pos // block_size].long()
         slot = pos % block_size
         rows = physical[:, None]
@@ -85,4 +87,4 @@ def dequantize_and_gather_reference(out, k_cache, seq_lens, gather_lens, block_t
         scales = torch.exp2(scale_bytes.float() - UE8M0_BIAS).repeat_interleave(lay.quant_block, dim=1)
         nope = (fp8.view(torch.float8_e4m3fn).float() * scales).to(torch.bfloat16)
         out[req, offset + i, : lay.nope_dim] = nope
-        out[req, offset + i, lay.nope_dim:] = rope.contiguous().view(torch.bfloat16)
+        out[req, offset + i, lay.nope_dim :] = rope.contiguous().view(torch.bfloat16)

@@ -103,8 +103,9 @@ def _quantize_and_insert_k_kernel(
     tl.store(rope_dst[:, None] + cols[None, :], rope, mask=valid2)
 
 
-def quantize_and_insert_k_cache(k: torch.Tensor, k_cache: torch.Tensor, slot_mapping: torch.Tensor,
-                                block_size: int) -> None:
+def quantize_and_insert_k_cache(
+    k: torch.Tensor, k_cache: torch.Tensor, slot_mapping: torch.Tensor, block_size: int
+) -> None:
     """vLLM's writer signature; ``k_cache`` is a ``[num_blocks, block_bytes]`` (or 3-D) uint8 view."""
     lay = DSV4
     if k.dtype != torch.bfloat16 or k.dim() != 2 or k.shape[1] != lay.head_dim or k.stride(1) != 1:
@@ -112,14 +113,20 @@ def quantize_and_insert_k_cache(k: torch.Tensor, k_cache: torch.Tensor, slot_map
     if k_cache.dtype != torch.uint8:
         raise ValueError(f"k_cache must be uint8, got {k_cache.dtype}")
     if slot_mapping.dtype != torch.int64 or slot_mapping.dim() != 1 or slot_mapping.shape[0] > k.shape[0]:
-        raise ValueError(f"slot_mapping must be int64 [T'] with T' <= {k.shape[0]}, got {slot_mapping.dtype} "
-                         f"{tuple(slot_mapping.shape)}")
+        raise ValueError(
+            f"slot_mapping must be int64 [T'] with T' <= {k.shape[0]}, got {slot_mapping.dtype} "
+            f"{tuple(slot_mapping.shape)}"
+        )
     num_tokens = slot_mapping.shape[0]
     if num_tokens == 0:
         return
     per_program = interpreter_writer_tokens(num_tokens) if is_interpreted(_quantize_and_insert_k_kernel) else 1
     _quantize_and_insert_k_kernel[(triton.cdiv(num_tokens, per_program),)](
-        k, k.stride(0), k_cache, slot_mapping, num_tokens,
+        k,
+        k.stride(0),
+        k_cache,
+        slot_mapping,
+        num_tokens,
         CACHE_BLOCK_SIZE=block_size,
         BLOCK_STRIDE=k_cache.stride(0),
         TOKENS_PER_PROGRAM=per_program,

@@ -6,25 +6,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
-VARIANT_STYLE = {
-    "buggy": dict(color="#c0392b", marker="o"),
-    "fixed": dict(color="#27ae60", marker="s"),
-    "contiguous-copy": dict(color="#2980b9", marker="^"),
-    "under-test": dict(color="#8e44ad", marker="x", linestyle="--"),
-    "fast": dict(color="#e67e22", marker="D"),
-    "contiguous-table": dict(color="#7f8c8d", marker="v"),
-}
-
-
-ARM_STYLE = {
-    "fixed / narrowed view": dict(color="#27ae60", marker="o"),
-    "fixed / contiguous table": dict(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
-    "contiguous-copy / narrowed view": dict(color="#2980b9", marker="^"),
-    "fast / narrowed view": dict(color="#e67e22", marker="D"),
-    "fast / contiguous table": dict(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
-    "vllm / contiguous table": dict(color="#c0392b", marker="s", linestyle=":"),
-}
+from repro import registry
+from repro.analysis.rundata import RunData
 
 
 def _request_axis(ax) -> None:
@@ -32,20 +17,22 @@ def _request_axis(ax) -> None:
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     ax.set_xscale("log", base=2)
-    ticks = [2 ** k for k in range(0, 9)]
+    ticks = [2**k for k in range(0, 9)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("requests")
 
 
-def save(fig, run_dir: str | Path | None, name: str) -> Path | None:
-    """Write ``plots/<name>.png`` in the run folder (if any) and return its path."""
-    if not run_dir:
-        return None
+#: Resolution of the PNGs written into a run folder.
+DPI = 110
+
+
+def save(fig: Figure, run_dir: str | Path, name: str) -> Path:
+    """Write ``plots/<name>.png`` in the run folder and return its path."""
     path = Path(run_dir) / "plots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
     return path
 
 
@@ -57,8 +44,13 @@ def reshape_overrun(frame: pd.DataFrame):
     for k, variant in enumerate(("buggy", "fixed")):
         sub = frame[frame.variant == variant].set_index("cache group").loc[groups]
         xs = [i + (k - 0.5) * width for i in range(len(groups))]
-        ax.bar(xs, sub["required_bytes"] / sub["available_bytes"], width, label=variant,
-               color=VARIANT_STYLE[variant]["color"])
+        ax.bar(
+            xs,
+            sub["required_bytes"] / sub["available_bytes"],
+            width,
+            label=variant,
+            color=registry.style(variant)["color"],
+        )
         for x, v in zip(xs, sub["required_bytes"] / sub["available_bytes"]):
             ax.annotate(f"{v:.3g}x", (x, v), ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
@@ -82,12 +74,17 @@ def gather_mismatches(frame: pd.DataFrame):
             g = g.sort_values("num_reqs")
             ok = g["status"] == "ok"
             frac = (g["mismatched_tokens"] / g["total_tokens"]).where(ok)
-            ax.plot(g["num_reqs"], frac, label=variant, **VARIANT_STYLE.get(variant, {}))
+            ax.plot(g["num_reqs"], frac, label=variant, **registry.style(variant))
             faulted = g[~ok]
             if len(faulted):
-                ax.scatter(faulted["num_reqs"], [1.02] * len(faulted), marker="X", s=60,
-                           color=VARIANT_STYLE.get(variant, {}).get("color", "black"),
-                           label=f"{variant}: {faulted['status'].iloc[0]}")
+                ax.scatter(
+                    faulted["num_reqs"],
+                    [1.02] * len(faulted),
+                    marker="X",
+                    s=60,
+                    color=registry.style(variant).get("color", "black"),
+                    label=f"{variant}: {faulted['status'].iloc[0]}",
+                )
         _request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
         ax.set_ylim(-0.03, 1.08)
@@ -98,14 +95,23 @@ def gather_mismatches(frame: pd.DataFrame):
     return fig
 
 
-def counts_by_request(frame: pd.DataFrame, value: str, title: str, ylabel: str, log: bool = True):
+def arm_style(label: str) -> dict:
+    """An arm's style; arms from outside this repository share the outside arm's."""
+    from repro.analysis.performance import outside_arms
+
+    return dict(registry.OUTSIDE_ARM.style if outside_arms([label]) else registry.style(label))
+
+
+def counts_by_request(
+    frame: pd.DataFrame, value: str, title: str, ylabel: str, log: bool = True, style_of=registry.style
+):
     """One line per variant (and mode, if present) of ``value`` against request count."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     keys = ["variant", "mode"] if "mode" in frame else ["variant"]
     for key, g in frame.groupby(keys, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values("num_reqs")
-        style = dict(ARM_STYLE.get(key[0], VARIANT_STYLE.get(key[0], {})))
+        style = dict(style_of(key[0]))
         if len(key) > 1 and key[1] == "in-range":
             style["linestyle"] = ":"
         ax.plot(g["num_reqs"], g[value].astype(float).clip(lower=0.5 if log else None), label=" / ".join(key), **style)
@@ -119,36 +125,39 @@ def counts_by_request(frame: pd.DataFrame, value: str, title: str, ylabel: str, 
     return fig
 
 
-def draw_all(run_dir: str | Path) -> list[Path]:
-    """Redraw every standard figure of a run folder from its tables (the report calls this, so the
-    plots always match the tables and this checkout's plotting code)."""
-    from repro.evidence.results import read_results
-
-    run_dir = Path(run_dir)
-    tables = read_results(run_dir)
-    made = []
-
-    def keep(fig, name):
-        made.append(save(fig, run_dir, name))
-        plt.close(fig)
-
+def draw_all(run: RunData) -> dict[str, Figure]:
+    """Every standard figure of a run, drawn from its tables, by name (in report order)."""
+    tables = run.tables
+    figures: dict[str, Figure] = {}
     if "01-reshape-groups" in tables:
-        keep(reshape_overrun(tables["01-reshape-groups"]), "01-reshape-overrun")
+        figures["01-reshape-overrun"] = reshape_overrun(tables["01-reshape-groups"])
     if "02-gather-sweep" in tables:
-        keep(gather_mismatches(tables["02-gather-sweep"]), "02-gather-mismatches")
+        figures["02-gather-mismatches"] = gather_mismatches(tables["02-gather-sweep"])
     if "02-sanitizer" in tables:
-        san = tables["02-sanitizer"]
-        keep(sanitizer_errors(san), "02-sanitizer-errors")
+        figures["02-sanitizer-errors"] = sanitizer_errors(tables["02-sanitizer"])
     med, rat = tables.get("03-performance-medians"), tables.get("03-performance-ratios")
     if med is not None and rat is not None and len(med):
-        for name, fig in performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0])):
-            keep(fig, name)
-    return made
+        for name, fig in sorted(performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]))):
+            figures[name] = fig
+    return figures
+
+
+def write_all(run: RunData) -> list[str]:
+    """Redraw every figure of a run folder from its tables into ``plots/``; their names, in order."""
+    figures = draw_all(run)
+    for name, fig in figures.items():
+        save(fig, run.path, name)
+        plt.close(fig)
+    return list(figures)
 
 
 def sanitizer_errors(san: pd.DataFrame):
-    return counts_by_request(san.assign(error_count=san.error_count.fillna(0)), "error_count",
-                             "memcheck errors per case (0 drawn at 0.5)", "errors")
+    return counts_by_request(
+        san.assign(error_count=san.error_count.fillna(0)),
+        "error_count",
+        "memcheck errors per case (0 drawn at 0.5)",
+        "errors",
+    )
 
 
 def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
@@ -159,13 +168,31 @@ def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
         sub = med[med.launch == mode].assign(variant=lambda d: d.arm)
         for L in sorted(set(sub.seq_len)):
             what = "CUDA-graph replay" if mode == "graph" else "eager launch"
-            figs.append((f"03-time-{mode}-{L}", counts_by_request(
-                sub[sub.seq_len == L], "median_us", f"gather median time, {what}, {L} tokens per request",
-                "microseconds")))
+            figs.append(
+                (
+                    f"03-time-{mode}-{L}",
+                    counts_by_request(
+                        sub[sub.seq_len == L],
+                        "median_us",
+                        f"gather median time, {what}, {L} tokens per request",
+                        "microseconds",
+                        style_of=arm_style,
+                    ),
+                )
+            )
     frac = med[med.launch == "graph"].assign(variant=lambda d: d.arm)
     frac = frac.assign(fraction=frac.bandwidth_tbps / ceiling_tbps)
-    figs.append(("03-bandwidth-fraction", counts_by_request(
-        frac[frac.seq_len == longest], "fraction",
-        f"fraction of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replay, {longest} tokens per request)",
-        "of copy ceiling", log=False)))
+    figs.append(
+        (
+            "03-bandwidth-fraction",
+            counts_by_request(
+                frac[frac.seq_len == longest],
+                "fraction",
+                f"fraction of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replay, {longest} tokens per request)",
+                "of copy ceiling",
+                log=False,
+                style_of=arm_style,
+            ),
+        )
+    )
     return figs

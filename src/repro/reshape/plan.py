@@ -152,7 +152,9 @@ def parse_storage_error(message: str) -> StorageError:
     return StorageError(ints(m["sizes"]), ints(m["strides"]), int(m["required"]), int(m["available"]))
 
 
-def identify_groups(error: StorageError, specs: list[KVCacheSpec], group_kernel_block_sizes: dict[str, int]) -> list[str]:
+def identify_groups(
+    error: StorageError, specs: list[KVCacheSpec], group_kernel_block_sizes: dict[str, int]
+) -> list[str]:
     """Cache groups whose buggy view over the reported pool has exactly the reported sizes and strides."""
     matches = []
     for spec in specs:
@@ -167,6 +169,7 @@ def identify_groups(error: StorageError, specs: list[KVCacheSpec], group_kernel_
 
 # --------------------------------------------------------------------------------------------
 # Evidence that a view that fits aliases exactly the right bytes.
+
 
 @dataclass(frozen=True)
 class AliasingReport:
@@ -194,7 +197,7 @@ def check_aliasing(raw: torch.Tensor, view: torch.Tensor, spec: KVCacheSpec, sen
     page_view = raw.view(pages, spec.page_size_bytes)
     payload = page_view[:, : spec.real_page_size_bytes].reshape(-1).view(spec.dtype)
     expected = pattern.view(-1)
-    padding = page_view[:, spec.real_page_size_bytes:]
+    padding = page_view[:, spec.real_page_size_bytes :]
     if payload.numel() != expected.numel():
         raise ValueError(f"view holds {expected.numel()} elements but the pages hold {payload.numel()}")
     return AliasingReport(

@@ -1,0 +1,264 @@
+"""What the gather evidence means: expectations, verdicts and pivots for notebook 02's tables.
+
+Expectations come from the registry: an implementation expected to reproduce the bug must equal
+the reference at one request and differ (or fault) from two on; every other one must equal it
+everywhere. A buggy result that stops differing is a failed check, like a fixed path that breaks.
+Observations arrive as plain dicts (``CaseResult.to_dict()``, ``SanitizerResult.to_dict()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from repro.registry import EXPECT_BUG, UNDER_TEST_LABEL, expectation
+
+MEMCHECK_BLIND_SPOT = (
+    "memcheck checks accesses against allocations, not tensor views: in in-range mode every "
+    "misread id is a real block, so the wrong gather stays inside the cache allocation"
+)
+
+
+def expected_text(expect: str, num_reqs: int) -> str:
+    if expect == EXPECT_BUG:
+        return "matches reference" if num_reqs == 1 else "differs from reference or faults"
+    return "matches reference"
+
+
+def observed_text(obs: Mapping[str, Any]) -> str:
+    if obs["status"] != "ok":
+        return f"{obs['status']}: {obs.get('error', '')}"[:200]
+    text = f"{obs['mismatched_tokens']}/{obs['total_tokens']} tokens differ"
+    if obs.get("stray_writes"):
+        text += f", {obs['stray_writes']} stray rows written"
+    return text
+
+
+def case_ok(expect: str, num_reqs: int, obs: Mapping[str, Any]) -> bool:
+    """The verdict of one sweep case."""
+    clean = obs["status"] == "ok" and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
+    if expect == EXPECT_BUG and num_reqs > 1:
+        return obs["status"] == "crashed" or (obs["status"] == "ok" and (obs["mismatched_tokens"] or 0) > 0)
+    return clean
+
+
+def check_name(expect: str) -> str:
+    return "buggy kernel reproduces the bug" if expect == EXPECT_BUG else "gather matches the reference"
+
+
+def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict:
+    """The check row of one sweep case, with its measured columns."""
+    return {
+        "check": check_name(expect),
+        "variant": label,
+        "mode": mode,
+        "num_reqs": num_reqs,
+        "expected": expected_text(expect, num_reqs),
+        "observed": observed_text(obs),
+        "ok": case_ok(expect, num_reqs, obs),
+        "implementation": obs["implementation"],
+        "status": obs["status"],
+        "mismatched_tokens": obs["mismatched_tokens"],
+        "total_tokens": obs["total_tokens"],
+        "stray_writes": obs["stray_writes"],
+        "error": obs.get("error", ""),
+    }
+
+
+def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """Checked-interpreter expectation: a buggy kernel reads outside the view (in-range) or outside
+    every argument (poison) from two requests on; every other case flags no lane."""
+    if obs.get("out_of_view_lanes") is None:
+        return None
+    flagged = obs["out_of_bounds_lanes"] if mode == "poison" else obs["out_of_view_lanes"]
+    if expect == EXPECT_BUG and num_reqs > 1:
+        what = "lanes outside every argument" if mode == "poison" else "block-table lanes outside the view"
+        return f"> 0 {what}", flagged > 0
+    return "0 flagged lanes", (obs["out_of_view_lanes"] + obs["out_of_bounds_lanes"]) == 0
+
+
+def memory_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict | None:
+    mem = memory_expectation(expect, mode, num_reqs, obs)
+    if mem is None:
+        return None
+    return {
+        "check": "checked interpreter flags exactly the buggy reads",
+        "variant": label,
+        "mode": mode,
+        "num_reqs": num_reqs,
+        "expected": mem[0],
+        "observed": f"{obs['out_of_view_lanes']} outside view, {obs['out_of_bounds_lanes']} outside all",
+        "ok": mem[1],
+        "out_of_view_lanes": obs["out_of_view_lanes"],
+        "out_of_bounds_lanes": obs["out_of_bounds_lanes"],
+        "lines": obs.get("checked_lines", ""),
+    }
+
+
+def memcheck_expectation(expect: str, mode: str, num_reqs: int) -> tuple[str, bool]:
+    """(expected text, whether errors are expected). In-range misreads are memcheck's blind spot."""
+    if expect == EXPECT_BUG and num_reqs > 1:
+        if mode == "poison":
+            return "> 0 errors (reads outside the K cache)", True
+        return "0 errors although the output is wrong (" + MEMCHECK_BLIND_SPOT.split(":")[0] + ")", False
+    return "0 errors", False
+
+
+def memcheck_row(label: str, expect: str, mode: str, num_reqs: int, res: Mapping[str, Any], log_name: str) -> dict:
+    """The check row of one case under compute-sanitizer memcheck."""
+    expected, want_errors = memcheck_expectation(expect, mode, num_reqs)
+    if res["status"] in ("clean", "errors"):
+        ok = (res["error_count"] > 0) if want_errors else (res["error_count"] == 0)
+        observed = f"{res['error_count']} errors" + (f"; first: {res['first_access']}" if res["first_access"] else "")
+    else:
+        ok, observed = False, f"{res['status']}: {res['error'] or res['stderr_tail'][-200:]}"
+    return {
+        "check": "memcheck error count",
+        "variant": label,
+        "mode": mode,
+        "num_reqs": num_reqs,
+        "expected": expected,
+        "observed": observed[:300],
+        "ok": ok,
+        "implementation": res["implementation"],
+        "sanitizer_status": res["status"],
+        "error_count": res["error_count"],
+        "errors_not_printed": res["errors_not_printed"],
+        "case_status": res["case_status"],
+        "mismatched_tokens": res["mismatched_tokens"],
+        "first_access": res["first_access"],
+        "log": log_name,
+    }
+
+
+def contiguous_case_row(
+    label: str,
+    case: str,
+    num_reqs: int,
+    mismatched: int,
+    stray: int,
+    whole_equal: bool,
+    total_tokens: int,
+    error: str = "",
+) -> dict:
+    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal; an
+    implementation that raised or timed out (``error``) fails the check."""
+    return {
+        "check": "gather equals the reference on a contiguous table",
+        "variant": label,
+        "num_reqs": num_reqs,
+        "case": case,
+        "expected": "whole output buffer bitwise equal",
+        "observed": f"error: {error}"[:200]
+        if error
+        else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows",
+        "ok": not error and whole_equal and mismatched == 0 and stray == 0,
+        "mismatched_bytes": None,
+        "total_bytes": None,
+    }
+
+
+def writer_row(case: str, num_reqs: int, differ: int, total_bytes: int) -> dict:
+    return {
+        "check": "writer kernel equals the reference writer",
+        "variant": "writer",
+        "num_reqs": num_reqs,
+        "case": case,
+        "expected": "0 bytes differ",
+        "observed": f"{differ}/{total_bytes} bytes differ",
+        "ok": differ == 0,
+        "mismatched_bytes": differ,
+        "total_bytes": total_bytes,
+    }
+
+
+def mismatch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """``mode x num_reqs`` rows, one column per variant: "mismatched/total" or the fault."""
+
+    def cell(row: pd.Series) -> str:
+        if row["status"] != "ok":
+            return str(row["status"])
+        return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
+
+    f = frame.assign(result=frame.apply(cell, axis=1))
+    return f.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")
+
+
+def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:
+    """Lanes outside the view / outside every argument, per case, one column per variant."""
+    cell = mem.assign(
+        lanes=mem.out_of_view_lanes.astype(int).astype(str) + " / " + mem.out_of_bounds_lanes.astype(int).astype(str)
+    )
+    return cell.pivot_table(index=["mode", "num_reqs"], columns="variant", values="lanes", aggfunc="first")
+
+
+def memcheck_pivot(san: pd.DataFrame) -> pd.DataFrame:
+    """memcheck errors / tokens differing from the reference, per case, one column per variant."""
+    cell = san.assign(
+        result=san.error_count.map(lambda v: "-" if pd.isna(v) else str(int(v)))
+        + " / "
+        + san.mismatched_tokens.map(lambda v: "fault" if pd.isna(v) else str(int(v)))
+    )
+    return cell.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")
+
+
+def first_memcheck_access(san: pd.DataFrame) -> dict | None:
+    first = san[san.first_access.fillna("") != ""]
+    if not len(first):
+        return None
+    row = first.iloc[0]
+    return {"mode": row["mode"], "num_reqs": int(row["num_reqs"]), "first_access": row["first_access"]}
+
+
+def buggy_reads(width: int, row_pitch: int, num_rows: int, seq_lens: Sequence[int], block_size: int) -> pd.DataFrame:
+    """Which backing entry each (request, logical block) is read from with pitch ``shape[-1]``.
+
+    A view ``backing[:n, :w]`` has ``shape[-1] = w`` and ``stride(0) = W``. Request b's block j is
+    read at flat element ``b*w + j`` of the backing storage, i.e. backing row ``(b*w + j) // W``,
+    column ``(b*w + j) % W``, instead of row b, column j.
+    """
+    rows = []
+    for b, s in enumerate(seq_lens):
+        for j in range(-(-int(s) // block_size)):
+            r, c = divmod(b * width + j, row_pitch)
+            rows.append(
+                {
+                    "request": b,
+                    "logical_block": j,
+                    "correct_entry": f"[{b}, {j}]",
+                    "buggy_entry": f"[{r}, {c}]",
+                    "inside_view": r < num_rows and c < width,
+                    "correct": (r, c) == (b, j),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def sweep_summary(sweep: pd.DataFrame) -> list[str]:
+    """Report lines: the implementation under test, then the sweep's verdict and the buggy kernel's record."""
+    lines = []
+    ok = sweep["ok"].map(lambda v: str(v).lower() == "true")
+    bug = sweep[sweep.variant.map(expectation) == EXPECT_BUG]
+    counts = sorted(set(sweep.num_reqs))
+    wrong = (bug.status != "ok") | (bug.mismatched_tokens.fillna(0) > 0)
+    many = bug.num_reqs > 1
+    crashed = int((bug.status == "crashed").sum())
+    under = sweep[sweep.variant == UNDER_TEST_LABEL]
+    if len(under):
+        u_ok = under["ok"].map(lambda v: str(v).lower() == "true")
+        bad = sorted(set(under[~u_ok].num_reqs))
+        lines.append(
+            f"- **Implementation under test** `{under.implementation.iloc[0]}`: matched the reference in "
+            f"{int(u_ok.sum())} of {len(under)} sweep cases"
+            + (f"; wrong or faulting at request counts {', '.join(map(str, bad))}." if bad else ".")
+        )
+    lines.append(
+        f"- **Strided block-table gather (vLLM #55109)**: {int(ok.sum())}/{len(ok)} sweep checks passed "
+        f"over request counts {counts[0]}..{counts[-1]} in modes {', '.join(sorted(set(sweep['mode'])))}. "
+        f"The buggy kernel went wrong in {int((wrong & many).sum())} of its {int(many.sum())} cases with 2 "
+        f"or more requests ({crashed} of them faulted) and in {int((wrong & ~many).sum())} of its "
+        f"{int((~many).sum())} single-request cases."
+    )
+    return lines

@@ -1,0 +1,155 @@
+"""What notebook 03's timings say: ratios per shape, the bitwise checks of the timed arms, and
+the headline figures, all derived from one run's tables.
+
+Kernel cost is judged on CUDA-graph replays; eager medians are reported beside them, and a point
+whose eager median exceeds ``HOST_BOUND_FACTOR`` x its graph median is marked host-bound (the
+eager median then times Python's launch path, not memory traffic).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from repro.geometry.layout import gather_bytes
+from repro.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm
+
+#: The fix costs nothing if narrowed / contiguous stays inside this band.
+NO_COST_BAND = (0.99, 1.01)
+#: An eager median this much above the graph replay of the same launch measures the host's launch path.
+HOST_BOUND_FACTOR = 1.5
+#: The kernel whose speed is compared with outside kernels.
+FASTEST = "fast"
+
+
+def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, stray: int, tokens: int) -> dict:
+    return {
+        "check": "timed arm equals the reference",
+        "variant": arm_label,
+        "num_reqs": num_reqs,
+        "seq_len": seq_len,
+        "expected": "0 tokens differ",
+        "observed": f"{mismatched}/{tokens} differ, {stray} stray",
+        "ok": mismatched == 0 and stray == 0,
+    }
+
+
+def outside_arms(labels) -> list[str]:
+    """Arms in a table that are not the repository's own (e.g. vLLM's kernel timed beside them)."""
+    ours = {a.label for a in ARMS}
+    return [label for label in labels if label not in ours]
+
+
+def _bytes_per_s_fraction(tokens: int, us: float, ceiling_tbps: float) -> float:
+    return gather_bytes(tokens) / (us * 1e-6) / 1e12 / ceiling_tbps
+
+
+def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
+    """Per shape and launch mode: narrowed/contiguous per kernel, copy overhead, fraction of ceiling."""
+    rows = []
+    fixed_view, fixed_contig = STRIDE_COST_PAIRS["fixed"]
+    copy_arm, copy_base = COPY_OVERHEAD_PAIR
+    fast_view, fast_contig = STRIDE_COST_PAIRS[FASTEST]
+    for (L, n, mode), g in medians.groupby(["seq_len", "num_reqs", "launch"], sort=True):
+        t = dict(zip(g["arm"], g["median_us"]))
+        row = {"seq_len": L, "num_reqs": n, "launch": mode}
+        row["fixed narrowed/contiguous_ratio"] = t[fixed_view] / t[fixed_contig]
+        row["contiguous-copy overhead_ratio"] = t[copy_arm] / t[copy_base]
+        row["fixed of ceiling_fraction"] = _bytes_per_s_fraction(n * L, t[fixed_view], ceiling_tbps)
+        if fast_view in t:
+            row["fast narrowed/contiguous_ratio"] = t[fast_view] / t[fast_contig]
+            row["fast of ceiling_fraction"] = _bytes_per_s_fraction(n * L, t[fast_view], ceiling_tbps)
+            row["fast speedup over fixed_ratio"] = t[fixed_view] / t[fast_view]
+        for other in outside_arms(t):
+            row[f"fast speedup over {other}_ratio"] = t[other] / t.get(fast_view, float("nan"))
+        rows.append(row)
+    return pd.DataFrame(rows).round(4)
+
+
+def headline(medians: pd.DataFrame, ratios: pd.DataFrame, outside_names: dict[str, str] | None = None) -> dict:
+    """The figures the report leads with, all derived from the two tables of one run.
+
+    ``outside_names`` gives an outside arm its reader-facing name (e.g. the loaded vLLM version).
+    """
+    lo, hi = NO_COST_BAND
+    ceiling = float(ratios["copy_ceiling_tbps"].iloc[0])
+    big_L, big_n = int(ratios.seq_len.max()), int(ratios.num_reqs.max())
+    one_n = int(ratios.num_reqs.min())
+    facts: dict = {"copy_ceiling_tbps": ceiling, "shape_max": [big_n, big_L], "band": [lo, hi]}
+    for kernel in STRIDE_COST_PAIRS:
+        col = f"{kernel} narrowed/contiguous_ratio"
+        if col not in ratios:
+            continue
+        for mode in ("graph", "eager"):
+            r = ratios[ratios.launch == mode][col]
+            facts[f"{kernel}_ratio_{mode}"] = {
+                "min": float(r.min()),
+                "max": float(r.max()),
+                "outside_band": int(((r < lo) | (r > hi)).sum()),
+                "points": len(r),
+            }
+    wide = medians.pivot_table(index=["seq_len", "num_reqs", "arm"], columns="launch", values="median_us").reset_index()
+    wide["host_bound"] = wide["eager"] > HOST_BOUND_FACTOR * wide["graph"]
+    facts["host_bound_eager_points"] = int(wide.host_bound.sum())
+    facts["eager_points"] = len(wide)
+    for mode in ("eager", "graph"):
+        facts[f"contiguous_copy_overhead_{mode}"] = float(
+            ratios[ratios.launch == mode]["contiguous-copy overhead_ratio"].median()
+        )
+    at = ratios[(ratios.seq_len == big_L) & (ratios.num_reqs == big_n) & (ratios.launch == "graph")].iloc[0]
+    facts["fixed_fraction_at_max"] = float(at["fixed of ceiling_fraction"])
+    single = medians[(medians.seq_len == big_L) & (medians.num_reqs == one_n) & (medians.launch == "graph")]
+    facts["single_request_graph_us"] = {r.arm: float(r.median_us) for r in single.itertuples()}
+    if "fast of ceiling_fraction" in at:
+        facts["fast_fraction_at_max"] = float(at["fast of ceiling_fraction"])
+    others = outside_arms(medians.arm.unique())
+    if others:
+        facts["outside_arm"] = others[0]
+        facts["fast_speedup_over_outside_at_max"] = float(at[f"fast speedup over {others[0]}_ratio"])
+    g = facts["fixed_ratio_graph"]
+    text = (
+        f"Graph replays: the fixed kernel's narrowed/contiguous time ratio is {g['min']:.3f}-{g['max']:.3f} "
+        f"({g['outside_band']} of {g['points']} points outside {lo}-{hi})"
+    )
+    if "fast_ratio_graph" in facts:
+        f = facts["fast_ratio_graph"]
+        text += f", gather_fast's {f['min']:.3f}-{f['max']:.3f} ({f['outside_band']} outside)"
+    text += (
+        f"; .contiguous() adds a median {100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}% graphed and "
+        f"{100 * (facts['contiguous_copy_overhead_eager'] - 1):.1f}% eager. At {big_n} x {big_L} tokens the fixed "
+        f"kernel moves {facts['fixed_fraction_at_max']:.0%} of the {ceiling:.2f} TB/s copy ceiling"
+    )
+    if "fast_fraction_at_max" in facts:
+        text += f", gather_fast {facts['fast_fraction_at_max']:.0%}"
+    if "fast_speedup_over_outside_at_max" in facts:
+        name = (outside_names or {}).get(facts["outside_arm"], facts["outside_arm"])
+        text += f" ({facts['fast_speedup_over_outside_at_max']:.1f}x {name})"
+    fast_one = facts["single_request_graph_us"].get(STRIDE_COST_PAIRS[FASTEST][0])
+    if fast_one is not None:
+        text += f"; one {big_L}-token request takes {fast_one:.1f} us with gather_fast"
+    e = facts["fixed_ratio_eager"]
+    text += (
+        f". Eager medians (Python launch included) put {e['outside_band']} of {e['points']} fixed-kernel points "
+        f"outside the band; {facts['host_bound_eager_points']} of {facts['eager_points']} eager points are "
+        f"host-bound (eager > {HOST_BOUND_FACTOR}x graph), i.e. they time the launch path, not the kernel."
+    )
+    facts["headline"] = text
+    return facts
+
+
+def median_pivot(medians: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> pd.DataFrame:
+    """Median microseconds per shape, one column per arm in registry order, short display names."""
+    piv = medians[medians.launch == launch].pivot_table(
+        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
+    )
+    order = [a.label for a in ARMS if a.label in piv.columns] + outside_arms(piv.columns)
+    outside = set(outside_arms(order))
+    names = {
+        label: (outside_names or {}).get(label, label) if label in outside else arm(label).display for label in order
+    }
+    return piv[order].rename(columns=names)
+
+
+def outside_band(ratios: pd.DataFrame, kernel: str = "fixed") -> pd.DataFrame:
+    lo, hi = NO_COST_BAND
+    col = f"{kernel} narrowed/contiguous_ratio"
+    return ratios[(ratios[col] < lo) | (ratios[col] > hi)]

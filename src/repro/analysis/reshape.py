@@ -1,0 +1,176 @@
+"""What notebook 01's evidence means: check rows for the reshape overrun (vLLM #43988) and its
+sibling (vLLM #54877), from plain numbers and the tables the reshape evidence produces.
+
+The seed (``data/seeds/pr-43988.json``) holds the PR's figures; they appear here only as the
+expected side of a comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+
+def blocks_per_kv_block_checks(observed: Mapping[str, int], seed: Mapping[str, Any]) -> list[dict]:
+    """Kernel blocks per logical block, per variant, against the PR's (128 buggy, 1 fixed)."""
+    rows = []
+    for variant, value in observed.items():
+        want = seed["reported"][f"{variant}_blocks_per_kv_block"]
+        rows.append(
+            {
+                "check": "kernel blocks per logical block",
+                "variant": variant,
+                "expected": str(want),
+                "observed": str(value),
+                "ok": value == want,
+            }
+        )
+    return rows
+
+
+def reported_error_checks(error: Mapping[str, Any] | None, seed: Mapping[str, Any]) -> list[dict]:
+    """Every number of the captured PyTorch error against the PR's quoted error.
+
+    ``error`` holds ``sizes``, ``strides``, ``required_bytes`` and ``available_bytes`` (None: the
+    reshape did not raise, which fails every row).
+    """
+    rep = seed["reported"]
+    pairs = [
+        ("sizes", list(error["sizes"]) if error else None, rep["sizes"]),
+        ("strides", list(error["strides"]) if error else None, rep["strides"]),
+        ("required bytes", error["required_bytes"] if error else None, rep["required_bytes"]),
+        ("available bytes", error["available_bytes"] if error else None, rep["available_bytes"]),
+    ]
+    return [
+        {
+            "check": f"buggy reshape raises the reported error: {what}",
+            "variant": "buggy",
+            "expected": str(want),
+            "observed": str(got),
+            "ok": got == want,
+        }
+        for what, got, want in pairs
+    ]
+
+
+def identification_check(matches: Sequence[str]) -> dict:
+    """The reported sizes and strides must identify exactly one cache group."""
+    return {
+        "check": "the reported error identifies one cache group",
+        "variant": "buggy",
+        "expected": "exactly one group",
+        "observed": ", ".join(matches) or "none",
+        "ok": len(matches) == 1,
+    }
+
+
+def fixed_fit_checks(
+    view_built: bool, required_bytes: int, unused_tail_bytes: int, page_tail_bytes: int, seed: Mapping[str, Any]
+) -> list[dict]:
+    """The fixed view is built, needs the PR's byte count, and leaves only the last page's padding."""
+    want = seed["reported"]["fixed_required_bytes"]
+    return [
+        {
+            "check": "fixed reshape required bytes",
+            "variant": "fixed",
+            "expected": str(want),
+            "observed": str(required_bytes),
+            "ok": view_built and required_bytes == want,
+        },
+        {
+            "check": "unused tail is the last page's padding",
+            "variant": "fixed",
+            "expected": str(page_tail_bytes),
+            "observed": str(unused_tail_bytes),
+            "ok": unused_tail_bytes == page_tail_bytes,
+        },
+    ]
+
+
+def aliasing_check(payload_mismatches: int, padding_bytes_changed: int) -> dict:
+    return {
+        "check": "fixed view aliases exactly the right bytes",
+        "variant": "fixed",
+        "expected": "0 payload mismatches, 0 padding bytes changed",
+        "observed": f"{payload_mismatches} mismatches, {padding_bytes_changed} padding changed",
+        "ok": payload_mismatches == 0 and padding_bytes_changed == 0,
+    }
+
+
+def group_checks(frame: pd.DataFrame) -> list[dict]:
+    """Fixed fits everywhere; buggy asks for compress_ratio x the fixed view's blocks for compressed
+    padded specs (so it does not fit) and is identical to fixed for uncompressed specs."""
+    checks = []
+    for group, g in frame.groupby("cache group", sort=False):
+        buggy = g[g.variant == "buggy"].iloc[0]
+        fixed = g[g.variant == "fixed"].iloc[0]
+        checks.append(
+            {
+                "check": f"fixed reshape fits: {group}",
+                "variant": "fixed",
+                "expected": "fits",
+                "observed": f"{fixed.required_bytes} of {fixed.available_bytes} bytes",
+                "ok": bool(fixed.fits),
+            }
+        )
+        if buggy.compress_ratio > 1:
+            ratio = buggy["shape"][0] / fixed["shape"][0]
+            checks.append(
+                {
+                    "check": f"buggy overrun equals the compress ratio: {group}",
+                    "variant": "buggy",
+                    "expected": f"{buggy.compress_ratio}x the fixed view's blocks, does not fit",
+                    "observed": f"{ratio:g}x the blocks ({buggy.overrun:.6f}x the pool), fits={bool(buggy.fits)}",
+                    "ok": (not buggy.fits) and buggy["shape"][0] == buggy.compress_ratio * fixed["shape"][0],
+                }
+            )
+        else:
+            same = buggy["shape"] == fixed["shape"] and buggy["strides"] == fixed["strides"]
+            checks.append(
+                {
+                    "check": f"uncompressed spec unchanged by the fix: {group}",
+                    "variant": "buggy",
+                    "expected": f"fixed's shape {fixed['shape']} and strides {fixed['strides']}",
+                    "observed": f"{buggy['shape']} {buggy['strides']}",
+                    "ok": bool(same),
+                }
+            )
+    return checks
+
+
+def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
+    """vLLM #54877: the fixed reshape fits at split ratio 1 and over-asks by the ratio above it."""
+    rows = []
+    for _, r in split.iterrows():
+        rows.append(
+            {
+                "check": "fixed reshape over-asks by the split ratio (vLLM #54877)",
+                "variant": "fixed",
+                "expected": "fits" if r.split_ratio == 1 else f"does not fit, about {r.split_ratio}x",
+                "observed": f"{r.overrun:.4f}x, fits={bool(r.fits)}",
+                "ok": bool(r.fits) if r.split_ratio == 1 else (not r.fits and round(r.overrun) == r.split_ratio),
+            }
+        )
+    return rows
+
+
+def reshape_headline(pool_bytes: int, buggy_required: int, fixed_required: int) -> str:
+    return (
+        f"The buggy reshape of the C128A KV cache over a {pool_bytes:,}-byte pool raises PyTorch's "
+        f"out-of-bounds error asking for {buggy_required:,} bytes ({buggy_required / pool_bytes:.3f}x); "
+        f"the fixed view needs {fixed_required:,} bytes and fits."
+    )
+
+
+def required_bytes_formula(
+    shape: Sequence[int], strides: Sequence[int], required: int, pool_bytes: int, compress_ratio: int
+) -> str:
+    """as_strided's bound spelled out for the reader, with the numbers of one plan."""
+    return (
+        f"as_strided needs `(sizes - 1) . strides + 1` = ({shape[0]:,} - 1) x {strides[0]} + ({shape[1]} - 1) x "
+        f"{strides[1]} + ({shape[2]} - 1) x {strides[2]} + 1 = **{required:,} bytes** against a pool of "
+        f"**{pool_bytes:,}**: {required / pool_bytes:.5f}x, i.e. the compress ratio {compress_ratio} less the "
+        f"unused tail of the last page."
+    )

@@ -1,0 +1,203 @@
+"""Notebook 02, step by step: the K-cache gather through a column-narrowed block table (vLLM PR #55109).
+
+Each method is what one notebook cell calls: it runs the evidence (scenarios, cases, sweeps,
+memcheck), turns each observation into a check row with :mod:`repro.analysis.gather`, records the
+rows as they finish, and returns the table the cell shows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from repro.analysis import gather as rules
+from repro.evidence.cases import CaseResult
+from repro.evidence.environment import find_compute_sanitizer
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.evidence.sweep import run_sanitizer_sweep, run_sweep
+from repro.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
+from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
+from repro.walkthrough.session import Session
+
+NOTEBOOK = "02-strided-block-table-gather"
+CONTIGUOUS = "02-contiguous-checks"
+SWEEP = "02-gather-sweep"
+SAFETY = "02-interpreter-memory-safety"
+MEMCHECK = "02-sanitizer"
+#: The small example of section 3: requests, rows of the backing table, blocks per request.
+EXAMPLE_REQUESTS, EXAMPLE_ROWS, EXAMPLE_BLOCKS = 3, 4, 3
+
+
+@dataclass
+class GatherWalkthrough:
+    session: Session
+    implementations: tuple[Implementation, ...]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
+        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        p = session.params
+        p["seq_len_max"] = p["seq_len_max"] or session.profile.gather_seq_len_max
+        p["case_timeout_s"] = p["case_timeout_s"] or session.profile.case_timeout_s
+        return cls(session, (*sweep_implementations(), under_test(p["implementation"])))
+
+    @property
+    def p(self) -> dict:
+        return self.session.params
+
+    def describe(self) -> str:
+        prof = self.session.profile
+        return f"profile {prof.name} on {prof.device}; implementation under test: {self.p['implementation']}"
+
+    def block_layout(self) -> tuple[pd.DataFrame, str]:
+        B = self.p["cache_block_size"]
+        text = (
+            f"block stride: unpadded {DSV4.block_stride(B)} bytes, padded "
+            f"{DSV4.block_stride(B, FLASHMLA_ALIGNMENT)} bytes (B = {B})"
+        )
+        return pd.DataFrame(block_layout_rows(B, FLASHMLA_ALIGNMENT)), text
+
+    def contiguous_cases(self) -> pd.DataFrame:
+        """vLLM's two test cases, unpadded and padded: the writer byte for byte, every gather bitwise."""
+        table = self.session.table(CONTIGUOUS)
+
+        def on_writer(case: str, n: int, differ: int, total: int) -> None:
+            table.append(rules.writer_row(case, n, differ, total))
+
+        def on_gather(entry: Implementation, o: ContiguousObservation) -> None:
+            table.append(
+                rules.contiguous_case_row(
+                    entry.label,
+                    o.case,
+                    o.num_reqs,
+                    o.mismatched_tokens,
+                    o.stray_writes,
+                    o.whole_equal,
+                    o.total_tokens,
+                    o.error,
+                )
+            )
+
+        run_vllm_cases(
+            self.session.profile.device, self.implementations, on_writer, on_gather, self.p["case_timeout_s"]
+        )
+        return table.frame()[["check", "variant", "case", "observed", "ok"]]
+
+    def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+        """A 3-request view of a 4-row table: the backing entries and which one the buggy pitch reads."""
+        B = self.p["cache_block_size"]
+        small = build_scenario(
+            ScenarioSpec(
+                num_reqs=EXAMPLE_REQUESTS,
+                block_size=B,
+                seq_len_max=EXAMPLE_BLOCKS * B,
+                seed=self.p["seed"],
+                mode="in-range",
+                max_reqs=EXAMPLE_ROWS,
+                device="cpu",
+            )
+        )
+        view = small.block_table
+        text = f"view shape {tuple(view.shape)}, stride {view.stride()}; seq_lens {small.seq_lens.tolist()}"
+        reads = rules.buggy_reads(view.shape[-1], view.stride(0), view.shape[0], small.seq_lens.tolist(), B)
+        return text, pd.DataFrame(small.backing.tolist()), reads
+
+    def base_spec(self) -> ScenarioSpec:
+        p = self.p
+        return ScenarioSpec(
+            num_reqs=1,
+            block_size=p["cache_block_size"],
+            seq_len_max=p["seq_len_max"],
+            seed=p["seed"],
+            max_reqs=max(p["request_counts"]),
+            backing_width=p["backing_width"],
+            device=self.session.profile.device,
+        )
+
+    def sweep(self, progress=None) -> pd.DataFrame:
+        """Every implementation at every request count in both sentinel modes; one row per case."""
+        prof = self.session.profile
+        cases = self.session.table(SWEEP)
+        safety = self.session.table(SAFETY) if prof.interpret else None
+
+        def sink(entry: Implementation, mode: str, n: int, result: CaseResult) -> None:
+            obs = result.to_dict()
+            cases.append(rules.sweep_row(entry.label, entry.expect, mode, n, obs))
+            if safety is not None:
+                row = rules.memory_row(entry.label, entry.expect, mode, n, obs)
+                if row is not None:
+                    safety.append(row)
+            if progress is not None:
+                progress(entry, mode, n, result)
+
+        t0 = time.perf_counter()
+        run_sweep(
+            self.p["request_counts"],
+            self.p["sentinel_modes"],
+            self.base_spec(),
+            self.implementations,
+            sink,
+            on_gpu=prof.device == "cuda",
+            interpreted=prof.interpret,
+            timeout_s=self.p["case_timeout_s"],
+        )
+        self.seconds["sweep"] = time.perf_counter() - t0
+        return cases.frame()
+
+    def sweep_pivot(self) -> pd.DataFrame:
+        return rules.mismatch_pivot(self.session.table(SWEEP).frame())
+
+    def memory_safety(self) -> tuple[pd.DataFrame, str]:
+        """CPU: flagged lanes per case and the kernel lines they came from. GPU: the faulting cases."""
+        if SAFETY in self.session.tables:
+            mem = self.session.table(SAFETY).frame()
+            pivot = mem.pivot_table(
+                index=["mode", "num_reqs"],
+                columns="variant",
+                values=["out_of_view_lanes", "out_of_bounds_lanes"],
+                aggfunc="first",
+            )
+            buggy = mem[
+                mem.variant.map(lambda v: v in {e.label for e in self.implementations if e.expect == EXPECT_BUG})
+            ]
+            lines = buggy.sort_values("num_reqs").iloc[-1]["lines"] if len(buggy) else ""
+            return pivot, lines
+        sweep = self.session.table(SWEEP).frame()
+        return sweep[sweep.status != "ok"][["variant", "mode", "num_reqs", "status", "error"]], ""
+
+    def memcheck(self) -> tuple[pd.DataFrame | None, str]:
+        """Every case again under compute-sanitizer memcheck (GPU); why not, where it cannot run."""
+        prof, policy = self.session.profile, self.p["sanitizer"]
+        if prof.device != "cuda":
+            return (
+                None,
+                "compute-sanitizer applies to GPU runs; the bounds-checked interpreter above is the CPU evidence",
+            )
+        if policy == "off":
+            return None, "compute-sanitizer: off (sanitizer='off')"
+        if find_compute_sanitizer() is None:
+            self.session.write_facts(MEMCHECK, {"status": "unavailable"})
+            return None, "compute-sanitizer: unavailable on this machine; memcheck evidence not recorded"
+        table = self.session.table(MEMCHECK)
+        log_dir = f"{self.session.run_dir}/logs/sanitizer" if self.session.run_dir else "sanitizer-logs"
+
+        def sink(entry: Implementation, mode: str, n: int, res) -> None:
+            name = res.log_path.rsplit("/", 1)[-1] if res.log_path else ""
+            table.append(rules.memcheck_row(entry.label, entry.expect, mode, n, res.to_dict(), name))
+
+        t0 = time.perf_counter()
+        run_sanitizer_sweep(
+            self.p["request_counts"], self.p["sentinel_modes"], self.base_spec(), self.implementations, log_dir, sink
+        )
+        self.seconds["memcheck"] = time.perf_counter() - t0
+        san = table.frame()
+        first = rules.first_memcheck_access(san)
+        return rules.memcheck_pivot(san), (
+            f"memcheck: {len(san)} cases in {self.seconds['memcheck']:.1f} s; first access: {first['first_access']}"
+            if first
+            else ""
+        )

@@ -1,0 +1,168 @@
+"""Notebook 01, step by step: the reshape overrun of vLLM PR #43988 and the sibling issue #54877.
+
+Each method is what one notebook cell calls; it runs the evidence (:mod:`repro.reshape`), turns it
+into check rows with :mod:`repro.analysis.reshape`, records them, and returns what the cell shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+
+from repro import seeds
+from repro.analysis import reshape as rules
+from repro.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalogue, group_kernel_block_size
+from repro.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
+from repro.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.walkthrough.session import Session
+
+NOTEBOOK = "01-reshape-overrun"
+CHECKS = "01-reshape-checks"
+GROUPS = "01-reshape-groups"
+#: The cache whose numbers the PR reports and the uncompressed cache the sibling issue splits.
+REPORTED_CACHE = "C128A KV"
+SPLIT_CACHE = "SWA KV"
+SPLIT_RATIOS = (1, 2, 4)
+
+
+@dataclass
+class ReshapeWalkthrough:
+    session: Session
+    specs: dict[str, KVCacheSpec]
+    pool_bytes: int
+    seed: dict[str, Any] = field(default_factory=lambda: seeds.load(43988))
+    plans: dict[str, ReshapePlan] = field(default_factory=dict)
+    buggy: Attempt | None = None
+    fixed: Attempt | None = None
+    matches: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls, profile: str = "auto", run_dir: str = "", block_size: int = 256, pool_bytes: int = 0
+    ) -> ReshapeWalkthrough:
+        session = Session.start(NOTEBOOK, profile, run_dir, block_size=block_size, pool_bytes=pool_bytes)
+        specs = {s.name: s for s in dsv4_catalogue(block_size)}
+        walk = cls(session, specs, 0)
+        walk.pool_bytes = pool_bytes or walk.seed["reported"]["available_bytes"]
+        return walk
+
+    @property
+    def cache(self) -> KVCacheSpec:
+        return self.specs[REPORTED_CACHE]
+
+    def describe(self) -> str:
+        return (
+            f"profile {self.session.profile.name}, device {self.session.profile.device}, pool {self.pool_bytes:,} bytes"
+        )
+
+    def catalogue(self) -> pd.DataFrame:
+        """DeepSeek-V4's cache groups, every figure computed from the spec formulas."""
+        return catalogue_table(list(self.specs.values()))
+
+    def arithmetic(self) -> tuple[pd.DataFrame, str]:
+        """Both variants' plans for the reported cache over the pool, and as_strided's bound spelled out."""
+        c = self.cache
+        self.plans = {v: plan_reshape(c, self.pool_bytes, group_kernel_block_size(c), v) for v in VARIANTS}
+        table = pd.DataFrame(
+            [
+                {
+                    "variant": v,
+                    "num_blocks (pages)": p.num_blocks,
+                    "kernel_block_size": p.kernel_block_size,
+                    "blocks_per_kv_block": p.blocks_per_logical_block,
+                    "shape": list(p.shape),
+                    "strides": list(p.strides),
+                    "required_bytes": p.required_bytes,
+                    "available_bytes": p.pool_bytes,
+                    "fits": p.fits,
+                }
+                for v, p in self.plans.items()
+            ]
+        )
+        self.session.record(
+            CHECKS,
+            rules.blocks_per_kv_block_checks({v: p.blocks_per_logical_block for v, p in self.plans.items()}, self.seed),
+        )
+        b = self.plans["buggy"]
+        return table, rules.required_bytes_formula(
+            b.shape, b.strides, b.required_bytes, self.pool_bytes, c.compress_ratio
+        )
+
+    def buggy_reshape(self) -> str:
+        """The buggy reshape over a real pool on the profile's device; PyTorch's own error text."""
+        pool = torch.empty(self.pool_bytes, dtype=torch.uint8, device=self.session.profile.device)
+        self.buggy = attempt_reshape(self.cache, pool, "buggy")
+        err = self.buggy.error
+        parsed = (
+            None
+            if err is None
+            else {
+                "sizes": err.sizes,
+                "strides": err.strides,
+                "required_bytes": err.required_bytes,
+                "available_bytes": err.available_bytes,
+            }
+        )
+        self.session.record(CHECKS, rules.reported_error_checks(parsed, self.seed))
+        return self.buggy.error_text or "(the buggy reshape did not raise)"
+
+    def identify(self) -> list[str]:
+        """Cache groups whose buggy view over the reported pool has exactly the reported numbers."""
+        kbs = {name: group_kernel_block_size(s) for name, s in self.specs.items()}
+        self.matches = identify_groups(self.buggy.error, list(self.specs.values()), kbs) if self.buggy.error else []
+        self.session.record(CHECKS, [rules.identification_check(self.matches)])
+        return self.matches
+
+    def fixed_reshape(self) -> tuple[str, pd.DataFrame]:
+        """The fixed view over the same pool, its unused tail, and a write-through aliasing check."""
+        c = self.cache
+        pool = torch.empty(self.pool_bytes, dtype=torch.uint8, device=self.session.profile.device)
+        self.fixed = fixed = attempt_reshape(c, pool, "fixed")
+        fp = fixed.plan
+        tail = c.page_size_bytes - c.real_page_size_bytes
+        self.session.record(
+            CHECKS,
+            rules.fixed_fit_checks(fixed.view is not None, fp.required_bytes, fp.unused_tail_bytes, tail, self.seed),
+        )
+        alias = check_aliasing(pool, fixed.view, c) if fixed.view is not None else None
+        if alias is not None:
+            self.session.record(CHECKS, [rules.aliasing_check(alias.payload_mismatches, alias.padding_bytes_changed)])
+        text = (
+            f"fixed view {tuple(fp.shape)} strides {fp.strides}: requires {fp.required_bytes:,} of "
+            f"{self.pool_bytes:,} bytes; unused tail {fp.unused_tail_bytes} = page {c.page_size_bytes} - payload "
+            f"{c.real_page_size_bytes}"
+        )
+        return text, pd.DataFrame([alias.__dict__] if alias is not None else [])
+
+    def every_group(self) -> pd.DataFrame:
+        """Every cache group x variant over pools of the same number of logical blocks."""
+        groups = group_rows(list(self.specs.values()), self.plans["fixed"].num_blocks)
+        self.session.record(
+            GROUPS,
+            [{k: str(v) if isinstance(v, list) else v for k, v in row.items()} for row in groups.to_dict("records")],
+        )
+        self.session.record(CHECKS, rules.group_checks(groups))
+        return groups
+
+    def split_ratio(self) -> pd.DataFrame:
+        """vLLM #54877: the padded uncompressed cache split into smaller kernel blocks, fixed code."""
+        spec = self.specs[SPLIT_CACHE]
+        split = split_ratio_rows(spec, [spec.block_size // r for r in SPLIT_RATIOS], self.plans["fixed"].num_blocks)
+        self.session.record(CHECKS, rules.split_ratio_checks(split))
+        return split
+
+    def finish(self) -> pd.DataFrame:
+        """The notebook's facts for the report; the checks table to show."""
+        b, f = self.plans["buggy"], self.fixed.plan
+        self.session.write_facts(
+            "01-reshape",
+            {
+                "error_text": self.buggy.error_text,
+                "identified_groups": self.matches,
+                "headline": rules.reshape_headline(self.pool_bytes, b.required_bytes, f.required_bytes),
+            },
+        )
+        return self.session.table(CHECKS).frame()

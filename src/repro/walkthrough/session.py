@@ -1,0 +1,71 @@
+"""What every notebook does first and last: check its parameters, set up the profile, open its
+result tables, and at the end write its facts and fail naming every failed check.
+
+A notebook's parameters cell is validated by the rules the command line applies, so a value
+that cannot work stops at the top with the same one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from repro.analysis.checks import assert_all_ok
+from repro.evidence.results import ResultTable, write_facts
+from repro.parameters import validate_notebook
+from repro.profiles import Profile, activate, resolve
+
+
+@dataclass
+class Session:
+    """One notebook's run: its name, profile, run folder (``""``: tables stay in memory) and parameters."""
+
+    notebook: str
+    profile: Profile
+    run_dir: str
+    params: dict[str, Any]
+    tables: dict[str, ResultTable] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, notebook: str, profile: str = "auto", run_dir: str = "", **params: Any) -> Session:
+        """Activate the profile (before any kernel module is imported, which validation may do), then
+        validate the parameters."""
+        active = activate(resolve(profile))
+        checked = validate_notebook(params, active.name)
+        return cls(notebook, active, run_dir, checked)
+
+    def table(self, name: str) -> ResultTable:
+        """The result table ``results/<name>.csv`` of this run, opened once."""
+        if name not in self.tables:
+            self.tables[name] = ResultTable(self.run_dir, name, self.notebook)
+        return self.tables[name]
+
+    def record(self, name: str, rows: list[dict]) -> pd.DataFrame:
+        table = self.table(name)
+        for row in rows:
+            table.append(row)
+        return table.frame()
+
+    def write_facts(self, name: str, facts: dict) -> None:
+        write_facts(self.run_dir, name, facts)
+
+    def frames(self) -> list[pd.DataFrame]:
+        return [t.frame() for t in self.tables.values() if t.rows and "ok" in t.rows[0]]
+
+    def summary(self) -> pd.DataFrame:
+        """Every check of this notebook grouped per check and variant: rows passed of rows."""
+        frames = self.frames()
+        if not frames:
+            return pd.DataFrame(columns=["check", "variant", "passed", "total"])
+        return (
+            pd.concat([f[["check", "variant", "ok"]] for f in frames])
+            .groupby(["check", "variant"], sort=False)["ok"]
+            .agg(passed="sum", total="count")
+            .reset_index()
+        )
+
+    def assert_all_ok(self) -> None:
+        """The notebook's last line: papermill fails the notebook, naming every failed check."""
+        assert_all_ok(*self.frames())
