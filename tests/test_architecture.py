@@ -104,3 +104,53 @@ def test_report_command_never_imports_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TORCH False TRITON False" in proc.stdout, proc.stdout
+
+
+def _public_functions(path: Path):
+    tree = ast.parse(path.read_text())
+    nodes = list(tree.body) + [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            if not any("jit" in ast.dump(d) for d in node.decorator_list):  # Triton kernels take constexprs
+                yield node
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_public_functions_have_type_hints(name):
+    missing = []
+    for fn in _public_functions(MODULES[name]):
+        args = [a for a in fn.args.args + fn.args.kwonlyargs if a.arg not in ("self", "cls")]
+        if any(a.annotation is None for a in args) or fn.returns is None:
+            missing.append(fn.name)
+    assert not missing, f"{name}: {missing} lack type hints"
+
+
+def test_a_plain_install_finds_the_checkout(tmp_path):
+    """Installed as a wheel (not editable), the library still finds notebooks and seeds from the checkout."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(SRC.parent),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code = (
+        "import repro.paths, repro.seeds; print(repro.paths.__file__); print(repro.paths.notebooks_dir()); "
+        "print(repro.seeds.load(43988)['reported']['available_bytes'])"
+    )
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=SRC.parent, env=env)
+    assert proc.returncode == 0, proc.stderr
+    module_file, notebooks, pool = proc.stdout.split()
+    assert module_file.startswith(str(target)) and Path(notebooks) == SRC.parent / "notebooks" and int(pool) > 0

@@ -81,3 +81,23 @@ def test_same_seed_same_tables(fixed_run, tmp_path):
         a, b = pd.read_csv(out / "results" / csv.name), pd.read_csv(csv)
         keep = [c for c in a.columns if not is_timing_column(c)]
         pd.testing.assert_frame_equal(a[keep], b[keep])
+
+
+def test_a_notebook_stops_at_the_top_with_the_cli_message(tmp_path, capsys):
+    """An edited parameters cell that cannot work fails in its first code cell, with the CLI's one line."""
+    import papermill as pm
+
+    from repro.cli.main import main
+
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        pm.execute_notebook(
+            "notebooks/01-reshape-overrun.ipynb",
+            str(tmp_path / "out.ipynb"),
+            parameters={"profile": "cpu", "block_size": 512},
+            progress_bar=False,
+            kernel_name="python3",
+        )
+    assert info.value.ename == "ParameterError" and info.value.exec_count == 3  # parameters, injected, setup
+    assert main(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), "-p", "block_size=512"]) == 2
+    cli_line = capsys.readouterr().err.strip()
+    assert cli_line == f"error: {info.value.evalue}"

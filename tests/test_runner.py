@@ -119,3 +119,16 @@ def test_report_of_a_folder_without_manifest(tmp_path, capsys):
 def test_module_entry_point_reports_usage():
     proc = subprocess.run([sys.executable, "-m", "repro", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "run" in proc.stdout and "report" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["-p", "block_size=512"], "error: block_size: at block_size 512 a C128A page is 2,880 bytes"),
+        (["-p", "pool_bytes=1"], "error: pool_bytes: at block_size 256 a C128A page is 1,728 bytes"),
+    ],
+)
+def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):
+    code, err = run_cli(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), *args], capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith(fragment), err
+    assert not (tmp_path / "r").exists()

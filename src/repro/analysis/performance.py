@@ -8,6 +8,8 @@ eager median then times Python's launch path, not memory traffic).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from repro.geometry.layout import gather_bytes
@@ -33,7 +35,7 @@ def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, 
     }
 
 
-def outside_arms(labels) -> list[str]:
+def outside_arms(labels: Iterable[str]) -> list[str]:
     """Arms in a table that are not the repository's own (e.g. vLLM's kernel timed beside them)."""
     ours = {a.label for a in ARMS}
     return [label for label in labels if label not in ours]

@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,6 +20,9 @@ from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenari
 from repro.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
 from repro.kernels.reference import dequantize_and_gather_reference
 from repro.registry import load_implementation
+
+if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interpreter
+    from repro.evidence.checked_interp import CheckReport
 
 
 @dataclass
@@ -60,7 +64,7 @@ def reference_output(scenario: GatherScenario) -> torch.Tensor:
     return ref
 
 
-def flagged_lines(report) -> str:
+def flagged_lines(report: CheckReport) -> str:
     """``function:line op class=lanes`` for every kernel line the checked interpreter flagged."""
     frame = report.to_dataframe()
     if frame.empty:

@@ -41,9 +41,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUPPORTED_TRITON = ("3.6",)
 
@@ -207,7 +210,7 @@ class CheckReport:
             OUT_OF_BOUNDS: self.out_of_bounds_lanes,
         }
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (launch, function, line, op, klass, argument) with a nonzero lane count.
 
         Columns: launch, kernel, function, line, source, op, klass, argument, lanes,

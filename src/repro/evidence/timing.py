@@ -10,6 +10,7 @@ exceed twice the L2, so a replay never finds its inputs cached.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +19,7 @@ import torch
 MAX_ROTATION = 32
 
 
-def median_us(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+def median_us(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 100) -> float:
     import triton.testing
 
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")) * 1e3

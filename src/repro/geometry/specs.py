@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 
 from repro.geometry.layout import (
@@ -212,10 +213,8 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
     ]
 
 
-def catalogue_table(specs: list[KVCacheSpec]):
+def catalogue_table(specs: list[KVCacheSpec]) -> pd.DataFrame:
     """One row per cache group with the layout figures, as a DataFrame."""
-    import pandas as pd
-
     rows = []
     for s in specs:
         rows.append(

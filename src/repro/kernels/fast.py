@@ -211,7 +211,16 @@ def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict,
 
 
 def gather_fast_with(
-    out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, *, plan: str | None = None, **settings
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+    *,
+    plan: str | None = None,
+    **settings,
 ) -> FastPlan | None:
     """:func:`gather_fast` with explicit settings (keys of :data:`DEFAULT_CONFIG`), for benchmarks.
 
@@ -259,7 +268,15 @@ def gather_fast_with(
     return launch
 
 
-def gather_fast(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def gather_fast(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """Dequantise and gather the K cache (vLLM's signature), tiled for memory bandwidth.
 
     Semantics of :func:`repro.kernels.gather.gather_fixed`; the launch uses :data:`CONFIG`.

@@ -158,7 +158,15 @@ def _dequantize_and_gather_k_kernel(
             )
 
 
-def check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def check_gather_args(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """Reject inputs the kernel would silently misread, naming the argument and what is accepted."""
     head = DSV4.head_dim
     if out.dtype != torch.bfloat16 or out.dim() != 3 or out.shape[-1] != head or out.stride(-1) != 1:
@@ -191,7 +199,16 @@ def check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_si
         raise ValueError(f"block_size must be positive and 0 <= offset <= out.shape[1]; got {block_size}, {offset}")
 
 
-def _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch) -> None:
+def _launch(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+    row_pitch,
+) -> None:
     check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     num_reqs = block_table.shape[0]
     if num_reqs == 0:
@@ -229,16 +246,40 @@ def _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset
     )
 
 
-def gather_buggy(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def gather_buggy(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """vLLM <= 0.33.0: rows advance by ``block_table.shape[-1]`` (assumes contiguous rows)."""
     _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch=block_table.shape[-1])
 
 
-def gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def gather_fixed(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """vLLM PR #55109: rows advance by ``block_table.stride(0)``, the physical row pitch."""
     _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch=block_table.stride(0))
 
 
-def gather_contiguous_copy(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def gather_contiguous_copy(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """The rejected alternative: materialise the table, then the unchanged kernel (a copy per call)."""
     gather_buggy(out, k_cache, seq_lens, gather_lens, block_table.contiguous(), block_size, offset)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import triton
 
 
-def is_interpreted(kernel) -> bool:
+def is_interpreted(kernel: object) -> bool:
     """True when ``kernel`` was defined under ``TRITON_INTERPRET=1`` (the decorator decides)."""
     from triton.runtime.interpreter import InterpretedFunction
 

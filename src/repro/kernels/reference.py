@@ -57,7 +57,9 @@ def quantize_and_insert_reference(
     blocks[rows, scale_at + torch.arange(lay.scale_bytes, device=x.device)] = scale_bytes
 
 
-def gather_positions(seq_lens: torch.Tensor, gather_lens: torch.Tensor | None):
+def gather_positions(
+    seq_lens: torch.Tensor, gather_lens: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For every gathered token: its request, its gather index i and its position in the sequence."""
     seq = seq_lens.long()
     glen = gather_lens.long() if gather_lens is not None else seq
@@ -68,7 +70,15 @@ def gather_positions(seq_lens: torch.Tensor, gather_lens: torch.Tensor | None):
     return req, i, pos
 
 
-def dequantize_and_gather_reference(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+def dequantize_and_gather_reference(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+) -> None:
     """The gather with vLLM's signature, computed with stride-aware PyTorch indexing."""
     lay = DSV4
     req_all, i_all, pos_all = gather_positions(seq_lens, gather_lens)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -36,7 +38,7 @@ def save(fig: Figure, run_dir: str | Path, name: str) -> Path:
     return path
 
 
-def reshape_overrun(frame: pd.DataFrame):
+def reshape_overrun(frame: pd.DataFrame) -> Figure:
     """Required / available bytes per cache group, buggy vs fixed (log scale; 1 = the pool)."""
     groups = list(dict.fromkeys(frame["cache group"]))
     fig, ax = plt.subplots(figsize=(9, 3.8))
@@ -64,7 +66,7 @@ def reshape_overrun(frame: pd.DataFrame):
     return fig
 
 
-def gather_mismatches(frame: pd.DataFrame):
+def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, per variant and request count."""
     modes = list(dict.fromkeys(frame["mode"]))
     fig, axes = plt.subplots(1, len(modes), figsize=(5.2 * len(modes), 3.6), squeeze=False, sharey=True)
@@ -103,8 +105,13 @@ def arm_style(label: str) -> dict:
 
 
 def counts_by_request(
-    frame: pd.DataFrame, value: str, title: str, ylabel: str, log: bool = True, style_of=registry.style
-):
+    frame: pd.DataFrame,
+    value: str,
+    title: str,
+    ylabel: str,
+    log: bool = True,
+    style_of: Callable[[str], Mapping[str, Any]] = registry.style,
+) -> Figure:
     """One line per variant (and mode, if present) of ``value`` against request count."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     keys = ["variant", "mode"] if "mode" in frame else ["variant"]
@@ -151,7 +158,7 @@ def write_all(run: RunData) -> list[str]:
     return list(figures)
 
 
-def sanitizer_errors(san: pd.DataFrame):
+def sanitizer_errors(san: pd.DataFrame) -> Figure:
     return counts_by_request(
         san.assign(error_count=san.error_count.fillna(0)),
         "error_count",
@@ -160,7 +167,7 @@ def sanitizer_errors(san: pd.DataFrame):
     )
 
 
-def performance_figures(med: pd.DataFrame, ceiling_tbps: float):
+def performance_figures(med: pd.DataFrame, ceiling_tbps: float) -> list[tuple[str, Figure]]:
     """(name, figure) for the time-per-launch plots and the fraction-of-ceiling plot."""
     figs = []
     longest = int(med.seq_len.max())

@@ -8,6 +8,7 @@ rows as they finish, and returns the table the cell shows.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from repro.analysis import gather as rules
 from repro.evidence.cases import CaseResult
 from repro.evidence.environment import find_compute_sanitizer
+from repro.evidence.sanitizer import SanitizerResult
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.evidence.sweep import run_sanitizer_sweep, run_sweep
 from repro.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
@@ -118,7 +120,7 @@ class GatherWalkthrough:
             device=self.session.profile.device,
         )
 
-    def sweep(self, progress=None) -> pd.DataFrame:
+    def sweep(self, progress: Callable[[Implementation, str, int, CaseResult], None] | None = None) -> pd.DataFrame:
         """Every implementation at every request count in both sentinel modes; one row per case."""
         prof = self.session.profile
         cases = self.session.table(SWEEP)
@@ -185,7 +187,7 @@ class GatherWalkthrough:
         table = self.session.table(MEMCHECK)
         log_dir = f"{self.session.run_dir}/logs/sanitizer" if self.session.run_dir else "sanitizer-logs"
 
-        def sink(entry: Implementation, mode: str, n: int, res) -> None:
+        def sink(entry: Implementation, mode: str, n: int, res: SanitizerResult) -> None:
             name = res.log_path.rsplit("/", 1)[-1] if res.log_path else ""
             table.append(rules.memcheck_row(entry.label, entry.expect, mode, n, res.to_dict(), name))
 
