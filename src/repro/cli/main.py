@@ -7,6 +7,7 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
+from typing import NoReturn
 
 EXIT_CODES = """exit codes:
   0    every check passed
@@ -46,7 +47,7 @@ def parameter_help() -> str:
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (exit code 2) like every other bad input."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {self.prog}: {message} (--help lists what is accepted)\n")
 
 
