@@ -28,7 +28,7 @@ DECLARED = {  # name: {notebook: default as the parameters cell writes it}
     [
         (
             "request_counts=[0, 2]",
-            "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256",
+            "request_counts: [0, 2] is out of range; accepted: a non-empty list of distinct integers from 1 to 256",
         ),
         ("request_counts=[-1]", "request_counts: [-1] is out of range"),
         ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
@@ -126,6 +126,16 @@ def test_module_entry_point_reports_usage():
     [
         (["-p", "block_size=512"], "error: block_size: at block_size 512 a C128A page is 2,880 bytes"),
         (["-p", "pool_bytes=1"], "error: pool_bytes: at block_size 256 a C128A page is 1,728 bytes"),
+        (["-p", "implementation="], "error: implementation: '' is out of range"),
+        (["-p", "implementation= "], "error: implementation: '' is out of range"),
+        (["-p", "seed=100000000000000000000000000"], "error: seed: 100000000000000000000000000 is out of range"),
+        (["-p", "seed=18446688733644"], "error: seed: 18446688733644 is out of range; accepted: an integer from 0"),
+        (["-p", "backing_width=1000000000"], "error: backing_width: 1000000000 is out of range"),
+        (["-p", "pool_bytes=1728000000000000"], "error: pool_bytes: 1,728,000,000,000,000 bytes do not fit"),
+        (["-p", "request_counts=[2, 2]"], "error: request_counts: [2, 2] is out of range; accepted: a non-empty list "),
+        (["-p", "sentinel_modes=[poison, poison]"], "error: sentinel_modes: ['poison', 'poison'] is out of range"),
+        (["-p", "bench_variants=[fast, fast]"], "error: bench_variants: ['fast', 'fast'] is out of range"),
+        (["-p", "seq_lens=[256, 256]"], "error: seq_lens: [256, 256] is out of range"),
     ],
 )
 def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):

@@ -8,6 +8,7 @@ the parameter and what is accepted (exit code 2).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
 MAX_REQUESTS = 256
+#: The scenario generator seeds torch with ``seed * 1_000_003 + num_reqs``; torch takes 64 bits.
+MAX_SEED = (2**64 - 1 - MAX_REQUESTS) // 1_000_003
+#: A backing table is ``256 x backing_width`` int32: at most 64 MiB.
+MAX_BACKING_WIDTH = 65536
 
 
 class ParameterError(ValueError):
@@ -40,6 +45,11 @@ def _is_pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
 
 
+def _distinct(v: list) -> bool:
+    """A repeated value would write the same check rows twice."""
+    return len(set(v)) == len(v)
+
+
 SCHEMA: dict[str, Param] = {
     # notebook 01
     "block_size": Param(
@@ -48,12 +58,16 @@ SCHEMA: dict[str, Param] = {
         "up to 128 and SWA blocks are block_size/4, a multiple of 64)",
         lambda v: v > 0 and v % 256 == 0,
     ),
-    "pool_bytes": Param(int, "0 (the pool of the seed's error) or a positive byte count", lambda v: v >= 0),
+    "pool_bytes": Param(
+        int,
+        "0 (the pool of the seed's error) or a positive byte count that fits in half the device's memory",
+        lambda v: v >= 0,
+    ),
     # notebooks 02 and 03
     "request_counts": Param(
         list,
-        f"a non-empty list of integers from 1 to {MAX_REQUESTS}",
-        lambda v: len(v) > 0 and all(1 <= x <= MAX_REQUESTS for x in v),
+        f"a non-empty list of distinct integers from 1 to {MAX_REQUESTS}",
+        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= MAX_REQUESTS for x in v),
         item_kind=int,
     ),
     "cache_block_size": Param(
@@ -61,16 +75,20 @@ SCHEMA: dict[str, Param] = {
     ),
     "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536", lambda v: 0 <= v <= 65536),
     "backing_width": Param(
-        int, "0 (twice the narrowed width) or more columns than the longest request needs", lambda v: v >= 0
+        int,
+        f"0 (twice the narrowed width) or more columns than the longest request needs, at most {MAX_BACKING_WIDTH}",
+        lambda v: 0 <= v <= MAX_BACKING_WIDTH,
     ),
-    "seed": Param(int, "a non-negative integer", lambda v: v >= 0),
+    "seed": Param(
+        int, f"an integer from 0 to {MAX_SEED} (torch generators take 64 bits)", lambda v: 0 <= v <= MAX_SEED
+    ),
     "sentinel_modes": Param(
         list,
-        "a non-empty list drawn from 'in-range' and 'poison'",
-        lambda v: len(v) > 0 and set(v) <= {"in-range", "poison"},
+        "a non-empty list of distinct values drawn from 'in-range' and 'poison'",
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"in-range", "poison"},
         item_kind=str,
     ),
-    "implementation": Param(str, "'package.module:function' with vLLM's gather signature"),
+    "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),
     "case_timeout_s": Param(float, "0 (the profile's default) or a positive number of seconds", lambda v: v >= 0),
     "sanitizer": Param(
         str,
@@ -79,8 +97,8 @@ SCHEMA: dict[str, Param] = {
     ),
     "seq_lens": Param(
         list,
-        "a non-empty list of integers from 1 to 65536 (tokens per request)",
-        lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v),
+        "a non-empty list of distinct integers from 1 to 65536 (tokens per request)",
+        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= 65536 for x in v),
         item_kind=int,
     ),
     "reference_gather": Param(
@@ -90,8 +108,8 @@ SCHEMA: dict[str, Param] = {
     ),
     "bench_variants": Param(
         list,
-        "a non-empty list drawn from 'fixed' and 'fast'",
-        lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"},
+        "a non-empty list of distinct values drawn from 'fixed' and 'fast'",
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"fixed", "fast"},
         item_kind=str,
     ),
 }
@@ -137,10 +155,26 @@ def _default_pool_bytes() -> int:
     return int(load(43988)["reported"]["available_bytes"])
 
 
-def check_reshape_pool(block_size: int, pool_bytes: int) -> None:
+def device_memory_bytes(profile: str) -> int:
+    """The memory a profile allocates from: the host's RAM (``cpu``) or the CUDA device's (``gpu``)."""
+    if profile == "gpu":
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | None = None) -> None:
     """Notebook 01 reshapes a pool of ``pool_bytes`` (0: the PR's) as the C128A cache at ``block_size``:
-    the pool must be a whole number of that cache's padded pages."""
+    the pool must be a whole number of that cache's padded pages, and it is allocated for real, so it
+    must fit in half of ``memory_bytes`` (the device's memory) when that is given."""
     from repro.geometry.specs import dsv4_catalogue
+
+    if memory_bytes is not None and pool_bytes > memory_bytes // 2:
+        raise ParameterError(
+            f"pool_bytes: {pool_bytes:,} bytes do not fit in half of this device's {memory_bytes:,} bytes; "
+            f"accepted: 0 (the PR's pool) or at most {memory_bytes // 2:,}"
+        )
 
     c128a = next(
         s
@@ -177,7 +211,7 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
             except ImplementationError as exc:
                 raise ParameterError(str(exc)) from None
     if "block_size" in params or "pool_bytes" in params:
-        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0))
+        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0), device_memory_bytes(profile))
     if "backing_width" in params:
         seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
         block = params.get("cache_block_size") or 1

@@ -135,7 +135,8 @@ def report(run_dir: str, against: str | None) -> int:
     from repro.analysis.rundata import load_run
     from repro.cli.kernels import kernel_manager_class
     from repro.cli.runfolder import RunFolderError, RunLock
-    from repro.report.build import build_report, write_comparison
+    from repro.report.build import write_comparison, write_markdown
+    from repro.report.html import build_html
 
     path = Path(run_dir)
     if not path.is_dir():
@@ -151,8 +152,22 @@ def report(run_dir: str, against: str | None) -> int:
                 with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
                     print(f"wrote {write_comparison(run, load_run(against))}")
                 return 0
+            try:
+                md = write_markdown(run)
+            except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+                if isinstance(exc, DamagedRun):
+                    raise
+                raise DamagedRun(
+                    f"{path}: its tables cannot be rendered ({type(exc).__name__}: {exc}); nothing was written"
+                ) from None
+            if not run.finished:
+                print(f"note: {path} holds a run that did not finish (status {run.status!r}); the report says so")
             log = path / "logs" / "90-report.kernel.log"
-            md, html = build_report(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+            try:
+                html = build_html(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+            except Exception as exc:  # the notebook export; report.md stands
+                print(f"error: report: wrote {md} but not report.html ({type(exc).__name__}: {exc})", file=sys.stderr)
+                return 1
     except (RunFolderError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

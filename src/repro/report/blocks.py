@@ -53,14 +53,7 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
     env = run.environment
     out: list[Block] = []
     n_checks = int(summary["total"].sum()) if len(summary) else 0
-    out.append(
-        Block(
-            "md",
-            f"# DeepSeek-V4 KV-cache reproduction: {len(failures)} of {n_checks} checks failed"
-            if failures
-            else f"# DeepSeek-V4 KV-cache reproduction: all {n_checks} checks passed",
-        )
-    )
+    out.append(Block("md", "# DeepSeek-V4 KV-cache reproduction: " + headline(run, len(failures), n_checks)))
 
     lines = [
         "## Summary",
@@ -128,6 +121,24 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
         )
     )
     return out
+
+
+def headline(run: RunData, failed: int, checks: int) -> str:
+    """The verdict in one line: a run that did not finish, or finished without checks, never "passed"."""
+    # A notebook whose checks failed ends with ChecksFailed at its gate: it finished, its checks count.
+    broken = [n for n in run.manifest.get("failed_notebooks") or [] if "ChecksFailed" not in str(n)]
+    if not run.finished:
+        return (
+            f"INCOMPLETE (the run is {run.status!r}, not finished): {checks} checks recorded before it stopped, "
+            f"{failed} failed"
+        )
+    if checks == 0:
+        return "no checks recorded" + (f"; {len(broken)} notebook(s) did not finish" if broken else "")
+    if failed:
+        verdict = f"{failed} of {checks} checks failed"
+    else:
+        verdict = f"all {checks} checks passed"
+    return verdict + (f", and {len(broken)} notebook(s) did not finish" if broken else "")
 
 
 def _rerun(manifest: dict, name: str) -> str:
