@@ -136,6 +136,7 @@ def test_module_entry_point_reports_usage():
         (["-p", "sentinel_modes=[poison, poison]"], "error: sentinel_modes: ['poison', 'poison'] is out of range"),
         (["-p", "bench_variants=[fast, fast]"], "error: bench_variants: ['fast', 'fast'] is out of range"),
         (["-p", "seq_lens=[256, 256]"], "error: seq_lens: [256, 256] is out of range"),
+        (["-p", "case_timeout_s=0.000001"], "error: case_timeout_s: 1e-06 is out of range; accepted: 0 (the profile's"),
     ],
 )
 def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):

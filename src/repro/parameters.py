@@ -89,7 +89,11 @@ SCHEMA: dict[str, Param] = {
         item_kind=str,
     ),
     "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),
-    "case_timeout_s": Param(float, "0 (the profile's default) or a positive number of seconds", lambda v: v >= 0),
+    "case_timeout_s": Param(
+        float,
+        "0 (the profile's default) or a number of seconds from 1 (no case finishes sooner) to 86400",
+        lambda v: v == 0 or 1 <= v <= 86400,
+    ),
     "sanitizer": Param(
         str,
         "'auto' (use compute-sanitizer where present), 'required' or 'off'",
