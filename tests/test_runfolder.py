@@ -244,3 +244,13 @@ def test_tagged_processes_are_found():
         proc.kill()
         proc.wait()
     assert wait_gone(tag, 5) == []
+
+
+def test_a_refused_folder_is_left_without_a_lock_file(tmp_path):
+    """A folder that is not a run (or holds one) is refused before anything, the lock file included, is written."""
+    (tmp_path / "notes.txt").write_text("mine")
+    refused = run(["run", "--profile", "cpu", "--out", str(tmp_path), "--notebooks", "01"])
+    assert refused.returncode == 2 and "already holds a run" in one_line(refused)
+    report = run(["report", str(tmp_path)])
+    assert report.returncode == 2 and "holds no manifest.json" in one_line(report)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -139,3 +139,16 @@ def test_children_die_with_the_thread_that_started_them(tmp_path):
         assert wait_gone(tag, 10) == []
     finally:
         kill_tagged(tag)
+
+
+@pytest.mark.notebook
+def test_an_implementation_that_raises_is_failed_rows_not_a_broken_notebook(tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02]
+    proc = run([*args, "-p", "implementation=raise_gather:gather"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "0 notebook(s) broke" in proc.stdout.strip().splitlines()[-1]
+    contiguous = pd.read_csv(out / "results" / "02-contiguous-checks.csv")
+    under = contiguous[contiguous["variant"] == "under-test"]
+    assert len(under) and not under["ok"].any()
+    assert under["observed"].str.contains("RuntimeError: this gather always fails").all()

@@ -134,7 +134,7 @@ def report(run_dir: str, against: str | None) -> int:
     from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.analysis.rundata import load_run
     from repro.cli.kernels import kernel_manager_class
-    from repro.cli.runfolder import RunFolderError, RunLock
+    from repro.cli.runfolder import RunFolderError, RunLock, holder_if_locked
     from repro.report.build import write_comparison, write_markdown
     from repro.report.html import build_html
 
@@ -143,6 +143,10 @@ def report(run_dir: str, against: str | None) -> int:
         print(f"error: report: {path}: no such run folder", file=sys.stderr)
         return 2
     try:
+        busy = holder_if_locked(path)
+        if busy is not None:  # a run is writing it: its tables may end mid-row right now
+            raise RunFolderError(f"report: {path} is in use by another process{busy}; accepted: wait for it to end")
+        load_run(path)  # not a run folder, or a damaged one: refused before the lock file is created
         with RunLock(path, "report").acquire("report") as lock:
             run = load_run(path)
             if against:

@@ -85,6 +85,21 @@ class RunLock:
         self.release()
 
 
+def holder_if_locked(folder: Path) -> str | None:
+    """Who holds ``folder``'s lock (``""`` if unknown), or None when it is free; creates nothing."""
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _describe_holder(fd)
+    finally:
+        os.close(fd)
+    return None
+
+
 def _describe_holder(fd: int) -> str:
     try:
         info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
@@ -118,16 +133,24 @@ def open_for_run(run_dir: Path, resume: bool) -> RunLock:
         raise RunFolderError(
             f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder"
         ) from None
+    _check_contents(run_dir, resume)  # before the lock file is created: a refused folder is left as it was
     lock = RunLock(run_dir, "run").acquire("--resume" if resume else "--out")
     try:
-        held = [p.name for p in run_dir.iterdir() if p.name != LOCK_NAME]
-        if held and not resume:
-            raise RunFolderError(
-                f"--out: {run_dir} already holds a run; accepted: a new or empty folder, or --resume to finish that run"
-            )
-        if resume and not (run_dir / "manifest.json").is_file():
-            raise RunFolderError(f"--resume: {run_dir} holds no manifest.json to resume")
+        _check_contents(run_dir, resume)  # again under the lock: another run may have started meanwhile
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def _check_contents(run_dir: Path, resume: bool) -> None:
+    held = [p.name for p in run_dir.iterdir() if p.name != LOCK_NAME]
+    if held and not resume:
+        busy = holder_if_locked(run_dir)
+        if busy is not None:
+            raise RunFolderError(f"--out: {run_dir} is in use by another process{busy}; accepted: another folder")
+        raise RunFolderError(
+            f"--out: {run_dir} already holds a run; accepted: a new or empty folder, or --resume to finish that run"
+        )
+    if resume and not (run_dir / "manifest.json").is_file():
+        raise RunFolderError(f"--resume: {run_dir} holds no manifest.json to resume")
