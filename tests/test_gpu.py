@@ -39,3 +39,42 @@ def test_every_implementation_on_the_gpu_meets_its_expectation():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and "GPU-OK" in proc.stdout, proc.stderr[-3000:]
+
+
+JIT_CHILD = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from fixtures import jit_kernels as J
+from repro.evidence import jit
+b = torch.arange(6 * 64, dtype=torch.int32, device="cuda").reshape(6, 64)
+widths = [3, 5, 8, 13, 16, 21, 32, 1]
+for name, (kernel, launcher) in J.VARIANTS.items():
+    inp = J.Inputs(6, device="cuda")
+    for tables in (jit.narrowed_tables(b, widths), jit.contiguous_tables(b, widths)):
+        launches = jit.width_launches(lambda t, launcher=launcher, inp=inp: launcher(inp, t), tables)
+        rows = jit.fingerprint(kernel, launches, sync=torch.cuda.synchronize)
+        assert [r["mode"] for r in rows] == ["observed"] * len(rows), name
+        assert [r["observed_compiles"] for r in rows] == [r["predicted_compiles"] for r in rows], (name, rows)
+        assert all(r["compile_us"] > 0 and r["disk_cache_hits"] == 0 for r in rows if r["observed_compiles"]), name
+from repro.kernels import stream as S
+for layout in S.LAYOUTS:
+    inp = S.make_stream_input(1000, layout, seed=1, device="cuda")
+    out = inp.fresh_out()
+    S.stream_dequant(inp, out)
+    assert torch.equal(out.view(torch.int16), S.stream_reference(inp).view(torch.int16)), layout
+    launch, sums = S.stream_read(inp)
+    assert torch.equal(sums, S.read_reference(inp, launch)), layout
+    w = inp.fresh_out()
+    S.stream_write(w)
+    assert torch.equal(w.view(torch.int16), S.write_reference(1000, "cuda").view(torch.int16))
+print("GPU-OK")
+"""
+
+
+def test_jit_hooks_see_the_predicted_compilations_and_stream_kernels_are_exact():
+    """Compiled on the GPU: Triton's hooks count exactly the compilations the key prediction says
+    (cold caches), and the streaming ceiling kernels equal their references bitwise."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = JIT_CHILD.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "GPU-OK" in proc.stdout, proc.stderr[-3000:]

@@ -78,6 +78,8 @@ def run_cli(args, capsys):
             "error: backing_width: 2 is not wider than the 10 columns",
         ),
         (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
+        (["-p", "jit_widths=[8, 70]"], "error: jit_backing_width: 64 is not wider than the widest of jit_widths (70)"),
+        (["-p", "stream_ceiling=maybe"], "error: stream_ceiling: 'maybe' is out of range"),
         (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),
         (["--profile", "tpu"], "error: profile: 'tpu' is not one of auto, cpu, gpu"),
         (["--notebooks", "77"], "error: --notebooks: ['77'] does not name notebooks"),

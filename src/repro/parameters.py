@@ -116,6 +116,23 @@ SCHEMA: dict[str, Param] = {
         lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"fixed", "fast"},
         item_kind=str,
     ),
+    "stream_ceiling": Param(
+        str,
+        "'on' (the streaming ceiling at every shape, the gap arms at the largest request count of each "
+        "sequence length) or 'off'",
+        lambda v: v in ("on", "off"),
+    ),
+    "jit_widths": Param(
+        list,
+        "a non-empty list of block-table widths from 1 to 4096",
+        lambda v: len(v) > 0 and all(1 <= x <= 4096 for x in v),
+        item_kind=int,
+    ),
+    "jit_backing_width": Param(
+        int,
+        "an integer from 2 to 8192, wider than every jit_widths entry (the table the narrowed views are cut from)",
+        lambda v: 2 <= v <= 8192,
+    ),
 }
 
 
@@ -225,6 +242,13 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
             raise ParameterError(
                 f"backing_width: {width} is not wider than the {need} columns a {seq_len_max}-token "
                 f"request needs at cache_block_size {block}; accepted: 0 (auto) or more than {need}"
+            )
+    if "jit_widths" in params or "jit_backing_width" in params:
+        widths, backing = params.get("jit_widths") or [1], params.get("jit_backing_width") or 2
+        if backing <= max(widths):
+            raise ParameterError(
+                f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
+                f"accepted: more than {max(widths)}"
             )
     if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
         raise ParameterError(

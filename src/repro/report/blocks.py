@@ -179,6 +179,8 @@ def _bug_summaries(run: RunData) -> list[str]:
         lines.append("- **Cost of the fix**: " + performance.headline(med, ratios, outside_names(run))["headline"])
     elif "03-performance" in facts:
         lines.append("- **Cost of the fix**: " + facts["03-performance"].get("headline", ""))
+    if "03-performance-ceiling" in facts:
+        lines.append("- **Streaming ceiling**: " + facts["03-performance-ceiling"].get("headline", ""))
     return lines
 
 
@@ -303,5 +305,56 @@ def _result_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
             )
         )
         out.append(Block("table", short.round(3)))
+    out += _ceiling_and_jit_blocks(run)
     out += [Block("image", name, name) for name in figure_names if name.startswith("03-")]
+    return out
+
+
+def _ceiling_and_jit_blocks(run: RunData) -> list[Block]:
+    """Notebook 03's streaming ceiling, gap decomposition and JIT fingerprint, where the run has them."""
+    tables, out = run.tables, []
+    vs = tables.get("03-performance-vs-ceiling")
+    if vs is not None and len(vs):
+        graph = vs[(vs["launch"] == "graph") & (vs["requests"] == "equal")]
+        first = graph.iloc[0] if len(graph) else vs.iloc[0]
+        out.append(
+            Block(
+                "md",
+                "### 03 Performance: every gather against the streaming ceiling (CUDA-graph replays)\n\n"
+                "The streaming kernel reads contiguous 584-byte records and writes 1,024-byte bf16 rows with the "
+                "gather's dtype work and no block table (repro code); a cell is the best streaming arm's time over "
+                "the gather's at that shape. Read-only and write-only rates at the largest shape: "
+                f"{first['read_only_tbps']:.2f} and {first['write_only_tbps']:.2f} TB/s.",
+            )
+        )
+        piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
+        out.append(Block("table", piv.reset_index().round(3)))
+    gap = tables.get("03-performance-gap")
+    if gap is not None and len(gap):
+        out.append(
+            Block(
+                "md",
+                "### 03 Performance: what separates gather_fast from the streaming ceiling\n\n"
+                "Each step is the ratio of two arms timed in the same rounds (graph replays); the chained steps "
+                "multiply to the total.",
+            )
+        )
+        cols = ["num_reqs", "seq_len", "step", "numerator", "denominator", "ratio", "added_us", "share_of_gap"]
+        out.append(Block("table", gap[[c for c in cols if c in gap]]))
+    summary = tables.get("03-jit-summary")
+    if summary is not None and len(summary):
+        mode = run.facts.get("03-jit", {}).get("mode", "")
+        how = (
+            "counted by Triton's compile hooks, compile time from Triton's own CompileTimes"
+            if mode == "observed"
+            else "predicted with Triton's own cache-key function for sm_90 (the CPU interpreter compiles nothing)"
+        )
+        out.append(
+            Block(
+                "md",
+                "### 03 JIT fingerprint: compilations on the inference path after a full-width warm-up\n\n"
+                f"One launch per block-table width, narrowed views and contiguous tables; {how}.",
+            )
+        )
+        out.append(Block("table", summary.drop(columns=[c for c in ("notebook",) if c in summary])))
     return out

@@ -146,6 +146,15 @@ def draw_all(run: RunData) -> dict[str, Figure]:
     if med is not None and rat is not None and len(med):
         for name, fig in sorted(performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]))):
             figures[name] = fig
+    vs = tables.get("03-performance-vs-ceiling")
+    if vs is not None and len(vs):
+        for name, fig in ceiling_figures(vs):
+            figures[name] = fig
+    jit = tables.get("03-jit-fingerprint")
+    if jit is not None and len(jit):
+        from repro.analysis.jit import cumulative_by_width
+
+        figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(jit, phase="inference"))
     return figures
 
 
@@ -203,3 +212,63 @@ def performance_figures(med: pd.DataFrame, ceiling_tbps: float) -> list[tuple[st
         )
     )
     return figs
+
+
+def ceiling_figures(vs_ceiling: pd.DataFrame) -> list[tuple[str, Figure]]:
+    """(name, figure): each gather's fraction of the streaming ceiling per request count, graph replays,
+    one figure per sequence length (``repro.analysis.ceiling.ceiling_table``)."""
+    graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
+    graph = graph.assign(variant=graph["arm"])
+    figs = []
+    for L in sorted(set(graph["seq_len"])):
+        figs.append(
+            (
+                f"03-ceiling-fraction-{L}",
+                counts_by_request(
+                    graph[graph["seq_len"] == L],
+                    "of_stream_fraction",
+                    f"fraction of the streaming ceiling (graph replay, {L} tokens per request)",
+                    "of streaming ceiling",
+                    log=False,
+                    style_of=arm_style,
+                ),
+            )
+        )
+    return figs
+
+
+def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
+    """Compilations (and, where measured, cumulative compile time) against distinct table widths,
+    one line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
+    has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
+    fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(11 if has_time else 6, 3.8), squeeze=False)
+    colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
+    for (variant, table), g in cumulative.groupby(["variant", "table"], sort=False):
+        narrowed = table == "narrowed"
+        style = dict(
+            marker="o" if narrowed else "s",
+            linestyle="-" if narrowed else "--",
+            color=colors[variant],
+            markerfacecolor=None if narrowed else "none",
+            label=f"{variant} / {table}",
+        )
+        axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
+        if has_time:
+            axes[0][1].plot(g["distinct_widths"], g["compile_ms"], **style)
+    from matplotlib.ticker import MaxNLocator
+
+    predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
+    axes[0][0].set_ylabel("compilations" + (" (predicted, Triton's keys for sm_90)" if predicted else ""))
+    axes[0][0].set_title("Triton compilations vs distinct block-table widths")
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0][0].set_ylim(bottom=-0.3)
+    if has_time:
+        axes[0][1].set_ylabel("cumulative compile time (ms)")
+        axes[0][1].set_title("Triton's own compile time, cumulative")
+    for ax in axes[0]:
+        ax.set_xlabel("distinct block-table widths so far")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

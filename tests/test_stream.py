@@ -1,0 +1,159 @@
+"""The streaming ceiling kernels in Triton's interpreter, bitwise against their PyTorch references.
+
+The stream kernel must compute exactly what the gather computes for the same tokens (checked
+against the gather's own reference on a one-block cache), the read kernel must depend on every
+byte it is meant to read, and the write kernel must write every byte of every row and nothing else.
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
+
+import pytest
+import torch
+
+from repro.geometry.layout import DSV4
+from repro.kernels import stream as S
+from repro.kernels.launch import is_interpreted
+from repro.kernels.reference import dequantize_and_gather_reference
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16)
+
+
+# (tokens, plan, block_t): the interpreter shape, and the GPU grid shape with ragged last tiles.
+SHAPES = [(1, None, 8), (37, None, 8), (300, None, 8), (37, "grid", 8), (70, "grid", 32)]
+
+
+def test_kernels_are_interpreted():
+    assert all(is_interpreted(k) for k in (S._stream_dequant_kernel, S._stream_read_kernel, S._stream_write_kernel))
+
+
+@pytest.mark.parametrize("layout", S.LAYOUTS)
+@pytest.mark.parametrize("tokens,plan,block_t", SHAPES)
+def test_stream_dequant_is_bitwise_the_reference(layout, tokens, plan, block_t):
+    inp = S.make_stream_input(tokens, layout, seed=tokens)
+    out = inp.fresh_out()
+    launch = S.stream_dequant(inp, out, plan=plan, block_t=block_t)
+    assert launch.grid[0] * launch.tokens_per_program >= tokens
+    assert torch.equal(bits(out), bits(S.stream_reference(inp)))
+
+
+@pytest.mark.parametrize("tokens", [5, 130])
+def test_stream_reference_is_the_gathers_reference_on_one_block(tokens):
+    """The split layout is one cache block of N tokens: the gather's reference must agree."""
+    inp = S.make_stream_input(tokens, "split", seed=1)
+    rec = DSV4.token_bytes
+    cache = torch.as_strided(inp.buffer, (1, tokens, rec), (tokens * rec, rec, 1))
+    out = torch.zeros(1, tokens, DSV4.head_dim, dtype=torch.bfloat16)
+    dequantize_and_gather_reference(
+        out, cache, torch.tensor([tokens], dtype=torch.int32), None, torch.zeros(1, 1, dtype=torch.int32), tokens, 0
+    )
+    assert torch.equal(bits(out[0]), bits(S.stream_reference(inp)))
+
+
+def test_layouts_hold_the_same_tokens():
+    a, b = (S.make_stream_input(50, layout, seed=7) for layout in S.LAYOUTS)
+    assert not torch.equal(a.buffer, b.buffer)  # the bytes are arranged differently ...
+    assert torch.equal(bits(S.stream_reference(a)), bits(S.stream_reference(b)))  # ... and decode the same
+    da, sa = a.rows()
+    db, sb = b.rows()
+    assert torch.equal(da, db) and torch.equal(sa, sb)
+
+
+def test_reference_decodes_known_values():
+    """One hand-built record: fp8 0x38 = 1.0, scale byte 128 = x2, RoPE = 3.0 (bf16 0x4040)."""
+    inp = S.layout_views(torch.zeros(DSV4.token_bytes, dtype=torch.uint8), 1, "records")
+    data, scales = inp.rows()
+    data[0, : DSV4.fp8_bytes] = 0x38
+    scales[0, : DSV4.n_scales] = 128
+    data[0, DSV4.fp8_bytes :].view(torch.int16)[:] = 0x4040
+    ref = S.stream_reference(inp)
+    assert (ref[0, : DSV4.nope_dim] == 2.0).all() and (ref[0, DSV4.nope_dim :] == 3.0).all()
+    out = inp.fresh_out()
+    S.stream_dequant(inp, out)
+    assert torch.equal(bits(out), bits(ref))
+
+
+@pytest.mark.parametrize("layout", S.LAYOUTS)
+@pytest.mark.parametrize("tokens,plan,block_t", SHAPES)
+def test_stream_read_sums_every_byte(layout, tokens, plan, block_t):
+    inp = S.make_stream_input(tokens, layout, seed=2)
+    launch, sums = S.stream_read(inp, plan=plan, block_t=block_t)
+    assert torch.equal(sums, S.read_reference(inp, launch))
+
+
+@pytest.mark.parametrize(
+    "part,column,delta",
+    [
+        ("fp8", 0, 1),
+        ("fp8", DSV4.fp8_bytes - 1, 1),
+        ("rope", DSV4.fp8_bytes, 1),
+        ("scale", DSV4.n_scales - 1, 1),
+        ("scale", DSV4.scale_bytes - 1, 1),
+    ],
+)
+def test_stream_read_depends_on_each_part_of_the_record(part, column, delta):
+    """Raising one byte of the last token changes its program's sum by exactly that much."""
+    inp = S.make_stream_input(21, "records", seed=4)
+    data, scales = inp.rows()
+    launch, before = S.stream_read(inp, plan="grid", block_t=8)
+    target = scales if part == "scale" else data
+    target[20, column] = 0
+    _, zeroed = S.stream_read(inp, plan="grid", block_t=8)
+    target[20, column] = delta
+    _, after = S.stream_read(inp, plan="grid", block_t=8)
+    assert int(after[-1]) - int(zeroed[-1]) == delta  # the last program sees the byte
+    assert torch.equal(after[:-1], before[:-1])  # other programs do not
+    assert torch.equal(after, S.read_reference(inp, launch))
+
+
+def test_read_sums_do_not_overflow():
+    """1,100 tokens of 0x7F bytes sum past 2**31 in one program: int64 sums hold it exactly."""
+    n = 1100
+    inp = S.layout_views(torch.full((n * DSV4.token_bytes,), 0x7F, dtype=torch.uint8), n, "records")
+    per_token = DSV4.fp8_bytes * 0x7F + DSV4.scale_bytes * 0x7F + DSV4.rope_dim * 0x7F7F
+    assert n * per_token > 2**31 - 1
+    expected = n * per_token
+    launch, sums = S.stream_read(inp, plan="per-program")
+    assert S.read_reference(inp, launch).tolist() == [expected]
+    assert sums.tolist() == [expected]
+
+
+@pytest.mark.parametrize("tokens,plan,block_t", SHAPES)
+def test_stream_write_writes_every_row(tokens, plan, block_t):
+    out = torch.full((tokens, DSV4.head_dim), -1, dtype=torch.int16).view(torch.bfloat16)
+    S.stream_write(out, plan=plan, block_t=block_t)
+    assert torch.equal(bits(out), bits(S.write_reference(tokens)))
+
+
+def test_write_pattern_is_not_constant():
+    ref = bits(S.write_reference(3))
+    assert ref[:, 0].tolist() == [0, 1, 2] and (ref == ref[:, :1]).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(layout="rows"), "layout must be one of"),
+        (dict(num_tokens=0), "num_tokens must be a positive int"),
+    ],
+)
+def test_bad_input_names_the_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        S.make_stream_input(**{"num_tokens": 4, **kwargs})
+
+
+def test_bad_launch_settings_name_the_parameter():
+    inp = S.make_stream_input(4)
+    with pytest.raises(ValueError, match="block_t must be a power of two"):
+        S.stream_dequant(inp, inp.fresh_out(), block_t=6)
+    with pytest.raises(ValueError, match="num_warps must be a power of two"):
+        S.stream_read(inp, num_warps=3)
+    with pytest.raises(ValueError, match="out must be a contiguous bf16 tensor of shape"):
+        S.stream_dequant(inp, torch.zeros(4, 512))
+    with pytest.raises(ValueError, match="sums must be int64"):
+        S.stream_read(inp, torch.zeros(1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="buffer must be a 1-D uint8 tensor"):
+        S.layout_views(torch.zeros(10, dtype=torch.uint8), 1, "split")
