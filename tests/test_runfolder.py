@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from clitools import SMALL_02, cli_env, kill_tagged, manifest, new_tag, run, start, tagged, wait_for, wait_gone
 
-from repro.cli.runfolder import LOCK_NAME, RunFolderError, RunLock, new_default_folder
+from repro.cli.runfolder import LOCK_NAME, RunFolderError, RunLock, holder_if_locked, new_default_folder
 
 HOLD = (
     "import sys, time; from pathlib import Path; from repro.cli.runfolder import RunLock; "
@@ -101,6 +101,8 @@ def test_a_lock_passed_to_a_child_outlives_the_parent(tmp_path):
             RunLock(folder, "run").acquire("--resume")
         os.kill(child, signal.SIGKILL)
         assert wait_gone(tag, 10) == []
+        # A killed process leaves /proc's environ before its files are closed: allow the kernel that moment.
+        wait_for(lambda: holder_if_locked(folder) is None, 5, what="the lock to be released")
         RunLock(folder, "run").acquire("--resume").release()
     finally:
         kill_tagged(tag)
