@@ -31,7 +31,12 @@ def test_every_notebook_runs_and_every_check_passes(fixed_run):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["profile"] == "cpu"
-    assert set(manifest["notebooks"]) == {"01-reshape-overrun", "02-strided-block-table-gather", "03-performance"}
+    assert set(manifest["notebooks"]) == {
+        "01-reshape-overrun",
+        "02-strided-block-table-gather",
+        "03-performance",
+        "04-upstream-releases",
+    }
     assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
     for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
         table = pd.read_csv(out / "results" / f"{name}.csv")

@@ -42,6 +42,10 @@ def parse(*texts: str) -> dict:
         ("bench_variants=[fixed]", ["fixed"]),
         ("implementation=repro.kernels.gather:gather_buggy", "repro.kernels.gather:gather_buggy"),
         ("reference_gather=", ""),
+        ("download=false", False),
+        ("download=True", True),
+        ("releases=0.28.0,0.33.0", "0.28.0,0.33.0"),  # a string parameter: the text as typed
+        ("variants=[released, patched]", ["released", "patched"]),
     ],
 )
 def test_values_arrive_as_typed(text, value):
@@ -76,6 +80,8 @@ def test_values_arrive_as_typed(text, value):
         ("sanitizer=", "sanitizer: '' is out of range"),
         ("request_counts=[]", "request_counts: [] is out of range"),
         ("sentinel_modes=[poison, 'in-range]", "sentinel_modes: ['poison', \"'in-range\"] is out of range"),
+        ("download=yes", "download: 'yes' is not true or false; write e.g. -p download=true"),
+        ("download=0", "download: '0' is not true or false"),
         ("seed", "-p 'seed': expected NAME=VALUE"),
         ("=3", ": unknown parameter"),
         ("profile=gpu", "profile: set by the runner"),

@@ -123,3 +123,19 @@ def test_gpu_workflow_hands_params_to_the_runner_as_data(params, expected, tmp_p
     argv = json.loads(proc.stdout.strip().splitlines()[-1])
     assert argv == ["-m", "repro", "run", "--profile", "gpu", "--out", "runs/gpu", *expected]
     assert not list(tmp_path.glob("pwned*"))
+
+
+def test_gpu_workflow_fans_the_release_matrix_out_and_merges_it():
+    gpu = yaml.safe_load((ROOT / ".github/workflows/gpu.yml").read_text())
+    inputs = gpu.get(True, gpu.get("on"))["workflow_dispatch"]["inputs"]
+    assert json.loads(inputs["releases"]["default"]) == ["0.22.0", "0.28.0", "0.33.0"]
+    job = gpu["jobs"]["release-matrix"]
+    assert job["strategy"]["matrix"] == {
+        "release": "${{ fromJSON(inputs.releases) }}",
+        "runner": "${{ fromJSON(inputs.runner_labels) }}",
+    }
+    step = next(s for s in job["steps"] if "--notebooks 04" in s.get("run", ""))
+    assert step["env"]["RELEASE"] == "${{ matrix.release }}" and '-p "releases=$RELEASE"' in step["run"]
+    merge = gpu["jobs"]["merge-release-matrix"]
+    assert merge["needs"] == "release-matrix"
+    assert any("repro report runs/merged --merge runs/release-*" in s.get("run", "") for s in merge["steps"])

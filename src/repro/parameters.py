@@ -9,6 +9,7 @@ the parameter and what is accepted (exit code 2).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,33 @@ SCHEMA: dict[str, Param] = {
         "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
         "the contiguous table beside the project's kernels",
     ),
+    # notebook 04
+    "releases": Param(
+        str,
+        "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list) or "
+        "comma-separated release numbers such as '0.22.0,0.33.0'",
+        lambda v: (
+            v in ("default", "all")
+            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
+        ),
+    ),
+    "matrix_request_counts": Param(
+        list,
+        f"[] (the profile's default) or a list of integers from 1 to {MAX_REQUESTS}",
+        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
+        item_kind=int,
+    ),
+    "matrix_block_size": Param(
+        int, "0 (the profile's default) or a power of two from 1 to 256", lambda v: v == 0 or (_is_pow2(v) and v <= 256)
+    ),
+    "variants": Param(
+        list,
+        "a non-empty list drawn from 'released', 'patched' and 'patched-constexpr'",
+        lambda v: len(v) > 0 and set(v) <= {"released", "patched", "patched-constexpr"},
+        item_kind=str,
+    ),
+    "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
+    "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
     "bench_variants": Param(
         list,
         "a non-empty list of distinct values drawn from 'fixed' and 'fast'",

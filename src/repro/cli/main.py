@@ -97,6 +97,13 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
         metavar="RUN_B",
         help="compare with another run, check by check (e.g. buggy vs fixed)",
     )
+    report.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="RUN",
+        help="merge the release-matrix tables of these run folders (one CI job per release and runner) into RUN_DIR",
+    )
     return parser
 
 
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             from repro.cli.runner import run
 
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
+        if args.merge:
+            return merge(args.run_dir, args.merge)
         return report(args.run_dir, args.against)
     except SystemExit as exc:  # something imported or called during the run tried to end it
         print(
@@ -125,6 +134,21 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def merge(out_dir: str, run_dirs: list[str]) -> int:
+    """``report OUT --merge RUN...`` writes into ``OUT``: it holds that folder's lock like any writer."""
+    from repro.cli.runfolder import RunFolderError, RunLock
+    from repro.report.releases import merge_command
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with RunLock(out, "report --merge").acquire("report"):
+            return merge_command(out_dir, run_dirs)
+    except (RunFolderError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def report(run_dir: str, against: str | None) -> int:

@@ -1,9 +1,9 @@
 """``-p NAME=VALUE``: the value is read by the parameter's declared kind, never guessed.
 
 YAML guessing turned ``off`` into ``False``, ``01000`` into 512 (octal) and ``4:16`` into 256
-(base 60). Here an integer is decimal digits, a number is a decimal literal, a string is the text
-as typed, and a list is ``[a, b]`` or ``a,b`` of those; anything else is one line saying how to
-write it (exit code 2).
+(base 60). Here an integer is decimal digits, a number is a decimal literal, a flag is ``true`` or
+``false``, a string is the text as typed, and a list is ``[a, b]`` or ``a,b`` of those; anything
+else is one line saying how to write it (exit code 2).
 """
 
 from __future__ import annotations
@@ -31,13 +31,15 @@ def kind_of(name: str, default_source: str | None = None) -> tuple[type, type | 
         default = ""
     if isinstance(default, list):
         return list, type(default[0]) if default else str
-    return (type(default) if isinstance(default, (int, float, str)) and not isinstance(default, bool) else str), None
+    return (type(default) if isinstance(default, (bool, int, float, str)) else str), None
 
 
 def format_value(value: Any) -> str:
     """The canonical ``-p`` text of a value; :func:`parse_value` reads it back unchanged."""
     if isinstance(value, list):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
     return str(value)
@@ -49,6 +51,10 @@ def example(name: str, value: Any) -> str:
 
 def _scalar(name: str, raw: str, kind: type, whole: str, how: str) -> Any:
     text = raw.strip()
+    if kind is bool:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise ParameterError(f"{name}: {whole!r} is not true or false; write e.g. {how}")
     if kind is int:
         if INT.fullmatch(text):
             return int(text)

@@ -9,6 +9,10 @@ request owns hold a sentinel:
 * ``poison``: ``int(-1e6)``, as vLLM's own test, so a misread addresses far outside the cache.
 
 Everything is drawn from one seeded generator, so a case can be rebuilt in another process.
+
+``record`` picks what the cache pages hold: the V4 record (584 B, the default), or a DeepSeek V4.1
+record, ``mxfp8`` (528 B) or ``nvfp4`` (288 B), with the scale placement of ``interleaved``
+(:mod:`repro.geometry.records`); every page is filled with valid random records of that kind.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div
+from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
+from repro.geometry.records import RECORD_KINDS, RecordLayout, layout_for
 from repro.kernels.reference import quantize_and_insert_reference
 
 SENTINEL_MODES = ("in-range", "poison")
@@ -49,6 +54,8 @@ class ScenarioSpec:
     contiguous: bool = False  # True: the table is the whole backing (vLLM's existing test)
     seq_lens: tuple | None = None  # explicit lengths instead of seeded random ones
     gather_lens: tuple | None = None  # explicit gather lengths (needs seq_lens)
+    record: str = "v4"  # v4 | mxfp8 | nvfp4 (repro.geometry.records)
+    interleaved: bool = False  # V4.1 records: each token's scales after its data (vLLM >= 0.33) or page-split
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "gather_lens"):
@@ -60,8 +67,14 @@ class ScenarioSpec:
         return asdict(self)
 
     @property
+    def layout(self) -> RecordLayout:
+        return layout_for(self.record, self.interleaved)
+
+    @property
     def block_stride(self) -> int:
-        return DSV4.block_stride(self.block_size, FLASHMLA_ALIGNMENT if self.padded else None)
+        """Bytes between pages: the records, padded to FlashMLA's 576-byte alignment unless ``padded`` is off."""
+        raw = self.layout.page_bytes(self.block_size)
+        return round_up(raw, FLASHMLA_ALIGNMENT) if self.padded else raw
 
 
 def validate_spec(spec: ScenarioSpec) -> None:
@@ -80,6 +93,8 @@ def validate_spec(spec: ScenarioSpec) -> None:
         raise ValueError(f"block_size must be positive, got {spec.block_size}")
     if spec.seq_len_max < 1:
         raise ValueError(f"seq_len_max must be positive, got {spec.seq_len_max}")
+    if spec.record not in RECORD_KINDS:
+        raise ValueError(f"record must be one of {RECORD_KINDS}, got {spec.record!r}")
     if spec.mode not in SENTINEL_MODES:
         raise ValueError(f"mode must be one of {SENTINEL_MODES}, got {spec.mode!r}")
     need = narrowed_width(spec)
@@ -104,7 +119,7 @@ class GatherScenario:
     gather_lens: torch.Tensor | None  # int32 [num_reqs] or None
     backing: torch.Tensor  # int32 [max_reqs, W]
     block_table: torch.Tensor  # the narrowed view backing[:num_reqs, :w]
-    k_cache: torch.Tensor  # uint8 [num_blocks, B, 584], stride(0) = block stride
+    k_cache: torch.Tensor  # uint8 [num_blocks, B, token_bytes] (584 for V4), stride(0) = block stride
     k_cache_storage: torch.Tensor  # the whole byte pool behind k_cache
     owned_blocks: int
     decoy_ids: torch.Tensor
@@ -178,8 +193,14 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     # Drawn on the CPU (seeded), written on the target device by the reference writer.
     device = torch.device(spec.device)
     storage = torch.full((num_blocks * spec.block_stride,), CACHE_FILL_BYTE, dtype=torch.uint8, device=device)
-    k_cache = torch.as_strided(storage, (num_blocks, B, DSV4.token_bytes), (spec.block_stride, DSV4.token_bytes, 1))
-    quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
+    token_bytes = spec.layout.token_bytes
+    k_cache = torch.as_strided(storage, (num_blocks, B, token_bytes), (spec.block_stride, token_bytes, 1))
+    if spec.record == "v4":
+        quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
+    else:
+        from repro.kernels.records_reference import fill_records
+
+        fill_records(spec.layout, k_cache, slot_mapping, B, gen)
     backing = backing.to(device)
     return GatherScenario(
         spec=spec,

@@ -1,0 +1,1 @@
+"""Byte layouts of the K-cache records (pure data, no torch)."""

@@ -1,0 +1,1 @@
+"""One module per notebook: each function is what one notebook cell calls."""

@@ -1,0 +1,86 @@
+"""One matrix case: an arm on one scenario, compared bitwise with the record-aware reference.
+
+Runs in this process or, for cases that can fault, in a child (``python -m repro.upstream.cases``),
+which prints the :class:`~repro.gather_cases.CaseResult` as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import torch
+
+from repro.evidence.cases import CaseResult, compare_bitwise, flagged_lines
+from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.kernels.records_reference import gather_reference
+from repro.upstream.arms import Arm, interpreted_now, make_callable
+
+
+def reference_for(scenario: GatherScenario) -> torch.Tensor:
+    ref = scenario.fresh_out()
+    gather_reference(scenario.spec.layout, ref, *scenario.args(ref)[1:])
+    return ref
+
+
+def run_arm_case(
+    arm: Arm,
+    spec: ScenarioSpec,
+    fn: Callable[..., None] | None = None,
+    checked: bool = False,
+    scenario: GatherScenario | None = None,
+    reference: torch.Tensor | None = None,
+) -> CaseResult:
+    """Exceptions (load failures included) become an ``error`` result, never escape."""
+    result = CaseResult(implementation=f"vllm=={arm.release}:{arm.kernel}:{arm.variant}", status="ok")
+    try:
+        fn = fn or make_callable(arm, interpreted_now())
+        scenario = scenario or build_scenario(spec)
+        result.total_tokens = scenario.total_tokens
+        ref = reference if reference is not None else reference_for(scenario)
+        out = scenario.fresh_out()
+        if checked:
+            from repro.evidence.checked_interp import checked_interpreter
+
+            with checked_interpreter() as report:
+                fn(*scenario.args(out))
+            result.out_of_view_lanes = report.out_of_view_lanes
+            result.out_of_bounds_lanes = report.out_of_bounds_lanes
+            result.checked_lines = flagged_lines(report)
+        else:
+            fn(*scenario.args(out))
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        result.mismatched_tokens, result.stray_writes = compare_bitwise(out, ref, scenario)
+    except Exception as exc:
+        result.status = "error"
+        result.error = f"{type(exc).__name__}: {exc}"[:500]
+        result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
+    return result
+
+
+def case_command(arm: Arm, spec: ScenarioSpec, checked: bool) -> list[str]:
+    payload = json.dumps({"arm": arm.to_dict(), "spec": spec.to_dict(), "checked": checked})
+    return [sys.executable, "-m", "repro.upstream.cases", payload]
+
+
+def _child_main(argv: list[str]) -> int:
+    payload = json.loads(argv[0])
+    arm, spec = Arm(**payload["arm"]), ScenarioSpec(**payload["spec"])
+    t0 = time.perf_counter()
+    result = run_arm_case(arm, spec, checked=payload.get("checked", False))
+    if spec.device.startswith("cuda"):
+        try:
+            torch.cuda.synchronize()
+        except Exception as exc:
+            result.status, result.error = "error", f"{type(exc).__name__}: {exc}"[:500]
+    result.extra["child_seconds"] = round(time.perf_counter() - t0, 3)
+    print("\n" + json.dumps(result.to_dict()), flush=True)
+    return 0 if result.status == "ok" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

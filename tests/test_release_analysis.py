@@ -1,0 +1,157 @@
+"""Release-matrix verdicts, patch effect, run merging (pandas only), the figure, and the interpreter shim."""
+
+import pandas as pd
+import pytest
+
+from repro.analysis import releases as rel
+from repro.upstream.matrix import row
+
+
+def case(release, kernel, variant, mode, n, mism=0, total=10, status="ok", oob=0, **kw):
+    return row(
+        release=release,
+        kernel=kernel,
+        variant=variant,
+        mode=mode,
+        num_reqs=n,
+        status=status,
+        mismatched_tokens=mism if status == "ok" else None,
+        total_tokens=total,
+        stray_writes=0,
+        out_of_view_lanes=0,
+        out_of_bounds_lanes=oob,
+        **kw,
+    )
+
+
+def sample() -> pd.DataFrame:
+    k = "v4:_dequantize_and_gather_k_kernel"
+    rows = [
+        case("0.22.0", k, "released", "in-range", 1),
+        case("0.22.0", k, "released", "in-range", 2, mism=4),
+        case("0.22.0", k, "released", "in-range", 4, mism=8),
+        case("0.22.0", k, "released", "poison", 4, status="crashed"),
+        case("0.22.0", k, "patched", "in-range", 1),
+        case("0.22.0", k, "patched", "in-range", 2),
+        case("0.33.0", k, "released", "in-range", 1),
+        case("0.33.0", k, "released", "in-range", 2, mism=1),
+        case("0.33.0", k, "patched", "in-range", 2, mism=1),
+        row(release="0.33.0", kernel="cutedsl:v4:v4", variant="released", status="not run", reason="no GPU"),
+        row(release="0.21.0", kernel=k, variant="released", status="could not load", reason="ImportError: x"),
+        row(release="9.9.9", status="unknown release", reason="No matching distribution"),
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_verdicts_follow_the_rules():
+    v = rel.verdicts(sample()).set_index(["release", "kernel", "variant"])["verdict"].to_dict()
+    k = "v4:_dequantize_and_gather_k_kernel"
+    assert v[("0.22.0", k, "released")] == "faults from 4 requests"
+    assert v[("0.22.0", k, "patched")] == "correct"
+    assert v[("0.33.0", k, "released")] == "wrong from 2 requests"
+    assert v[("0.33.0", k, "patched")] == "wrong from 2 requests"
+    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == "not run"
+    assert v[("0.21.0", k, "released")] == "could not load"
+    assert v[("9.9.9", "", "")] == "unknown release"
+    table = rel.verdicts(sample())
+    first = table[(table.release == "0.22.0") & (table.variant == "released")].iloc[0]
+    assert first.first_wrong == 2 and first.first_fault == 4 and first.mismatch_fraction == pytest.approx(12 / 30)
+    assert list(table.release.unique())[:3] == ["0.21.0", "0.22.0", "0.33.0"]
+
+
+def test_interpreter_reads_outside_every_argument_count_as_faults():
+    k = "v41:_dequantize_and_gather_k_mxfp8_kernel"
+    frame = pd.DataFrame(
+        [case("0.33.0", k, "released", "poison", 1), case("0.33.0", k, "released", "poison", 2, mism=3, oob=100)]
+    )
+    assert rel.verdicts(frame).iloc[0].verdict == "faults from 2 requests"
+
+
+def test_patch_effect_and_completion():
+    v = rel.complete_matrix(rel.verdicts(sample()))
+    effect = rel.patch_effect(v).set_index(["release", "kernel"])["patch"].to_dict()
+    k = "v4:_dequantize_and_gather_k_kernel"
+    assert effect[("0.22.0", k)] == "fixed" and effect[("0.33.0", k)] == "not fixed"
+    assert effect[("0.33.0", "cutedsl:v4:v4")] == "-"
+    filled = v[(v.release == "0.22.0") & (v.kernel == "cutedsl:v4:v4")]
+    assert set(filled.verdict) == {"not present"} and len(filled) == 2
+    assert rel.first_release_with(v, "v4:") == "0.21.0"  # present there, though it could not load
+    assert rel.first_release_with(v, "cutedsl:") == "0.33.0"
+    grid = rel.matrix_table(v)
+    assert grid.loc["0.22.0", k] == "faults from 4 requests"
+
+
+def test_merge_runs_keeps_agreeing_rows_once_and_disagreeing_rows_all(tmp_path):
+    frame = sample()
+    for name, f in (
+        ("job-a", frame.iloc[:6]),
+        ("job-b", frame.iloc[4:]),
+        ("job-c", frame.iloc[:1].assign(mismatched_tokens=5)),
+    ):
+        (tmp_path / name / "results").mkdir(parents=True)
+        f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
+    merged = rel.merge_runs([tmp_path / "job-a", tmp_path / "job-b", tmp_path / "job-c", tmp_path / "nothing"])
+    assert len(merged) == len(frame) + 1
+    assert set(merged.run) == {"job-a", "job-b", "job-c"}
+    v = rel.verdicts(merged)
+    assert v[(v.release == "0.22.0") & (v.variant == "released")].iloc[0].first_wrong == 1
+    assert rel.merge_runs([tmp_path / "nothing"]).empty
+
+
+def test_figure_draws_one_panel_per_variant():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from repro.report.releases import release_matrix
+
+    fig = release_matrix(rel.complete_matrix(rel.verdicts(sample())))
+    assert [ax.get_title() for ax in fig.axes] == ["vLLM released", "vLLM patched + PR #55109"]
+
+
+def test_analysis_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, repro.analysis.releases; print('torch' in sys.modules, 'triton' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
+    import torch
+    import triton
+    import triton.language as tl
+
+    from repro.evidence.interp_compat import loaded_scalar_loop_bounds, needed
+
+    @triton.jit
+    def count(n_ptr, out_ptr):
+        acc = 0
+        for i in range(tl.program_id(0), tl.load(n_ptr), 1):
+            acc += i
+        tl.store(out_ptr, acc)
+
+    n, out = torch.tensor([5], dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    with loaded_scalar_loop_bounds():
+        count[(1,)](n, out)
+    assert out.item() == 10
+    if needed():
+        with pytest.raises(Exception, match="0-dimensional"):
+            count[(1,)](n, out)
+
+
+def test_report_merge_writes_one_table_section_and_figure(tmp_path):
+    from repro.cli.main import main
+
+    frame = sample()
+    for name, f in (("a", frame.iloc[:6]), ("b", frame.iloc[6:])):
+        (tmp_path / name / "results").mkdir(parents=True)
+        f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
+    out = tmp_path / "merged"
+    assert main(["report", str(out), "--merge", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    merged = pd.read_csv(out / "results" / "04-release-matrix.csv")
+    assert len(merged) == len(frame) and set(merged.run) == {"a", "b"}
+    section = (out / "releases.md").read_text()
+    assert "## Affected releases and kernels" in section and "faults ≥4 → ok" in section
+    assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
+    assert main(["report", str(out), "--merge", str(tmp_path / "none")]) == 2
