@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Re-render the reports of the committed GPU runs with this checkout's report code (no kernel runs): figures,
-# report.md, report.html, the comparison of the two runs, and the first-screen screenshots of report.md as
-# GitHub renders it and of report.html (headless Chromium; scripts/setup-browser.sh installs one).
+# report.md, report.html, the comparison of the two notebook-02 runs, and the first-screen screenshots of
+# report.md as GitHub renders it and of report.html (headless Chromium; scripts/setup-browser.sh installs one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-RUNS=(data/h200/gpu-profile data/h200/vllm-0.22.0-under-test)
-for run in "${RUNS[@]}"; do
+RUNS=()
+for run in data/h200/*/; do
+  run=${run%/}
+  [ -f "$run/manifest.json" ] || continue
+  RUNS+=("$run")
   "$PY" -m repro report "$run"
-  rm -rf "$run/notebooks"
+  rm -f "$run/notebooks/90-report.ipynb"           # the report notebook's own execution, not evidence
+  rmdir "$run/notebooks" 2>/dev/null || true
 done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile
 "$PY" -m repro.report.browser "${RUNS[@]}"

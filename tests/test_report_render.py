@@ -160,7 +160,7 @@ def test_an_incomplete_run_says_so_first(tmp_path):
     run = load_run(H200 / "gpu-profile")
     unfinished = RunData(tmp_path, {**run.manifest, "status": "interrupted"}, run.tables, run.facts, run.files)
     md = render_markdown(unfinished, [])
-    assert md.startswith("# Incomplete: run interrupted")
+    assert md.startswith("# Incomplete: the run is 'interrupted', not finished")
 
 
 def test_figures_are_sharp_and_legends_stay_off_the_data():

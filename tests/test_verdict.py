@@ -94,7 +94,7 @@ def test_a_control_that_misbehaves_is_named_in_the_title():
 @pytest.mark.parametrize("status", ["running", "interrupted"])
 def test_a_run_that_did_not_finish_is_incomplete_never_passed(status):
     v = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN}), status=status))
-    assert not v.complete and v.title.startswith(f"Incomplete: run {status}")
+    assert not v.complete and v.title.startswith(f"Incomplete: the run is '{status}', not finished")
 
 
 def test_a_broken_notebook_makes_the_run_incomplete_but_failed_checks_do_not():

@@ -273,6 +273,37 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
     return Finding(BUG_RESHAPE, "reshape overrun", outcomes, "; ".join(sentences) + ".", problems)
 
 
+def releases_finding(matrix: pd.DataFrame) -> Finding:
+    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
+    with the PR's row pitch, from :mod:`repro.analysis.releases`' verdicts."""
+    from repro.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
+
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
+    fixed = bad[bad["patch"] == "fixed"]
+    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
+    releases = sorted(shipped["release"].unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
+    if len(bad):
+        outcomes.append(FIX_VERIFIED if len(fixed) == len(bad) else FIX_NOT_VERIFIED)
+    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
+    text = (
+        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
+        f"gathers that ran are wrong or fault ({faulting} fault)"
+    )
+    if len(bad):
+        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of those {len(bad)} correct"
+    not_run = len(shipped) - len(ran)
+    if not_run:
+        text += f"; {not_run} shipped kernels did not run here (see the section)"
+    problems = [
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in bad.itertuples() if r.patch != "fixed"
+    ]
+    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
+
+
 # --------------------------------------------------------------------------------------------
 # The run.
 
@@ -303,6 +334,11 @@ def not_finished(manifest: Mapping[str, Any]) -> list[str]:
             continue
         first = error.splitlines()[0] if error else status
         out.append(f"{name}: {first}")
+    named = {line.split(":", 1)[0] for line in out}
+    for line in manifest.get("failed_notebooks") or []:
+        name = str(line).split(":", 1)[0]
+        if ChecksFailed.__name__ not in str(line) and name not in named:
+            out.append(str(line).splitlines()[0])
     return out
 
 
@@ -340,6 +376,9 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
             sweep, run.tables.get("02-interpreter-memory-safety"), names.get("implementation", "")
         )
         findings.append(finding)
+    matrix = run.tables.get("04-release-matrix")
+    if matrix is not None and len(matrix):
+        findings.append(releases_finding(matrix))
     total = ok = 0
     for table in run.check_tables().values():
         total += len(table)
@@ -360,7 +399,11 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str]) -> str:
     if not complete:
-        why = f"run {run.status}" if not run.finished else f"{len(unfinished)} notebook(s) did not finish"
+        why = (
+            f"the run is {run.status!r}, not finished"
+            if not run.finished
+            else f"{len(unfinished)} notebook(s) did not finish"
+        )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
@@ -370,5 +413,5 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
     if any(f.problems for f in findings):
         return "Unexpected results: " + "; ".join(p for f in findings for p in f.problems[:1])
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
-    bugs = " and ".join(f.bug for f in findings)
+    bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
     return f"{' and '.join(outcomes).capitalize()}: {bugs}"

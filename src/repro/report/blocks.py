@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -463,23 +464,37 @@ def checks_section(r: Report) -> list[Block]:
 
 def test_plan_section(r: Report) -> list[Block]:
     m = r.run.manifest
-    cmd = m.get("command", "python -m repro run")
     params = m.get("parameters") or {}
     listed = "; ".join(f"`{k}={json.dumps(v) if not isinstance(v, str) else v}`" for k, v in params.items())
     return [
         _md(
             "## Test plan",
             "",
-            "```",
-            "make test",
-            f"{cmd} --out {r.run.name}",
-            f"python -m repro report {r.run.name}",
-            "```",
+            _rerun(m, r.run.name),
             "",
             "Every notebook ran through papermill"
             + (f" with {listed}, other parameters at their defaults." if listed else " with its default parameters."),
         )
     ]
+
+
+def _rerun(manifest: dict, name: str) -> str:
+    """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it.
+
+    Manifests written before the command was quoted and kept ``--out`` show it with the folder's name.
+    """
+    cmd = str(manifest.get("command") or "python -m repro run")
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = []
+    if "--out" in words[:-1]:
+        out = words[words.index("--out") + 1]
+        return (
+            "From the checkout root, into a folder that does not exist yet:\n\n```\nmake test\n"
+            f"{cmd}\npython -m repro report {shlex.quote(out)}\n```"
+        )
+    return f"```\nmake test\n{cmd} --out {name}\npython -m repro report {name}\n```"
 
 
 def _value(v: object) -> str:

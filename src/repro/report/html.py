@@ -143,8 +143,9 @@ def display_report(run_dir: str | Path = "") -> None:
     display(HTML(render_fragment(run)))
 
 
-def build_html(run: RunData, progress: bool = False) -> Path:
-    """Execute the report notebook on ``run`` and export it without code to ``report.html``."""
+def build_html(run: RunData, progress: bool = False, **engine) -> Path:
+    """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
+    goes to papermill."""
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
@@ -161,6 +162,7 @@ def build_html(run: RunData, progress: bool = False) -> Path:
         progress_bar=progress,
         execution_timeout=600,
         cwd=str(repo_root()),
+        **engine,
     )
     exporter = HTMLExporter(
         template_name="basic", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
