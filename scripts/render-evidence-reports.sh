@@ -13,6 +13,8 @@ for run in data/h200/*/; do
   "$PY" -m repro report "$run"
   rm -f "$run/notebooks/90-report.ipynb"           # the report notebook's own execution, not evidence
   rmdir "$run/notebooks" 2>/dev/null || true
+  rm -f "$run/logs/90-report.kernel.log"            # the report kernel's own log, likewise
+  rmdir "$run/logs" 2>/dev/null || true
 done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile
 "$PY" -m repro.report.browser "${RUNS[@]}"
