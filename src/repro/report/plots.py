@@ -152,9 +152,12 @@ def draw_all(run: RunData) -> dict[str, Figure]:
             figures[name] = fig
     jit = tables.get("03-jit-fingerprint")
     if jit is not None and len(jit):
-        from repro.analysis.jit import cumulative_by_width
+        from repro.analysis.jit import cumulative_by_width, split_by_code
 
-        figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(jit, phase="inference"))
+        figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(split_by_code(jit)[0], phase="inference"))
+    from repro.report import upstream_plots
+
+    figures.update(upstream_plots.draw(tables))
     return figures
 
 
