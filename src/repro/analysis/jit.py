@@ -252,7 +252,8 @@ def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = N
             f"the shipped kernel, {patched.get('narrowed_compiles', '?')} with PR #55109's and "
             f"{const.get('narrowed_compiles', '?')} with the stride left a constexpr ({how}; on contiguous tables of "
             f"the same widths {shipped.get('contiguous_compiles', '?')}, {patched.get('contiguous_compiles', '?')} "
-            f"and {const.get('contiguous_compiles', '?')})"
+            f"and {const.get('contiguous_compiles', '?')}: a runtime int is still specialised on == 1 and on "
+            "divisibility by 16)"
         )
         if shipped.get("first_call_ms") is not None:
             text += f"; the first launch at a new width took a median {shipped['first_call_ms']} ms" + (
@@ -269,8 +270,9 @@ def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = N
             text += "."
         parts.append(text)
     parts.append(
-        "So the compilation in the log is the first launch on a narrowed table, and the binary it compiles is the "
-        "one that reads row `b` at `b * shape[-1]`: the faulting launch. With PR #55109's change every view of the "
+        "So the log's order, a compilation and then the illegal access, is what the first launch on a narrowed table "
+        "does: it brings a width never compiled, Triton compiles it, and the binary it then runs reads row `b` at "
+        "`b * shape[-1]` instead of `b * stride(0)`. With PR #55109's change every view of the "
         "backing table passes the same `stride(0)`, a runtime argument of the class the warm-up compiled: no "
         "compilation on the inference path and no wrong row. Left a `tl.constexpr`, the stride is stable on views "
         "of one table but compiles once per width of contiguous tables: why the PR's runtime argument matters."

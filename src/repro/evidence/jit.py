@@ -421,7 +421,7 @@ class JitSubject:
 
     ``warm_up`` replaces the default warm-up (one launch on the full-width contiguous table) with the
     code's own, e.g. a vLLM release's JIT-warmup class compiling its warm-up keys; ``warm_up_how`` says
-    in words what it does (a column of every row).
+    in words what the warm-up does (a column of every row).
     """
 
     name: str
@@ -482,7 +482,7 @@ def fingerprint_subjects(
                 how = subject.warm_up_how
                 launches.append(Launch(label=how, width=backing_width, call=subject.warm_up, phase="warm-up"))
             elif warm_up:
-                how = FULL_WIDTH_LAUNCH
+                how = subject.warm_up_how or FULL_WIDTH_LAUNCH
                 launches += gather_launches(
                     subject.gather, [backing_width], table="contiguous", phase="warm-up", **shape
                 )

@@ -69,10 +69,17 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
         "",
     ]
     lines += _bug_summaries(run)
+    from repro.report import upstream_sections
+
+    if upstream_sections.cost_summary_line(run):
+        lines.append(upstream_sections.cost_summary_line(run))
     if manifest.get("failed_notebooks"):
         lines += ["", "Notebooks that did not finish: " + "; ".join(manifest["failed_notebooks"])]
     out.append(Block("md", "\n".join(lines)))
     out.append(Block("md", _root_cause(facts)))
+    jit_cause = upstream_sections.root_cause_jit(run)
+    if jit_cause:
+        out.append(Block("md", jit_cause))
 
     cmd = manifest.get("command", "python -m repro run")
     out.append(
@@ -275,7 +282,12 @@ def _result_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
         )
         out.append(Block("table", short.round(3)))
     out += _ceiling_and_jit_blocks(run)
-    out += [Block("image", name, name) for name in figure_names if name.startswith("03-")]
+    from repro.report import upstream_sections
+
+    vllm_figures = [n for n in figure_names if n.startswith("03-vllm-") or n == "03-jit-fingerprint-vllm"]
+    out += [Block("image", name, name) for name in figure_names if name.startswith("03-") and name not in vllm_figures]
+    out += upstream_sections.vllm_cost_blocks(run, vllm_figures)
+    out += upstream_sections.vllm_jit_blocks(run, vllm_figures)
     return out
 
 
@@ -311,6 +323,10 @@ def _ceiling_and_jit_blocks(run: RunData) -> list[Block]:
         cols = ["num_reqs", "seq_len", "step", "numerator", "denominator", "ratio", "added_us", "share_of_gap"]
         out.append(Block("table", gap[[c for c in cols if c in gap]]))
     summary = tables.get("03-jit-summary")
+    if summary is not None and "variant" in summary:
+        from repro.analysis.jit import is_release_code
+
+        summary = summary[~summary["variant"].map(is_release_code)]  # vLLM's kernels have their own section
     if summary is not None and len(summary):
         mode = run.facts.get("03-jit", {}).get("mode", "")
         how = (

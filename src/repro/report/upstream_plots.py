@@ -73,18 +73,24 @@ def jit_releases_figure(cumulative: pd.DataFrame) -> Figure:
     for row, code in zip(axes, codes):
         mine = cumulative[cumulative["code"] == code] if "code" in cumulative else cumulative
         forms = list(dict.fromkeys(mine["variant"]))
-        for (variant, table), g in mine.groupby(["variant", "table"], sort=False):
-            narrowed = table == "narrowed"
-            style = dict(
-                color=f"C{forms.index(variant)}",
-                marker="o" if narrowed else "s",
-                linestyle="-" if narrowed else "--",
-                markerfacecolor=None if narrowed else "none",
-                label=f"{variant.removeprefix(code).strip()} / {table}",
-            )
-            row[0].plot(g["distinct_widths"], g["compilations"], **style)
-            if has_time:
-                row[1].plot(g["distinct_widths"], g["compile_ms"], **style)
+        panels = [("compilations", row[0])] + ([("compile_ms", row[1])] if has_time else [])
+        for column, ax in panels:
+            series: dict[tuple, list] = {}  # identical lines are drawn once, with every label they stand for
+            for (variant, table), g in mine.groupby(["variant", "table"], sort=False):
+                key = (tuple(g["distinct_widths"]), tuple(g[column].fillna(-1)))
+                series.setdefault(key, []).append((variant, table, g))
+            for members in series.values():
+                variant, table, g = members[0]
+                narrowed = table == "narrowed"
+                ax.plot(
+                    g["distinct_widths"],
+                    g[column],
+                    color=f"C{forms.index(variant)}",
+                    marker="o" if narrowed else "s",
+                    linestyle="-" if narrowed else "--",
+                    markerfacecolor=None if narrowed else "none",
+                    label="\n= ".join(f"{v.removeprefix(code).strip()} / {t}" for v, t, _ in members),
+                )
         row[0].set_ylabel(f"{code}\ncompilations" + (" (predicted)" if predicted else ""))
         row[0].yaxis.set_major_locator(MaxNLocator(integer=True))
         row[0].set_ylim(bottom=-0.3)
