@@ -67,11 +67,17 @@ def _whose_code(run: RunData) -> pd.DataFrame:
                 rows.append({"arm": label, "code": "", "kernel": "", "wheel sha256": ""})
                 continue
             info = releases.get(entry.origin, {})
+            kernel = info.get("kernel", "")
+            if not kernel and entry.implementation != registry.UPSTREAM_IMPLEMENTATION:
+                try:
+                    kernel = registry.implementation(entry.implementation).target
+                except KeyError:
+                    kernel = str((run.manifest.get("parameters") or {}).get("reference_gather", ""))
             rows.append(
                 {
                     "arm": label,
                     "code": entry.origin,
-                    "kernel": info.get("kernel", "") or entry.implementation,
+                    "kernel": kernel,
                     "wheel sha256": str(info.get("wheel_sha256") or "")[:16],
                 }
             )
