@@ -31,7 +31,10 @@ if [ -f "$STASH/SHA256SUMS" ] && [ ! -d "$CSITE" ]; then
   fi
 fi
 if [ -d "$CSITE" ]; then
-  export PYTHONPATH="$CSITE${PYTHONPATH:+:$PYTHONPATH}"
+  # A --target folder on PYTHONPATH is not a site dir: its .pth files (nvidia-cutlass-dsl puts its `cutlass`
+  # package on sys.path through one) are not read. Let site.addsitedir read them and keep what they add.
+  dirs=$(python3 -c 'import os, site, sys; d = sys.argv[1]; site.addsitedir(d); print(os.pathsep.join(p for p in sys.path if p.startswith(d)))' "$CSITE")
+  export PYTHONPATH="$dirs${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache}"
 exec scripts/run-gpu-profile.sh "$RUN_DIR" --notebooks 04 -p download=false "$@"

@@ -8,16 +8,18 @@ import sys
 import pytest
 
 from repro.cli.main import main
-from repro.parameters import ParameterError, parse_assignment, validate
+from repro.cli.params import parse_assignments
+from repro.parameters import ParameterError
 
-DECLARED = {
-    "request_counts": ["02"],
-    "cache_block_size": ["02"],
-    "seed": ["02"],
-    "sentinel_modes": ["02"],
-    "implementation": ["02"],
-    "block_size": ["01"],
-    "seq_len_max": ["02"],
+DECLARED = {  # name: {notebook: default as the parameters cell writes it}
+    "request_counts": {"02": "[1, 2, 4]"},
+    "cache_block_size": {"02": "64"},
+    "seed": {"02": "0"},
+    "sentinel_modes": {"02": '["in-range", "poison"]'},
+    "implementation": {"02": '"repro.kernels.gather:gather_fixed"'},
+    "block_size": {"01": "256"},
+    "seq_len_max": {"02": "0"},
+    "run_dir": {"02": '""'},
 }
 
 
@@ -26,14 +28,14 @@ DECLARED = {
     [
         (
             "request_counts=[0, 2]",
-            "request_counts: [0, 2] is out of range; accepted: a non-empty list of integers from 1 to 256",
+            "request_counts: [0, 2] is out of range; accepted: a non-empty list of distinct integers from 1 to 256",
         ),
         ("request_counts=[-1]", "request_counts: [-1] is out of range"),
         ("request_counts=[1, 257]", "request_counts: [1, 257] is out of range"),
-        ("request_counts=[1.5]", "request_counts: [1.5] has the wrong type"),
+        ("request_counts=[1.5]", "request_counts: '[1.5]' is not a decimal integer"),
         ("request_counts=[]", "request_counts: [] is out of range"),
-        ("request_counts=four", "request_counts: 'four' has the wrong type"),
-        ("request_counts=[true]", "request_counts: [True] has the wrong type"),
+        ("request_counts=four", "request_counts: 'four' is not a decimal integer"),
+        ("request_counts=[true]", "request_counts: '[true]' is not a decimal integer"),
         ("cache_block_size=48", "cache_block_size: 48 is out of range; accepted: a power of two from 1 to 256"),
         ("block_size=100", "block_size: 100 is out of range; accepted: a positive multiple of 256"),
         ("sentinel_modes=[garbage]", "sentinel_modes: ['garbage'] is out of range"),
@@ -43,15 +45,14 @@ DECLARED = {
     ],
 )
 def test_validate_names_the_parameter_and_what_is_accepted(text, fragment):
-    name, value = parse_assignment(text)
     with pytest.raises(ParameterError) as info:
-        validate(name, value, DECLARED)
+        parse_assignments([text], DECLARED)
     assert fragment in str(info.value)
 
 
 def test_assignment_needs_equals():
     with pytest.raises(ParameterError, match="expected NAME=VALUE"):
-        parse_assignment("request_counts")
+        parse_assignments(["request_counts"], DECLARED)
 
 
 def run_cli(args, capsys):
@@ -130,6 +131,17 @@ def test_module_entry_point_reports_usage():
     [
         (["-p", "block_size=512"], "error: block_size: at block_size 512 a C128A page is 2,880 bytes"),
         (["-p", "pool_bytes=1"], "error: pool_bytes: at block_size 256 a C128A page is 1,728 bytes"),
+        (["-p", "implementation="], "error: implementation: '' is out of range"),
+        (["-p", "implementation= "], "error: implementation: '' is out of range"),
+        (["-p", "seed=100000000000000000000000000"], "error: seed: 100000000000000000000000000 is out of range"),
+        (["-p", "seed=18446688733644"], "error: seed: 18446688733644 is out of range; accepted: an integer from 0"),
+        (["-p", "backing_width=1000000000"], "error: backing_width: 1000000000 is out of range"),
+        (["-p", "pool_bytes=1728000000000000"], "error: pool_bytes: 1,728,000,000,000,000 bytes do not fit"),
+        (["-p", "request_counts=[2, 2]"], "error: request_counts: [2, 2] is out of range; accepted: a non-empty list "),
+        (["-p", "sentinel_modes=[poison, poison]"], "error: sentinel_modes: ['poison', 'poison'] is out of range"),
+        (["-p", "bench_variants=[fast, fast]"], "error: bench_variants: ['fast', 'fast'] is out of range"),
+        (["-p", "seq_lens=[256, 256]"], "error: seq_lens: [256, 256] is out of range"),
+        (["-p", "case_timeout_s=0.000001"], "error: case_timeout_s: 1e-06 is out of range; accepted: 0 (the profile's"),
     ],
 )
 def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsys, tmp_path):

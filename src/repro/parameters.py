@@ -1,22 +1,26 @@
 """Notebook parameters: their types, the values each accepts, and validation before anything runs.
 
 papermill only warns about a parameter a notebook does not declare and never checks a value, so
-the runner checks every ``-p NAME=VALUE`` here first: an unknown name, a wrong type or an
-out-of-range value is one line naming the parameter and what is accepted (exit code 2).
+the runner checks every ``-p NAME=VALUE`` here first (read by its declared kind in
+:mod:`repro.cli.params`): an unknown name, a wrong type or an out-of-range value is one line naming
+the parameter and what is accepted (exit code 2).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
 MAX_REQUESTS = 256
+#: The scenario generator seeds torch with ``seed * 1_000_003 + num_reqs``; torch takes 64 bits.
+MAX_SEED = (2**64 - 1 - MAX_REQUESTS) // 1_000_003
+#: A backing table is ``256 x backing_width`` int32: at most 64 MiB.
+MAX_BACKING_WIDTH = 65536
 
 
 class ParameterError(ValueError):
@@ -42,6 +46,11 @@ def _is_pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
 
 
+def _distinct(v: list) -> bool:
+    """A repeated value would write the same check rows twice."""
+    return len(set(v)) == len(v)
+
+
 SCHEMA: dict[str, Param] = {
     # notebook 01
     "block_size": Param(
@@ -50,12 +59,16 @@ SCHEMA: dict[str, Param] = {
         "up to 128 and SWA blocks are block_size/4, a multiple of 64)",
         lambda v: v > 0 and v % 256 == 0,
     ),
-    "pool_bytes": Param(int, "0 (the pool of the seed's error) or a positive byte count", lambda v: v >= 0),
+    "pool_bytes": Param(
+        int,
+        "0 (the pool of the seed's error) or a positive byte count that fits in half the device's memory",
+        lambda v: v >= 0,
+    ),
     # notebooks 02 and 03
     "request_counts": Param(
         list,
-        f"a non-empty list of integers from 1 to {MAX_REQUESTS}",
-        lambda v: len(v) > 0 and all(1 <= x <= MAX_REQUESTS for x in v),
+        f"a non-empty list of distinct integers from 1 to {MAX_REQUESTS}",
+        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= MAX_REQUESTS for x in v),
         item_kind=int,
     ),
     "cache_block_size": Param(
@@ -63,17 +76,25 @@ SCHEMA: dict[str, Param] = {
     ),
     "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536", lambda v: 0 <= v <= 65536),
     "backing_width": Param(
-        int, "0 (twice the narrowed width) or more columns than the longest request needs", lambda v: v >= 0
+        int,
+        f"0 (twice the narrowed width) or more columns than the longest request needs, at most {MAX_BACKING_WIDTH}",
+        lambda v: 0 <= v <= MAX_BACKING_WIDTH,
     ),
-    "seed": Param(int, "a non-negative integer", lambda v: v >= 0),
+    "seed": Param(
+        int, f"an integer from 0 to {MAX_SEED} (torch generators take 64 bits)", lambda v: 0 <= v <= MAX_SEED
+    ),
     "sentinel_modes": Param(
         list,
-        "a non-empty list drawn from 'in-range' and 'poison'",
-        lambda v: len(v) > 0 and set(v) <= {"in-range", "poison"},
+        "a non-empty list of distinct values drawn from 'in-range' and 'poison'",
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"in-range", "poison"},
         item_kind=str,
     ),
-    "implementation": Param(str, "'package.module:function' with vLLM's gather signature"),
-    "case_timeout_s": Param(float, "0 (the profile's default) or a positive number of seconds", lambda v: v >= 0),
+    "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),
+    "case_timeout_s": Param(
+        float,
+        "0 (the profile's default) or a number of seconds from 1 (no case finishes sooner) to 86400",
+        lambda v: v == 0 or 1 <= v <= 86400,
+    ),
     "sanitizer": Param(
         str,
         "'auto' (use compute-sanitizer where present), 'required' or 'off'",
@@ -81,8 +102,8 @@ SCHEMA: dict[str, Param] = {
     ),
     "seq_lens": Param(
         list,
-        "a non-empty list of integers from 1 to 65536 (tokens per request)",
-        lambda v: len(v) > 0 and all(1 <= x <= 65536 for x in v),
+        "a non-empty list of distinct integers from 1 to 65536 (tokens per request)",
+        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= 65536 for x in v),
         item_kind=int,
     ),
     "reference_gather": Param(
@@ -119,8 +140,8 @@ SCHEMA: dict[str, Param] = {
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
     "bench_variants": Param(
         list,
-        "a non-empty list drawn from 'fixed' and 'fast'",
-        lambda v: len(v) > 0 and set(v) <= {"fixed", "fast"},
+        "a non-empty list of distinct values drawn from 'fixed' and 'fast'",
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"fixed", "fast"},
         item_kind=str,
     ),
     "stream_ceiling": Param(
@@ -157,19 +178,6 @@ SCHEMA: dict[str, Param] = {
 }
 
 
-def parse_assignment(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE read as YAML (``64``, ``[1, 2, 4]``, ``poison``)."""
-    if "=" not in text:
-        raise ParameterError(f"-p {text!r}: expected NAME=VALUE")
-    name, raw = text.split("=", 1)
-    name = name.strip()
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return name, value
-
-
 def _type_ok(value: Any, kind: type) -> bool:
     if isinstance(value, bool):
         return kind is bool
@@ -199,14 +207,6 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
     return value
 
 
-def validate_all(assignments: list[str], declared_by: dict[str, list[str]]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for text in assignments:
-        name, value = parse_assignment(text)
-        params[name] = validate(name, value, declared_by)
-    return params
-
-
 # --------------------------------------------------------------------------------------------
 # Checks that need several parameters, the profile or an import: the same for the CLI and the
 # notebooks, so a value that cannot work stops before any work, with one line.
@@ -218,10 +218,26 @@ def _default_pool_bytes() -> int:
     return int(load(43988)["reported"]["available_bytes"])
 
 
-def check_reshape_pool(block_size: int, pool_bytes: int) -> None:
+def device_memory_bytes(profile: str) -> int:
+    """The memory a profile allocates from: the host's RAM (``cpu``) or the CUDA device's (``gpu``)."""
+    if profile == "gpu":
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | None = None) -> None:
     """Notebook 01 reshapes a pool of ``pool_bytes`` (0: the PR's) as the C128A cache at ``block_size``:
-    the pool must be a whole number of that cache's padded pages."""
+    the pool must be a whole number of that cache's padded pages, and it is allocated for real, so it
+    must fit in half of ``memory_bytes`` (the device's memory) when that is given."""
     from repro.geometry.specs import dsv4_catalogue
+
+    if memory_bytes is not None and pool_bytes > memory_bytes // 2:
+        raise ParameterError(
+            f"pool_bytes: {pool_bytes:,} bytes do not fit in half of this device's {memory_bytes:,} bytes; "
+            f"accepted: 0 (the PR's pool) or at most {memory_bytes // 2:,}"
+        )
 
     c128a = next(
         s
@@ -240,8 +256,12 @@ def check_reshape_pool(block_size: int, pool_bytes: int) -> None:
         )
 
 
-def cross_check(params: dict[str, Any], profile: str) -> None:
-    """Rules over several parameters; ``params`` holds every value a notebook will see."""
+def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None) -> None:
+    """Rules over several parameters; ``params`` holds every value a notebook will see.
+
+    ``import_check(path, name)`` checks an implementation path (default: import it here); the CLI
+    imports one from outside this package in a child process, so it cannot end or hang the run.
+    """
     from repro.evidence.environment import find_compute_sanitizer
     from repro.geometry.layout import ceil_div
     from repro.profiles import PROFILES
@@ -250,11 +270,11 @@ def cross_check(params: dict[str, Any], profile: str) -> None:
     for name in ("implementation", "reference_gather"):
         if params.get(name):
             try:
-                load_implementation(params[name], name)
+                (import_check or load_implementation)(params[name], name)
             except ImplementationError as exc:
                 raise ParameterError(str(exc)) from None
     if "block_size" in params or "pool_bytes" in params:
-        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0))
+        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0), device_memory_bytes(profile))
     if "backing_width" in params:
         seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
         block = params.get("cache_block_size") or 1
@@ -279,7 +299,9 @@ def cross_check(params: dict[str, Any], profile: str) -> None:
         )
 
 
-def validate_notebook(values: dict[str, Any], profile: str) -> dict[str, Any]:
+def validate_notebook(
+    values: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None
+) -> dict[str, Any]:
     """A notebook's parameters cell, checked by the rules the CLI applies (first line of every notebook).
 
     ``values`` are the notebook's parameters as papermill left them (defaults or injected);
@@ -287,5 +309,5 @@ def validate_notebook(values: dict[str, Any], profile: str) -> dict[str, Any]:
     """
     declared = {name: ["notebook"] for name in values}
     checked = {name: validate(name, value, declared) for name, value in values.items() if name not in RESERVED}
-    cross_check(checked, profile)
+    cross_check(checked, profile, import_check)
     return checked

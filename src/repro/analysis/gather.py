@@ -134,17 +134,27 @@ def memcheck_row(label: str, expect: str, mode: str, num_reqs: int, res: Mapping
 
 
 def contiguous_case_row(
-    label: str, case: str, num_reqs: int, mismatched: int, stray: int, whole_equal: bool, total_tokens: int
+    label: str,
+    case: str,
+    num_reqs: int,
+    mismatched: int,
+    stray: int,
+    whole_equal: bool,
+    total_tokens: int,
+    error: str = "",
 ) -> dict:
-    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal."""
+    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal; an
+    implementation that raised or timed out (``error``) fails the check."""
     return {
         "check": "gather equals the reference on a contiguous table",
         "variant": label,
         "num_reqs": num_reqs,
         "case": case,
         "expected": "whole output buffer bitwise equal",
-        "observed": f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows",
-        "ok": whole_equal and mismatched == 0 and stray == 0,
+        "observed": f"error: {error}"[:200]
+        if error
+        else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows",
+        "ok": not error and whole_equal and mismatched == 0 and stray == 0,
         "mismatched_bytes": None,
         "total_bytes": None,
     }

@@ -13,6 +13,43 @@ from typing import Any
 import pandas as pd
 
 
+def at_reported_geometry(seed: Mapping[str, Any], block_size: int, pool_bytes: int) -> bool:
+    return block_size == seed["configuration"]["block_size"] and pool_bytes == seed["reported"]["available_bytes"]
+
+
+def expected_figures(
+    seed: Mapping[str, Any],
+    block_size: int,
+    pool_bytes: int,
+    *,
+    compress_ratio: int,
+    page_bytes: int,
+    storage_rows: int,
+    row_elems: int,
+) -> Mapping[str, Any]:
+    """What the checks expect, shaped like the seed: at the PR's geometry (its block size and pool) the
+    PR's own figures; at any other geometry the same figures from the spec arithmetic the PR states
+    (kernel blocks per logical block = compress_ratio, buggy view = pages x compress_ratio blocks of one
+    padded page each), so an edited parameters cell still gets meaningful checks. Byte-sized elements."""
+    if at_reported_geometry(seed, block_size, pool_bytes):
+        return seed
+    pages = pool_bytes // page_bytes
+    blocks = pages * compress_ratio
+    strides = [page_bytes, row_elems, 1]
+    return {
+        "source": "spec arithmetic",
+        "reported": {
+            "sizes": [blocks, storage_rows, row_elems],
+            "strides": strides,
+            "required_bytes": (blocks - 1) * page_bytes + (storage_rows - 1) * row_elems + row_elems,
+            "available_bytes": pool_bytes,
+            "fixed_required_bytes": (pages - 1) * page_bytes + storage_rows * row_elems,
+            "buggy_blocks_per_kv_block": compress_ratio,
+            "fixed_blocks_per_kv_block": 1,
+        },
+    }
+
+
 def blocks_per_kv_block_checks(observed: Mapping[str, int], seed: Mapping[str, Any]) -> list[dict]:
     """Kernel blocks per logical block, per variant, against the PR's (128 buggy, 1 fixed)."""
     rows = []

@@ -3,28 +3,93 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import textwrap
+from pathlib import Path
+from typing import NoReturn
+
+EXIT_CODES = """exit codes:
+  0    every check passed
+  1    a check failed, a notebook broke or the report could not be written (each is named)
+  2    bad input, or a run folder in use by another run: one line naming what and what is accepted;
+       nothing is written
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP); finished results are kept and --resume goes on"""
+
+RUN_FOLDER = """run folder:
+  One writer at a time: run, resume and report lock the folder (.repro.lock) for their whole life,
+  and a second one is refused (exit 2). --resume re-runs the notebooks that did not finish, keeps
+  the ones that did, and takes over a folder whose run was killed. manifest.json holds the command
+  that reproduces the run (paste it at the checkout root into a fresh --out)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m repro", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute every notebook into a run folder and write the report")
-    run.add_argument("--profile", default="auto", help="auto (default), cpu or gpu")
-    run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>)")
+def parameter_help() -> str:
+    """Every notebook parameter: which notebooks take it, its default and what it accepts."""
+    from repro.cli.runner import declared_parameters, notebooks
+    from repro.parameters import RESERVED, SCHEMA
+
+    try:
+        declared = declared_parameters(notebooks())
+    except Exception as exc:  # help must not fail because the checkout is odd
+        return f"parameters: (cannot read the notebooks: {exc})"
+    lines = ["parameters (-p NAME=VALUE; integers in decimal, strings as typed, lists as [a, b] or a,b):"]
+    for name, where in declared.items():
+        if name in RESERVED:
+            continue
+        spec = SCHEMA.get(name)
+        default = next(iter(where.values()))
+        lines.append(f"  {name} (notebook {', '.join(n[:2] for n in where)}; default {default})")
+        if spec is not None:
+            lines.append(textwrap.fill(spec.accepted, 100, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    return "\n".join(lines)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (exit code 2) like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (--help lists what is accepted)\n")
+
+
+def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m repro", description=__doc__, allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    kw = {"allow_abbrev": False}
+    epilog = "\n\n".join(([parameter_help()] if with_parameters else []) + [EXIT_CODES, RUN_FOLDER])
+    run = sub.add_parser(
+        "run",
+        help="execute every notebook into a run folder and write the report",
+        description="Execute every notebook through papermill into a run folder, then write report.md and report.html.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+    run.add_argument(
+        "--profile",
+        default="auto",
+        metavar="{auto,cpu,gpu}",
+        help="auto (default: gpu when CUDA is available), cpu or gpu",
+    )
+    run.add_argument("--out", default=None, help="run folder (default runs/<timestamp>; runs/latest follows it)")
     run.add_argument(
         "-p",
         dest="params",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="notebook parameter, VALUE read as YAML (repeatable)",
+        help="notebook parameter (repeatable); see the list below",
     )
-    run.add_argument("--resume", action="store_true", help="finish an interrupted run in --out")
+    run.add_argument("--resume", action="store_true", help="finish an interrupted or killed run in --out")
     run.add_argument(
         "--notebooks", nargs="+", default=None, metavar="PREFIX", help="run only these notebooks (e.g. 01 02)"
     )
-    report = sub.add_parser("report", help="rebuild report.md and report.html from a run folder")
+    report = sub.add_parser(
+        "report",
+        help="rebuild report.md and report.html from a run folder",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
     report.add_argument("run_dir")
     report.add_argument(
         "--against",
@@ -42,34 +107,101 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "run":
-        from repro.cli.runner import run
+    # A kill from a timeout or a closed terminal ends like Ctrl-C at every stage: results kept, exit 130.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser(with_parameters="-h" in argv or "--help" in argv).parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
+    try:
+        if args.command == "run":
+            from repro.cli.runner import run
 
-        return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
-    if args.merge:
-        from repro.report.releases import merge_command
+            return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
+        if args.merge:
+            return merge(args.run_dir, args.merge)
+        return report(args.run_dir, args.against)
+    except SystemExit as exc:  # something imported or called during the run tried to end it
+        print(
+            f"error: the run was ended from inside by SystemExit({exc.code!r}); nothing counts as passed",
+            file=sys.stderr,
+        )
+        return 1
 
-        return merge_command(args.run_dir, args.merge)
-    return report(args.run_dir, args.against)
+
+def merge(out_dir: str, run_dirs: list[str]) -> int:
+    """``report OUT --merge RUN...`` writes into ``OUT``: it holds that folder's lock like any writer."""
+    from repro.cli.runfolder import RunFolderError, RunLock
+    from repro.report.releases import merge_command
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with RunLock(out, "report --merge").acquire("report"):
+            return merge_command(out_dir, run_dirs)
+    except (RunFolderError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def report(run_dir: str, against: str | None) -> int:
-    """Rebuild a run folder's report, or compare it with another run; a damaged folder is exit 2."""
-    from repro.analysis.rundata import RunFolderError, load_run
-    from repro.report.build import build_report, write_comparison
+    """Rebuild a run folder's report, or compare it with another run. The folder is locked for writing
+    (refused while a run or another report writes it), the other run shared; a damaged folder is one
+    line naming the file, exit code 2, with nothing written."""
+    from repro.analysis.rundata import RunFolderError as DamagedRun
+    from repro.analysis.rundata import load_run
+    from repro.cli.kernels import kernel_manager_class
+    from repro.cli.runfolder import RunFolderError, RunLock, holder_if_locked
+    from repro.report.build import write_comparison, write_markdown
+    from repro.report.html import build_html
 
+    path = Path(run_dir)
+    if not path.is_dir():
+        print(f"error: report: {path}: no such run folder", file=sys.stderr)
+        return 2
     try:
-        run = load_run(run_dir)
-        other = load_run(against) if against else None
-        if other is not None:
-            print(f"wrote {write_comparison(run, other)}")
-            return 0
-    except RunFolderError as exc:
+        busy = holder_if_locked(path)
+        if busy is not None:  # a run is writing it: its tables may end mid-row right now
+            raise RunFolderError(f"report: {path} is in use by another process{busy}; accepted: wait for it to end")
+        load_run(path)  # not a run folder, or a damaged one: refused before the lock file is created
+        with RunLock(path, "report").acquire("report") as lock:
+            run = load_run(path)
+            if against:
+                if not Path(against).is_dir():
+                    print(f"error: --against: {against}: no such run folder", file=sys.stderr)
+                    return 2
+                with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
+                    print(f"wrote {write_comparison(run, load_run(against))}")
+                return 0
+            try:
+                md = write_markdown(run)
+            except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+                if isinstance(exc, DamagedRun):
+                    raise
+                raise DamagedRun(
+                    f"{path}: its tables cannot be rendered ({type(exc).__name__}: {exc}); nothing was written"
+                ) from None
+            if not run.finished:
+                print(f"note: {path} holds a run that did not finish (status {run.status!r}); the report says so")
+            log = path / "logs" / "90-report.kernel.log"
+            try:
+                html = build_html(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+            except Exception as exc:  # the notebook export; report.md stands
+                print(f"error: report: wrote {md} but not report.html ({type(exc).__name__}: {exc})", file=sys.stderr)
+                return 1
+    except (RunFolderError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    md, html = build_report(run)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     print(f"wrote {md} and {html}")
     return 0
 

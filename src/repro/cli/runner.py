@@ -1,7 +1,8 @@
 """``python -m repro run``: every notebook through papermill into one run folder, then the report.
 
-Exit codes: 0 every check passed; 1 a check failed or a notebook broke (each named); 2 bad input,
-reported before anything runs; 130 interrupted (the run folder keeps what finished).
+Exit codes: 0 every check passed; 1 a check failed, a notebook broke or the run ended early (each
+named); 2 bad input or a run folder in use, reported before anything runs and with nothing written;
+130 interrupted (Ctrl-C, SIGTERM or SIGHUP; the run folder keeps what finished, ``--resume`` goes on).
 """
 
 from __future__ import annotations
@@ -9,18 +10,23 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import signal
 import sys
 import time
 from pathlib import Path
 
-from repro.parameters import RESERVED, ParameterError, validate_all, validate_notebook
+from repro.cli.params import format_value, parse_assignments
+from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
+from repro.parameters import RESERVED, ParameterError, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
 
 REPORT_NOTEBOOK = "90-report.ipynb"
-#: Per-cell execution limit; the sweeps bound their own cases well below it.
+#: Per-cell execution limit; every case has its own, far shorter limit (``case_timeout_s``).
 CELL_TIMEOUT_S = 1800
+#: Limit for importing an implementation from outside this package in a child process.
+IMPORT_TIMEOUT_S = 120.0
 
 
 class UsageError(ValueError):
@@ -31,30 +37,45 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def say(text: str = "", err: bool = False) -> None:
+    """Print a line; a closed terminal or pipe never ends the run."""
+    stream = sys.stderr if err else sys.stdout
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def notebooks(selection: list[str] | None = None) -> list[Path]:
     """Numbered notebooks in reading order, the report notebook excluded."""
     found = sorted(p for p in notebooks_dir().glob("[0-9][0-9]-*.ipynb") if p.name != REPORT_NOTEBOOK)
     if selection:
         chosen = [p for p in found if any(p.name.startswith(s) for s in selection)]
-        if len(chosen) != len(selection) or not chosen:
+        if len(chosen) != len(selection) or not chosen or any(not s for s in selection):
             names = ", ".join(p.stem for p in found)
             raise UsageError(f"--notebooks: {selection} does not name notebooks; accepted: prefixes of {names}")
         return chosen
     return found
 
 
-def declared_parameters(paths: list[Path]) -> dict[str, dict[str, object]]:
-    """``{name: {notebook: default}}`` from each notebook's ``parameters`` cell."""
-    import papermill as pm
+def declared_parameters(paths: list[Path]) -> dict[str, dict[str, str]]:
+    """``{name: {notebook: default source}}`` from each notebook's ``parameters`` cell (as papermill reads it)."""
+    import ast
 
-    declared: dict[str, dict[str, object]] = {}
+    declared: dict[str, dict[str, str]] = {}
     for path in paths:
-        for name, info in pm.inspect_notebook(str(path)).items():
-            declared.setdefault(name, {})[path.stem] = info["default"]
+        cells = json.loads(path.read_text())["cells"]
+        source = next(
+            ("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), ""
+        )
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                declared.setdefault(node.targets[0].id, {})[path.stem] = ast.get_source_segment(source, node.value)
     return declared
 
 
-def notebook_values(declared: dict[str, dict[str, object]], stem: str, params: dict) -> dict:
+def notebook_values(declared: dict[str, dict[str, str]], stem: str, params: dict) -> dict:
     """Every parameter one notebook will see: its own defaults, overridden by ``-p`` values it declares."""
     import ast
 
@@ -70,31 +91,50 @@ def notebook_values(declared: dict[str, dict[str, object]], stem: str, params: d
     return values
 
 
-def implementations_used(values: dict) -> dict:
-    """Provenance (package version, module hash) of every implementation a notebook will load."""
-    from repro.registry import provenance
+class ImportChecks:
+    """Implementation paths checked before the run, with their provenance for the manifest.
 
-    return {name: provenance(values[name]) for name in ("implementation", "reference_gather") if values.get(name)}
+    This package's own kernels are imported here; any other module in a child process with a time
+    limit, so one that exits, hangs or crashes on import is a one-line error, never the end of the run.
+    """
+
+    def __init__(self) -> None:
+        self.provenance: dict[str, dict] = {}
+
+    def __call__(self, path: str, param: str) -> None:
+        from repro.evidence.isolate import check_implementation_isolated
+        from repro.registry import load_implementation, provenance
+
+        if path not in self.provenance:
+            if path.split(":", 1)[0].split(".")[0] == "repro":
+                load_implementation(path, param)
+                self.provenance[path] = provenance(path)
+            else:
+                self.provenance[path] = check_implementation_isolated(path, param, IMPORT_TIMEOUT_S)
+
+    def used(self, values: dict) -> dict:
+        """Provenance (package version, module hash) of every implementation a notebook will load."""
+        names = ("implementation", "reference_gather")
+        return {name: self.provenance[values[name]] for name in names if values.get(name) in self.provenance}
 
 
-def prepare_run_dir(out: str | None, resume: bool) -> Path:
-    run_dir = Path(out) if out else runs_dir() / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    if run_dir.exists() and any(run_dir.iterdir()) and not resume:
-        raise UsageError(
-            f"--out: {run_dir} already holds a run; accepted: a new or empty folder, or --resume to finish that run"
-        )
-    if resume and not (run_dir / "manifest.json").exists():
-        raise UsageError(f"--resume: {run_dir} holds no manifest.json to resume")
+def shown_path(path: Path) -> str:
+    """``path`` relative to the checkout root when inside it (commands are run from there), else absolute."""
+    absolute = path.resolve()
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder"
-        ) from None
-    return run_dir
+        return absolute.relative_to(repo_root()).as_posix()
+    except ValueError:
+        return str(absolute)
+
+
+def rerun_command(profile: str, run_dir: Path, selection: list[str] | None, params: dict) -> str:
+    """The command that reproduces this run, shell-quoted, to paste at the checkout root."""
+    words = ["python", "-m", "repro", "run", "--profile", profile, "--out", shown_path(run_dir)]
+    if selection:
+        words += ["--notebooks", *selection]
+    for name, value in params.items():
+        words += ["-p", f"{name}={format_value(value)}"]
+    return shlex.join(words)
 
 
 class Manifest:
@@ -105,7 +145,19 @@ class Manifest:
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
-        return cls(path, json.loads(path.read_text()))
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise RunFolderError(
+                f"--resume: {path} is damaged ({exc}); accepted: the folder of an earlier run "
+                "with its manifest.json intact"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("notebooks"), dict):
+            raise RunFolderError(
+                f"--resume: {path} is not a run manifest (a JSON object with 'notebooks'); "
+                "accepted: the folder of an earlier run"
+            )
+        return cls(path, data)
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -114,17 +166,20 @@ class Manifest:
 
 
 def point_latest(run_dir: Path) -> None:
-    latest = runs_dir() / "latest"
-    latest.parent.mkdir(exist_ok=True)
-    target = os.path.relpath(run_dir.resolve(), latest.parent.resolve())
-    tmp = latest.with_name("latest.tmp")
+    """``runs/latest`` follows runs written under ``runs/``; a folder elsewhere leaves it alone."""
+    runs = runs_dir().resolve()
+    if runs not in run_dir.resolve().parents:
+        return
+    latest = runs / "latest"
+    target = os.path.relpath(run_dir.resolve(), runs)
+    tmp = latest.with_name(f"latest.tmp{os.getpid()}")
     if tmp.is_symlink() or tmp.exists():
         tmp.unlink()
     tmp.symlink_to(target)
     tmp.replace(latest)
 
 
-def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> dict:
+def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, engine: dict) -> dict:
     """One notebook through papermill's API; failures become a status, never an exception."""
     import papermill as pm
 
@@ -140,6 +195,7 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> 
             execution_timeout=CELL_TIMEOUT_S,
             request_save_on_cell_execute=True,
             cwd=str(repo_root()),
+            **engine,
         )
     except pm.PapermillExecutionError as exc:
         status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
@@ -151,6 +207,25 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool) -> 
     return status
 
 
+def engine_options(run_dir: Path, name: str, lock: RunLock) -> dict:
+    """papermill options for one notebook: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock."""
+    from repro.cli.kernels import kernel_manager_class
+
+    fds = (lock.fd,) if lock.fd is not None else ()
+    return {"kernel_manager_class": kernel_manager_class(run_dir / "logs" / f"{name}.kernel.log", fds)}
+
+
+def ignore_interrupts() -> None:
+    """While an interrupted run records how far it got, further Ctrl-C / SIGTERM / SIGHUP wait."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def first_line(text: str) -> str:
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
 def run(
     profile_name: str,
     out: str | None,
@@ -160,18 +235,47 @@ def run(
     report: bool = True,
 ) -> int:
     try:
-        profile = resolve(profile_name)
-        paths = notebooks(selection)
-        declared = declared_parameters(paths)
-        params = validate_all(assignments, {k: list(v) for k, v in declared.items()})
-        seen: dict = {}
-        for path in paths:
-            seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile))
-        run_dir = prepare_run_dir(out, resume)
-    except (ProfileError, ParameterError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        try:
+            profile = resolve(profile_name)
+            paths = notebooks(selection)
+            declared = declared_parameters(paths)
+            params = parse_assignments(assignments, declared)
+            imports, seen = ImportChecks(), {}
+            for path in paths:
+                seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile, imports))
+            if out:
+                lock = open_for_run(Path(out), resume)
+                run_dir = Path(out)
+            elif resume:
+                raise UsageError("--resume: needs --out naming the run folder to finish")
+            else:
+                run_dir = new_default_folder(runs_dir(), dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+                lock = open_for_run(run_dir, False)
+        except (ProfileError, ParameterError, UsageError, RunFolderError) as exc:
+            say(f"error: {exc}", err=True)
+            return 2
+    except KeyboardInterrupt:
+        say("interrupted before anything ran; nothing was written", err=True)
+        return 130
+    try:
+        implementations = imports.used(seen)
+        return _run_locked(run_dir, lock, profile, params, declared, paths, resume, selection, report, implementations)
+    finally:
+        lock.release()
 
+
+def _run_locked(
+    run_dir: Path,
+    lock: RunLock,
+    profile: str,
+    params: dict,
+    declared: dict,
+    paths: list[Path],
+    resume: bool,
+    selection: list[str] | None,
+    report: bool,
+    implementations: dict,
+) -> int:
     if profile == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # inherited by every notebook kernel
     else:
@@ -179,71 +283,88 @@ def run(
     progress = sys.stderr.isatty() and not os.environ.get("CI")
 
     manifest_path = run_dir / "manifest.json"
-    if resume:
-        manifest = Manifest.load(manifest_path)
-        if manifest.data.get("profile") != profile or manifest.data.get("parameters") != params:
-            print(
-                f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
-                f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
-                file=sys.stderr,
-            )
-            return 2
-    else:
-        from repro.evidence.environment import describe
+    try:
+        if resume:
+            manifest = Manifest.load(manifest_path)
+            if manifest.data.get("profile") != profile or manifest.data.get("parameters") != params:
+                say(
+                    f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
+                    f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
+                    err=True,
+                )
+                return 2
+            if manifest.data.get("status") == "running":
+                say(f"taking over {run_dir}: the run writing it ended without finishing")
+        else:
+            from repro.evidence.environment import describe
 
-        manifest = Manifest(
-            manifest_path,
-            {
-                "status": "running",
-                "profile": profile,
-                "parameters": params,
-                "command": " ".join(
-                    ["python -m repro run", f"--profile {profile_name}", *[f"-p {a}" for a in assignments]]
-                ),
-                "started": now(),
-                "finished": None,
-                "environment": describe(repo_root()),
-                "implementations": implementations_used(seen),
-                "notebooks": {},
-            },
-        )
-    manifest.data["status"] = "running"
+            manifest = Manifest(
+                manifest_path,
+                {
+                    "status": "running",
+                    "profile": profile,
+                    "parameters": params,
+                    "command": rerun_command(profile, run_dir, selection, params),
+                    "started": now(),
+                    "finished": None,
+                    "environment": describe(repo_root()),
+                    "implementations": implementations,
+                    "notebooks": {},
+                },
+            )
+    except RunFolderError as exc:
+        say(f"error: {exc}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        say(f"interrupted before any notebook ran; {run_dir} holds no results", err=True)
+        return 130
+    manifest.data.update(status="running", finished=None)
     manifest.save()
-    signal.signal(signal.SIGTERM, _terminate)  # a kill from a timeout ends like Ctrl-C: results kept
 
     (run_dir / "notebooks").mkdir(exist_ok=True)
     try:
         for path in paths:
             done = manifest.data["notebooks"].get(path.stem, {})
             if resume and done.get("status") == "ok":
-                print(f"[{path.stem}] already complete, kept")
+                say(f"[{path.stem}] already complete, kept")
                 continue
             if resume:
                 _discard_partial(run_dir, path.stem)
             nb_params = {"profile": profile, "run_dir": str(run_dir.resolve())}
             nb_params.update({k: v for k, v in params.items() if path.stem in declared.get(k, {})})
-            print(f"[{path.stem}] running ({profile})", flush=True)
             manifest.data["notebooks"][path.stem] = {"status": "running", "started": now()}
             manifest.save()
-            status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress)
+            status = execute_notebook(
+                path, run_dir / "notebooks" / path.name, nb_params, progress, engine_options(run_dir, path.stem, lock)
+            )
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
-            print(
+            say(
                 f"[{path.stem}] {status['status']} in {status['seconds']} s"
-                + (f": {status['error'].splitlines()[0]}" if status["error"] else ""),
-                flush=True,
+                + (f": {first_line(status['error'])}" if status["error"] else "")
             )
     except KeyboardInterrupt:
+        ignore_interrupts()  # a second Ctrl-C must not cut the manifest write short
+        for st in manifest.data["notebooks"].values():
+            if st.get("status") == "running":
+                st["status"] = "interrupted"
         manifest.data.update(status="interrupted", finished=now())
         manifest.save()
-        print(f"interrupted: finished results are kept in {run_dir}", file=sys.stderr)
+        say(
+            f"interrupted: finished results are kept in {run_dir}; resume with: {manifest.data['command']} --resume",
+            err=True,
+        )
         return 130
 
+    from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.analysis.rundata import load_run
 
-    failures = load_run(run_dir).failures()
+    try:
+        failures = load_run(run_dir).failures()
+    except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
+        failures = [f"run folder: {exc}"]
     broken = [
-        f"{name}: {st.get('error', '').splitlines()[0] if st.get('error') else st['status']}"
+        f"{name}: {first_line(st.get('error')) or st['status']}"
         for name, st in manifest.data["notebooks"].items()
         if st["status"] != "ok"
     ]
@@ -257,31 +378,42 @@ def run(
     if report:
         from repro.report.build import build_report
 
+        t0 = time.perf_counter()
         try:
-            build_report(load_run(run_dir))
+            build_report(load_run(run_dir), progress=progress, **engine_options(run_dir, "90-report", lock))
+            say(f"[report] ok in {time.perf_counter() - t0:.1f} s")
+        except KeyboardInterrupt:
+            say(
+                f"interrupted while writing the report; the results are complete in {run_dir} and "
+                f"`python -m repro report {shlex.quote(shown_path(run_dir))}` writes it",
+                err=True,
+            )
+            return 130
         except Exception as exc:
-            broken.append(f"report: {type(exc).__name__}: {exc}")
+            broken.append(f"report: {type(exc).__name__}: {first_line(exc)}")
+            say(f"[report] failed: {type(exc).__name__}: {first_line(exc)}")
     point_latest(run_dir)
 
-    print(f"run folder: {run_dir}")
-    for line in broken:
-        print(f"FAILED notebook {line}")
+    say(f"run folder: {run_dir}")
+    # A notebook that ended at its checks gate finished: its failed checks are listed one by one below.
+    broke = [line for line in broken if ": ChecksFailed:" not in line] if failures else broken
+    for line in broke:
+        say(f"FAILED notebook {line}")
     for line in failures:
-        print(f"FAILED check {line}")
+        say(f"FAILED check {line}")
     if failures or broken:
+        say(f"FAILED: {len(failures)} check(s) failed, {len(broke)} notebook(s) broke")
         return 1
-    print("all checks passed")
+    say("all checks passed")
     return 0
-
-
-def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _discard_partial(run_dir: Path, stem: str) -> None:
     """Before re-running a notebook on --resume, drop its partial tables so rows never mix."""
     for table in (run_dir / "results").glob(f"{stem[:2]}-*.csv"):
         table.unlink()
+    for facts in (run_dir / "results").glob(f"{stem[:2]}-*.json"):
+        facts.unlink()
     executed = run_dir / "notebooks" / f"{stem}.ipynb"
     if executed.exists():
         executed.unlink()

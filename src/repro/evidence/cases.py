@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
+from repro.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
 from repro.kernels.reference import dequantize_and_gather_reference
 from repro.registry import load_implementation
 
@@ -79,9 +80,27 @@ def run_case(
     checked: bool = False,
     scenario: GatherScenario | None = None,
     reference: torch.Tensor | None = None,
+    timeout_s: float | None = None,
 ) -> CaseResult:
-    """Run one implementation on one scenario; exceptions become an ``error`` result, never escape."""
+    """Run one implementation on one scenario; exceptions become an ``error`` result, never escape, and a
+    case past ``timeout_s`` becomes a ``timeout`` result (:func:`~repro.evidence.watchdog.time_limit`)."""
     result = CaseResult(implementation=implementation, status="ok")
+    try:
+        with time_limit(timeout_s, f"{implementation} ({spec.mode}, {spec.num_reqs} requests)"):
+            _run_case(result, spec, implementation, checked, scenario, reference)
+    except CaseTimeout as exc:
+        result.status, result.error = "timeout", str(exc)[:500]
+    return result
+
+
+def _run_case(
+    result: CaseResult,
+    spec: ScenarioSpec,
+    implementation: str,
+    checked: bool,
+    scenario: GatherScenario | None,
+    reference: torch.Tensor | None,
+) -> None:
     try:
         fn = load_implementation(implementation)
         scenario = scenario or build_scenario(spec)
@@ -105,11 +124,11 @@ def run_case(
         result.status = "error"
         result.error = f"{type(exc).__name__}: {exc}"[:500]
         result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
-    return result
 
 
 def _child_main(argv: list[str]) -> int:
     """Child-process entry: one case from JSON, its result as the last stdout line."""
+    set_parent_death_signal()  # under a wrapper (compute-sanitizer) our parent is the wrapper
     payload = json.loads(argv[0])
     spec = ScenarioSpec(**payload["spec"])
     t0 = time.perf_counter()

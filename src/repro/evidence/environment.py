@@ -30,14 +30,25 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def git_revision(root: Path) -> dict:
-    """The checkout's commit; a copy without ``.git`` (a GPU host) can pass it as ``REPRO_GIT_SHA``."""
+    """The checkout's commit and whether tracked files differ from it.
+
+    A copy of a checkout on another host (a GPU machine without the repository's history, or with
+    stale ``.git`` metadata) is described by the host that sent it: ``REPRO_GIT_SHA`` and
+    ``REPRO_GIT_DIRTY`` (``true``/``false``) win over what ``git`` reports in the copy.
+    """
     import os
 
+    if os.environ.get("REPRO_GIT_SHA"):
+        dirty = os.environ.get("REPRO_GIT_DIRTY", "").strip().lower()
+        return {
+            "git_sha": os.environ["REPRO_GIT_SHA"],
+            "git_dirty": {"true": True, "false": False}.get(dirty, "not recorded"),
+        }
     sha = _run(["git", "rev-parse", "HEAD"], root)
     if sha is None:
-        return {"git_sha": os.environ.get("REPRO_GIT_SHA", "unknown"), "git_dirty": None}
+        return {"git_sha": "unknown", "git_dirty": "not recorded"}
     dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], root)
-    return {"git_sha": sha, "git_dirty": bool(dirty) if dirty is not None else None}
+    return {"git_sha": sha, "git_dirty": bool(dirty) if dirty is not None else "not recorded"}
 
 
 def describe(root: Path) -> dict:

@@ -47,7 +47,8 @@ def run_sweep(
     timeout_s: float = 120.0,
     max_workers: int = 8,
 ) -> None:
-    """Run every (mode, count, implementation) case and hand each result to ``sink``."""
+    """Run every (mode, count, implementation) case and hand each result to ``sink``; every case, in this
+    process or its own, ends within ``timeout_s``."""
     for mode in modes:
         isolated = []
         for n in request_counts:
@@ -62,7 +63,14 @@ def run_sweep(
                         entry,
                         mode,
                         n,
-                        run_case(spec, entry.target, checked=interpreted, scenario=scenario, reference=ref),
+                        run_case(
+                            spec,
+                            entry.target,
+                            checked=interpreted,
+                            scenario=scenario,
+                            reference=ref,
+                            timeout_s=timeout_s,
+                        ),
                     )
             del scenario, ref
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:

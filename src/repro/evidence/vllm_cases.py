@@ -16,6 +16,7 @@ import torch
 
 from repro.evidence.cases import compare_bitwise, reference_output
 from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.evidence.watchdog import CaseTimeout, time_limit
 from repro.geometry.layout import DSV4
 from repro.registry import Implementation, load_implementation
 
@@ -88,6 +89,7 @@ class ContiguousObservation:
     stray_writes: int
     whole_equal: bool
     total_tokens: int
+    error: str = ""  # the implementation raised or ran past its time limit: nothing to compare
 
 
 def run_vllm_cases(
@@ -95,18 +97,28 @@ def run_vllm_cases(
     implementations: Sequence[Implementation],
     on_writer: Callable[[str, int, int, int], None],
     on_gather: Callable[[Implementation, ContiguousObservation], None],
+    timeout_s: float = 120.0,
 ) -> None:
-    """Per case: the writer's byte differences, then every gather implementation's observation."""
+    """Per case: the writer's byte differences, then every gather implementation's observation; one
+    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on."""
     for label, spec in case_specs(device):
         on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
         for entry in implementations:
-            fn = load_implementation(entry.target)
             out = scenario.fresh_out()
-            fn(*scenario.args(out))
-            if out.is_cuda:
-                torch.cuda.synchronize()
+            try:
+                with time_limit(timeout_s, f"{entry.target} on {label}"):
+                    load_implementation(entry.target)(*scenario.args(out))
+                    if out.is_cuda:
+                        torch.cuda.synchronize()
+            except (Exception, CaseTimeout) as exc:  # a crashing case is an observation
+                error = str(exc) if isinstance(exc, CaseTimeout) else f"{type(exc).__name__}: {exc}"
+                on_gather(
+                    entry,
+                    ContiguousObservation(label, spec.num_reqs, -1, -1, False, scenario.total_tokens, error[:300]),
+                )
+                continue
             mismatched, stray = compare_bitwise(out, ref, scenario)
             whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
             on_gather(

@@ -7,6 +7,7 @@ the same blocks; neither reads anything from the run folder beyond the :class:`R
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 
 import pandas as pd
@@ -52,14 +53,7 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
     env = run.environment
     out: list[Block] = []
     n_checks = int(summary["total"].sum()) if len(summary) else 0
-    out.append(
-        Block(
-            "md",
-            f"# DeepSeek-V4 KV-cache reproduction: {len(failures)} of {n_checks} checks failed"
-            if failures
-            else f"# DeepSeek-V4 KV-cache reproduction: all {n_checks} checks passed",
-        )
-    )
+    out.append(Block("md", "# DeepSeek-V4 KV-cache reproduction: " + headline(run, len(failures), n_checks)))
 
     lines = [
         "## Summary",
@@ -81,13 +75,13 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
     if jit_cause:
         out.append(Block("md", jit_cause))
 
-    cmd = manifest.get("command", "python -m repro run")
     out.append(
         Block(
             "md",
-            "## Test plan\n\n```\nmake test\n" + cmd + f" --out {run.name}\n"
-            f"python -m repro report {run.name}\n```\n\nEvery notebook ran through papermill with "
-            f"parameters {json.dumps(manifest.get('parameters', {}))} (others at their defaults).",
+            "## Test plan\n\n"
+            + _rerun(manifest, run.name)
+            + f"\n\nEvery notebook ran through papermill with parameters {json.dumps(manifest.get('parameters', {}))} "
+            "(others at their defaults).",
         )
     )
 
@@ -134,6 +128,43 @@ def build_blocks(run: RunData, figure_names: list[str]) -> list[Block]:
         )
     )
     return out
+
+
+def headline(run: RunData, failed: int, checks: int) -> str:
+    """The verdict in one line: a run that did not finish, or finished without checks, never "passed"."""
+    # A notebook whose checks failed ends with ChecksFailed at its gate: it finished, its checks count.
+    broken = [n for n in run.manifest.get("failed_notebooks") or [] if "ChecksFailed" not in str(n)]
+    if not run.finished:
+        return (
+            f"INCOMPLETE (the run is {run.status!r}, not finished): {checks} checks recorded before it stopped, "
+            f"{failed} failed"
+        )
+    if checks == 0:
+        return "no checks recorded" + (f"; {len(broken)} notebook(s) did not finish" if broken else "")
+    if failed:
+        verdict = f"{failed} of {checks} checks failed"
+    else:
+        verdict = f"all {checks} checks passed"
+    return verdict + (f", and {len(broken)} notebook(s) did not finish" if broken else "")
+
+
+def _rerun(manifest: dict, name: str) -> str:
+    """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it.
+
+    Manifests written before the command was quoted and kept ``--out`` show it with the folder's name.
+    """
+    cmd = str(manifest.get("command") or "python -m repro run")
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = []
+    if "--out" in words[:-1]:
+        out = words[words.index("--out") + 1]
+        return (
+            "From the checkout root, into a folder that does not exist yet:\n\n```\nmake test\n"
+            f"{cmd}\npython -m repro report {shlex.quote(out)}\n```"
+        )
+    return f"```\nmake test\n{cmd} --out {name}\npython -m repro report {name}\n```"
 
 
 def _bug_summaries(run: RunData) -> list[str]:

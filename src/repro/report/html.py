@@ -31,8 +31,9 @@ def display_report(run: RunData) -> None:
         plt.close(fig)
 
 
-def build_html(run: RunData, progress: bool = False) -> Path:
-    """Execute the report notebook on ``run`` and export it without code to ``report.html``."""
+def build_html(run: RunData, progress: bool = False, **engine) -> Path:
+    """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
+    goes to papermill."""
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
@@ -49,6 +50,7 @@ def build_html(run: RunData, progress: bool = False) -> Path:
         progress_bar=progress,
         execution_timeout=600,
         cwd=str(repo_root()),
+        **engine,
     )
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags={"report-hide"}, enabled=True), enabled=True)

@@ -73,11 +73,20 @@ class GatherWalkthrough:
         def on_gather(entry: Implementation, o: ContiguousObservation) -> None:
             table.append(
                 rules.contiguous_case_row(
-                    entry.label, o.case, o.num_reqs, o.mismatched_tokens, o.stray_writes, o.whole_equal, o.total_tokens
+                    entry.label,
+                    o.case,
+                    o.num_reqs,
+                    o.mismatched_tokens,
+                    o.stray_writes,
+                    o.whole_equal,
+                    o.total_tokens,
+                    o.error,
                 )
             )
 
-        run_vllm_cases(self.session.profile.device, self.implementations, on_writer, on_gather)
+        run_vllm_cases(
+            self.session.profile.device, self.implementations, on_writer, on_gather, self.p["case_timeout_s"]
+        )
         return table.frame()[["check", "variant", "case", "observed", "ok"]]
 
     def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:

@@ -6,6 +6,7 @@ into check rows with :mod:`repro.analysis.reshape`, records them, and returns wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ class ReshapeWalkthrough:
     specs: dict[str, KVCacheSpec]
     pool_bytes: int
     seed: dict[str, Any] = field(default_factory=lambda: seeds.load(43988))
+    #: The figures the checks compare with: the PR's at its geometry, the spec arithmetic elsewhere.
+    expected: Mapping[str, Any] = field(default_factory=dict)
     plans: dict[str, ReshapePlan] = field(default_factory=dict)
     buggy: Attempt | None = None
     fixed: Attempt | None = None
@@ -47,6 +50,16 @@ class ReshapeWalkthrough:
         specs = {s.name: s for s in dsv4_catalogue(block_size)}
         walk = cls(session, specs, 0)
         walk.pool_bytes = pool_bytes or walk.seed["reported"]["available_bytes"]
+        c = walk.cache
+        walk.expected = rules.expected_figures(
+            walk.seed,
+            block_size,
+            walk.pool_bytes,
+            compress_ratio=c.compress_ratio,
+            page_bytes=c.page_size_bytes,
+            storage_rows=c.storage_block_size,
+            row_elems=c.row_elems,
+        )
         return walk
 
     @property
@@ -84,7 +97,9 @@ class ReshapeWalkthrough:
         )
         self.session.record(
             CHECKS,
-            rules.blocks_per_kv_block_checks({v: p.blocks_per_logical_block for v, p in self.plans.items()}, self.seed),
+            rules.blocks_per_kv_block_checks(
+                {v: p.blocks_per_logical_block for v, p in self.plans.items()}, self.expected
+            ),
         )
         b = self.plans["buggy"]
         return table, rules.required_bytes_formula(
@@ -106,7 +121,7 @@ class ReshapeWalkthrough:
                 "available_bytes": err.available_bytes,
             }
         )
-        self.session.record(CHECKS, rules.reported_error_checks(parsed, self.seed))
+        self.session.record(CHECKS, rules.reported_error_checks(parsed, self.expected))
         return self.buggy.error_text or "(the buggy reshape did not raise)"
 
     def identify(self) -> list[str]:
@@ -125,7 +140,9 @@ class ReshapeWalkthrough:
         tail = c.page_size_bytes - c.real_page_size_bytes
         self.session.record(
             CHECKS,
-            rules.fixed_fit_checks(fixed.view is not None, fp.required_bytes, fp.unused_tail_bytes, tail, self.seed),
+            rules.fixed_fit_checks(
+                fixed.view is not None, fp.required_bytes, fp.unused_tail_bytes, tail, self.expected
+            ),
         )
         alias = check_aliasing(pool, fixed.view, c) if fixed.view is not None else None
         if alias is not None:

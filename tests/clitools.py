@@ -1,0 +1,115 @@
+"""Helpers for tests that drive ``python -m repro`` from the outside: real processes, real signals.
+
+Every process a test run starts carries ``REPRO_TEST_TAG`` in its environment (the runner, its
+notebook kernels, their case processes), so a test can list what is still alive after a kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+IMPLEMENTATIONS = Path(__file__).resolve().parent / "fixtures" / "implementations"
+#: A notebook-02 run that takes seconds on the CPU profile.
+SMALL_02 = ["-p", "request_counts=[1, 2]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+def cli_env(tag: str, **extra: str) -> dict[str, str]:
+    path = os.pathsep.join([str(SRC), str(IMPLEMENTATIONS), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "REPRO_TEST_TAG": tag, "CI": "1", **extra}
+
+
+def repro_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "repro", *args]
+
+
+def start(args: list[str], tag: str, **popen) -> subprocess.Popen:
+    """``python -m repro ARGS`` in a session of its own (signals reach it alone), output captured."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(repro_cmd(*args), text=True, start_new_session=True, env=cli_env(tag), cwd=ROOT, **popen)
+
+
+def run(args: list[str], tag: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        repro_cmd(*args), capture_output=True, text=True, env=cli_env(tag or new_tag()), cwd=ROOT, timeout=timeout
+    )
+
+
+def tagged(tag: str) -> list[int]:
+    """Live processes whose environment carries ``tag`` (zombies excluded)."""
+    needle = f"REPRO_TEST_TAG={tag}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if needle in (proc / "environ").read_bytes().split(b"\0") and not _zombie(proc):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def _zombie(proc: Path) -> bool:
+    stat = (proc / "stat").read_text()
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def wait_gone(tag: str, timeout: float = 20) -> list[int]:
+    """Wait for every tagged process to end; what is left after ``timeout``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        left = tagged(tag)
+        if not left:
+            return []
+        time.sleep(0.2)
+    return tagged(tag)
+
+
+def wait_for(predicate, timeout: float, proc: subprocess.Popen | None = None, what: str = "condition") -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"process ended (rc {proc.returncode}) before {what}:\n{out[-2000:]}\n{err[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def tagged_cmdlines(tag: str) -> list[str]:
+    out = []
+    for pid in tagged(tag):
+        try:
+            out.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
+        except OSError:
+            pass
+    return out
+
+
+def kill_tagged(tag: str) -> None:
+    """Clean-up after a failed test: end whatever the test left behind (only its own processes)."""
+    import signal
+
+    for pid in tagged(tag):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "manifest.json").read_text())

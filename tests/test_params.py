@@ -1,0 +1,148 @@
+"""``-p NAME=VALUE`` is read by the parameter's declared kind: what the user typed is what the notebook
+gets, or one line saying how to write it. No YAML guessing (``off`` -> False, ``01000`` -> 512 octal,
+``4:16`` -> 256 base 60)."""
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from repro.cli.params import format_value, parse_assignments
+from repro.cli.runner import declared_parameters, notebooks
+from repro.parameters import MAX_SEED, RESERVED, SCHEMA, ParameterError
+
+DECLARED = declared_parameters(notebooks())
+
+
+def parse(*texts: str) -> dict:
+    return parse_assignments(list(texts), DECLARED)
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("sanitizer=off", "off"),  # YAML: False
+        ("sanitizer=auto", "auto"),
+        ("block_size=1024", 1024),
+        ("block_size= 512 ", 512),
+        ("seed=0", 0),
+        ("seed=18446688733643", 18446688733643),
+        ("case_timeout_s=1.5", 1.5),
+        ("case_timeout_s=30", 30.0),
+        ("case_timeout_s=1e2", 100.0),
+        ("request_counts=[1, 2, 4]", [1, 2, 4]),
+        ("request_counts=1,2,4", [1, 2, 4]),
+        ("request_counts=[7]", [7]),
+        ("request_counts=7", [7]),
+        ("sentinel_modes=[in-range, poison]", ["in-range", "poison"]),
+        ('sentinel_modes=["in-range", "poison"]', ["in-range", "poison"]),
+        ("sentinel_modes=poison", ["poison"]),
+        ("bench_variants=[fixed]", ["fixed"]),
+        ("implementation=repro.kernels.gather:gather_buggy", "repro.kernels.gather:gather_buggy"),
+        ("reference_gather=", ""),
+        ("download=false", False),
+        ("download=True", True),
+        ("releases=0.28.0,0.33.0", "0.28.0,0.33.0"),  # a string parameter: the text as typed
+        ("variants=[released, patched]", ["released", "patched"]),
+    ],
+)
+def test_values_arrive_as_typed(text, value):
+    name = text.split("=")[0]
+    got = parse(text)[name]
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("block_size=01000", "block_size: '01000' has a leading zero (YAML would read it as octal)"),
+        ("block_size=4:16", "block_size: '4:16' is not a decimal integer; write digits only, e.g. -p block_size=256"),
+        ("block_size=1_024", "is not a decimal integer"),
+        ("block_size=0x100", "is not a decimal integer"),
+        ("block_size=256.0", "is not a decimal integer"),
+        ("block_size=1e3", "is not a decimal integer"),
+        ("block_size=", "block_size: '' is not a decimal integer"),
+        ("seed=true", "seed: 'true' is not a decimal integer"),
+        ("seed=10**26", "seed: '10**26' is not a decimal integer"),
+        ("case_timeout_s=nan", "case_timeout_s: 'nan' is not a decimal number"),
+        ("case_timeout_s=inf", "is not a decimal number"),
+        ("case_timeout_s=1:30", "is not a decimal number"),
+        ("request_counts=[1, 2", "request_counts: '[1, 2' has an unclosed bracket"),
+        ("request_counts=[1,,2]", "is not a flat comma-separated list"),
+        ("request_counts=[[1], 2]", "is not a flat comma-separated list"),
+        ("request_counts=[1, 4:16]", "is not a flat comma-separated list"),
+        ("request_counts=[01, 2]", "has a leading zero"),
+        ("request_counts={1: 2}", "is not a flat comma-separated list"),
+        ("sanitizer='off'", "sanitizer: \"'off'\" keeps its quotes; the shell's quotes are enough"),
+        ("sanitizer=OFF", "sanitizer: 'OFF' is out of range"),
+        ("sanitizer=", "sanitizer: '' is out of range"),
+        ("request_counts=[]", "request_counts: [] is out of range"),
+        ("sentinel_modes=[poison, 'in-range]", "sentinel_modes: ['poison', \"'in-range\"] is out of range"),
+        ("download=yes", "download: 'yes' is not true or false; write e.g. -p download=true"),
+        ("download=0", "download: '0' is not true or false"),
+        ("seed", "-p 'seed': expected NAME=VALUE"),
+        ("=3", ": unknown parameter"),
+        ("profile=gpu", "profile: set by the runner"),
+        ("Seed=1", "Seed: unknown parameter"),
+    ],
+)
+def test_ambiguous_or_wrong_forms_are_one_line_with_how_to_write_them(text, fragment):
+    with pytest.raises(ParameterError) as info:
+        parse(text)
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+
+
+def test_a_parameter_given_twice_is_refused():
+    with pytest.raises(ParameterError, match="seed: given twice"):
+        parse("seed=1", "seed=2")
+
+
+def test_every_notebook_parameter_has_a_rule():
+    """A parameter without a schema entry would be read by its default's type and never range-checked."""
+    assert sorted(n for n in DECLARED if n not in RESERVED) == sorted(SCHEMA)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA))
+def test_each_default_reads_back_as_itself(name):
+    """The notebooks' own defaults, written as -p text, parse to the same value and type."""
+    import ast
+
+    default = ast.literal_eval(next(iter(DECLARED[name].values())))
+    expected = float(default) if SCHEMA[name].kind is float else default
+    got = parse(f"{name}={format_value(default)}")[name]
+    assert got == expected and type(got) is type(expected)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=256), min_size=1, max_size=12, unique=True))
+def test_int_lists_round_trip(values):
+    assert parse(f"request_counts={format_value(values)}")["request_counts"] == values
+
+
+@given(st.integers(min_value=0, max_value=MAX_SEED))
+def test_ints_round_trip(value):
+    assert parse(f"seed={format_value(value)}")["seed"] == value
+
+
+@given(st.floats(min_value=1, max_value=86400, allow_nan=False, allow_infinity=False))
+def test_floats_round_trip(value):
+    assert parse(f"case_timeout_s={format_value(value)}")["case_timeout_s"] == value
+
+
+def test_help_lists_every_parameter_with_what_it_accepts_and_the_exit_codes():
+    proc = subprocess.run([sys.executable, "-m", "repro", "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    for name, spec in SCHEMA.items():
+        assert f"{name} (notebook" in text, name
+        assert " ".join(spec.accepted.split()) in text, name
+    for code in ("0 ", "1 ", "2 ", "130 "):
+        assert f" {code}" in text.split("exit codes:")[1]
+    assert "--resume" in text and ".repro.lock" in text
+
+
+def test_a_bad_option_is_one_line_and_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "repro", "run", "--profil", "cpu"], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
