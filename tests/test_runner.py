@@ -80,7 +80,7 @@ def run_cli(args, capsys):
         (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
         (["-p", "jit_widths=[8, 70]"], "error: jit_backing_width: 64 is not wider than the widest of jit_widths (70)"),
         (["-p", "stream_ceiling=maybe"], "error: stream_ceiling: 'maybe' is out of range"),
-        (["-p", "vllm_releases=0.22.0"], "error: vllm_releases: '0.22.0' has the wrong type; accepted: [] (none)"),
+        (["-p", "vllm_releases=0.22.0,0.22.0"], "error: vllm_releases: ['0.22.0', '0.22.0'] is out of range"),
         (["-p", "vllm_releases=[latest]"], "error: vllm_releases: ['latest'] is out of range"),
         (["-p", "vllm_request_counts=[0]"], "error: vllm_request_counts: [0] is out of range"),
         (["--profile", "gpu"], "error: profile: 'gpu' needs a CUDA device"),

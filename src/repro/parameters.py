@@ -158,8 +158,8 @@ SCHEMA: dict[str, Param] = {
     ),
     "vllm_releases": Param(
         list,
-        "[] (none) or a list of vLLM release numbers such as ['0.22.0', '0.33.0'] (their own gather, loaded "
-        "from the module cache: timed on a GPU, its JIT fingerprint on both profiles)",
+        "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
+        "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
         lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
         item_kind=str,
     ),
