@@ -189,12 +189,13 @@ class ReleaseKernel:
 
 
 def load_release_kernel(
-    version: str, form: str, cache_root: Path | None = None, download: bool = True
+    version: str, form: str, cache_root: str | Path | None = None, download: bool = True
 ) -> ReleaseKernel:
     """Release ``version``'s V4 gather in ``form``, imported from the cache (filled from the registry when
     ``download``); :class:`ReleaseUnavailable` says why not."""
     if form not in FORMS:
         raise ValueError(f"form: {form!r} is not one of {', '.join(FORMS)}")
+    cache_root = Path(cache_root) if cache_root else None
     entry = ensure_release(version, cache_root, download=download)
     if isinstance(entry, CacheMiss):
         raise ReleaseUnavailable(f"vLLM {version}: {entry.status}: {entry.reason}")
