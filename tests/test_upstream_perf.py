@@ -220,7 +220,7 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
     run_dir = tmp_path / "run"
     params = dict(
-        vllm_releases=["0.99.0", "9.9.9"],
+        vllm_releases=["9.9.9", "0.99.0"],
         download=False,
         cache_block_size=BLOCK,
         jit_widths=WIDTHS,
@@ -228,8 +228,8 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
     )
     nb = PerformanceWalkthrough(Session("03-performance", PROFILES["cpu"], str(run_dir), params))
     loads = nb.load_vllm()
-    assert list(loads["ok"]) == [True] * 3 + [False] * 3
-    assert loads["observed"].iloc[-1].startswith("vLLM 9.9.9: download failed")
+    assert list(loads["ok"]) == [False] * 3 + [True] * 3  # a release that cannot load is a failed row, first or not
+    assert loads["observed"].iloc[0].startswith("vLLM 9.9.9: download failed")
     facts = json.loads((run_dir / "results" / f"{VLLM_FACTS}.json").read_text())["releases"]["vLLM 0.99.0"]
     diff = (run_dir / "rewrites" / "0.99.0" / "patched" / (V4_MEMBER.replace("/", "__") + ".diff")).read_text()
     assert facts["forms"]["patched"]["diff"] == diff

@@ -184,7 +184,10 @@ class PerformanceWalkthrough:
                 try:
                     rk = load_release_kernel(version, form, download=p["download"])
                 except ReleaseUnavailable as exc:
-                    table.append({**row, "release": version, "expected": "loaded", "observed": str(exc), "ok": False})
+                    table.append(
+                        {**row, "release": version, "expected": "loaded", "observed": str(exc), "ok": False}
+                        | {"code": "", "kernel": "", "wheel_sha256": ""}
+                    )
                     continue
                 self.kernels.setdefault(rk.origin, {})[form] = rk
                 prov = rk.provenance()
