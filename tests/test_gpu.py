@@ -78,3 +78,58 @@ def test_jit_hooks_see_the_predicted_compilations_and_stream_kernels_are_exact()
     code = JIT_CHILD.format(tests=os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and "GPU-OK" in proc.stdout, proc.stderr[-3000:]
+
+
+RELEASE_CHILD = """
+import torch
+from repro.evidence.cases import compare_bitwise, reference_output
+from repro.evidence.jit import JitSubject, fingerprint_subjects
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.registry import TABLE_NARROWED, upstream_bench_arms
+from repro.upstream.release_kernel import FORMS, load_release_kernel
+root = {root!r}
+kernels = {{f: load_release_kernel("0.99.0", f, cache_root=root, download=False) for f in FORMS}}
+sc = build_scenario(ScenarioSpec(num_reqs=5, block_size=64, seq_len_max=700, max_reqs=8, device="cuda"))
+contiguous, ref = sc.block_table.contiguous(), reference_output(sc)
+fns = [kernels["released"].gather(), kernels["patched"].gather(), kernels["patched"].gather(),
+       kernels["released"].gather(copy_table=True)]
+for arm, fn in zip(upstream_bench_arms("vLLM 0.99.0"), fns):
+    for _ in range(2):
+        out = sc.fresh_out()
+        fn(*sc.args(out, sc.block_table if arm.table == TABLE_NARROWED else contiguous))
+        torch.cuda.synchronize()
+        assert compare_bitwise(out, ref, sc) == (0, 0), arm.label
+pitch = {{"released": "constexpr width", "patched": "runtime stride", "patched-constexpr": "constexpr stride"}}
+subjects = [
+    JitSubject(f, k.gather(), k.kernel, pitch[f], k.origin, *k.warm_up(32, 64, (4, 128))) for f, k in kernels.items()
+]
+rows = fingerprint_subjects(subjects, [1, 2, 3, 5, 16], 32, num_reqs=2, block_size=64, device="cuda",
+                            tokens_per_request=lambda w: 64, window=64)
+assert all(r["mode"] == "observed" for r in rows)
+assert [r["observed_compiles"] for r in rows] == [r["predicted_compiles"] for r in rows], rows
+infer = {{}}
+for r in rows:
+    if r["phase"] == "inference":
+        infer[(r["variant"], r["table"])] = infer.get((r["variant"], r["table"]), 0) + r["observed_compiles"]
+assert infer == {{("released", "narrowed"): 5, ("released", "contiguous"): 5, ("patched", "narrowed"): 0,
+                  ("patched", "contiguous"): 2, ("patched-constexpr", "narrowed"): 0,
+                  ("patched-constexpr", "contiguous"): 5}}, infer
+assert all(r["compile_us"] > 0 for r in rows if r["observed_compiles"])
+print("GPU-OK")
+"""
+
+
+def test_a_release_kernel_in_each_form_and_its_own_warm_up_on_the_gpu(tmp_path, monkeypatch):
+    """A synthetic release with a JIT-warmup class (tests/fixtures/upstream, not vLLM's code), compiled on the
+    GPU: notebook 03's timed callables are bitwise right, and after the class's own warm-up Triton's hooks see
+    exactly the predicted compilations per form and table kind."""
+    from pathlib import Path
+
+    from upstream_fakes import cached_release
+
+    source = (Path(__file__).parent / "fixtures" / "upstream" / "jit_class_module.py").read_text()
+    root, _ = cached_release(tmp_path, monkeypatch, source=source)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = RELEASE_CHILD.format(root=str(root))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "GPU-OK" in proc.stdout, proc.stderr[-3000:]

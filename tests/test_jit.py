@@ -251,3 +251,27 @@ def test_int_class_is_tritons_own():
         _, summary = predictor.key((t, t, t, v), {"BLOCK": 64})
         triton_class = summary.split(",")[0].split("=")[1]
         assert triton_class == {"1": "constexpr 1"}.get(int_class(v), int_class(v)), v
+
+
+@pytest.mark.parametrize("table", ["narrowed", "contiguous"])
+def test_launch_tables_have_the_width_asked_whatever_the_requests_hold(table):
+    """One-block requests on a w-column table: the table's width, not the requests, is what varies."""
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    seen = []
+    launches = jit.gather_launches(
+        lambda *args: seen.append((args[4].shape[-1], args[4].stride(0), args[3])),
+        [1, 3, 8],
+        table=table,
+        num_reqs=2,
+        block_size=8,
+        backing_width=9,
+        tokens_per_request=lambda w: 8,
+        window=8,
+    )
+    for launch in launches:
+        launch.call()
+    assert [(w, s) for w, s, _ in seen] == [(1, 9), (3, 9), (8, 9)] if table == "narrowed" else [(1, 1), (3, 3), (8, 8)]
+    assert all(g is not None and g.tolist() == [8, 8] for _, _, g in seen)  # gather_lens from the window
+    with pytest.raises(ValueError, match="table_width must hold the longest request's 2 blocks, got 1"):
+        build_scenario(ScenarioSpec(num_reqs=1, block_size=8, seq_len_max=16, seq_lens=(16,), table_width=1))

@@ -156,6 +156,20 @@ SCHEMA: dict[str, Param] = {
         lambda v: len(v) > 0 and all(1 <= x <= 4096 for x in v),
         item_kind=int,
     ),
+    "vllm_releases": Param(
+        list,
+        "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
+        "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
+        lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
+        item_kind=str,
+    ),
+    "vllm_request_counts": Param(
+        list,
+        f"[] (the same as request_counts) or a list of integers from 1 to {MAX_REQUESTS} (request counts at "
+        "which vLLM's kernels are timed)",
+        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
+        item_kind=int,
+    ),
     "jit_backing_width": Param(
         int,
         "an integer from 2 to 8192, wider than every jit_widths entry (the table the narrowed views are cut from)",

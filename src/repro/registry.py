@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -63,13 +64,22 @@ class Implementation:
 
 @dataclass(frozen=True)
 class Arm:
-    """One timed configuration in notebook 03: an implementation on one kind of table."""
+    """One timed configuration in notebook 03: an implementation on one kind of table, and whose code it is.
+
+    An upstream arm (:func:`upstream_arm`) runs a vLLM release's own kernel: ``release``, ``form``
+    (``released``, ``patched``, ``patched-constexpr``), ``copy`` (the table is materialised with
+    ``.contiguous()`` before the launch) and ``origin`` ``"vLLM <version>"``, read from the loaded wheel.
+    """
 
     label: str  # the ``arm`` column
     implementation: str  # an Implementation label
     table: str  # TABLE_NARROWED or TABLE_CONTIGUOUS
     display: str  # short name for report tables
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
+    origin: str = ORIGIN_REPO
+    release: str = ""
+    form: str = ""
+    copy: bool = False
 
 
 BUGGY = Implementation(
@@ -152,6 +162,7 @@ OUTSIDE_ARM = Arm(
     TABLE_CONTIGUOUS,
     "outside (contig)",
     _style(color="#c0392b", marker="s", linestyle=":"),
+    origin=ORIGIN_USER,
 )
 #: Arms whose kernels notebook 03 can time, by the ``bench_variants`` parameter value.
 BENCH_VARIANTS = ("fixed", "fast")
@@ -166,6 +177,84 @@ STRIDE_COST_PAIRS = {
 COPY_OVERHEAD_PAIR = ("contiguous-copy / narrowed view", "fixed / narrowed view")
 
 _GENERIC_STYLE = _style(color="#7f8c8d", marker=".")
+
+# --------------------------------------------------------------------------------------------
+# Upstream arms: a vLLM release's own gather, as shipped or with PR #55109's change, timed in notebook 03.
+
+#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro.upstream).
+UPSTREAM_IMPLEMENTATION = "upstream"
+#: Forms of a release's kernel: as shipped, PR #55109 (stride(0) as a runtime argument), stride left constexpr.
+UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
+UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR)
+#: How an upstream arm's label names its table.
+TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
+COPY_WORDS = " + .contiguous()"
+_UPSTREAM_LABEL = re.compile(
+    r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched)"
+    r"(?P<copy> \+ \.contiguous\(\))? / (?P<table>narrowed view|contiguous table)$"
+)
+_RELEASE_COLORS = ("#8e44ad", "#16a085", "#d35400", "#2c3e50", "#b7950b", "#1f618d", "#6c3483", "#117864")
+
+
+def _release_color(release: str) -> str:
+    """A colour per release, the same in every run and process (from the release number's hash)."""
+    return _RELEASE_COLORS[int(hashlib.sha256(release.encode()).hexdigest(), 16) % len(_RELEASE_COLORS)]
+
+
+def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
+    """The registry entry of a vLLM release's kernel timed on one table: ``origin`` is ``"vLLM <version>"`` as
+    read from the loaded wheel (``repro.upstream.release_kernel.origin_of``), never typed."""
+    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
+    if not match:
+        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
+    if form not in UPSTREAM_FORMS:
+        raise ValueError(f"form: {form!r} is not one of {', '.join(UPSTREAM_FORMS)}")
+    if table not in TABLE_WORDS:
+        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
+    release = match.group(1)
+    narrowed = table == TABLE_NARROWED
+    style = _style(
+        color=_release_color(release),
+        marker="^" if copy else {"released": "s", "patched": "o", "patched-constexpr": "v"}[form],
+        linestyle=":" if copy else ("-" if narrowed else "--"),
+        markerfacecolor=None if narrowed or copy else "none",
+    )
+    short = f"{release} {form}{' + copy' if copy else ''} ({'view' if narrowed else 'contig'})"
+    label = f"{origin} {form}{COPY_WORDS if copy else ''} / {TABLE_WORDS[table]}"
+    return Arm(label, UPSTREAM_IMPLEMENTATION, table, short, style, origin, release, form, copy)
+
+
+def upstream_arm_of(label: str) -> Arm | None:
+    """The upstream arm a table's label names, or None for any other label."""
+    found = _UPSTREAM_LABEL.match(str(label))
+    if not found:
+        return None
+    table = next(t for t, words in TABLE_WORDS.items() if words == found.group("table"))
+    return upstream_arm(found.group("origin"), found.group("form"), table, bool(found.group("copy")))
+
+
+def upstream_bench_arms(origin: str) -> tuple[Arm, ...]:
+    """What notebook 03 times of one release: the kernel as shipped on a contiguous table (what every
+    deployment runs today), PR #55109's kernel on the narrowed view and on the contiguous table, and the
+    shipped kernel after ``.contiguous()`` of the narrowed view. (The shipped kernel on the narrowed view is
+    wrong by design and never timed.)"""
+    return (
+        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_CONTIGUOUS),
+        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_NARROWED),
+        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_CONTIGUOUS),
+        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_NARROWED, copy=True),
+    )
+
+
+def upstream_pairs(origin: str) -> dict[str, tuple[str, str]]:
+    """(numerator, denominator) arm labels of each ratio the report gives per release."""
+    shipped, patched_view, patched_contig, copied = (a.label for a in upstream_bench_arms(origin))
+    return {
+        "patched/released (contig)": (patched_contig, shipped),
+        "patched narrowed/contig": (patched_view, patched_contig),
+        "copy over patched (view)": (copied, patched_view),
+        "copy over released (contig)": (copied, shipped),
+    }
 
 
 def implementation(label: str) -> Implementation:
@@ -209,7 +298,13 @@ def arm(label: str) -> Arm:
     for entry in (*ARMS, OUTSIDE_ARM):
         if entry.label == label:
             return entry
-    raise KeyError(f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)}")
+    upstream = upstream_arm_of(label)
+    if upstream is not None:
+        return upstream
+    raise KeyError(
+        f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)} and "
+        "'vLLM <release> <form>[ + .contiguous()] / <table>'"
+    )
 
 
 def bench_arms(variants: list[str] | tuple[str, ...]) -> tuple[Arm, ...]:
@@ -227,7 +322,8 @@ def style(label: str) -> Mapping[str, Any]:
             return entry.style
     if label == UNDER_TEST_LABEL:
         return UNDER_TEST_STYLE
-    return _GENERIC_STYLE
+    upstream = upstream_arm_of(label)
+    return upstream.style if upstream is not None else _GENERIC_STYLE
 
 
 def prose(label: str) -> str:
@@ -243,7 +339,8 @@ def display(label: str) -> str:
     for entry in (*IMPLEMENTATIONS, *ARMS, OUTSIDE_ARM):
         if entry.label == label:
             return entry.display
-    return label
+    upstream = upstream_arm_of(label)
+    return upstream.display if upstream is not None else label
 
 
 # --------------------------------------------------------------------------------------------

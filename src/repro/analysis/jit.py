@@ -69,6 +69,7 @@ def cumulative_by_width(rows: pd.DataFrame, phase: str | None = None) -> pd.Data
                     {
                         "variant": variant,
                         "table": table,
+                        "code": str(g["code"].iloc[0]) if "code" in g else "",
                         "distinct_widths": counts[i],
                         "compilations": int(compiles.iloc[i]),
                         "predicted_compilations": int(predicted.iloc[i]),
@@ -164,3 +165,116 @@ def fingerprint_checks(rows: pd.DataFrame, widths: list[int], backing_width: int
                 }
             )
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# vLLM's own kernels (``code`` "vLLM <version>") and the PR's production log.
+
+
+def is_release_code(code: object) -> bool:
+    """Rows whose ``code`` is a vLLM release's (``"vLLM 0.33.0"``), loaded by ``repro.upstream``."""
+    return str(code).startswith("vLLM ")
+
+
+def split_by_code(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the repository's subjects' rows, vLLM releases' rows); old runs without ``code`` are all the former."""
+    if "code" not in rows:
+        return rows, rows.iloc[0:0]
+    mask = rows["code"].map(is_release_code)
+    return rows[~mask], rows[mask]
+
+
+def _release_key(code: str) -> tuple:
+    return tuple(int(p) for p in code.split()[-1].split("."))
+
+
+def release_story(rows: pd.DataFrame, seed_kernel: str = "") -> dict:
+    """Per vLLM release in the fingerprint: its warm-up, Triton's name for the kernel (what vLLM's JIT monitor
+    prints), inference-path compilations per pitch form and table kind, and, where observed, what the first
+    launch at a new width cost against a launch that found its binary. ``seed_kernel``: the name in the PR's
+    log, compared with Triton's name."""
+    _, mine = split_by_code(rows)
+    out: dict = {}
+    for code in sorted(set(mine["code"]), key=_release_key):
+        g = mine[mine["code"] == code]
+        infer = g[g["phase"] != "warm-up"].assign(compiles=_compiles(g[g["phase"] != "warm-up"]))
+        forms = {}
+        for pitch, by_pitch in infer.groupby("pitch", sort=False):
+            entry: dict = {"variant": str(by_pitch["variant"].iloc[0])}
+            for table, t in by_pitch.groupby("table", sort=False):
+                entry[f"{table}_compiles"] = int(t["compiles"].sum())
+                entry[f"{table}_widths"] = int(t["width"].nunique())
+                if table == "narrowed":
+                    call = _num(t, "call_us")
+                    compiled = t["compiles"] > 0
+                    if call.notna().any():
+                        first = call[compiled]
+                        cached = call[~compiled]
+                        entry["first_call_ms"] = round(float(first.median()) / 1e3, 2) if len(first) else None
+                        entry["cached_call_us"] = round(float(cached.median()), 1) if len(cached) else None
+                    ms = _num(t, "compile_us")
+                    entry["compile_ms"] = round(float(ms.sum()) / 1e3, 1) if ms.notna().any() else None
+            forms[str(pitch)] = entry
+        names = [n for n in dict.fromkeys(g.get("kernel_name", pd.Series(dtype=str)).dropna()) if n]
+        warm = g[(g["phase"] == "warm-up") & (g["pitch"] == CONSTEXPR_WIDTH)]
+        warm = warm[warm["table"] == warm["table"].iloc[0]] if len(warm) else warm  # each table kind warms up anew
+        out[code] = {
+            "kernel_name": names[0] if names else "",
+            "names_the_logged_kernel": bool(seed_kernel) and bool(names) and names[0] == seed_kernel,
+            "warm_up": str(g["warm_up"].dropna().iloc[0]) if "warm_up" in g and g["warm_up"].notna().any() else "",
+            "warm_up_compiles": int(_compiles(warm).sum()),
+            "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
+            "forms": forms,
+        }
+    return out
+
+
+def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = None) -> str:
+    """Why PR #55109's production log shows a JIT compilation right before the illegal access, told with the
+    measurements of :func:`release_story` ("" when the run fingerprinted no vLLM release)."""
+    if not story:
+        return ""
+    wide = f"one {backing_width}-wide table" if backing_width else "one backing table"
+    parts = [
+        f'PR #55109\'s log reads "Triton kernel JIT compilation during inference: {seed_kernel}" right before the '
+        "illegal memory access. vLLM passes the row pitch `max_blocks_per_seq = block_table.shape[-1]` as a "
+        "`tl.constexpr`, so Triton keeps one binary per table width and compiles, on the calling thread, the "
+        "first launch that brings a width it has not compiled; vLLM's JIT monitor prints that compilation (Triton's "
+        "post-compile hook) as the log line. A narrowed view `backing[:n, :w]` has a width the warm-up never saw."
+    ]
+    for code, s in story.items():
+        f = s["forms"]
+        shipped, patched, const = f.get(CONSTEXPR_WIDTH, {}), f.get(RUNTIME_STRIDE, {}), f.get(CONSTEXPR_STRIDE, {})
+        how = "counted by Triton's compile hooks" if s["mode"] == "observed" else "predicted with Triton's cache keys"
+        text = (
+            f"{code} (warm-up: {s['warm_up'] or 'none'}): narrowed views of {wide}, "
+            f"{shipped.get('narrowed_widths', 0)} widths, compile {shipped.get('narrowed_compiles', '?')} times with "
+            f"the shipped kernel, {patched.get('narrowed_compiles', '?')} with PR #55109's and "
+            f"{const.get('narrowed_compiles', '?')} with the stride left a constexpr ({how}; on contiguous tables of "
+            f"the same widths {shipped.get('contiguous_compiles', '?')}, {patched.get('contiguous_compiles', '?')} "
+            f"and {const.get('contiguous_compiles', '?')}: a runtime int is still specialised on == 1 and on "
+            "divisibility by 16)"
+        )
+        if shipped.get("first_call_ms") is not None:
+            text += f"; the first launch at a new width took a median {shipped['first_call_ms']} ms" + (
+                f" against {shipped['cached_call_us']} us for a launch that found its binary"
+                if shipped.get("cached_call_us") is not None
+                else ""
+            )
+        name = s["kernel_name"]
+        if s["names_the_logged_kernel"]:
+            text += f". Triton names the compiled kernel `{name}`, the name in the PR's log."
+        elif name:
+            text += f". Triton names this release's kernel `{name}` (the PR's log names `{seed_kernel}`)."
+        else:
+            text += "."
+        parts.append(text)
+    parts.append(
+        "So the log's order, a compilation and then the illegal access, is what the first launch on a narrowed table "
+        "does: it brings a width never compiled, Triton compiles it, and the binary it then runs reads row `b` at "
+        "`b * shape[-1]` instead of `b * stride(0)`. With PR #55109's change every view of the "
+        "backing table passes the same `stride(0)`, a runtime argument of the class the warm-up compiled: no "
+        "compilation on the inference path and no wrong row. Left a `tl.constexpr`, the stride is stable on views "
+        "of one table but compiles once per width of contiguous tables: why the PR's runtime argument matters."
+    )
+    return "\n\n".join(parts)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from repro.geometry.layout import gather_bytes
-from repro.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm
+from repro.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm, upstream_arm_of
 
 #: The fix costs nothing if narrowed / contiguous stays inside this band.
 NO_COST_BAND = (0.99, 1.01)
@@ -36,9 +36,10 @@ def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, 
 
 
 def outside_arms(labels: Iterable[str]) -> list[str]:
-    """Arms in a table that are not the repository's own (e.g. vLLM's kernel timed beside them)."""
+    """Arms named by the ``reference_gather`` parameter (e.g. an installed vLLM's kernel timed beside ours):
+    neither the repository's own arms nor a release's arms loaded by ``repro.upstream`` (reported apart)."""
     ours = {a.label for a in ARMS}
-    return [label for label in labels if label not in ours]
+    return [label for label in labels if label not in ours and upstream_arm_of(label) is None]
 
 
 def _bytes_per_s_fraction(tokens: int, us: float, ceiling_tbps: float) -> float:

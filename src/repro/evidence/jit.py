@@ -67,6 +67,12 @@ def unwrap_kernel(kernel: Any) -> Any:
     return kernel
 
 
+def triton_name(kernel: Any) -> str:
+    """The name Triton hands its compile hooks (``fn.name``: the Python function's qualified name), which is
+    what vLLM's JIT monitor prints in "Triton kernel JIT compilation during inference: <name>"."""
+    return unwrap_kernel(kernel).fn.__qualname__
+
+
 def is_compiled_kernel(kernel: Any) -> bool:
     from triton.runtime.jit import JITFunction
 
@@ -270,6 +276,7 @@ def fingerprint(
     if observe and not execute:
         raise ValueError("execute=False needs observe=False: an observed compilation happens inside the launch")
     recorder = _Recorder(KeyPredictor(base, target), observe, execute)
+    kernel_name = triton_name(base)
     seen_keys: set[str] = set()
     seen_widths: set[int] = set()
     rows: list[dict] = []
@@ -292,6 +299,7 @@ def fingerprint(
             row = {
                 "variant": variant,
                 "table": table,
+                "kernel_name": kernel_name,
                 "call": index,
                 "phase": launch.phase,
                 "label": launch.label,
@@ -358,12 +366,16 @@ def gather_launches(
     device: str = "cpu",
     phase: str = "inference",
     tokens_per_request: Callable[[int], int] | None = None,
+    window: int = 0,
+    offset: int = 0,
 ) -> list[Launch]:
-    """Calls of a gather with vLLM's signature, one per width: ``num_reqs`` requests whose longest
-    needs ``w`` blocks, on a narrowed view of a ``backing_width``-wide table or on a contiguous one.
+    """Calls of a gather with vLLM's signature, one per width ``w``: ``num_reqs`` requests on a ``w``-column
+    table, a narrowed view of a ``backing_width``-wide table or a contiguous one.
 
-    Everything the launch passes except the table (cache block stride, output row pitch class,
-    offset) is the same for every width, so new compilations come from the table alone.
+    Each request holds ``tokens_per_request(w)`` tokens (default: ``w`` full blocks); the table has ``w``
+    columns whatever the requests need, so a short request can stand on a wide table. Everything the launch
+    passes except the table (cache block stride, output row pitch class, ``window`` as ``gather_lens``,
+    ``offset``) is the same for every width, so new compilations come from the table alone.
     """
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
@@ -386,8 +398,14 @@ def gather_launches(
             mode="in-range",
             backing_width=0 if table == "contiguous" else full,
             contiguous=table == "contiguous",
+            table_width=w,
+            window=window,
+            offset=offset,
         )
         scenario = build_scenario(spec)
+        got = (scenario.block_table.shape[-1], scenario.block_table.stride(0))
+        if got != (w, w if table == "contiguous" else full):
+            raise AssertionError(f"{table} table for width {w} has (shape[-1], stride(0)) = {got}")
         out = scenario.fresh_out()
         launches.append(
             Launch(label=f"{table} w={w}", width=w, phase=phase, call=(lambda s=scenario, o=out: gather(*s.args(o))))
@@ -399,13 +417,24 @@ def gather_launches(
 class JitSubject:
     """A kernel under the fingerprint: the gather with vLLM's signature that launches it, and how its
     row pitch reaches the kernel (``constexpr width``, ``runtime stride``, ``runtime stride
-    (do_not_specialize)`` or ``constexpr stride``) and whose code it is."""
+    (do_not_specialize)`` or ``constexpr stride``) and whose code it is.
+
+    ``warm_up`` replaces the default warm-up (one launch on the full-width contiguous table) with the
+    code's own, e.g. a vLLM release's JIT-warmup class compiling its warm-up keys; ``warm_up_how`` says
+    in words what the warm-up does (a column of every row).
+    """
 
     name: str
     gather: Callable
     kernel: object
     pitch: str
     code: str = ""
+    warm_up: Callable[[], object] | None = None
+    warm_up_how: str = ""
+
+
+#: What the default warm-up does, in the rows' ``warm_up`` column.
+FULL_WIDTH_LAUNCH = "one launch on the full-width contiguous table"
 
 
 def fingerprint_subjects(
@@ -421,9 +450,12 @@ def fingerprint_subjects(
     execute: bool = True,
     sink: Callable[[dict], None] | None = None,
     tokens_per_request: Callable[[int], int] | None = None,
+    window: int = 0,
+    offset: int = 0,
 ) -> list[dict]:
-    """The standard sequence for each subject and table kind: (optionally) one warm-up launch on the
-    full ``backing_width`` table, as vLLM 0.33.0 warms its kernel up, then one launch per width.
+    """The standard sequence for each subject and table kind: (optionally) a warm-up at the full
+    ``backing_width`` (the subject's own, else one launch on the full-width table), then one launch per
+    width.
 
     On a GPU pass ``device="cuda"`` (observed and predicted); on the CPU the count is predicted, and
     ``execute=False`` skips launches the interpreter cannot run.
@@ -433,34 +465,31 @@ def fingerprint_subjects(
         import torch
 
         sync = torch.cuda.synchronize
+    shape = dict(
+        num_reqs=num_reqs,
+        block_size=block_size,
+        device=device,
+        tokens_per_request=tokens_per_request,
+        window=window,
+        offset=offset,
+    )
     rows = []
     for subject in subjects:
+        how = ""
         for table in tables:
             launches = []
-            if warm_up:
+            if warm_up and subject.warm_up is not None:
+                how = subject.warm_up_how
+                launches.append(Launch(label=how, width=backing_width, call=subject.warm_up, phase="warm-up"))
+            elif warm_up:
+                how = subject.warm_up_how or FULL_WIDTH_LAUNCH
                 launches += gather_launches(
-                    subject.gather,
-                    [backing_width],
-                    table="contiguous",
-                    num_reqs=num_reqs,
-                    block_size=block_size,
-                    device=device,
-                    phase="warm-up",
-                    tokens_per_request=tokens_per_request,
+                    subject.gather, [backing_width], table="contiguous", phase="warm-up", **shape
                 )
-            launches += gather_launches(
-                subject.gather,
-                widths,
-                table=table,
-                num_reqs=num_reqs,
-                block_size=block_size,
-                backing_width=backing_width,
-                device=device,
-                tokens_per_request=tokens_per_request,
-            )
+            launches += gather_launches(subject.gather, widths, table=table, backing_width=backing_width, **shape)
 
-            def tagged(row, subject=subject):
-                row.update({"pitch": subject.pitch, "code": subject.code})
+            def tagged(row, subject=subject, how=how):
+                row.update({"pitch": subject.pitch, "code": subject.code, "warm_up": how})
                 if sink is not None:
                     sink(row)
 

@@ -105,6 +105,7 @@ def run_perf(
                     on_median(
                         {
                             "arm": timed.arm.label,
+                            "code": timed.arm.origin,
                             "launch": mode,
                             "num_reqs": n,
                             "seq_len": L,

@@ -56,6 +56,7 @@ class ScenarioSpec:
     gather_lens: tuple | None = None  # explicit gather lengths (needs seq_lens)
     record: str = "v4"  # v4 | mxfp8 | nvfp4 (repro.geometry.records)
     interleaved: bool = False  # V4.1 records: each token's scales after its data (vLLM >= 0.33) or page-split
+    table_width: int = 0  # 0: as many columns as the longest request needs; else this many (JIT fingerprint)
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "gather_lens"):
@@ -97,17 +98,22 @@ def validate_spec(spec: ScenarioSpec) -> None:
         raise ValueError(f"record must be one of {RECORD_KINDS}, got {spec.record!r}")
     if spec.mode not in SENTINEL_MODES:
         raise ValueError(f"mode must be one of {SENTINEL_MODES}, got {spec.mode!r}")
+    longest = ceil_div(max(spec.seq_lens) if spec.seq_lens is not None else spec.seq_len_max, spec.block_size)
+    if spec.table_width and spec.table_width < longest:
+        raise ValueError(f"table_width must hold the longest request's {longest} blocks, got {spec.table_width}")
     need = narrowed_width(spec)
     if spec.backing_width and not spec.contiguous and spec.backing_width <= need:
         raise ValueError(
-            f"backing_width must exceed the {need} block-table columns a "
-            f"{spec.seq_len_max}-token request needs at block_size {spec.block_size}; "
+            f"backing_width must exceed the view's {need} block-table columns (what a "
+            f"{spec.seq_len_max}-token request needs at block_size {spec.block_size}, or table_width); "
             f"got {spec.backing_width}"
         )
 
 
 def narrowed_width(spec: ScenarioSpec) -> int:
-    """Columns of the view: enough blocks for the longest possible request."""
+    """Columns of the view: ``table_width`` if set, else enough blocks for the longest possible request."""
+    if spec.table_width:
+        return spec.table_width
     longest = max(spec.seq_lens) if spec.seq_lens is not None else spec.seq_len_max
     return ceil_div(longest, spec.block_size)
 

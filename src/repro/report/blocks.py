@@ -44,6 +44,8 @@ CAPTIONS = {
     "03-ceiling-fraction": "each gather's fraction of the streaming ceiling, CUDA-graph replays",
     "03-jit-fingerprint": "Triton compilations against distinct block-table widths",
     "04-release-matrix": "vLLM releases x kernels: as released and with the row-pitch change",
+    "03-vllm-ratios": "vllm-project/vllm#55109 on vLLM's own kernel: time ratios, CUDA-graph replays",
+    "03-jit-fingerprint-vllm": "Triton compilations of each release's kernel against distinct block-table widths",
 }
 #: Said where the first figure appears in report.md: images are files linked relative to it.
 IMAGE_NOTE = (
@@ -51,13 +53,17 @@ IMAGE_NOTE = (
     "run folder (a repository, a CI artifact). In a pasted PR comment they do not: attach the PNGs.</sub>"
 )
 MD_ONLY = "md"
-#: ``vLLM #54877`` / ``vLLM PR #43988`` in recorded text (check names): written so it links from any repository.
-_VLLM_REF = re.compile(r"vLLM (?:PR |issue )?#(\d+)")
+#: ``vLLM #54877`` / ``vLLM PR #43988`` / ``PR #55109`` in recorded text: written so it links from any repository.
+_VLLM_REF = re.compile(r"(?:vLLM (?:PR |issue )?|PR )#(\d+)")
 
 
 def link_issues(text: str) -> str:
-    """``vllm-project/vllm#N`` for vLLM references in recorded text: GitHub links that form from any repository."""
-    return _VLLM_REF.sub(r"vllm-project/vllm#\1", str(text))
+    """``vllm-project/vllm#N`` for vLLM references in prose (``vLLM #N``, ``vLLM PR #N``, ``PR #N``): GitHub
+    links that form from any repository. Code blocks are left as they are."""
+    parts = str(text).split("```")
+    for k in range(0, len(parts), 2):  # outside fenced code
+        parts[k] = _VLLM_REF.sub(r"vllm-project/vllm#\1", parts[k])
+    return "```".join(parts)
 
 
 @dataclass
@@ -130,6 +136,11 @@ def summary_section(r: Report) -> list[Block]:
     facts = _performance_facts(r)
     if facts:
         lines.append(f"- **Cost of the fix**: {performance.fix_cost_short(facts)} (section *Cost of the fix*).")
+    from repro.report import upstream_sections
+
+    vllm_cost = upstream_sections.cost_summary_line(r.run)
+    if vllm_cost:
+        lines.append(link_issues(vllm_cost))
     lines.append(f"- **Checks**: {_checks_sentence(v)}")
     out = [_md(*lines)]
     key = "02-gather-mismatches" if "02-gather-mismatches" in r.figures else "01-reshape-overrun"
@@ -244,6 +255,11 @@ def gather_section(r: Report) -> list[Block]:
         ),
         Block("table", formatted(pd.DataFrame(rows))),
     ]
+    from repro.report import upstream_sections
+
+    jit_cause = upstream_sections.root_cause_jit(r.run)
+    if jit_cause:
+        out.append(_md(link_issues(jit_cause)))
     pivot = gather.mismatch_pivot(sweep).reset_index()
     pivot = pivot[["mode", "num_reqs", *_variant_order([c for c in pivot.columns if c not in ("mode", "num_reqs")])]]
     out.append(
@@ -423,6 +439,10 @@ def streaming_ceiling_section(r: Report) -> list[Block]:
 def jit_section(r: Report) -> list[Block]:
     """Notebook 03: Triton compilations on the inference path per block-table width (observed or predicted)."""
     summary = r.tables.get("03-jit-summary")
+    if summary is not None and "variant" in summary:
+        from repro.analysis.jit import is_release_code
+
+        summary = summary[~summary["variant"].map(is_release_code)]  # vLLM's kernels have their own section
     if summary is None or not len(summary):
         return []
     observed = r.run.facts.get("03-jit", {}).get("mode", "") == "observed"
@@ -444,6 +464,39 @@ def jit_section(r: Report) -> list[Block]:
         Block("table", formatted(table, 2)),
         *r.image("03-jit-fingerprint"),
     ]
+
+
+#: A table with more rows or columns than this is folded.
+FOLD_ROWS, FOLD_COLUMNS = 14, 8
+
+
+def _tidy(blocks: list[Block]) -> list[Block]:
+    """Blocks built elsewhere made report-shaped: tables formatted (3 decimals), bulky ones folded,
+    vLLM references written so they link from any repository."""
+    out = []
+    for b in blocks:
+        if b.kind == "md":
+            out.append(Block("md", link_issues(str(b.value)), b.caption, only=b.only))
+        elif b.kind == "table":
+            table = Block("table", formatted(b.value, 3))
+            rows, cols = b.value.shape
+            out.append(table if rows <= FOLD_ROWS and cols <= FOLD_COLUMNS else fold(f"table ({rows} rows)", table))
+        elif b.kind == "image":
+            out.append(Block("image", b.value, CAPTIONS.get(str(b.value), b.caption)))
+        else:
+            out.append(b)
+    return out
+
+
+def vllm_kernel_section(r: Report) -> list[Block]:
+    """Notebook 03's arms of vLLM's own kernel per release: cost of the fix, JIT fingerprint, whose code."""
+    from repro.report import upstream_sections
+
+    names = [n for n in r.figures if n.startswith("03-vllm-") or n == "03-jit-fingerprint-vllm"]
+    blocks = upstream_sections.vllm_cost_blocks(r.run, names) + upstream_sections.vllm_jit_blocks(r.run, names)
+    if not blocks:
+        return []
+    return [_md("## vLLM's own kernel (notebook 03)"), *_tidy(blocks)]
 
 
 def checks_section(r: Report) -> list[Block]:
@@ -564,6 +617,7 @@ SECTIONS: list[Callable[[Report], list[Block]]] = [
     gather_fast_section,
     streaming_ceiling_section,
     jit_section,
+    vllm_kernel_section,
     checks_section,
     test_plan_section,
     environment_section,

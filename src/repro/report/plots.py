@@ -8,8 +8,9 @@ do not hide each other.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -236,6 +237,35 @@ def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
+def counts_by_request(
+    frame: pd.DataFrame,
+    value: str,
+    title: str,
+    ylabel: str,
+    log: bool = True,
+    style_of: Callable[[str], Mapping[str, Any]] = registry.style,
+) -> Figure:
+    """One line per variant (and mode, if present) of ``value`` against request count; legend outside."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    keys = ["variant", "mode"] if "mode" in frame else ["variant"]
+    for key, g in frame.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values("num_reqs")
+        style = dict(style_of(key[0]))
+        if len(key) > 1 and key[1] == "in-range":
+            style["linestyle"] = ":"
+        y = g[value].astype(float)
+        ax.plot(g["num_reqs"], y.clip(lower=0.5) if log else y, label=" / ".join(map(str, key)), **style)
+    _request_axis(ax)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _legend_right(ax)
+    fig.tight_layout()
+    return fig
+
+
 def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
     """Legend names of timed arms: the registry's display names, outside arms by their loaded name."""
     from repro.analysis.performance import outside_arms
@@ -366,9 +396,14 @@ def draw_all(run: RunData, outside_names: dict[str, str] | None = None) -> dict[
             figures[name] = fig
     jit = tables.get("03-jit-fingerprint")
     if jit is not None and len(jit):
-        from repro.analysis.jit import cumulative_by_width
+        from repro.analysis.jit import cumulative_by_width, split_by_code
 
-        figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(jit, phase="inference"))
+        ours = split_by_code(jit)[0]
+        if len(ours):
+            figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(ours, phase="inference"))
+    from repro.report import upstream_plots
+
+    figures.update(upstream_plots.draw(tables))
     matrix = tables.get("04-release-matrix")
     if matrix is not None and len(matrix):
         from repro.analysis.releases import complete_matrix, verdicts

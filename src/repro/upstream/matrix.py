@@ -28,7 +28,7 @@ from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.upstream.cases import case_command, reference_for, run_arm_case
 from repro.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
-from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_row_pitch
+from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_file, rewrite_row_pitch
 from repro.upstream.stubs import STUBS, stub_digest
 from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
@@ -365,7 +365,7 @@ def write_rewrites(plans: list[ReleasePlan], folder: Path) -> list[Path]:
     written = []
     for p in plans:
         for (member, variant), rw in p.rewrites.items():
-            path = Path(folder) / p.version / variant / (member.replace("/", "__") + ".diff")
+            path = rewrite_file(folder, p.version, variant, member)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(rw if isinstance(rw, str) else rw.diff)
             written.append(path)

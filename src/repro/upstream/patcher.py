@@ -21,6 +21,7 @@ import ast
 import difflib
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from repro.upstream.discovery import KernelInfo, launch_keywords, scan_module
 
@@ -52,6 +53,11 @@ class Rewrite:
                 tofile=f"b/{self.member}",
             )
         )
+
+
+def rewrite_file(folder: str | Path, release: str, variant: str, member: str) -> Path:
+    """Where a run folder keeps a rewrite's diff: ``<folder>/<release>/<variant>/<member with __ for />.diff``."""
+    return Path(folder) / release / variant / (member.replace("/", "__") + ".diff")
 
 
 def _offsets(text: str) -> list[int]:

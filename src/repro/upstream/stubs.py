@@ -5,7 +5,8 @@ A stub either gives what the gather path needs (``triton``/``tl``, a platform th
 ``is_rocm``/``is_cuda``/``is_fp8_fnuz``, ``has_cutedsl``) or raises :class:`StubNotProvided` when
 called, so a code path the matrix did not expect ends as a row naming the stub, not as a silent guess.
 Switches a matrix arm sets (``ROCM`` to select vLLM's ROCm-only one-pass kernel, ``CUTEDSL`` for the
-CuTe-DSL dispatch) are module attributes of the stubs.
+CuTe-DSL dispatch) are module attributes of the stubs, as is ``COMPRESS_RATIOS``, the model's compress
+ratios a release's JIT warm-up reads from the model config (set only by the JIT fingerprint).
 """
 
 from __future__ import annotations
@@ -52,8 +53,16 @@ STUBS: dict[str, str] = {
     "vllm.model_executor.layers.quantization.utils.quant_utils": _RAISE.format(
         module="vllm.model_executor.layers.quantization.utils.quant_utils", name="get_fp8_min_max"
     ),
-    "vllm.transformers_utils.deepseek_v4_utils": _RAISE.format(
-        module="vllm.transformers_utils.deepseek_v4_utils", name="get_compress_ratios"
+    "vllm.transformers_utils.deepseek_v4_utils": (
+        "from repro.upstream.stubs import StubNotProvided\n\n"
+        "COMPRESS_RATIOS = None  # set by the JIT fingerprint: the model's compress ratios\n\n\n"
+        "def get_compress_ratios(*args, **kwargs):\n"
+        "    if COMPRESS_RATIOS is None:\n"
+        "        raise StubNotProvided(\n"
+        "            'vllm.transformers_utils.deepseek_v4_utils.get_compress_ratios is stubbed by the repro loader '\n"
+        "            '(answered only for the JIT warm-up)'\n"
+        "        )\n"
+        "    return list(COMPRESS_RATIOS)\n"
     ),
 }
 

@@ -1,6 +1,8 @@
 """Notebook 03, step by step: what the stride fix costs (GPU), against a contiguous table and the
 rejected ``.contiguous()`` copy, against the copy ceiling and the streaming ceiling measured in the
-same run, what separates the gather from that ceiling, and the JIT fingerprint of each kernel.
+same run, what separates the gather from that ceiling, the same questions asked of vLLM's own kernel
+(each requested release's, as shipped and with PR #55109's change, loaded by ``repro.upstream``), and
+the JIT fingerprint of every kernel.
 
 On the CPU profile kernels run in Triton's interpreter, whose time per program says nothing about
 a GPU; the timing steps then record why they were skipped, and the JIT fingerprint is predicted
@@ -10,12 +12,15 @@ with Triton's own cache-key function instead of observed (the interpreter compil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from repro.analysis import ceiling as ceiling_rules
 from repro.analysis import jit as jit_rules
 from repro.analysis import performance as rules
+from repro.analysis import upstream_cost
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.registry import OUTSIDE_ARM, bench_arms, load_implementation, provenance, provenance_name
 from repro.walkthrough.session import Session
@@ -32,6 +37,14 @@ CEILING_CHECKS = "03-performance-ceiling-checks"
 JIT = "03-jit-fingerprint"
 JIT_SUMMARY = "03-jit-summary"
 JIT_CHECKS = "03-jit-checks"
+VLLM_LOADS = "03-vllm-loads"
+VLLM_CHECKS = "03-vllm-checks"
+VLLM_MEDIANS = "03-vllm-medians"
+VLLM_RATIOS = "03-vllm-ratios"
+#: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
+VLLM_FACTS, VLLM_COST, VLLM_JIT = "03-vllm", "03-vllm-cost", "03-vllm-jit"
+#: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
+DSV4_COMPRESS_RATIOS = (4, 128)
 SKIPPED = "timing skipped: the CPU profile runs kernels in the interpreter"
 
 
@@ -42,6 +55,7 @@ class PerformanceWalkthrough:
     ratios: pd.DataFrame | None = None
     facts: dict = field(default_factory=dict)
     outside_names: dict[str, str] = field(default_factory=dict)
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # "vLLM <version>" -> form -> ReleaseKernel
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
@@ -152,25 +166,153 @@ class PerformanceWalkthrough:
         self.session.write_facts(CEILING, facts)
         return facts["headline"]
 
+    # -- vLLM's own kernel, as shipped and with PR #55109's change --------------------------------
+
+    def load_vllm(self) -> pd.DataFrame:
+        """Each requested release's V4 gather in every form (shipped, PR #55109, stride left constexpr),
+        imported from the module cache; one check row per load; provenance and the exact rewrites recorded
+        (``results/03-vllm.json``, and ``rewrites/<release>/<form>/*.diff`` in the run folder)."""
+        from repro.upstream.patcher import rewrite_file
+        from repro.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel
+
+        p = self.session.params
+        table = self.session.table(VLLM_LOADS)
+        facts: dict = {"releases": {}}
+        for version in p["vllm_releases"]:
+            for form in FORMS:
+                row = {"check": "vLLM's gather loads from its wheel, as shipped or rewritten", "variant": form}
+                try:
+                    rk = load_release_kernel(version, form, download=p["download"])
+                except ReleaseUnavailable as exc:
+                    table.append(
+                        {**row, "release": version, "expected": "loaded", "observed": str(exc), "ok": False}
+                        | {"code": "", "kernel": "", "wheel_sha256": ""}
+                    )
+                    continue
+                self.kernels.setdefault(rk.origin, {})[form] = rk
+                prov = rk.provenance()
+                diff = rk.rewrite.diff if rk.rewrite else ""
+                if diff and self.session.run_dir:
+                    path = rewrite_file(Path(self.session.run_dir) / "rewrites", version, form, rk.info.module)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(diff)
+                entry = facts["releases"].setdefault(
+                    rk.origin,
+                    {k: prov[k] for k in ("release", "wheel", "wheel_sha256", "kernel", "module", "wrapper")}
+                    | {"kernel_sha256": prov["kernel_sha256"], "forms": {}},
+                )
+                entry["forms"][form] = {"edits": prov["edits"], "diff": diff, "stubs": prov["stubs"]}
+                table.append(
+                    {
+                        **row,
+                        "release": version,
+                        "expected": "loaded" + (", the row pitch rewritten" if form != "released" else ""),
+                        "observed": f"{rk.origin}: {rk.info.qualname} through {rk.info.wrapper}"
+                        + (f" ({'; '.join(prov['edits'])})" if prov["edits"] else ""),
+                        "ok": True,
+                        "code": rk.origin,
+                        "kernel": rk.label,
+                        "wheel_sha256": prov["wheel_sha256"],
+                    }
+                )
+        self.session.write_facts(VLLM_FACTS, facts)
+        return table.frame() if table.rows else pd.DataFrame(columns=["release", "variant", "observed", "ok"])
+
+    def rewrites(self) -> pd.DataFrame:
+        """The exact rewrite of each patched form: the edits and the unified diff (also in ``rewrites/``)."""
+        rows = [
+            {"code": origin, "form": form, "module": rk.info.module, "edits": "; ".join(rk.rewrite.edits)}
+            for origin, forms in self.kernels.items()
+            for form, rk in forms.items()
+            if rk.rewrite
+        ]
+        return pd.DataFrame(rows)
+
+    def measure_vllm(self) -> pd.DataFrame:
+        """vLLM's kernel of every loaded release: shipped on a contiguous table, PR #55109's on the narrowed
+        view and on the contiguous table, shipped after ``.contiguous()``; every arm at every shape, checked
+        bitwise first, eager and graph-replayed, in alternating rounds; the ratio table."""
+        from repro.evidence.perf import ArmCheck, TimedArm, run_perf
+        from repro.registry import upstream_bench_arms
+
+        p = self.session.params
+        arms = []
+        for origin, forms in self.kernels.items():
+            if "released" not in forms or "patched" not in forms:
+                continue
+            shipped, patched_view, patched_contig, copied = upstream_bench_arms(origin)
+            arms += [
+                TimedArm(shipped, forms["released"].gather()),
+                TimedArm(patched_view, forms["patched"].gather()),
+                TimedArm(patched_contig, forms["patched"].gather()),
+                TimedArm(copied, forms["released"].gather(copy_table=True)),
+            ]
+        if not arms:
+            return pd.DataFrame()
+        checks = self.session.table(VLLM_CHECKS)
+
+        def on_check(c: ArmCheck) -> None:
+            row = rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
+            checks.append({**row, "code": c.arm.origin})
+
+        counts = p["vllm_request_counts"] or p["request_counts"]
+        run_perf(counts, p["seq_lens"], p["cache_block_size"], arms, on_check, self.session.table(VLLM_MEDIANS).append)
+        ratios = upstream_cost.ratio_rows(self.session.table(VLLM_MEDIANS).frame())
+        return self.session.record(VLLM_RATIOS, ratios.to_dict("records"))
+
+    def vllm_headline(self) -> str:
+        """PR #55109's cost on vLLM's own kernel, per release (written for the report)."""
+        facts = upstream_cost.headline(self.session.table(VLLM_RATIOS).frame())
+        self.session.write_facts(VLLM_COST, facts)
+        return facts["headline"]
+
+    def vllm_jit_subjects(self) -> list:
+        """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
+        from repro.evidence.jit import JitSubject
+
+        p = self.session.params
+        pitch = {
+            "released": jit_rules.CONSTEXPR_WIDTH,
+            "patched": jit_rules.RUNTIME_STRIDE,
+            "patched-constexpr": jit_rules.CONSTEXPR_STRIDE,
+        }
+        subjects = []
+        for origin, forms in self.kernels.items():
+            for form, rk in forms.items():
+                warm = rk.warm_up(p["jit_backing_width"], p["cache_block_size"], DSV4_COMPRESS_RATIOS)
+                subjects.append(
+                    JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, "")))
+                )
+        return subjects
+
     # -- the JIT fingerprint (GPU: observed; CPU: predicted) ----------------------------------------
 
     def jit_fingerprint(self, subjects: list | None = None, execute: bool = True) -> pd.DataFrame:
-        """Each subject warmed up on the full-width table, then launched once per width, on narrowed views
-        and on contiguous tables; every request holds one cache block, so only the table changes."""
+        """Each subject warmed up at the full width (a vLLM release with its own JIT warm-up, others with one
+        full-width launch), then launched once per width, on narrowed views and on contiguous tables; every
+        request holds one cache block, gathered whole as ``gather_lens`` (as vLLM's SWA path passes them, the
+        case its warm-up compiles), so only the table changes. The repository's kernels and, unless
+        ``subjects`` is given, every loaded vLLM release's: executed on a GPU, predicted without launching on
+        the CPU (vLLM's kernels in the interpreter would take minutes)."""
         from repro.evidence.jit import fingerprint_subjects
 
         p = self.session.params
         block = p["cache_block_size"]
-        fingerprint_subjects(
-            subjects if subjects is not None else repo_jit_subjects(),
-            p["jit_widths"],
-            p["jit_backing_width"],
-            block_size=block,
-            device=self.session.profile.device,
-            execute=execute,
-            sink=self.session.table(JIT).append,
-            tokens_per_request=lambda w: block,
-        )
+        runs = [(subjects, execute)] if subjects is not None else [(repo_jit_subjects(), execute)]
+        if subjects is None and self.kernels:
+            runs.append((self.vllm_jit_subjects(), self.on_gpu))
+        for chosen, run_them in runs:
+            fingerprint_subjects(
+                chosen,
+                p["jit_widths"],
+                p["jit_backing_width"],
+                block_size=block,
+                device=self.session.profile.device,
+                execute=run_them,
+                sink=self.session.table(JIT).append,
+                tokens_per_request=lambda w: block,
+                window=block,
+            )
         rows = self.session.table(JIT).frame()
         self.session.record(JIT_CHECKS, jit_rules.fingerprint_checks(rows, p["jit_widths"], p["jit_backing_width"]))
         return rows
@@ -187,9 +329,22 @@ class PerformanceWalkthrough:
         )
         return self.session.record(JIT_SUMMARY, summary.to_dict("records"))
 
-    def jit_cumulative(self) -> pd.DataFrame:
-        """Compilations and compile time so far, after each new width (the fingerprint's plot data)."""
-        return jit_rules.cumulative_by_width(self.session.table(JIT).frame(), phase="inference")
+    def jit_cumulative(self, releases: bool = False) -> pd.DataFrame:
+        """Compilations and compile time so far, after each new width (the fingerprint's plot data): the
+        repository's kernels, or with ``releases`` vLLM's."""
+        ours, theirs = jit_rules.split_by_code(self.session.table(JIT).frame())
+        return jit_rules.cumulative_by_width(theirs if releases else ours, phase="inference")
+
+    def jit_story(self) -> str:
+        """Why PR #55109's log shows a JIT compilation right before the illegal access, told with this run's
+        measurements of vLLM's kernels (written for the report's root cause)."""
+        from repro import seeds
+
+        logged = seeds.load(55109)["reported_jit_kernel"]
+        story = jit_rules.release_story(self.session.table(JIT).frame(), logged)
+        text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
+        self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
+        return text
 
 
 def repo_jit_subjects() -> list:

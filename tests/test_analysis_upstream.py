@@ -1,0 +1,177 @@
+"""The cost of PR #55109 on vLLM's own kernel and the release JIT story, from hand-made tables (pandas only)."""
+
+import pandas as pd
+import pytest
+
+from repro.analysis import jit, upstream_cost
+from repro.registry import upstream_bench_arms
+
+#: Times (us) of a release's four arms: shipped contiguous, patched view, patched contiguous, copy + shipped.
+TIMES = {
+    "vLLM 0.22.0": (100.0, 100.5, 100.2, 112.0),
+    "vLLM 0.33.0": (50.0, 52.0, 50.0, 60.0),
+}
+
+
+def medians(times=TIMES, shapes=((256, 1), (256, 4), (2048, 1)), eager_factor=3.0) -> pd.DataFrame:
+    rows = []
+    for origin, ts in times.items():
+        for arm, t in zip(upstream_bench_arms(origin), ts):
+            for L, n in shapes:
+                for mode, f in (("graph", 1.0), ("eager", eager_factor)):
+                    rows.append({"arm": arm.label, "launch": mode, "seq_len": L, "num_reqs": n, "median_us": t * f})
+    return pd.DataFrame(rows)
+
+
+def test_ratios_per_release_shape_and_mode():
+    r = upstream_cost.ratio_rows(medians())
+    assert upstream_cost.origins(medians()) == ["vLLM 0.22.0", "vLLM 0.33.0"]
+    assert len(r) == 2 * 3 * 2
+    new = r[(r.code == "vLLM 0.33.0") & (r.launch == "graph")].iloc[0]
+    assert new["patched/released (contig)_ratio"] == 1.0
+    assert new["patched narrowed/contig_ratio"] == pytest.approx(52 / 50)
+    assert new["copy over patched (view)_ratio"] == pytest.approx(60 / 52, abs=1e-4)
+    assert new["copy over released (contig)_ratio"] == pytest.approx(60 / 50)
+    assert new["released_us"] == 50.0
+
+
+def test_a_missing_arm_leaves_its_ratios_empty():
+    m = medians()
+    m = m[m.arm != "vLLM 0.33.0 released + .contiguous() / narrowed view"]
+    r = upstream_cost.ratio_rows(m)
+    new = r[r.code == "vLLM 0.33.0"]
+    assert new["copy over patched (view)_ratio"].isna().all()
+    assert new["patched/released (contig)_ratio"].notna().all()
+
+
+def test_headline_holds_each_ratio_against_the_band():
+    facts = upstream_cost.headline(upstream_cost.ratio_rows(medians()))
+    old, new = facts["releases"]["vLLM 0.22.0"]["graph"], facts["releases"]["vLLM 0.33.0"]["graph"]
+    assert old["patched/released (contig)"]["outside_band"] == 0 and old["patched/released (contig)"]["points"] == 3
+    assert new["patched narrowed/contig"]["outside_band"] == 3  # 1.04 is outside 0.99-1.01
+    assert new["copy over released (contig)"]["median"] == pytest.approx(1.2)
+    text = facts["headline"]
+    assert text.index("vLLM 0.22.0") < text.index("vLLM 0.33.0")
+    assert "1.040-1.040x on the narrowed view" in text and "+20.0% over today's contiguous baseline" in text
+
+
+def test_cost_table_has_short_names():
+    t = upstream_cost.cost_table(upstream_cost.ratio_rows(medians()), "vLLM 0.22.0")
+    assert list(t.columns)[:3] == ["tokens", "requests", "shipped us"] and len(t) == 3
+
+
+def jit_rows() -> pd.DataFrame:
+    """Fingerprint rows of one release (two forms) and one repository subject, as the evidence writes them."""
+    rows = []
+
+    def add(variant, code, pitch, table, phase, width, compiles, call_us=None, kernel="k"):
+        rows.append(
+            dict(
+                variant=variant,
+                table=table,
+                kernel_name=kernel,
+                call=len(rows),
+                phase=phase,
+                width=width,
+                predicted_compiles=compiles,
+                observed_compiles=compiles if call_us is not None else None,
+                compile_us=300_000 * compiles if call_us is not None else None,
+                call_us=call_us,
+                pitch=pitch,
+                code=code,
+                warm_up="the release's class",
+            )
+        )
+
+    for table in ("narrowed", "contiguous"):
+        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "warm-up", 64, 1, 5e5)
+        for w in (1, 2, 3):
+            add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "inference", w, 1, 4e5)
+        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "inference", 3, 0, 40.0)
+        add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.RUNTIME_STRIDE, table, "warm-up", 64, 1, 5e5)
+        for w in (1, 2, 3):
+            extra = 1 if (table == "contiguous" and w in (1, 3)) else 0
+            add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.RUNTIME_STRIDE, table, "inference", w, extra, 40.0)
+        add("repro fixed", "repro", jit.RUNTIME_STRIDE_UNSPECIALIZED, table, "inference", 1, 0, 40.0, kernel="r")
+    return pd.DataFrame(rows)
+
+
+def test_split_by_code_separates_releases_from_the_repository():
+    ours, theirs = jit.split_by_code(jit_rows())
+    assert set(ours["code"]) == {"repro"} and set(theirs["code"]) == {"vLLM 0.22.0"}
+    old = jit_rows().drop(columns=["code"])
+    assert len(jit.split_by_code(old)[0]) == len(old) and not len(jit.split_by_code(old)[1])
+
+
+def test_release_story_counts_compilations_and_first_call_latency():
+    story = jit.release_story(jit_rows(), seed_kernel="k")["vLLM 0.22.0"]
+    shipped, patched = story["forms"][jit.CONSTEXPR_WIDTH], story["forms"][jit.RUNTIME_STRIDE]
+    assert (shipped["narrowed_compiles"], shipped["contiguous_compiles"], shipped["narrowed_widths"]) == (3, 3, 3)
+    assert (patched["narrowed_compiles"], patched["contiguous_compiles"]) == (0, 2)
+    assert shipped["first_call_ms"] == 400.0 and shipped["cached_call_us"] == 40.0 and shipped["compile_ms"] == 900.0
+    assert story["names_the_logged_kernel"] and story["mode"] == "observed" and story["warm_up_compiles"] == 1
+    assert not jit.release_story(jit_rows(), seed_kernel="other")["vLLM 0.22.0"]["names_the_logged_kernel"]
+
+
+def test_root_cause_text_tells_the_measured_story():
+    story = jit.release_story(jit_rows(), seed_kernel="k")
+    text = jit.root_cause_text(story, "k", 64)
+    assert "Triton kernel JIT compilation during inference: k" in text
+    assert "compile 3 times with the shipped kernel, 0 with PR #55109's" in text
+    assert "counted by Triton's compile hooks" in text and "median 400.0 ms against 40.0 us" in text
+    assert "Triton names the compiled kernel `k`, the name in the PR's log" in text
+    assert jit.root_cause_text({}, "k") == ""
+
+
+def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path):
+    from repro.analysis.rundata import RunData
+    from repro.report import plots, upstream_plots
+    from repro.report.markdown import render_markdown
+
+    med = medians()
+    diff = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-        max_blocks_per_seq=block_table.shape[-1],\n+        x\n"
+    loads = pd.DataFrame(
+        [
+            {"notebook": "03-performance", "check": "loads", "variant": f, "num_reqs": None, "expected": "loaded"}
+            | {"observed": "loaded", "ok": True, "release": "0.22.0", "kernel": "v4:k"}
+            for f in ("released", "patched")
+        ]
+    )
+    tables = {
+        "03-vllm-loads": loads,
+        "03-vllm-medians": med,
+        "03-vllm-ratios": upstream_cost.ratio_rows(med),
+        "03-jit-fingerprint": jit_rows(),
+        "03-jit-summary": jit.compile_summary(jit_rows(), phase="inference"),
+    }
+    facts = {
+        "03-vllm": {
+            "releases": {
+                "vLLM 0.22.0": {
+                    "wheel": "vllm-0.22.0-x.whl",
+                    "wheel_sha256": "ab" * 32,
+                    "kernel": "v4:k",
+                    "module": "m.py",
+                    "forms": {"patched": {"diff": diff, "edits": ["e1"]}, "patched-constexpr": {"edits": ["e2"]}},
+                }
+            }
+        },
+        "03-jit": {"mode": "observed"},
+    }
+    run = RunData(tmp_path, {"profile": "gpu", "status": "complete"}, tables, facts)
+    figures = plots.draw_all(run)
+    assert {"03-vllm-ratios", "03-vllm-time-graph-256", "03-jit-fingerprint-vllm"} <= set(figures)
+    for fig in figures.values():
+        plots.plt.close(fig)
+    md = render_markdown(run, list(figures))
+    assert "#### The JIT compilation in PR #55109's log" in md and "compile 3 times with the shipped kernel" in md
+    assert "**Cost of the fix on vLLM's own kernel**: vLLM 0.22.0's own kernel" in md
+    assert "```diff\n" + diff.rstrip() + "\n```" in md and "only the launch edit: e2" in md
+    import re
+
+    assert re.search(r"\| vLLM 0\.22\.0 released / contiguous table +\| vLLM 0\.22\.0 +\| v4:k +\| abababab", md)
+    assert md.count("![03-jit-fingerprint-vllm]") == 1 and md.count("![03-vllm-ratios]") == 1
+    repo_jit = md[md.index("### 03 JIT fingerprint: compilations") : md.index("### 03 Cost of the fix")]
+    assert "vLLM 0.22.0" not in repo_jit  # vLLM's kernels have their own JIT table
+    assert "vLLM 0.22.0 patched" in md[md.index("### 03 JIT fingerprint of vLLM's own kernel") :]
+    _ = upstream_plots
