@@ -409,6 +409,17 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
     if subject:
         return subject[0].upper() + subject[1:]
     if not findings:
+        measured = [
+            what
+            for table, what in (
+                ("03-performance-medians", "the cost of the fix"),
+                ("03-vllm-ratios", "the fix's cost on vLLM's own kernel"),
+                ("03-jit-summary", "JIT compilations per block-table width"),
+            )
+            if table in run.tables and len(run.tables[table])
+        ]
+        if measured:
+            return "Measurements, no reproduction in this run: " + ", ".join(measured)
         return "No verdict: this run holds no evidence of either bug"
     if any(f.problems for f in findings):
         return "Unexpected results: " + "; ".join(p for f in findings for p in f.problems[:1])

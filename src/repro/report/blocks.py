@@ -255,11 +255,6 @@ def gather_section(r: Report) -> list[Block]:
         ),
         Block("table", formatted(pd.DataFrame(rows))),
     ]
-    from repro.report import upstream_sections
-
-    jit_cause = upstream_sections.root_cause_jit(r.run)
-    if jit_cause:
-        out.append(_md(link_issues(jit_cause)))
     pivot = gather.mismatch_pivot(sweep).reset_index()
     pivot = pivot[["mode", "num_reqs", *_variant_order([c for c in pivot.columns if c not in ("mode", "num_reqs")])]]
     out.append(
@@ -494,6 +489,9 @@ def vllm_kernel_section(r: Report) -> list[Block]:
 
     names = [n for n in r.figures if n.startswith("03-vllm-") or n == "03-jit-fingerprint-vllm"]
     blocks = upstream_sections.vllm_cost_blocks(r.run, names) + upstream_sections.vllm_jit_blocks(r.run, names)
+    cause = upstream_sections.root_cause_jit(r.run)  # why the PR's log shows a JIT compilation
+    if cause:
+        blocks.insert(0, Block("md", cause))
     if not blocks:
         return []
     return [_md("## vLLM's own kernel (notebook 03)"), *_tidy(blocks)]
