@@ -157,3 +157,43 @@ def test_report_merge_writes_one_table_section_and_figure(tmp_path):
     assert "| v4 per-block | 0.33.0 | wrong ≥2 | wrong ≥2 | not fixed |" in section
     assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
     assert main(["report", str(out), "--merge", str(tmp_path / "none")]) == 2
+
+
+def _verdict(release, kernel, variant, verdict, first_wrong=None, first_fault=None):
+    return {
+        "release": release,
+        "kernel": kernel,
+        "variant": variant,
+        "verdict": verdict,
+        "first_wrong": first_wrong,
+        "first_fault": first_fault,
+        "mismatch_fraction": 0.0,
+        "cases": 4,
+        "reason": "",
+        "shared_from": "",
+    }
+
+
+@pytest.mark.parametrize(
+    "kernel,variant,verdict,first,ok",
+    [
+        ("triton", "released", "faults from 2 requests", 2, True),
+        ("triton", "released", "wrong from 4 requests", 4, False),  # request 1 is the first that can misread
+        ("triton", "released", "correct", None, False),  # the bug stopped reproducing
+        ("triton", "patched", "correct", None, True),
+        ("triton", "patched", "wrong from 2 requests", 2, False),
+        ("cute", "released", "correct", None, True),  # no row pitch: nothing for the PR to fix
+        ("cute", "released", "wrong from 2 requests", 2, False),
+        ("cute", "patched", "not applicable", None, True),
+    ],
+)
+def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch(kernel, variant, verdict, first, ok):
+    inventory = pd.DataFrame(
+        [
+            {"release": "0.33.0", "kernel": "triton", "pitch_parameter": "max_blocks_per_seq: tl.constexpr"},
+            {"release": "0.33.0", "kernel": "cutedsl:Kernel", "pitch_parameter": ""},
+        ]
+    )
+    v = pd.DataFrame([_verdict("0.33.0", kernel, variant, verdict, first_wrong=first)])
+    (check,) = rel.check_rows(v, rel.pitched_kernels(inventory), [1, 2, 4])
+    assert check["ok"] is ok

@@ -238,3 +238,59 @@ def merge_runs(run_dirs: list[str | Path], table: str = "04-release-matrix") -> 
     merged = pd.concat(frames, ignore_index=True)
     observed = [c for c in merged.columns if c != "run"]
     return merged.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# What each arm is expected to do, and the check rows.
+
+#: A kernel launched with a row pitch (discovery found the argument) misreads a narrowed view as
+#: shipped; a kernel with none (the CuTe-DSL gather indexes ``block_table[req, j]`` through a layout
+#: whose strides it takes from the tensor) has nothing for PR #55109 to change and must be correct.
+EXPECT_MISREAD = "correct at 1 request, wrong or faulting from 2 (the shape[-1] row pitch)"
+EXPECT_CORRECT = "correct at every request count"
+EXPECT_OWN_LAYOUT = "correct at every request count (no row-pitch argument: indexes the table through its layout)"
+
+
+def pitched_kernels(inventory: pd.DataFrame) -> set[tuple[str, str]]:
+    """(release, kernel) of every kernel whose launch passes a row pitch, from the kernel inventory."""
+    if inventory is None or inventory.empty or "pitch_parameter" not in inventory:
+        return set()
+    pitch = inventory["pitch_parameter"].fillna("").astype(str).str.strip()
+    found = inventory[pitch != ""]
+    return set(zip(found["release"].astype(str), found["kernel"].astype(str), strict=True))
+
+
+def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], request_counts: list[int]) -> list[dict]:
+    """One check row per (release, kernel, variant) of the matrix."""
+    from repro.registry import UPSTREAM_RELEASED
+
+    both = 1 in request_counts and 2 in request_counts
+    rows = []
+    for r in verdict_frame.to_dict("records"):
+        klass = verdict_class(r["verdict"])
+        firsts = [x for x in (r["first_wrong"], r["first_fault"]) if x is not None and not pd.isna(x)]
+        if not r["kernel"]:
+            expected, ok = "the release's modules in the cache", False
+        elif klass in ("not present", "not run", "not applicable"):
+            expected, ok = "(not tested here)", True
+        elif r["variant"] == UPSTREAM_RELEASED and (str(r["release"]), str(r["kernel"])) in pitched:
+            expected = EXPECT_MISREAD
+            ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
+        else:
+            pitchless = r["variant"] == UPSTREAM_RELEASED
+            expected, ok = (EXPECT_OWN_LAYOUT if pitchless else EXPECT_CORRECT), klass == "correct"
+        rows.append(
+            {
+                "check": "release kernel behaves as expected",
+                "variant": r["variant"],
+                "num_reqs": None,
+                "expected": expected,
+                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                "ok": bool(ok),
+                "release": r["release"],
+                "kernel": r["kernel"],
+                "mismatch_fraction": r["mismatch_fraction"],
+                "shared_from": r["shared_from"],
+            }
+        )
+    return rows

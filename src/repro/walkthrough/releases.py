@@ -212,45 +212,13 @@ def rewrites_table(ctx: Context) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-EXPECTED = {
-    RELEASED: "correct at 1 request, wrong or faulting from 2 (the shape[-1] row pitch)",
-    PATCHED: "correct at every request count",
-    PATCHED_CONSTEXPR: "correct at every request count",
-}
-
-
 def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Verdicts per (release, kernel, variant) and the check rows; returns (verdicts, patch effect)."""
     matrix = ctx.session.table(MATRIX)
     v = verdicts_lib.verdicts(matrix.frame() if matrix.rows else pd.DataFrame())
-    table = ctx.session.table(CHECKS)
-    both = 1 in ctx.cfg.request_counts and 2 in ctx.cfg.request_counts
-    for r in v.to_dict("records"):
-        klass = verdicts_lib.verdict_class(r["verdict"])
-        firsts = [x for x in (r["first_wrong"], r["first_fault"]) if x is not None and not pd.isna(x)]
-        if not r["kernel"]:
-            expected, ok = "the release's modules in the cache", False
-        elif klass in ("not present", "not run", "not applicable"):
-            expected, ok = "(not tested here)", True
-        elif r["variant"] == RELEASED:
-            expected = EXPECTED[RELEASED]
-            ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
-        else:
-            expected, ok = EXPECTED.get(r["variant"], "correct"), klass == "correct"
-        table.append(
-            {
-                "check": "release kernel behaves as expected",
-                "variant": r["variant"],
-                "num_reqs": None,
-                "expected": expected,
-                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
-                "ok": bool(ok),
-                "release": r["release"],
-                "kernel": r["kernel"],
-                "mismatch_fraction": r["mismatch_fraction"],
-                "shared_from": r["shared_from"],
-            }
-        )
+    inventory = ctx.session.table(INVENTORY)
+    pitched = verdicts_lib.pitched_kernels(inventory.frame() if inventory.rows else pd.DataFrame())
+    ctx.session.record(CHECKS, verdicts_lib.check_rows(v, pitched, ctx.cfg.request_counts))
     return v, verdicts_lib.patch_effect(v)
 
 
