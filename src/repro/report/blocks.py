@@ -143,10 +143,15 @@ def summary_section(r: Report) -> list[Block]:
         lines.append(link_issues(vllm_cost))
     lines.append(f"- **Checks**: {_checks_sentence(v)}")
     out = [_md(*lines)]
-    key = "02-gather-mismatches" if "02-gather-mismatches" in r.figures else "01-reshape-overrun"
-    if key in r.figures:
+    key = _key_figure(r)
+    if key:
         out += [Block("md", IMAGE_NOTE, only=MD_ONLY), *r.image(key)]
     return out
+
+
+def _key_figure(r: Report) -> str:
+    """The figure the first screen shows (the gather's mismatches, else the reshape's overrun); "" if none."""
+    return next((n for n in ("02-gather-mismatches", "01-reshape-overrun") if n in r.figures), "")
 
 
 def _run_line(run: RunData) -> str:
@@ -207,7 +212,8 @@ def reshape_section(r: Report) -> list[Block]:
     if groups is not None and len(groups):
         table = reshape.group_summary(groups)
         out.append(Block("table", _with_x(formatted(table, 3), ["buggy: required / pool", "fixed: required / pool"])))
-        out += r.image("01-reshape-overrun")
+        if _key_figure(r) != "01-reshape-overrun":  # not shown on the first screen already
+            out += r.image("01-reshape-overrun")
     return out
 
 
@@ -461,21 +467,33 @@ def jit_section(r: Report) -> list[Block]:
     ]
 
 
-#: A table with more rows or columns than this is folded.
-FOLD_ROWS, FOLD_COLUMNS = 14, 8
+#: A table of another notebook's section with more rows or columns than this is folded.
+FOLD_SMALL_ROWS, FOLD_COLUMNS = 6, 8
 
 
 def _tidy(blocks: list[Block]) -> list[Block]:
-    """Blocks built elsewhere made report-shaped: tables formatted (3 decimals), bulky ones folded,
-    vLLM references written so they link from any repository."""
+    """Blocks built elsewhere made report-shaped: tables formatted (3 decimals, no per-call columns), bulky
+    tables and code diffs folded, vLLM references written so they link from any repository."""
     out = []
     for b in blocks:
         if b.kind == "md":
-            out.append(Block("md", link_issues(str(b.value)), b.caption, only=b.only))
+            text = link_issues(str(b.value))
+            if "```diff" in text:  # an exact rewrite: for whoever checks it, not for the first read
+                head = text.split("```diff")[0].strip()
+                out.append(fold(f"{head.split(',')[0]}: the exact rewrite (diff)", _md(text)))
+            else:
+                out.append(Block("md", text, b.caption, only=b.only))
         elif b.kind == "table":
-            table = Block("table", formatted(b.value, 3))
-            rows, cols = b.value.shape
-            out.append(table if rows <= FOLD_ROWS and cols <= FOLD_COLUMNS else fold(f"table ({rows} rows)", table))
+            frame = b.value.drop(columns=[c for c in ("notebook", "calls") if c in b.value])
+            if {"predicted_compiles", "observed_compiles"} <= set(frame.columns) and frame[
+                "observed_compiles"
+            ].notna().all():
+                frame = frame.drop(columns="predicted_compiles")  # counted: the prediction is checked elsewhere
+            frame = frame.rename(columns=lambda c: str(c).replace("_median", "").replace("_", " "))
+            table = Block("table", formatted(frame, 2))
+            rows, cols = frame.shape
+            small = rows <= FOLD_SMALL_ROWS and cols <= FOLD_COLUMNS
+            out.append(table if small else fold(f"table ({rows} rows)", table))
         elif b.kind == "image":
             out.append(Block("image", b.value, CAPTIONS.get(str(b.value), b.caption)))
         else:
@@ -497,10 +515,34 @@ def vllm_kernel_section(r: Report) -> list[Block]:
     return [_md("## vLLM's own kernel (notebook 03)"), *_tidy(blocks)]
 
 
+def _merge_passing_variants(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per check whose every variant passed (variants listed, or counted when many); a check
+    with a failing variant keeps one row per variant."""
+    rows = []
+    for (notebook, check), g in summary.groupby(["notebook", "check"], sort=False):
+        if (g["verdict"] == "PASS").all() and len(g) > 1:
+            names = list(g["variant"])
+            variants = ", ".join(names) if len(names) <= 3 else f"{len(names)} variants"
+            rows.append(
+                {
+                    "notebook": notebook,
+                    "check": check,
+                    "variant": variants,
+                    "passed": int(g["passed"].sum()),
+                    "total": int(g["total"].sum()),
+                    "verdict": "PASS",
+                }
+            )
+        else:
+            rows += g.to_dict("records")
+    return pd.DataFrame(rows, columns=list(summary.columns))
+
+
 def checks_section(r: Report) -> list[Block]:
     summary = check_summary(r.tables)
     if not len(summary):
         return []
+    summary = _merge_passing_variants(summary)
     summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
     out = [_md("## Checks", "", f"{r.verdict.checks} checks: {_checks_sentence(r.verdict)}")]
     out.append(fold(f"Verdict per check ({len(summary)} groups)", Block("table", formatted(summary))))
