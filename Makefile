@@ -24,9 +24,9 @@ run: $(STAMP)
 test: lint $(BROWSER)
 	$(PY) -m pytest $(ARGS)
 
-# The fast lane: lint and the unit tests, no notebook runs (under a minute on 2 cores).
+# The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
 check: lint
-	$(PY) -m pytest -q -m "not notebook and not gpu" $(ARGS)
+	$(PY) -m pytest -q -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts

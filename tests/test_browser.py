@@ -15,7 +15,7 @@ from repro.report import plots
 from repro.report.blocks import build_blocks, outside_names
 from repro.report.browser import BrowserUnavailable, check_run, find_browser
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for p in H200.iterdir() if (p / "manifest.json").is_file())

@@ -22,6 +22,8 @@ from repro.report.blocks import outside_names
 from repro.report.html import render_fragment
 from repro.report.markdown import render_comparison, render_markdown
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for p in ROOT.iterdir() if (p / "manifest.json").is_file())
 

@@ -19,6 +19,8 @@ from repro.report.html import SCOPE, render_fragment
 from repro.report.markdown import MARKDOWN_LIMIT_BYTES, render_markdown
 from repro.report.tables import formatted, markdown_table
 
+pytestmark = pytest.mark.integration
+
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for p in H200.iterdir() if (p / "manifest.json").is_file())
 MAX_COLUMNS = 8

@@ -16,6 +16,8 @@ from clitools import SMALL_02, cli_env, kill_tagged, manifest, new_tag, run, sta
 
 from repro.cli.runfolder import LOCK_NAME, RunFolderError, RunLock, holder_if_locked, new_default_folder
 
+pytestmark = pytest.mark.integration
+
 HOLD = (
     "import sys, time; from pathlib import Path; from repro.cli.runfolder import RunLock; "
     "RunLock(Path(sys.argv[1]), 'run').acquire('--out'); print('locked', flush=True); time.sleep(600)"

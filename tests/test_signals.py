@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from clitools import SMALL_02, kill_tagged, manifest, new_tag, run, start, tagged_cmdlines, wait_for, wait_gone
 
+pytestmark = pytest.mark.integration
+
 STALL = ["-p", "implementation=stall_gather:gather"]
 
 
