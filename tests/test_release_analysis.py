@@ -197,3 +197,18 @@ def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch
     v = pd.DataFrame([_verdict("0.33.0", kernel, variant, verdict, first_wrong=first)])
     (check,) = rel.check_rows(v, rel.pitched_kernels(inventory), [1, 2, 4])
     assert check["ok"] is ok
+
+
+@pytest.mark.parametrize(
+    "released,patched,effect",
+    [
+        ("faults from 2 requests", "correct", "fixed"),
+        ("wrong from 2 requests", "wrong from 2 requests", "not fixed"),
+        ("correct", "correct", "not needed"),
+        ("correct", "not applicable", "not reached (correct as released)"),
+        ("correct", "wrong from 2 requests", "patch breaks it"),
+    ],
+)
+def test_patch_effect(released, patched, effect):
+    v = pd.DataFrame([_verdict("0.33.0", "k", "released", released), _verdict("0.33.0", "k", "patched", patched)])
+    assert rel.patch_effect(v)["patch"].tolist() == [effect]

@@ -162,7 +162,12 @@ def patch_effect(verdict_frame: pd.DataFrame, released: str = "released", patche
         if rc in ("wrong", "faults"):
             effect = "fixed" if pc == "correct" else ("not tested" if untested else "not fixed")
         elif rc == "correct":
-            effect = "not needed" if pc == "correct" else "patch breaks it"
+            if pc == "correct":
+                effect = "not needed"
+            elif untested:  # e.g. the CuTe-DSL gather: no row-pitch argument for the PR to change
+                effect = "not reached (correct as released)"
+            else:
+                effect = "patch breaks it"
         else:
             effect = "-"
         rows.append(dict(release=release, kernel=kernel, released=r, patched=p, patch=effect))
