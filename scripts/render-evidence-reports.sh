@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 RUNS=()
-for run in data/h200/*/; do
+for run in data/h200/*/ data/cpu/*/; do
   run=${run%/}
   [ -f "$run/manifest.json" ] || continue
   RUNS+=("$run")

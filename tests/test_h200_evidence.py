@@ -25,7 +25,8 @@ from repro.report.markdown import render_comparison, render_markdown
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
-RUNS = sorted(p for p in ROOT.iterdir() if (p / "manifest.json").is_file())
+#: Every committed run folder: the H200's and the CPU profile's.
+RUNS = sorted(p for base in (ROOT, ROOT.parent / "cpu") for p in base.iterdir() if (p / "manifest.json").is_file())
 
 
 def _obs(row: pd.Series) -> dict:
