@@ -11,6 +11,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,35 @@ def run_case(
     return result
 
 
+def observe_call(
+    result: CaseResult, fn: Callable[..., None], scenario: GatherScenario, reference: torch.Tensor, checked: bool
+) -> None:
+    """Call ``fn`` once on a fresh poisoned output (under the bounds-checked interpreter when ``checked``)
+    and record into ``result`` the tokens and stray rows that differ bitwise from ``reference``."""
+    result.total_tokens = scenario.total_tokens
+    out = scenario.fresh_out()
+    if checked:
+        from repro.evidence.checked_interp import checked_interpreter
+
+        with checked_interpreter() as report:
+            fn(*scenario.args(out))
+        result.out_of_view_lanes = report.out_of_view_lanes
+        result.out_of_bounds_lanes = report.out_of_bounds_lanes
+        result.checked_lines = flagged_lines(report)
+    else:
+        fn(*scenario.args(out))
+    if out.is_cuda:
+        torch.cuda.synchronize()
+    result.mismatched_tokens, result.stray_writes = compare_bitwise(out, reference, scenario)
+
+
+def record_error(result: CaseResult, exc: Exception) -> None:
+    """An exception of a case becomes its ``error`` status; the sweep goes on."""
+    result.status = "error"
+    result.error = f"{type(exc).__name__}: {exc}"[:500]
+    result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
+
+
 def _run_case(
     result: CaseResult,
     spec: ScenarioSpec,
@@ -104,26 +134,10 @@ def _run_case(
     try:
         fn = load_implementation(implementation)
         scenario = scenario or build_scenario(spec)
-        result.total_tokens = scenario.total_tokens
         ref = reference if reference is not None else reference_output(scenario)
-        out = scenario.fresh_out()
-        if checked:
-            from repro.evidence.checked_interp import checked_interpreter
-
-            with checked_interpreter() as report:
-                fn(*scenario.args(out))
-            result.out_of_view_lanes = report.out_of_view_lanes
-            result.out_of_bounds_lanes = report.out_of_bounds_lanes
-            result.checked_lines = flagged_lines(report)
-        else:
-            fn(*scenario.args(out))
-        if out.is_cuda:
-            torch.cuda.synchronize()
-        result.mismatched_tokens, result.stray_writes = compare_bitwise(out, ref, scenario)
+        observe_call(result, fn, scenario, ref, checked)
     except Exception as exc:  # recorded as a result row; the sweep goes on
-        result.status = "error"
-        result.error = f"{type(exc).__name__}: {exc}"[:500]
-        result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
+        record_error(result, exc)
 
 
 def _child_main(argv: list[str]) -> int:

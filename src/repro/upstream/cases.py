@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-import traceback
 from collections.abc import Callable
 
 import torch
 
-from repro.evidence.cases import CaseResult, compare_bitwise, flagged_lines
+from repro.evidence.cases import CaseResult, observe_call, record_error
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.kernels.records_reference import gather_reference
 from repro.upstream.arms import Arm, interpreted_now, make_callable
@@ -39,26 +38,10 @@ def run_arm_case(
     try:
         fn = fn or make_callable(arm, interpreted_now())
         scenario = scenario or build_scenario(spec)
-        result.total_tokens = scenario.total_tokens
         ref = reference if reference is not None else reference_for(scenario)
-        out = scenario.fresh_out()
-        if checked:
-            from repro.evidence.checked_interp import checked_interpreter
-
-            with checked_interpreter() as report:
-                fn(*scenario.args(out))
-            result.out_of_view_lanes = report.out_of_view_lanes
-            result.out_of_bounds_lanes = report.out_of_bounds_lanes
-            result.checked_lines = flagged_lines(report)
-        else:
-            fn(*scenario.args(out))
-        if out.is_cuda:
-            torch.cuda.synchronize()
-        result.mismatched_tokens, result.stray_writes = compare_bitwise(out, ref, scenario)
-    except Exception as exc:
-        result.status = "error"
-        result.error = f"{type(exc).__name__}: {exc}"[:500]
-        result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
+        observe_call(result, fn, scenario, ref, checked)
+    except Exception as exc:  # recorded as a result row; the matrix goes on
+        record_error(result, exc)
     return result
 
 
