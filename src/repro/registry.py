@@ -122,6 +122,9 @@ FAST = Implementation(
     _style(color="#e67e22", marker="D"),
     role=ROLE_OWN,
 )
+#: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
+RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"
+RESHAPE_VARIANTS = (RESHAPE_BUGGY, RESHAPE_FIXED)
 #: Label of the implementation a user names with the ``implementation`` parameter.
 UNDER_TEST_LABEL = "under-test"
 UNDER_TEST_STYLE = _style(color="#8e44ad", marker="x", linestyle="--")

@@ -22,6 +22,7 @@ import math
 import pandas as pd
 
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
+from repro.registry import FAST
 
 STREAM, READ, WRITE = "stream", "read-only", "write-only"
 NOT_GATHERS = (STREAM, READ, WRITE)
@@ -81,7 +82,7 @@ def ceiling_table(gathers: pd.DataFrame, ceiling: pd.DataFrame, copy_tbps: float
         write = g[g["kernel"] == WRITE]
         read_rate = _tbps(read["bytes_read"].iloc[0], read["median_us"].iloc[0]) if len(read) else math.nan
         write_rate = _tbps(write["bytes_written"].iloc[0], write["median_us"].iloc[0]) if len(write) else math.nan
-        fast = {(r.table, r.requests): r.median_us for r in g[g["kernel"] == "fast"].itertuples()}
+        fast = {(r.table, r.requests): r.median_us for r in g[g["kernel"] == FAST.label].itertuples()}
         for r in g[g["is_gather"]].itertuples():
             tb = _tbps(r.bytes_read + r.bytes_written, r.median_us)
             serial = (r.bytes_read / (read_rate * 1e12) + r.bytes_written / (write_rate * 1e12)) * 1e6

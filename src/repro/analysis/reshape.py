@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
+
 #: The check of the sibling overrun (vLLM #54877) among notebook 01's checks.
 SPLIT_CHECK = "fixed reshape over-asks by the split ratio (vLLM #54877)"
 
@@ -86,7 +88,7 @@ def reported_error_checks(error: Mapping[str, Any] | None, seed: Mapping[str, An
     return [
         {
             "check": f"buggy reshape raises the reported error: {what}",
-            "variant": "buggy",
+            "variant": RESHAPE_BUGGY,
             "expected": str(want),
             "observed": str(got),
             "ok": got == want,
@@ -99,7 +101,7 @@ def identification_check(matches: Sequence[str]) -> dict:
     """The reported sizes and strides must identify exactly one cache group."""
     return {
         "check": "the reported error identifies one cache group",
-        "variant": "buggy",
+        "variant": RESHAPE_BUGGY,
         "expected": "exactly one group",
         "observed": ", ".join(matches) or "none",
         "ok": len(matches) == 1,
@@ -114,14 +116,14 @@ def fixed_fit_checks(
     return [
         {
             "check": "fixed reshape required bytes",
-            "variant": "fixed",
+            "variant": RESHAPE_FIXED,
             "expected": str(want),
             "observed": str(required_bytes),
             "ok": view_built and required_bytes == want,
         },
         {
             "check": "unused tail is the last page's padding",
-            "variant": "fixed",
+            "variant": RESHAPE_FIXED,
             "expected": str(page_tail_bytes),
             "observed": str(unused_tail_bytes),
             "ok": unused_tail_bytes == page_tail_bytes,
@@ -132,7 +134,7 @@ def fixed_fit_checks(
 def aliasing_check(payload_mismatches: int, padding_bytes_changed: int) -> dict:
     return {
         "check": "fixed view aliases exactly the right bytes",
-        "variant": "fixed",
+        "variant": RESHAPE_FIXED,
         "expected": "0 payload mismatches, 0 padding bytes changed",
         "observed": f"{payload_mismatches} mismatches, {padding_bytes_changed} padding changed",
         "ok": payload_mismatches == 0 and padding_bytes_changed == 0,
@@ -144,12 +146,12 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
     padded specs (so it does not fit) and is identical to fixed for uncompressed specs."""
     checks = []
     for group, g in frame.groupby("cache group", sort=False):
-        buggy = g[g.variant == "buggy"].iloc[0]
-        fixed = g[g.variant == "fixed"].iloc[0]
+        buggy = g[g.variant == RESHAPE_BUGGY].iloc[0]
+        fixed = g[g.variant == RESHAPE_FIXED].iloc[0]
         checks.append(
             {
                 "check": f"fixed reshape fits: {group}",
-                "variant": "fixed",
+                "variant": RESHAPE_FIXED,
                 "expected": "fits",
                 "observed": f"{fixed.required_bytes} of {fixed.available_bytes} bytes",
                 "ok": bool(fixed.fits),
@@ -160,7 +162,7 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
             checks.append(
                 {
                     "check": f"buggy overrun equals the compress ratio: {group}",
-                    "variant": "buggy",
+                    "variant": RESHAPE_BUGGY,
                     "expected": f"{buggy.compress_ratio}x the fixed view's blocks, does not fit",
                     "observed": f"{ratio:g}x the blocks ({buggy.overrun:.6f}x the pool), fits={bool(buggy.fits)}",
                     "ok": (not buggy.fits) and buggy["shape"][0] == buggy.compress_ratio * fixed["shape"][0],
@@ -171,7 +173,7 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
             checks.append(
                 {
                     "check": f"uncompressed spec unchanged by the fix: {group}",
-                    "variant": "buggy",
+                    "variant": RESHAPE_BUGGY,
                     "expected": f"fixed's shape {fixed['shape']} and strides {fixed['strides']}",
                     "observed": f"{buggy['shape']} {buggy['strides']}",
                     "ok": bool(same),
@@ -187,7 +189,7 @@ def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
         rows.append(
             {
                 "check": SPLIT_CHECK,
-                "variant": "fixed",
+                "variant": RESHAPE_FIXED,
                 "expected": "fits" if r.split_ratio == 1 else f"does not fit, about {r.split_ratio}x",
                 "observed": f"{r.overrun:.4f}x, fits={bool(r.fits)}",
                 "ok": bool(r.fits) if r.split_ratio == 1 else (not r.fits and round(r.overrun) == r.split_ratio),
@@ -221,8 +223,8 @@ def group_summary(groups: pd.DataFrame) -> pd.DataFrame:
     extent over the pool, the fixed view's extent and whether it fits (the per-variant table, pivoted)."""
     rows = []
     for group, g in groups.groupby("cache group", sort=False):
-        buggy = g[g["variant"] == "buggy"].iloc[0]
-        fixed = g[g["variant"] == "fixed"].iloc[0]
+        buggy = g[g["variant"] == RESHAPE_BUGGY].iloc[0]
+        fixed = g[g["variant"] == RESHAPE_FIXED].iloc[0]
         rows.append(
             {
                 "cache group": group,

@@ -20,6 +20,7 @@ from repro import registry
 from repro.analysis.checks import ChecksFailed, truthy
 from repro.analysis.gather import case_ok, memcheck_expectation
 from repro.analysis.rundata import RunData
+from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
 
 BUG_RESHAPE = "vllm-project/vllm#43988"
 BUG_GATHER = "vllm-project/vllm#55109"
@@ -243,13 +244,13 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
     ok = checks["ok"].map(truthy)
     variant = checks["variant"].astype(str)
     split = checks["check"] == split_check
-    bug_ok = bool(ok[(variant == "buggy") & ~split].all())
-    fix_ok = bool(ok[(variant == "fixed") & ~split].all())
+    bug_ok = bool(ok[(variant == RESHAPE_BUGGY) & ~split].all())
+    fix_ok = bool(ok[(variant == RESHAPE_FIXED) & ~split].all())
     outcomes = [REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED]
     sentences, problems = [], []
     if groups is not None and len(groups):
-        buggy = groups[(groups["variant"] == "buggy") & ~groups["fits"].map(truthy)]
-        fixed = groups[groups["variant"] == "fixed"]
+        buggy = groups[(groups["variant"] == RESHAPE_BUGGY) & ~groups["fits"].map(truthy)]
+        fixed = groups[groups["variant"] == RESHAPE_FIXED]
         if len(buggy):
             overs = ", ".join(f"{g} {float(o):.0f}x" for g, o in zip(buggy["cache group"], buggy["overrun"]))
             sentences.append(
@@ -261,9 +262,9 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
     else:
         sentences.append(f"{outcomes[0]}; {outcomes[1]}")
     if not bug_ok:
-        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == "buggy")], checks["observed"])]
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_BUGGY)], checks["observed"])]
     if not fix_ok:
-        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == "fixed")], checks["observed"])]
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_FIXED)], checks["observed"])]
     if split.any():
         s_ok = bool(ok[split].all())
         sentences.append(

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 import torch
 
 from repro.geometry.specs import KVCacheSpec
+from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED, RESHAPE_VARIANTS
 
-VARIANTS = ("buggy", "fixed")
+VARIANTS = RESHAPE_VARIANTS
 
 
 def kernel_blocks_per_logical_block(spec: KVCacheSpec, kernel_block_size: int, variant: str) -> int:
     """THE line PR #43988 changed: kernel blocks that make up one logical (scheduler) block."""
-    if variant == "buggy":
+    if variant == RESHAPE_BUGGY:
         return spec.block_size // kernel_block_size  # vLLM after #38831, before #43988
-    if variant == "fixed":
+    if variant == RESHAPE_FIXED:
         return spec.storage_block_size // kernel_block_size  # vLLM #43988
     raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
 
