@@ -148,3 +148,34 @@ def test_values_notebook_01_cannot_use_stop_before_running(args, fragment, capsy
     code, err = run_cli(["run", "--profile", "cpu", "--out", str(tmp_path / "r"), *args], capsys)
     assert code == 2 and len(err) == 1 and err[0].startswith(fragment), err
     assert not (tmp_path / "r").exists()
+
+
+def test_notebook_machinery_logs_go_to_the_run_folder_not_stderr(tmp_path, capsys):
+    """nbclient's dead-kernel warning and asyncio's orphaned-task error would add lines to a one-line outcome."""
+    import logging
+
+    from repro.cli.runner import MACHINERY_LOGGERS, keep_machinery_logs
+
+    saved = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate) for name in MACHINERY_LOGGERS
+    }
+    try:
+        for run in ("first", "second"):
+            (tmp_path / run / "logs").mkdir(parents=True)
+            keep_machinery_logs(tmp_path / run)
+            logging.getLogger("nbclient").warning("Kernel died while waiting for execute reply.")
+            logging.getLogger("asyncio").error("Task exception was never retrieved")
+            for handler in logging.getLogger("asyncio").handlers:
+                handler.flush()
+        assert capsys.readouterr().err == ""
+        for run in ("first", "second"):  # a second run in the same process writes only to its own folder
+            text = (tmp_path / run / "logs" / "notebook-machinery.log").read_text()
+            assert text.count("Kernel died") == 1 and text.count("never retrieved") == 1
+    finally:
+        for name, (handlers, propagate) in saved.items():
+            log = logging.getLogger(name)
+            for handler in log.handlers[:]:
+                log.removeHandler(handler)
+                handler.close()
+            log.handlers[:] = handlers
+            log.propagate = propagate

@@ -207,6 +207,30 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, eng
     return status
 
 
+#: Loggers of the notebook machinery. Nothing configures logging here, so Python's last-resort handler
+#: would print their warnings on stderr (e.g. nbclient's "Kernel died while waiting for execute reply."
+#: when a signal ends a run, and asyncio's "Task exception was never retrieved" for nbclient's abandoned
+#: cell task); they go to ``logs/notebook-machinery.log`` in the run folder instead. asyncio is used in this
+#: process only by the notebook client.
+MACHINERY_LOGGERS = ("papermill", "nbclient", "traitlets", "jupyter_client", "asyncio")
+
+
+def keep_machinery_logs(run_dir: Path) -> None:
+    """stderr carries one line per outcome; what the notebook machinery logs stays in the run folder."""
+    import logging
+
+    handler = logging.FileHandler(run_dir / "logs" / "notebook-machinery.log", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.set_name("repro-run-folder")
+    for name in MACHINERY_LOGGERS:
+        log = logging.getLogger(name)
+        for old in [h for h in log.handlers if h.get_name() == "repro-run-folder"]:  # an earlier run, same process
+            log.removeHandler(old)
+            old.close()
+        log.addHandler(handler)
+        log.propagate = False
+
+
 def engine_options(run_dir: Path, name: str, lock: RunLock) -> dict:
     """papermill options for one notebook: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock."""
     from repro.cli.kernels import kernel_manager_class
@@ -281,6 +305,8 @@ def _run_locked(
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     progress = sys.stderr.isatty() and not os.environ.get("CI")
+    (run_dir / "logs").mkdir(exist_ok=True)
+    keep_machinery_logs(run_dir)
 
     manifest_path = run_dir / "manifest.json"
     try:
