@@ -135,3 +135,22 @@ def test_committed_comparison_is_what_this_code_renders():
     assert (a.path / "comparison-vs-gpu-profile.md").read_text() == render_comparison(a, b), (
         "re-render with scripts/render-evidence-reports.sh"
     )
+
+
+def test_committed_release_matrix_merge_is_what_this_code_merges():
+    """data/h200/release-matrix-merged is the merge of the three matrix runs by today's rules."""
+    import json
+
+    from repro.report.releases import MATRIX_TABLE, merge
+
+    folder = ROOT / "release-matrix-merged"
+    result = merge([load_run(ROOT / f"release-matrix-{x}") for x in "abc"])
+    hint = "re-render with scripts/render-evidence-reports.sh"
+    assert (folder / "releases.md").read_text() == result.markdown, hint
+    assert json.loads((folder / "merge.json").read_text()) == json.loads(json.dumps(result.record)), hint
+    committed = pd.read_csv(folder / "results" / f"{MATRIX_TABLE}.csv", keep_default_na=False, na_values=[""])
+    assert committed.astype(str).equals(result.rows.reset_index(drop=True).astype(str)), hint
+    verdicts = result.verdicts.set_index(["release", "kernel", "variant"])["verdict"]
+    # the CuTe-DSL gather ran in one run only, and its rows are the measured ones
+    assert verdicts[("0.33.0", "cutedsl:v4:v4", "released")] == "correct"
+    assert set(result.rows[result.rows.kernel.astype(str).str.startswith("cutedsl")]["run"]) >= {"release-matrix-c"}

@@ -81,21 +81,45 @@ def test_patch_effect_and_completion():
     assert grid.loc["0.22.0", k] == "faults from 4 requests"
 
 
-def test_merge_runs_keeps_agreeing_rows_once_and_disagreeing_rows_all(tmp_path):
+def test_merge_keeps_agreeing_rows_once_and_disagreeing_rows_all():
     frame = sample()
-    for name, f in (
-        ("job-a", frame.iloc[:6]),
-        ("job-b", frame.iloc[4:]),
-        ("job-c", frame.iloc[:1].assign(mismatched_tokens=5)),
-    ):
-        (tmp_path / name / "results").mkdir(parents=True)
-        f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
-    merged = rel.merge_runs([tmp_path / "job-a", tmp_path / "job-b", tmp_path / "job-c", tmp_path / "nothing"])
+    merged = rel.merge_matrices(
+        [
+            ("job-a", frame.iloc[:6]),
+            ("job-b", frame.iloc[4:]),
+            ("job-c", frame.iloc[:1].assign(mismatched_tokens=5)),
+            ("no-table", None),
+        ]
+    )
     assert len(merged) == len(frame) + 1
     assert set(merged.run) == {"job-a", "job-b", "job-c"}
     v = rel.verdicts(merged)
     assert v[(v.release == "0.22.0") & (v.variant == "released")].iloc[0].first_wrong == 1
-    assert rel.merge_runs([tmp_path / "nothing"]).empty
+    assert rel.merge_matrices([("no-table", None)]).empty
+
+
+def test_merge_takes_a_measured_arm_over_one_another_run_could_not_try():
+    """0.33.0's CuTe-DSL gather: "not run" on a host without the package, measured correct on one with it."""
+    frame = sample()
+    measured = pd.DataFrame(
+        [case("0.33.0", "cutedsl:v4:v4", "released", mode, n) for mode in ("in-range", "poison") for n in (1, 2)]
+    )
+    offline = pd.DataFrame([row(release="0.22.0", status="download failed", reason="no registry")])
+    merged = rel.merge_matrices([("no-gpu", frame), ("with-cutedsl", measured), ("offline", offline)])
+    cute = merged[merged.kernel == "cutedsl:v4:v4"]
+    assert set(cute.run) == {"with-cutedsl"} and set(cute.status) == {"ok"}
+    v = rel.verdicts(merged).set_index(["release", "kernel", "variant"])["verdict"]
+    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == "correct"
+    # a release-level "download failed" names no kernel: no measured arm has its key, so it stays
+    assert (merged.status == "download failed").sum() == 1
+    # "could not load" is what the code does, not what the host lacked: it is never superseded
+    assert (rel.merge_matrices([("a", frame), ("b", frame.assign(status="ok"))]).status == "could not load").sum() == 1
+    inputs = rel.merge_inputs(
+        [("no-gpu", "complete", frame), ("with-cutedsl", "running", measured), ("none", "complete", None)], merged
+    ).set_index("run")
+    assert inputs.loc["no-gpu", "rows"] == len(frame) and inputs.loc["no-gpu", "rows kept"] == len(frame) - 1
+    assert inputs.loc["with-cutedsl", "rows kept"] == 4 and inputs.loc["with-cutedsl", "status"] == "running"
+    assert inputs.loc["none", "releases"] == "no matrix table" and inputs.loc["none", "rows kept"] == 0
 
 
 def test_figure_draws_one_panel_per_variant():
@@ -140,23 +164,75 @@ def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
             count[(1,)](n, out)
 
 
-def test_report_merge_writes_one_table_section_and_figure(tmp_path):
+def _matrix_run(folder, frame, status="failed"):
+    import json
+
+    (folder / "results").mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"status": status}))
+    if frame is not None:
+        frame.to_csv(folder / "results" / "04-release-matrix.csv", index=False)
+    return str(folder)
+
+
+def test_report_merge_writes_one_table_section_and_figure(tmp_path, capsys):
+    import json
+
     from repro.cli.main import main
 
     frame = sample()
-    for name, f in (("a", frame.iloc[:6]), ("b", frame.iloc[6:])):
-        (tmp_path / name / "results").mkdir(parents=True)
-        f.to_csv(tmp_path / name / "results" / "04-release-matrix.csv", index=False)
+    a = _matrix_run(tmp_path / "a", frame.iloc[:6])
+    b = _matrix_run(tmp_path / "b", frame.iloc[6:], status="running")
     out = tmp_path / "merged"
-    assert main(["report", str(out), "--merge", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert main(["report", str(out), "--merge", a, b]) == 0
     merged = pd.read_csv(out / "results" / "04-release-matrix.csv")
     assert len(merged) == len(frame) and set(merged.run) == {"a", "b"}
     section = (out / "releases.md").read_text()
     assert "## Affected releases and kernels" in section
     assert "| v4 per-block | 0.22.0 | faults ≥4 | ok | fixed |" in section
     assert "| v4 per-block | 0.33.0 | wrong ≥2 | wrong ≥2 | not fixed |" in section
+    assert "**Did not finish:** b (status running)" in section
+    assert [i["run"] for i in json.loads((out / "merge.json").read_text())["inputs"]] == ["a", "b"]
     assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
-    assert main(["report", str(out), "--merge", str(tmp_path / "none")]) == 2
+    assert main(["report", str(out), "--merge", a, b]) == 0  # an earlier merge's folder is rewritten
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "damage, fragment",
+    [
+        ("no table", "none of"),
+        ("no folder", "no such run folder"),
+        ("not a run", "holds no manifest.json"),
+        ("truncated table", "04-release-matrix.csv: the last row is cut off"),
+        ("out is a run", "holds a run (its manifest.json)"),
+    ],
+)
+def test_report_merge_refuses_bad_inputs_before_writing(tmp_path, capsys, damage, fragment):
+    from repro.cli.main import main
+
+    good = _matrix_run(tmp_path / "good", sample())
+    out = tmp_path / "merged"
+    if damage == "no table":
+        args = [_matrix_run(tmp_path / "bad", None)]
+        good = None
+    elif damage == "no folder":
+        args = [str(tmp_path / "missing")]
+    elif damage == "not a run":
+        (tmp_path / "bad").mkdir()
+        args = [str(tmp_path / "bad")]
+    elif damage == "truncated table":
+        bad = _matrix_run(tmp_path / "bad", sample())
+        table = tmp_path / "bad" / "results" / "04-release-matrix.csv"
+        table.write_text(table.read_text()[:-20])
+        args = [bad]
+    else:
+        out = tmp_path / "good"
+        args = []
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["report", str(out), "--merge", *([good] if good else []), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0], err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
 def _verdict(release, kernel, variant, verdict, first_wrong=None, first_fault=None):

@@ -18,8 +18,6 @@ that observation, over both sentinel modes. Pandas only.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 ARM_STATUSES = (
@@ -226,23 +224,49 @@ def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
     return sort_releases(pd.concat([v, pd.DataFrame(extra)], ignore_index=True)[VERDICT_COLUMNS])
 
 
-def merge_runs(run_dirs: list[str | Path], table: str = "04-release-matrix") -> pd.DataFrame:
-    """The matrix rows of several run folders (e.g. one CI job per release and runner) as one table.
+#: Arm statuses that say the run could not try the arm here (no GPU or no package, no registry), not what
+#: the arm does: another run that did try it supersedes them when the runs are merged.
+NOT_TRIED = ("not run", "download failed")
 
-    Each row gains ``run`` (the folder name). Rows that agree in every observed column across runs
-    are kept once; disagreeing rows are all kept, so a verdict over them shows the disagreement.
+
+def merge_matrices(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The matrix rows of several runs (e.g. one CI job per release and runner) as one table.
+
+    ``tables`` pairs each run's name with its matrix table; each row gains ``run``. Rows that agree in
+    every observed column across runs are kept once. An arm (release, kernel, variant) that one run
+    could not try (:data:`NOT_TRIED`) and another measured keeps the measured rows only; any other
+    disagreement keeps every row, so a verdict over them shows it.
     """
-    frames = []
-    for d in run_dirs:
-        path = Path(d) / "results" / f"{table}.csv"
-        if path.exists():
-            f = pd.read_csv(path, keep_default_na=False, na_values=[""])
-            frames.append(f.assign(run=Path(d).name))
+    frames = [f.assign(run=name) for name, f in tables if f is not None and len(f)]
     if not frames:
         return pd.DataFrame()
     merged = pd.concat(frames, ignore_index=True)
     observed = [c for c in merged.columns if c != "run"]
-    return merged.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+    merged = merged.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+    not_tried = merged["status"].astype(str).isin(NOT_TRIED)
+    tried_arms = set(map(tuple, merged.loc[~not_tried, KEY].astype(str).to_numpy()))
+    superseded = not_tried & merged[KEY].astype(str).apply(tuple, axis=1).isin(tried_arms)
+    return merged[~superseded].reset_index(drop=True)
+
+
+def merge_inputs(runs: list[tuple[str, str, pd.DataFrame | None]], merged: pd.DataFrame) -> pd.DataFrame:
+    """Per merged run (name, manifest status, matrix table): its releases, its rows, and how many of them
+    the merged table keeps (the others were the same as an earlier run's, or superseded)."""
+    rows = []
+    for name, status, table in runs:
+        has = table is not None and len(table) > 0
+        releases = sorted(table["release"].astype(str).unique(), key=version_key) if has else []
+        kept = int((merged["run"] == name).sum()) if len(merged) else 0
+        rows.append(
+            {
+                "run": name,
+                "status": status,
+                "releases": ", ".join(releases) if releases else "no matrix table",
+                "rows": len(table) if has else 0,
+                "rows kept": kept,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------

@@ -137,16 +137,39 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def merge(out_dir: str, run_dirs: list[str]) -> int:
-    """``report OUT --merge RUN...`` writes into ``OUT``: it holds that folder's lock like any writer."""
+    """``report OUT --merge RUN...``: every input is read and checked first (each under a shared lock, as
+    ``--against`` reads), then ``OUT`` is written under its own lock like any writer. A damaged input, an
+    input no run folder, no matrix table in any input, or an ``OUT`` that is a run folder: one line,
+    exit 2, nothing written."""
+    import contextlib
+
+    from repro.analysis.rundata import MANIFEST, load_run
+    from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.cli.runfolder import RunFolderError, RunLock
-    from repro.report.releases import merge_command
+    from repro.report.releases import MATRIX_TABLE, merge_command
 
     out = Path(out_dir)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with RunLock(out, "report --merge").acquire("report"):
-            return merge_command(out_dir, run_dirs)
-    except (RunFolderError, OSError) as exc:
+        if (out / MANIFEST).exists():
+            raise RunFolderError(
+                f"report: {out} holds a run (its {MANIFEST}); accepted: a new folder or an earlier merge's folder"
+            )
+        with contextlib.ExitStack() as readers:
+            runs = []
+            for d in run_dirs:
+                if not Path(d).is_dir():
+                    raise RunFolderError(f"--merge: {d}: no such run folder")
+                readers.enter_context(RunLock(Path(d), "report --merge", exclusive=False).acquire("--merge"))
+                runs.append(load_run(d))
+            if not any(run.table(MATRIX_TABLE) is not None for run in runs):
+                raise RunFolderError(
+                    f"--merge: none of {', '.join(run_dirs)} holds results/{MATRIX_TABLE}.csv; accepted: run "
+                    "folders of notebook 04"
+                )
+            out.mkdir(parents=True, exist_ok=True)
+            with RunLock(out, "report --merge").acquire("report"):
+                return merge_command(out, runs)
+    except (RunFolderError, DamagedRun, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

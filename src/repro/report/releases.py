@@ -1,9 +1,13 @@
-"""Figure of the release matrix: release x kernel, coloured by verdict, released beside patched.
+"""The release matrix for readers: the figure (release x kernel, coloured by verdict, released beside
+patched), the "Affected releases and kernels" table, and the merge of many runs' matrices into one folder.
 
-Pure drawing from the verdict table of :mod:`repro.analysis.releases` (the lead wires it into the report).
+Drawing and tables are pure functions of the verdict table of :mod:`repro.analysis.releases`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -13,12 +17,14 @@ from matplotlib.patches import Patch
 from repro.analysis.releases import (
     complete_matrix,
     matrix_table,
-    merge_runs,
+    merge_inputs,
+    merge_matrices,
     patch_effect,
     verdict_class,
     verdicts,
     version_key,
 )
+from repro.analysis.rundata import FINISHED, RunData
 
 COLOURS = {
     "correct": "#4c9a2a",
@@ -77,12 +83,13 @@ def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("re
         ax.set_xlim(0, len(kernels))
         ax.set_ylim(len(releases), 0)
         ax.set_xticks([j + 0.5 for j in range(len(kernels))])
-        ax.set_xticklabels([k.replace(":", ":\n", 1) for k in kernels], rotation=60, ha="right", fontsize=7)
+        ax.set_xticklabels([short_kernel(k) for k in kernels], rotation=45, ha="right", fontsize=7)
         ax.set_yticks([i + 0.5 for i in range(len(releases))])
         ax.set_yticklabels(releases, fontsize=8)
         ax.set_title(f"vLLM {variant}" + (" + PR #55109" if variant.startswith("patched") else ""), fontsize=9)
     handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k != "other"]
-    fig.legend(handles=handles, loc="upper center", ncol=7, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    # above the panels: below them it would run into the rotated kernel names
+    fig.legend(handles=handles, loc="lower center", ncol=7, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 1.0))
     return fig
 
 
@@ -156,30 +163,66 @@ def markdown_section(verdict_frame: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def merge_command(out_dir: str, run_dirs: list[str]) -> int:
-    """``repro report OUT --merge RUN...``: one matrix table, its verdicts, section and figure from many runs."""
-    import sys
-    from pathlib import Path
+#: The notebook-04 table a merge reads from every run.
+MATRIX_TABLE = "04-release-matrix"
+#: What a merge folder holds besides its tables: which runs went in (a merge folder is not a run folder).
+MERGE_RECORD = "merge.json"
 
-    missing = [d for d in run_dirs if not (Path(d) / "results" / "04-release-matrix.csv").exists()]
-    if len(missing) == len(run_dirs):
-        print(
-            f"error: --merge: none of {run_dirs} holds results/04-release-matrix.csv; accepted: run folders "
-            "of notebook 04",
-            file=sys.stderr,
-        )
-        return 2
-    merged = merge_runs(run_dirs)
-    out = Path(out_dir)
-    (out / "results").mkdir(parents=True, exist_ok=True)
-    merged.to_csv(out / "results" / "04-release-matrix.csv", index=False)
+
+@dataclass
+class Merged:
+    """Many runs' release matrices as one: the rows, their verdicts, ``releases.md`` and ``merge.json``."""
+
+    rows: pd.DataFrame
+    verdicts: pd.DataFrame
+    markdown: str
+    record: dict
+
+
+def merge(runs: list[RunData]) -> Merged:
+    """The merge of runs already read (and checked) once; pure, so the committed merge can be re-derived."""
+    from repro.report.tables import formatted, markdown_table
+
+    merged = merge_matrices([(run.name, run.table(MATRIX_TABLE)) for run in runs])
+    inputs = merge_inputs([(run.name, run.status, run.table(MATRIX_TABLE)) for run in runs], merged)
     v = complete_matrix(verdicts(merged))
-    v.to_csv(out / "results" / "04-release-verdicts.csv", index=False)
-    (out / "releases.md").write_text(
-        markdown_section(v) + "\n" + "\n".join(f"- skipped (no matrix table): {d}" for d in missing) + "\n"
-    )
+    unfinished = inputs[~inputs["status"].isin(FINISHED)]
+    lines = [
+        markdown_section(v),
+        "### Merged runs",
+        "",
+        "An arm one run could not try (`not run`, `download failed`) and another run measured keeps the "
+        "measured rows; rows two runs agree on are kept once; any other disagreement keeps both.",
+        "",
+        markdown_table(formatted(inputs)),
+    ]
+    if len(unfinished):
+        lines += [
+            "",
+            "**Did not finish:** "
+            + ", ".join(f"{r.run} (status {r.status})" for r in unfinished.itertuples())
+            + ". Their matrix rows are recorded case by case and are used; what those runs would have done "
+            "after their last row is missing.",
+        ]
+    record = {"inputs": inputs.to_dict("records"), "rows": len(merged)}
+    return Merged(merged, v, "\n".join(lines) + "\n", record)
+
+
+def merge_command(out_dir: str | Path, runs: list[RunData]) -> int:
+    """``repro report OUT --merge RUN...``: writes the merge's table, verdicts, ``releases.md``,
+    ``merge.json`` and figure into ``OUT``."""
+    import json
+
     from repro.report.plots import save
 
-    save(release_matrix(v), out, "04-release-matrix")
-    print(f"merged {len(run_dirs) - len(missing)} runs ({len(merged)} rows) into {out}")
+    result = merge(runs)
+    out = Path(out_dir)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    result.rows.to_csv(out / "results" / f"{MATRIX_TABLE}.csv", index=False)
+    result.verdicts.to_csv(out / "results" / "04-release-verdicts.csv", index=False)
+    (out / "releases.md").write_text(result.markdown)
+    (out / MERGE_RECORD).write_text(json.dumps(result.record, indent=2) + "\n")
+    save(release_matrix(result.verdicts), out, MATRIX_TABLE)
+    used = sum(1 for i in result.record["inputs"] if i["rows"])
+    print(f"merged {used} runs ({len(result.rows)} rows) into {out}")
     return 0
