@@ -284,3 +284,38 @@ def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
     section = md[md.index("## Affected releases and kernels") : md.index("## Checks")]
     assert md.index("## vllm-project/vllm#55109") < md.index("## Affected releases and kernels")
     assert "| v4 per-block | 0.22.0 .. 0.33.0 | wrong ≥2 | ok | fixed |" in section and "![" in section
+
+
+def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_path):
+    from repro.analysis import cutedsl
+
+    run = load_run(H200 / "gpu-profile-vllm")
+    table = pd.DataFrame(
+        [
+            {"code": "vLLM 0.33.0", "seq_len": 2048, "num_reqs": n, "launch": mode, "view_us": 10.0 * n}
+            | {"contig_us": 10.0 * n, "narrowed/contig_ratio": 1.0, "vs fast (view)_ratio": 1.03456}
+            | {"vs fast (contig)_ratio": 1.0, "of stream (view)_fraction": 0.951}
+            for n in (1, 256)
+            for mode in ("graph", "eager")
+        ]
+    )
+    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
+    facts = {**run.facts, "03-cutedsl": cutedsl.headline(status, table)}
+    md = render_markdown(
+        RunData(tmp_path, run.manifest, {**run.tables, "03-cutedsl-vs-fast": table}, facts, run.files), []
+    )
+    assert md.index("## Against the streaming ceiling") < md.index("## vLLM's CuTe-DSL gather") < md.index("## JIT")
+    assert "at 256 x 2,048 tokens 2,560.0 us on the narrowed view, 1.03x gather_fast's time, 95% of the" in md
+    assert "| 2048 | 256 | 2560.00 | 1.000 | 1.035 | 1.000 | 0.951 |" in md
+    for rows in _md_tables(md):
+        assert rows[0].count("|") - 1 <= MAX_COLUMNS, rows[0]
+    not_run = {
+        **run.facts,
+        "03-cutedsl": cutedsl.headline(
+            pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.NOT_RUN, "nvidia-cutlass-dsl not importable")]),
+            pd.DataFrame(),
+        ),
+    }
+    md = render_markdown(RunData(tmp_path, run.manifest, run.tables, not_run, run.files), [])
+    assert "vLLM 0.33.0's CuTe-DSL gather: not run: nvidia-cutlass-dsl not importable" in md
+    assert "## vLLM's CuTe-DSL gather" not in render_markdown(run, [])  # runs from before the arm existed

@@ -241,3 +241,186 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
     story = json.loads((run_dir / "results" / f"{VLLM_JIT}.json").read_text())
     assert story["text"] == text and "vLLM 0.99.0" in text
     assert story["releases"]["vLLM 0.99.0"]["forms"]["constexpr width"]["narrowed_compiles"] == len(WIDTHS)
+
+
+# -- vLLM's CuTe-DSL gather in notebook 03 ---------------------------------------------------------
+
+CUTEDSL_MEMBER = "vllm/models/deepseek_v4/nvidia/ops/dequant_gather_k_cutedsl.py"
+CUTEDSL_FIXTURE = Path(__file__).parent / "fixtures" / "upstream" / "cutedsl_module.py"
+DISPATCH = '        raise RuntimeError("no CuTe-DSL here")\n'
+
+
+def _release_with_cutedsl(tmp_path, monkeypatch, cute_source: str | None = None):
+    """A fake release 0.99.0 whose dispatcher reaches the synthetic CuTe-DSL module when ``has_cutedsl()``."""
+    from upstream_fakes import fake_pip, make_wheel
+
+    from repro.upstream import wheelcache
+
+    dispatcher = fixture_source(
+        **{
+            DISPATCH: "        from vllm.models.deepseek_v4.nvidia.ops.dequant_gather_k_cutedsl import "
+            "dequant_gather_k_cutedsl\n\n"
+            "        dequant_gather_k_cutedsl(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)\n"
+            "        return\n"
+        }
+    )
+    files = {V4_MEMBER: dispatcher, CUTEDSL_MEMBER: cute_source or CUTEDSL_FIXTURE.read_text()}
+    (tmp_path / "wheels").mkdir()
+    fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path / "wheels", "0.99.0", files)})
+    root = tmp_path / "cache"
+    assert isinstance(wheelcache.ensure_release("0.99.0", root), wheelcache.CacheEntry)
+    monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
+
+
+def _walkthrough(tmp_path, releases):
+    from repro.profiles import PROFILES
+    from repro.walkthrough.performance import PerformanceWalkthrough
+    from repro.walkthrough.session import Session
+
+    params = dict(
+        vllm_releases=releases,
+        download=False,
+        cache_block_size=16,
+        request_counts=[1, 2],
+        vllm_request_counts=[],
+        seq_lens=[32],
+    )
+    return PerformanceWalkthrough(Session("03-performance", PROFILES["cpu"], str(tmp_path / "run"), params))
+
+
+def test_without_a_gpu_each_releases_cutedsl_gather_is_a_not_run_row_saying_why(tmp_path, monkeypatch):
+    from repro.walkthrough.performance import CUTEDSL
+
+    _release_with_cutedsl(tmp_path, monkeypatch)
+    nb = _walkthrough(tmp_path, ["9.9.9", "0.99.0"])
+    status = nb.measure_cutedsl()
+    assert list(status["status"]) == ["not run", "not run"]
+    assert status["reason"].iloc[0].startswith("download failed") or "9.9.9" in status["code"].iloc[0]
+    assert status["reason"].iloc[1] == "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
+    facts = json.loads((tmp_path / "run" / "results" / f"{CUTEDSL}.json").read_text())
+    assert facts["headline"].count("CuTe-DSL gather: not run:") == 2
+    assert "vLLM 0.99.0's CuTe-DSL gather: not run: the CuTe-DSL gather compiles for a CUDA GPU" in facts["headline"]
+
+
+class _FakeTimer:
+    """``run_perf``'s contract without a GPU: each arm called once per shape on a CPU scenario and checked
+    bitwise against the reference (for real); the medians are made up (``us`` per arm) and say so."""
+
+    def __init__(self, us: dict[str, float]):
+        self.us = us
+
+    def __call__(self, counts, seq_lens, block_size, arms, on_check, on_median, **_):
+        from repro.evidence.cases import compare_bitwise, reference_output
+        from repro.evidence.perf import ArmCheck, _table
+        from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+        for L in seq_lens:
+            for n in counts:
+                spec = ScenarioSpec(num_reqs=n, block_size=block_size, seq_len_max=L, seq_lens=(L,) * n, max_reqs=2)
+                sc = build_scenario(spec)
+                ref = reference_output(sc)
+                for timed in arms:
+                    out = sc.fresh_out()
+                    timed.fn(*sc.args(out, _table(sc, sc.block_table.contiguous(), timed.arm.table)))
+                    mismatched, stray = compare_bitwise(out, ref, sc)
+                    on_check(ArmCheck(timed.arm, n, L, mismatched, stray, n * L))
+                    for mode in ("eager", "graph"):
+                        on_median(
+                            {"arm": timed.arm.label, "code": timed.arm.origin, "launch": mode, "num_reqs": n}
+                            | {"seq_len": L, "tokens": n * L, "median_us": self.us[timed.arm.table]}
+                        )
+
+
+def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed_beside_gather_fast(
+    tmp_path, monkeypatch
+):
+    from repro.evidence import perf
+    from repro.upstream import matrix
+    from repro.walkthrough import performance as P
+
+    _release_with_cutedsl(tmp_path, monkeypatch)
+    monkeypatch.setattr(matrix, "cutedsl_status", lambda device: "")  # as on a GPU with the packages
+    monkeypatch.setattr(P.PerformanceWalkthrough, "on_gpu", property(lambda self: True))
+    monkeypatch.setattr(perf, "run_perf", _FakeTimer({"narrowed": 12.0, "contiguous": 10.0}))
+    nb = _walkthrough(tmp_path, ["0.99.0"])
+    for n in (1, 2):  # gather_fast's medians and the streaming ceiling of the same run
+        for arm, us in (("fast / narrowed view", 8.0), ("fast / contiguous table", 8.0)):
+            nb.session.table(P.MEDIANS).append(
+                {"arm": arm, "launch": "graph", "num_reqs": n, "seq_len": 32, "tokens": 32 * n, "median_us": us}
+            )
+        nb.session.table(P.CEILING).append(
+            {"arm": "stream / 584-B records", "kernel": "stream", "launch": "graph", "num_reqs": n, "seq_len": 32}
+            | {"tokens": 32 * n, "median_us": 6.0, "table": "none", "requests": "none"}
+        )
+    table = nb.measure_cutedsl()
+    checks = nb.session.table(P.CUTEDSL_CHECKS).frame()
+    assert len(checks) == 4 and checks["ok"].all(), checks  # both tables at 1 and 2 requests, bitwise equal
+    assert set(checks["variant"]) == {"vLLM 0.99.0 CuTe-DSL / narrowed view", "vLLM 0.99.0 CuTe-DSL / contiguous table"}
+    graph = table[table["launch"] == "graph"].set_index("num_reqs")
+    assert list(graph["narrowed/contig_ratio"]) == [1.2, 1.2]
+    assert list(graph["vs fast (view)_ratio"]) == [1.5, 1.5]
+    assert list(graph["of stream (view)_fraction"]) == [0.5, 0.5]
+    assert list(nb.session.table(P.CUTEDSL).frame()["status"]) == ["timed"]
+    text = nb.cutedsl_headline()
+    assert text.startswith("vLLM 0.99.0's CuTe-DSL gather, CUDA-graph replays: narrowed/contiguous 1.200-1.200")
+    assert "(2 of 2 outside 0.99-1.01)" in text and "1.50x gather_fast's time, 50% of the streaming ceiling" in text
+
+
+def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp_path, monkeypatch):
+    from repro.evidence import perf
+    from repro.upstream import matrix
+
+    broken = CUTEDSL_FIXTURE.read_text().replace(
+        "    gather_fixed(out,", '    raise RuntimeError("cute.compile failed")\n    gather_fixed(out,'
+    )
+    _release_with_cutedsl(tmp_path, monkeypatch, broken)
+    monkeypatch.setattr(matrix, "cutedsl_status", lambda device: "")
+    monkeypatch.setattr(perf, "run_perf", _FakeTimer({"narrowed": 1.0, "contiguous": 1.0}))
+    nb = _walkthrough(tmp_path, ["0.99.0"])
+    status = nb.measure_cutedsl()
+    assert list(status["status"]) == ["failed"] and status["reason"].iloc[0] == "RuntimeError: cute.compile failed"
+    assert nb.cutedsl_headline() == "vLLM 0.99.0's CuTe-DSL gather: failed: RuntimeError: cute.compile failed"
+
+
+def test_cutedsl_arms_round_trip_through_their_label_and_say_whose_code():
+    view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
+    assert (view.label, contig.label) == (
+        "vLLM 0.33.0 CuTe-DSL / narrowed view",
+        "vLLM 0.33.0 CuTe-DSL / contiguous table",
+    )
+    assert registry.arm(view.label) == view and registry.upstream_arm_of(contig.label) == contig
+    assert (view.origin, view.release, view.form, view.table) == ("vLLM 0.33.0", "0.33.0", "CuTe-DSL", "narrowed")
+    assert registry.upstream_arm_of("vLLM 0.33.0 CuTe-DSL + .contiguous() / narrowed view") is None
+    with pytest.raises(ValueError, match="origin"):
+        registry.cutedsl_arm("0.33.0", "narrowed")
+
+
+def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fast():
+    from repro.analysis import cutedsl
+
+    view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
+    rows = [(view.label, 9.0), (contig.label, 9.0), ("fast / narrowed view", 10.0), ("fast / contiguous table", 9.0)]
+    medians = pd.DataFrame(
+        [
+            {
+                "arm": a,
+                "code": "vLLM 0.33.0",
+                "launch": "graph",
+                "num_reqs": 4,
+                "seq_len": 64,
+                "tokens": 256,
+                "median_us": us,
+            }
+            for a, us in rows
+        ]
+    )
+    cute, fast = medians.iloc[:2], medians.iloc[2:].drop(columns="code")
+    table = cutedsl.beside_fast(cute, fast, None)
+    row = table.iloc[0]
+    assert (row["narrowed/contig_ratio"], row["vs fast (view)_ratio"], row["vs fast (contig)_ratio"]) == (1.0, 0.9, 1.0)
+    assert row["of stream (view)_fraction"] is None or pd.isna(row["of stream (view)_fraction"])
+    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
+    text = cutedsl.headline(status, table)["headline"]
+    assert text.endswith("0.90x gather_fast's time.") and "streaming ceiling" not in text
+    with pytest.raises(ValueError, match="status"):
+        cutedsl.status_row("vLLM 0.33.0", "maybe")

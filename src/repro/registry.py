@@ -192,8 +192,11 @@ UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXP
 #: How an upstream arm's label names its table.
 TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
 COPY_WORDS = " + .contiguous()"
+#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``), what vLLM runs on NVIDIA GPUs when
+#: the package is installed: as released only (it takes no row pitch, so PR #55109 has nothing to change).
+UPSTREAM_CUTEDSL = "CuTe-DSL"
 _UPSTREAM_LABEL = re.compile(
-    r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched)"
+    r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched|CuTe-DSL)"
     r"(?P<copy> \+ \.contiguous\(\))? / (?P<table>narrowed view|contiguous table)$"
 )
 _RELEASE_COLORS = ("#8e44ad", "#16a085", "#d35400", "#2c3e50", "#b7950b", "#1f618d", "#6c3483", "#117864")
@@ -227,12 +230,44 @@ def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
     return Arm(label, UPSTREAM_IMPLEMENTATION, table, short, style, origin, release, form, copy)
 
 
+def cutedsl_arm(origin: str, table: str) -> Arm:
+    """The registry entry of a release's CuTe-DSL gather timed on one table (``origin`` from the loaded wheel)."""
+    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
+    if not match:
+        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
+    if table not in TABLE_WORDS:
+        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
+    release, narrowed = match.group(1), table == TABLE_NARROWED
+    style = _style(
+        color="#34495e", marker="P", linestyle="-" if narrowed else "--", markerfacecolor=None if narrowed else "none"
+    )
+    short = f"{release} CuTe-DSL ({'view' if narrowed else 'contig'})"
+    return Arm(
+        f"{origin} {UPSTREAM_CUTEDSL} / {TABLE_WORDS[table]}",
+        UPSTREAM_IMPLEMENTATION,
+        table,
+        short,
+        style,
+        origin,
+        release,
+        UPSTREAM_CUTEDSL,
+    )
+
+
+def cutedsl_bench_arms(origin: str) -> tuple[Arm, Arm]:
+    """What notebook 03 times of a release's CuTe-DSL gather: the narrowed view and its contiguous copy
+    (the same compiled kernel; the pair says what following ``stride(0)`` costs it)."""
+    return cutedsl_arm(origin, TABLE_NARROWED), cutedsl_arm(origin, TABLE_CONTIGUOUS)
+
+
 def upstream_arm_of(label: str) -> Arm | None:
     """The upstream arm a table's label names, or None for any other label."""
     found = _UPSTREAM_LABEL.match(str(label))
     if not found:
         return None
     table = next(t for t, words in TABLE_WORDS.items() if words == found.group("table"))
+    if found.group("form") == UPSTREAM_CUTEDSL:
+        return None if found.group("copy") else cutedsl_arm(found.group("origin"), table)
     return upstream_arm(found.group("origin"), found.group("form"), table, bool(found.group("copy")))
 
 

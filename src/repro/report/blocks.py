@@ -437,6 +437,39 @@ def streaming_ceiling_section(r: Report) -> list[Block]:
     return out
 
 
+def cutedsl_section(r: Report) -> list[Block]:
+    """Notebook 03: vLLM's CuTe-DSL gather (what vLLM runs on NVIDIA GPUs) beside gather_fast, or why not."""
+    facts = r.run.facts.get("03-cutedsl")
+    if not facts:
+        return []
+    out = [
+        _md(
+            "## vLLM's CuTe-DSL gather beside gather_fast",
+            "",
+            "vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`, what vLLM "
+            "runs on NVIDIA GPUs when `nvidia-cutlass-dsl` is installed); it takes no row pitch, so "
+            f"{BUG_GATHER} does not change it. {facts.get('headline', '')}",
+        )
+    ]
+    table = r.tables.get("03-cutedsl-vs-fast")
+    if table is not None and len(table):
+        graph = table[table["launch"] == "graph"].drop(columns=["launch", "notebook", "contig_us"], errors="ignore")
+        if graph["code"].nunique() == 1:  # the release is named in the headline
+            graph = graph.drop(columns="code")
+        shown = graph.rename(columns=lambda c: c.replace("_ratio", "").replace("_fraction", "").replace("_us", " us"))
+        digits = {c: 2 for c in shown.columns if c.endswith(" us")} | {
+            c: 3 for c in shown.columns if c.startswith(("narrowed", "vs fast", "of stream"))
+        }
+        out.append(
+            fold(
+                f"CuTe-DSL gather, CUDA-graph replays: medians, narrowed/contiguous, time over gather_fast's, "
+                f"fraction of the streaming ceiling ({len(shown)} shapes)",
+                Block("table", formatted(shown, digits)),
+            )
+        )
+    return out
+
+
 def jit_section(r: Report) -> list[Block]:
     """Notebook 03: Triton compilations on the inference path per block-table width (observed or predicted)."""
     summary = r.tables.get("03-jit-summary")
@@ -656,6 +689,7 @@ SECTIONS: list[Callable[[Report], list[Block]]] = [
     fix_cost_section,
     gather_fast_section,
     streaming_ceiling_section,
+    cutedsl_section,
     jit_section,
     vllm_kernel_section,
     checks_section,

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from repro.analysis import ceiling as ceiling_rules
+from repro.analysis import cutedsl as cutedsl_rules
 from repro.analysis import jit as jit_rules
 from repro.analysis import performance as rules
 from repro.analysis import upstream_cost
@@ -41,6 +42,13 @@ VLLM_LOADS = "03-vllm-loads"
 VLLM_CHECKS = "03-vllm-checks"
 VLLM_MEDIANS = "03-vllm-medians"
 VLLM_RATIOS = "03-vllm-ratios"
+#: vLLM's CuTe-DSL gather beside gather_fast: one status row per release, its checks, medians, the table.
+CUTEDSL, CUTEDSL_CHECKS, CUTEDSL_MEDIANS, CUTEDSL_VS_FAST = (
+    "03-cutedsl",
+    "03-cutedsl-checks",
+    "03-cutedsl-medians",
+    "03-cutedsl-vs-fast",
+)
 #: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
 VLLM_FACTS, VLLM_COST, VLLM_JIT = "03-vllm", "03-vllm-cost", "03-vllm-jit"
 #: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
@@ -56,6 +64,7 @@ class PerformanceWalkthrough:
     facts: dict = field(default_factory=dict)
     outside_names: dict[str, str] = field(default_factory=dict)
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # "vLLM <version>" -> form -> ReleaseKernel
+    cutedsl_facts: dict = field(default_factory=dict)
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
@@ -232,31 +241,22 @@ class PerformanceWalkthrough:
         """vLLM's kernel of every loaded release: shipped on a contiguous table, PR #55109's on the narrowed
         view and on the contiguous table, shipped after ``.contiguous()``; every arm at every shape, checked
         bitwise first, eager and graph-replayed, in alternating rounds; the ratio table."""
-        from repro.evidence.perf import ArmCheck, TimedArm, run_perf
         from repro.registry import upstream_bench_arms
 
-        p = self.session.params
         arms = []
         for origin, forms in self.kernels.items():
             if "released" not in forms or "patched" not in forms:
                 continue
             shipped, patched_view, patched_contig, copied = upstream_bench_arms(origin)
             arms += [
-                TimedArm(shipped, forms["released"].gather()),
-                TimedArm(patched_view, forms["patched"].gather()),
-                TimedArm(patched_contig, forms["patched"].gather()),
-                TimedArm(copied, forms["released"].gather(copy_table=True)),
+                (shipped, forms["released"].gather()),
+                (patched_view, forms["patched"].gather()),
+                (patched_contig, forms["patched"].gather()),
+                (copied, forms["released"].gather(copy_table=True)),
             ]
         if not arms:
             return pd.DataFrame()
-        checks = self.session.table(VLLM_CHECKS)
-
-        def on_check(c: ArmCheck) -> None:
-            row = rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
-            checks.append({**row, "code": c.arm.origin})
-
-        counts = p["vllm_request_counts"] or p["request_counts"]
-        run_perf(counts, p["seq_lens"], p["cache_block_size"], arms, on_check, self.session.table(VLLM_MEDIANS).append)
+        self._time_arms(arms, VLLM_CHECKS, VLLM_MEDIANS)
         ratios = upstream_cost.ratio_rows(self.session.table(VLLM_MEDIANS).frame())
         return self.session.record(VLLM_RATIOS, ratios.to_dict("records"))
 
@@ -265,6 +265,59 @@ class PerformanceWalkthrough:
         facts = upstream_cost.headline(self.session.table(VLLM_RATIOS).frame())
         self.session.write_facts(VLLM_COST, facts)
         return facts["headline"]
+
+    # -- vLLM's CuTe-DSL gather, gather_fast's real peer ---------------------------------------------
+
+    def measure_cutedsl(self) -> pd.DataFrame:
+        """Each requested release's CuTe-DSL gather (called through the release's own dispatcher with
+        ``has_cutedsl()`` true, as the release matrix calls it) timed on the narrowed view and its contiguous
+        copy, checked bitwise first, at notebook 03's shapes; beside gather_fast's arms and the streaming
+        ceiling of this run. A release that cannot run it (no GPU, no package, not shipped) or fails while
+        timed gets a status row saying why; what was timed before a failure is kept."""
+        from repro.registry import cutedsl_bench_arms
+
+        p = self.session.params
+        status = self.session.table(CUTEDSL)
+        for version in p["vllm_releases"]:
+            origin, fn, why_not = cutedsl_callable(version, self.session.profile.device, p["download"])
+            if fn is None:
+                status.append(cutedsl_rules.status_row(origin, cutedsl_rules.NOT_RUN, why_not))
+                continue
+            view, contig = cutedsl_bench_arms(origin)
+            try:
+                self._time_arms([(view, fn), (contig, fn)], CUTEDSL_CHECKS, CUTEDSL_MEDIANS)
+            except Exception as exc:  # a compile or launch error of vLLM's code: a result, not a crash
+                status.append(cutedsl_rules.status_row(origin, cutedsl_rules.FAILED, f"{type(exc).__name__}: {exc}"))
+                continue
+            status.append(cutedsl_rules.status_row(origin, cutedsl_rules.TIMED))
+        cute = self.session.table(CUTEDSL_MEDIANS).frame() if self.session.table(CUTEDSL_MEDIANS).rows else None
+        ceiling = self.session.table(CEILING).frame() if self.session.table(CEILING).rows else None
+        table = cutedsl_rules.beside_fast(cute, self.medians() if self.on_gpu else None, ceiling, self.ceiling_tbps)
+        if len(table):
+            self.session.record(CUTEDSL_VS_FAST, table.to_dict("records"))
+        self.cutedsl_facts = cutedsl_rules.headline(status.frame(), table)
+        self.session.write_facts(CUTEDSL, self.cutedsl_facts)
+        return table if len(table) else status.frame()
+
+    def cutedsl_headline(self) -> str:
+        """The CuTe-DSL figures per release, or why a release's gather was not timed (written for the report)."""
+        return self.cutedsl_facts.get("headline", "")
+
+    def _time_arms(self, arms: list, checks_table: str, medians_table: str) -> None:
+        """Time ``(registry arm, fn)`` pairs at notebook 03's shapes; check rows and medians into the tables."""
+        from repro.evidence.perf import ArmCheck, TimedArm, run_perf
+
+        p = self.session.params
+        checks = self.session.table(checks_table)
+
+        def on_check(c: ArmCheck) -> None:
+            row = rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
+            checks.append({**row, "code": c.arm.origin})
+
+        counts = p["vllm_request_counts"] or p["request_counts"]
+        timed = [TimedArm(arm, fn) for arm, fn in arms]
+        medians = self.session.table(medians_table)
+        run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
 
     def vllm_jit_subjects(self) -> list:
         """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
@@ -345,6 +398,34 @@ class PerformanceWalkthrough:
         text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
         self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
         return text
+
+
+def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
+    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
+    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
+    from repro.upstream.arms import CUTEDSL_PREFIX, make_callable
+    from repro.upstream.matrix import MatrixConfig, plan_release
+    from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
+
+    cfg = MatrixConfig(request_counts=[1], modes=["in-range"], device=device, interpreted=False, download=download)
+    cfg.variants = ("released",)
+    plan = plan_release(version, cfg)
+    if plan.entry is None:
+        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
+    try:
+        origin = origin_of(plan.entry)
+    except ReleaseUnavailable as exc:
+        return f"vLLM {version}", None, str(exc)
+    wanted = f"{CUTEDSL_PREFIX}v4:v4"
+    arm = next((a for a in plan.arms if a.kernel == wanted), None)
+    if arm is None:
+        skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
+        reason = str(skipped["reason"]) if skipped else "this release ships no CuTe-DSL gather"
+        return origin, None, reason.removeprefix("not run: ")
+    try:
+        return origin, make_callable(arm, interpreted=False), ""
+    except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
+        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
 
 
 def repo_jit_subjects() -> list:
