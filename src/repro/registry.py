@@ -341,7 +341,7 @@ def arm(label: str) -> Arm:
         return upstream
     raise KeyError(
         f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)} and "
-        "'vLLM <release> <form>[ + .contiguous()] / <table>'"
+        "'vLLM <release> <form>[ + .contiguous()] / <table>' or 'vLLM <release> CuTe-DSL / <table>'"
     )
 
 

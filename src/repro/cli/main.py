@@ -102,7 +102,8 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="RUN",
-        help="merge the release-matrix tables of these run folders (one CI job per release and runner) into RUN_DIR",
+        help="merge the release-matrix tables of these run folders (one CI job per release and runner) into RUN_DIR "
+        "(a new folder or an earlier merge's; each input is checked first)",
     )
     return parser
 
