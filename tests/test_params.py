@@ -146,3 +146,38 @@ def test_help_lists_every_parameter_with_what_it_accepts_and_the_exit_codes():
 def test_a_bad_option_is_one_line_and_exit_2():
     proc = subprocess.run([sys.executable, "-m", "repro", "run", "--profil", "cpu"], capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_sweep_case_that_cannot_fit_in_host_memory_is_refused_with_what_fits():
+    from repro.parameters import SWEEP_HOST_BYTES_PER_TOKEN, check_sweep_memory
+
+    gib = 2**30
+    check_sweep_memory([1, 256], 1024, 24 * gib)  # the GPU profile's sweep on this size of host
+    with pytest.raises(ParameterError) as err:
+        check_sweep_memory([1, 256], 65536, 24 * gib)
+    fits = 12 * gib // SWEEP_HOST_BYTES_PER_TOKEN // 256
+    assert f"accepted: seq_len_max at most {fits:,} at 256 requests" in str(err.value)
+    check_sweep_memory([256], fits, 24 * gib)  # what the message accepts is accepted
+    with pytest.raises(ParameterError):
+        check_sweep_memory([256], fits + 1, 24 * gib)
+
+
+def test_the_host_bytes_per_token_bound_holds_for_a_sweep_case():
+    """Measured in a fresh process: building a case, its output and its reference stays under the bound."""
+    import subprocess
+    import sys
+
+    from repro.parameters import SWEEP_HOST_BYTES_PER_TOKEN
+
+    code = (
+        "import resource\n"
+        "from repro.evidence.scenarios import ScenarioSpec, build_scenario\n"
+        "from repro.evidence.cases import reference_output\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "n, L = 16, 4096\n"
+        "sc = build_scenario(ScenarioSpec(num_reqs=n, block_size=64, seq_len_max=L, seq_lens=(L,) * n, max_reqs=n))\n"
+        "out, ref = sc.fresh_out(), reference_output(sc)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024 / (n * L))\n"
+    )
+    measured = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0 < measured <= SWEEP_HOST_BYTES_PER_TOKEN, measured

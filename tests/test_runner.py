@@ -77,6 +77,10 @@ def run_cli(args, capsys):
             ["-p", "backing_width=2", "-p", "seq_len_max=640"],
             "error: backing_width: 2 is not wider than the 10 columns",
         ),
+        (
+            ["-p", "request_counts=[1, 256]", "-p", "seq_len_max=65536"],
+            "error: seq_len_max: 256 requests x 65,536 tokens need about 206,158,430,208 bytes of host memory",
+        ),
         (["-p", "sanitizer=required"], "error: sanitizer: 'required' but compute-sanitizer is not available"),
         (["-p", "jit_widths=[8, 70]"], "error: jit_backing_width: 64 is not wider than the widest of jit_widths (70)"),
         (["-p", "stream_ceiling=maybe"], "error: stream_ceiling: 'maybe' is out of range"),

@@ -218,13 +218,17 @@ def _default_pool_bytes() -> int:
     return int(load(43988)["reported"]["available_bytes"])
 
 
+def host_memory_bytes() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
 def device_memory_bytes(profile: str) -> int:
     """The memory a profile allocates from: the host's RAM (``cpu``) or the CUDA device's (``gpu``)."""
     if profile == "gpu":
         import torch
 
         return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return host_memory_bytes()
 
 
 def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | None = None) -> None:
@@ -253,6 +257,26 @@ def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | Non
             f"{which}: at block_size {block_size} a C128A page is {page:,} bytes and the pool of "
             f"{shown} bytes is not a whole number of pages; accepted: pool_bytes a positive "
             f"multiple of {page:,}, or block_size 256 with pool_bytes=0"
+        )
+
+
+#: Host memory one gathered token costs while a sweep case is built and checked (the seeded float32 draw, its bf16
+#: copy, the quantiser's temporaries, the cache record, the poisoned output and the reference): measured about
+#: 9,900-10,100 bytes at 16 and 64 requests x 4,096 tokens; with a fifth for allocator variation, 12 KiB
+#: (``tests/test_params.py`` measures it again and keeps it an upper bound).
+SWEEP_HOST_BYTES_PER_TOKEN = 12_288
+
+
+def check_sweep_memory(request_counts: list[int], seq_len_max: int, memory_bytes: int) -> None:
+    """The largest sweep case (every request ``seq_len_max`` tokens long) must fit in half of the host's memory."""
+    tokens = max(request_counts) * seq_len_max
+    need = tokens * SWEEP_HOST_BYTES_PER_TOKEN
+    if need > memory_bytes // 2:
+        fits = max(1, memory_bytes // 2 // SWEEP_HOST_BYTES_PER_TOKEN // max(request_counts))
+        raise ParameterError(
+            f"seq_len_max: {max(request_counts)} requests x {seq_len_max:,} tokens need about {need:,} bytes of host "
+            f"memory per case, more than half of this host's {memory_bytes:,}; accepted: seq_len_max at most "
+            f"{fits:,} at {max(request_counts)} requests, or fewer request_counts"
         )
 
 
@@ -285,6 +309,9 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
                 f"backing_width: {width} is not wider than the {need} columns a {seq_len_max}-token "
                 f"request needs at cache_block_size {block}; accepted: 0 (auto) or more than {need}"
             )
+    if "request_counts" in params and "seq_len_max" in params:
+        seq_len_max = params["seq_len_max"] or PROFILES[profile].gather_seq_len_max
+        check_sweep_memory(params["request_counts"], seq_len_max, host_memory_bytes())
     if "jit_widths" in params or "jit_backing_width" in params:
         widths, backing = params.get("jit_widths") or [1], params.get("jit_backing_width") or 2
         if backing <= max(widths):
