@@ -379,7 +379,7 @@ def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp
     nb = _walkthrough(tmp_path, ["0.99.0"])
     status = nb.measure_cutedsl()
     assert list(status["status"]) == ["failed"] and status["reason"].iloc[0] == "RuntimeError: cute.compile failed"
-    assert nb.cutedsl_headline() == "vLLM 0.99.0's CuTe-DSL gather: failed: RuntimeError: cute.compile failed"
+    assert nb.cutedsl_headline() == "vLLM 0.99.0's CuTe-DSL gather: failed: RuntimeError: cute.compile failed."
 
 
 def test_cutedsl_arms_round_trip_through_their_label_and_say_whose_code():

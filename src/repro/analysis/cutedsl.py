@@ -79,12 +79,12 @@ def headline(status: pd.DataFrame, table: pd.DataFrame, launch: str = "graph") -
     for r in status.itertuples() if status is not None and len(status) else []:
         if r.status != TIMED:
             facts["releases"][r.code] = {"status": r.status, "reason": r.reason}
-            texts.append(f"{r.code}'s CuTe-DSL gather: {r.status}: {r.reason}")
+            texts.append(f"{r.code}'s CuTe-DSL gather: {r.status}: {str(r.reason).rstrip('.')}.")
             continue
         mine = table[(table["code"] == r.code) & (table["launch"] == launch)] if len(table) else table
         if not len(mine):
             facts["releases"][r.code] = {"status": r.status, "reason": "no medians recorded"}
-            texts.append(f"{r.code}'s CuTe-DSL gather: timed, but no {launch} medians were recorded")
+            texts.append(f"{r.code}'s CuTe-DSL gather: timed, but no {launch} medians were recorded.")
             continue
         ratio = mine["narrowed/contig_ratio"].dropna().astype(float)
         tokens = mine["seq_len"] * mine["num_reqs"]
