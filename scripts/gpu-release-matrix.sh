@@ -6,6 +6,8 @@
 # wheels are joined, checked and installed into $CUTEDSL_SITE. Without them the CuTe-DSL rows say "not run".
 # REPRO_VLLM_CACHE may name a cache copied out of the tree by an earlier call (default: the carried .vllm-cache).
 # Usage: scripts/gpu-release-matrix.sh RUN_DIR [python -m repro run options, e.g. -p releases=0.22.0,0.33.0]
+# A later --notebooks wins over the default 04: `--notebooks 03 -p vllm_releases=[0.33.0]` times vLLM's CuTe-DSL
+# gather beside gather_fast with the same CuTe-DSL install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN_DIR=${1:?usage: scripts/gpu-release-matrix.sh RUN_DIR [options]}
