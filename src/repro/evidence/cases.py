@@ -140,15 +140,15 @@ def _run_case(
         record_error(result, exc)
 
 
-def _child_main(argv: list[str]) -> int:
-    """Child-process entry: one case from JSON, its result as the last stdout line."""
+def serve_case(argv: list[str], run: Callable[[dict, ScenarioSpec], CaseResult]) -> int:
+    """Child-process entry for one case: ``run(payload, spec)`` on the JSON payload in ``argv[0]``, GPU faults
+    surfaced here by a synchronize, the result as the last stdout line (what :mod:`repro.evidence.isolate` reads)."""
     set_parent_death_signal()  # under a wrapper (compute-sanitizer) our parent is the wrapper
     payload = json.loads(argv[0])
     spec = ScenarioSpec(**payload["spec"])
     t0 = time.perf_counter()
-    result = run_case(spec, payload["implementation"], checked=payload.get("checked", False))
+    result = run(payload, spec)
     if spec.device.startswith("cuda"):
-        # Surface asynchronous faults here, inside the child.
         try:
             torch.cuda.synchronize()
         except Exception as exc:
@@ -156,6 +156,12 @@ def _child_main(argv: list[str]) -> int:
     result.extra["child_seconds"] = round(time.perf_counter() - t0, 3)
     print("\n" + json.dumps(result.to_dict()), flush=True)
     return 0 if result.status == "ok" else 3
+
+
+def _child_main(argv: list[str]) -> int:
+    return serve_case(
+        argv, lambda payload, spec: run_case(spec, payload["implementation"], payload.get("checked", False))
+    )
 
 
 if __name__ == "__main__":

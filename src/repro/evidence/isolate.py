@@ -90,6 +90,28 @@ def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False)
     return [sys.executable, "-m", "repro.evidence.cases", payload]
 
 
+def run_isolated_case(cmd: list[str], label: str, timeout_s: float, env: dict) -> tuple[CaseResult, ChildRun]:
+    """Run a case command (one that prints its :class:`CaseResult` as the last stdout line) in a child; a hang
+    is a ``timeout`` result, a child that dies before printing or reports a GPU fault a ``crashed`` one."""
+    child = run_child(cmd, timeout_s, env)
+    if child.timed_out:
+        return CaseResult(label, "timeout", error=f"no result within {timeout_s:g} s"), child
+    data = _last_json(child.stdout)
+    if data is None:
+        result = CaseResult(
+            label,
+            "crashed",
+            returncode=child.returncode,
+            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
+        )
+        return result, child
+    result = CaseResult(**data)
+    result.returncode = child.returncode
+    if result.status == "error" and any(m in result.error for m in FAULT_MARKERS):
+        result.status = "crashed"
+    return result, child
+
+
 def run_case_isolated(
     spec: ScenarioSpec,
     implementation: str,
@@ -101,23 +123,8 @@ def run_case_isolated(
     """One case in a child process (optionally under a wrapper such as compute-sanitizer)."""
     env = dict(os.environ)
     env.update(env_extra or {})
-    child = run_child([*(wrapper or []), *case_command(spec, implementation, checked)], timeout_s, env)
-    if child.timed_out:
-        return CaseResult(implementation, "timeout", error=f"no result within {timeout_s:g} s"), child
-    data = _last_json(child.stdout)
-    if data is None:
-        result = CaseResult(
-            implementation,
-            "crashed",
-            returncode=child.returncode,
-            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
-        )
-        return result, child
-    result = CaseResult(**data)
-    result.returncode = child.returncode
-    if result.status == "error" and any(m in result.error for m in FAULT_MARKERS):
-        result.status = "crashed"
-    return result, child
+    cmd = [*(wrapper or []), *case_command(spec, implementation, checked)]
+    return run_isolated_case(cmd, implementation, timeout_s, env)
 
 
 def check_implementation_isolated(path: str, param: str = "implementation", timeout_s: float = 120.0) -> dict:

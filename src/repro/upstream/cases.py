@@ -1,19 +1,19 @@
 """One matrix case: an arm on one scenario, compared bitwise with the record-aware reference.
 
 Runs in this process or, for cases that can fault, in a child (``python -m repro.upstream.cases``),
-which prints the :class:`~repro.gather_cases.CaseResult` as its last line.
+which prints the :class:`~repro.evidence.cases.CaseResult` as its last line
+(:func:`~repro.evidence.cases.serve_case`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 
-from repro.evidence.cases import CaseResult, observe_call, record_error
+from repro.evidence.cases import CaseResult, observe_call, record_error, serve_case
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.kernels.records_reference import gather_reference
 from repro.upstream.arms import Arm, interpreted_now, make_callable
@@ -51,18 +51,9 @@ def case_command(arm: Arm, spec: ScenarioSpec, checked: bool) -> list[str]:
 
 
 def _child_main(argv: list[str]) -> int:
-    payload = json.loads(argv[0])
-    arm, spec = Arm(**payload["arm"]), ScenarioSpec(**payload["spec"])
-    t0 = time.perf_counter()
-    result = run_arm_case(arm, spec, checked=payload.get("checked", False))
-    if spec.device.startswith("cuda"):
-        try:
-            torch.cuda.synchronize()
-        except Exception as exc:
-            result.status, result.error = "error", f"{type(exc).__name__}: {exc}"[:500]
-    result.extra["child_seconds"] = round(time.perf_counter() - t0, 3)
-    print("\n" + json.dumps(result.to_dict()), flush=True)
-    return 0 if result.status == "ok" else 3
+    return serve_case(
+        argv, lambda payload, spec: run_arm_case(Arm(**payload["arm"]), spec, checked=payload.get("checked", False))
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repro.evidence.cases import CaseResult
-from repro.evidence.isolate import FAULT_MARKERS, _fault_line, _last_json, run_child
+from repro.evidence.isolate import run_isolated_case
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.upstream.cases import case_command, reference_for, run_arm_case
@@ -234,22 +234,8 @@ def _result_fields(r: CaseResult) -> dict:
 
 def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) -> CaseResult:
     """One case in a child process; a fault or a hang becomes a result."""
-    child = run_child(case_command(arm, spec, checked), timeout_s, dict(os.environ))
     label = f"vllm=={arm.release}:{arm.kernel}:{arm.variant}"
-    if child.timed_out:
-        return CaseResult(label, "timeout", error=f"no result within {timeout_s:g} s")
-    data = _last_json(child.stdout)
-    if data is None:
-        return CaseResult(
-            label,
-            "crashed",
-            returncode=child.returncode,
-            error=_fault_line(child.stderr) or f"exit code {child.returncode}, no result",
-        )
-    result = CaseResult(**data)
-    if result.status == "error" and any(m in result.error for m in FAULT_MARKERS):
-        result.status = "crashed"
-    return result
+    return run_isolated_case(case_command(arm, spec, checked), label, timeout_s, dict(os.environ))[0]
 
 
 def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Callable[[dict], None]) -> list[dict]:
