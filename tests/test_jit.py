@@ -275,3 +275,42 @@ def test_launch_tables_have_the_width_asked_whatever_the_requests_hold(table):
     assert all(g is not None and g.tolist() == [8, 8] for _, _, g in seen)  # gather_lens from the window
     with pytest.raises(ValueError, match="table_width must hold the longest request's 2 blocks, got 1"):
         build_scenario(ScenarioSpec(num_reqs=1, block_size=8, seq_len_max=16, seq_lens=(16,), table_width=1))
+
+
+def test_the_compile_hooks_record_this_kernel_and_pass_every_call_on_to_hooks_set_before():
+    """What Triton's hooks do on a GPU, driven by hand: a compilation of the watched kernel is recorded
+    (start, end, Triton's time, disk-cache hit), another kernel's is not, and hooks set earlier still get
+    every call with every argument; all three are put back afterwards."""
+    from types import SimpleNamespace
+
+    from triton import knobs
+
+    kernel, _ = J.VARIANTS["constexpr stride"]
+    other, _ = J.VARIANTS["runtime stride (PR #55109)"]
+    seen = []
+    earlier = (
+        lambda **kw: seen.append(("pre", kw)) or "pre-result",
+        lambda **kw: seen.append(("post", kw)) or "post-result",
+        lambda **kw: seen.append(("listener", kw)),
+    )
+    saved = (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener)
+    knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener = earlier
+    try:
+        recorder = jit._Recorder(SimpleNamespace(kernel=kernel), observe=True)
+        with jit._intercept(recorder):
+            for watched in (kernel, other):
+                hook = dict(key=f"k-{id(watched)}", repr="r", fn=SimpleNamespace(jit_function=watched), compile={})
+                hook |= dict(is_manual_warmup=False, already_compiled=False)
+                assert knobs.runtime.jit_cache_hook(**hook) == "pre-result"
+                event = dict(src=SimpleNamespace(fn=watched), metadata={}, metadata_group={})
+                knobs.compilation.listener(**event, times=SimpleNamespace(total=1234), cache_hit=True)
+                assert knobs.runtime.jit_post_compile_hook(**hook) == "post-result"
+        assert (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook) == earlier[:2]
+        assert knobs.compilation.listener is earlier[2]
+    finally:
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener = saved
+    [event] = recorder.compiles
+    assert event.key == f"k-{id(kernel)}" and event.triton_us == 1234 and event.disk_cache_hit is True
+    assert event.hook_end is not None and event.hook_end >= event.hook_start
+    assert [name for name, _ in seen] == ["pre", "listener", "post"] * 2
+    assert set(seen[0][1]) == {"key", "repr", "fn", "compile", "is_manual_warmup", "already_compiled"}

@@ -176,42 +176,23 @@ def _intercept(recorder: _Recorder) -> Iterator[None]:
 
     saved = (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener)
 
-    def pre_hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
-        if fn.jit_function is kernel:
-            recorder.compiles.append(_CompileEvent(key=str(key), hook_start=time.perf_counter()))
-        return (
-            saved[0](
-                key=key,
-                repr=repr,
-                fn=fn,
-                compile=compile,
-                is_manual_warmup=is_manual_warmup,
-                already_compiled=already_compiled,
-            )
-            if saved[0]
-            else False
-        )
+    # Triton calls its hooks with keyword arguments only; each is passed on whole to a hook set before ours.
+    def pre_hook(**hook):
+        if hook["fn"].jit_function is kernel:
+            recorder.compiles.append(_CompileEvent(key=str(hook["key"]), hook_start=time.perf_counter()))
+        return saved[0](**hook) if saved[0] else False
 
-    def post_hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
-        if fn.jit_function is kernel and recorder.compiles:
+    def post_hook(**hook):
+        if hook["fn"].jit_function is kernel and recorder.compiles:
             recorder.compiles[-1].hook_end = time.perf_counter()
-        if saved[1]:
-            return saved[1](
-                key=key,
-                repr=repr,
-                fn=fn,
-                compile=compile,
-                is_manual_warmup=is_manual_warmup,
-                already_compiled=already_compiled,
-            )
-        return None
+        return saved[1](**hook) if saved[1] else None
 
-    def listener(*, src, metadata, metadata_group, times, cache_hit):
-        if getattr(src, "fn", None) is kernel and recorder.compiles:
-            recorder.compiles[-1].triton_us = int(times.total)
-            recorder.compiles[-1].disk_cache_hit = bool(cache_hit)
+    def listener(**event):
+        if getattr(event["src"], "fn", None) is kernel and recorder.compiles:
+            recorder.compiles[-1].triton_us = int(event["times"].total)
+            recorder.compiles[-1].disk_cache_hit = bool(event["cache_hit"])
         if saved[2]:
-            saved[2](src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+            saved[2](**event)
 
     kernel.run = run
     if recorder.observe:

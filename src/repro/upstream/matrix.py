@@ -110,12 +110,12 @@ def _layout_word(record: str, interleaved: bool) -> str:
 def cutedsl_status(device: str) -> str:
     """ "" when the CuTe-DSL gather can run here, else why not."""
     if not device.startswith("cuda"):
-        return "not run: the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
+        return "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
         import cutlass  # noqa: F401
         import quack  # noqa: F401
     except Exception as exc:
-        return f"not run: nvidia-cutlass-dsl / quack-kernels not importable here ({type(exc).__name__}: {exc})"[:300]
+        return f"nvidia-cutlass-dsl / quack-kernels not importable here ({type(exc).__name__}: {exc})"[:300]
     return ""
 
 
@@ -164,32 +164,25 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                     version, label, RELEASED, member, DISPATCHER, record, interleaved, cutedsl=True, cache_root=root
                 )
                 for variant in cfg.variants:
-                    if variant != RELEASED:
-                        plan.skipped.append(
-                            row(
-                                release=version,
-                                kernel=label,
-                                variant=variant,
-                                record=record,
-                                status="not applicable",
-                                module=c.module,
-                                reason="PR #55109 changes the Triton launch only",
-                            )
-                        )
-                    elif why_not:
-                        plan.skipped.append(
-                            row(
-                                release=version,
-                                kernel=label,
-                                variant=variant,
-                                record=record,
-                                status="not run",
-                                module=c.module,
-                                reason=why_not,
-                            )
-                        )
-                    else:
+                    if variant == RELEASED and not why_not:
                         plan.arms.append(arm)
+                        continue
+                    status, reason = (
+                        ("not run", why_not)
+                        if variant == RELEASED
+                        else ("not applicable", "PR #55109 changes the Triton launch only")
+                    )
+                    plan.skipped.append(
+                        row(
+                            release=version,
+                            kernel=label,
+                            variant=variant,
+                            record=record,
+                            status=status,
+                            module=c.module,
+                            reason=reason,
+                        )
+                    )
     return plan
 
 

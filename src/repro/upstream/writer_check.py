@@ -10,6 +10,7 @@ just that cast): equal bytes then show the layout, the scales and the placement 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -85,26 +86,18 @@ def mxfp8_writer_rows(
 
     got_storage, got_cache = pool()
     try:
-        with release.active():
+        with release.active(), contextlib.ExitStack() as scope:
             if interpreted:
                 from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 
-                with loaded_scalar_loop_bounds():
-                    writer(
-                        k.to(device),
-                        got_cache.view(num_blocks, -1),
-                        slots.to(device),
-                        block_size,
-                        bytes_per_token=layout.token_bytes,
-                    )
-            else:
-                writer(
-                    k.to(device),
-                    got_cache.view(num_blocks, -1),
-                    slots.to(device),
-                    block_size,
-                    bytes_per_token=layout.token_bytes,
-                )
+                scope.enter_context(loaded_scalar_loop_bounds())
+            writer(
+                k.to(device),
+                got_cache.view(num_blocks, -1),
+                slots.to(device),
+                block_size,
+                bytes_per_token=layout.token_bytes,
+            )
     except Exception as exc:
         return [dict(base, reference="-", status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
     casts = [("round-to-nearest-even fp8 cast", fp8_rtne)]

@@ -405,10 +405,10 @@ def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, An
     release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
     from repro.upstream.arms import CUTEDSL_PREFIX, make_callable
     from repro.upstream.matrix import MatrixConfig, plan_release
+    from repro.upstream.patcher import RELEASED
     from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
 
-    cfg = MatrixConfig(request_counts=[1], modes=["in-range"], device=device, interpreted=False, download=download)
-    cfg.variants = ("released",)
+    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
     plan = plan_release(version, cfg)
     if plan.entry is None:
         return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
@@ -420,8 +420,7 @@ def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, An
     arm = next((a for a in plan.arms if a.kernel == wanted), None)
     if arm is None:
         skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
-        reason = str(skipped["reason"]) if skipped else "this release ships no CuTe-DSL gather"
-        return origin, None, reason.removeprefix("not run: ")
+        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
     try:
         return origin, make_callable(arm, interpreted=False), ""
     except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
