@@ -10,9 +10,11 @@ if ! git rev-parse --git-dir >/dev/null 2>&1; then
   echo "setup: not a git checkout; notebook output filter not registered"
   exit 0
 fi
-PY="$(cd "$VENV/bin" && pwd -P)/python"
-git config filter.nbstripout.clean "\"$PY\" -m nbstripout --keep-id"
+# scripts/nbstripout-filter finds the venv relative to the checkout it runs in, so no path of this machine is stored.
+filter="sh scripts/nbstripout-filter"
+[ "$VENV" = .venv ] || filter="REPRO_VENV=$VENV $filter"  # a venv elsewhere (conda users) is named once
+git config filter.nbstripout.clean "$filter"
 git config filter.nbstripout.smudge cat
 git config filter.nbstripout.required true
-git config diff.ipynb.textconv "\"$PY\" -m nbstripout --keep-id -t"
+git config diff.ipynb.textconv "$filter -t"
 echo "setup: notebook outputs are stripped on git add (filter nbstripout)"

@@ -62,6 +62,7 @@ def test_setup_installs_a_filter_that_strips_outputs_on_git_add(tmp_path):
     (repo / "scripts").mkdir(parents=True)
     (repo / "notebooks").mkdir()
     shutil.copy(ROOT / "scripts" / "setup-nbstripout.sh", repo / "scripts")
+    shutil.copy(ROOT / "scripts" / "nbstripout-filter", repo / "scripts")
     shutil.copy(ROOT / ".gitattributes", repo)
     (repo / ".venv").symlink_to(Path(sys.prefix))  # this test's environment, where nbstripout is installed
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "VENV": ".venv"}
