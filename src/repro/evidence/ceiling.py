@@ -69,9 +69,9 @@ def _sync(device: str) -> None:
 
 def _fast_block_t(num_reqs: int, max_gather: int, device: str) -> int:
     """The tile gather_fast's GPU launch uses for this shape."""
-    from repro.kernels.fast import CONFIG, plan_launch
+    from repro.kernels.fast import DEFAULT_SETTINGS, plan_launch
 
-    return plan_launch(num_reqs, max_gather, torch.device(device), CONFIG, "grid").block_t
+    return plan_launch(num_reqs, max_gather, torch.device(device), DEFAULT_SETTINGS, "grid").block_t
 
 
 def gather_arm(

@@ -36,6 +36,7 @@ import triton.language as tl
 from repro.geometry.layout import DSV4, UE8M0_BIAS
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import quantize_and_insert_reference
+from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -94,6 +95,13 @@ def _stream_dequant_kernel(
     SCALE_PITCH: tl.constexpr,
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    TILE: tl.constexpr,
+    OVERREAD: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    STORE_EVICT: tl.constexpr,
     N_GROUPS: tl.constexpr,
     N_SCALES: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
@@ -102,31 +110,27 @@ def _stream_dequant_kernel(
 ):
     pid = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
-    g = tl.arange(0, N_GROUPS)
-    c = tl.arange(0, QUANT_BLOCK)
-    cols = g[:, None] * QUANT_BLOCK + c[None, :]
-    is_nope_group = (g < N_SCALES)[None, :, None]
-    for k in tl.static_range(TILES_PER_PROGRAM):
-        i0 = (pid * TILES_PER_PROGRAM + k) * BLOCK_T
-        valid, s, x, rope = _load_token_tile(
-            data_ptr,
-            scale_ptr,
-            num_tokens,
-            i0,
-            DATA_PITCH,
-            SCALE_PITCH,
+    for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
+        i = (pid * TILES_PER_PROGRAM + k) * BLOCK_T + t
+        idx = i.to(tl.int64)
+        dequant_tokens(
+            data_ptr + idx * DATA_PITCH,
+            scale_ptr + idx * SCALE_PITCH,
+            out_ptr + idx * HEAD_DIM,
+            i < num_tokens,
             BLOCK_T,
+            TILE,
+            OVERREAD,
+            LOAD_CACHE,
+            LOAD_EVICT,
+            STORE_CACHE,
+            STORE_EVICT,
             N_GROUPS,
             N_SCALES,
             QUANT_BLOCK,
             FP8_DIM,
+            HEAD_DIM,
         )
-        # 2**(s - 127) from its bits (exact on the GPU and in the interpreter), one rounding to bf16.
-        scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
-        row = out_ptr + (i0 + t).to(tl.int64) * HEAD_DIM
-        tl.store(row[:, None, None] + cols[None, :, :], nope, mask=valid[:, None, None] & is_nope_group)
-        tl.store(row[:, None] + FP8_DIM + c[None, :], rope.to(tl.bfloat16, bitcast=True), mask=valid[:, None])
 
 
 @triton.jit
@@ -315,12 +319,18 @@ def _is_pow2(v) -> bool:
 
 
 def plan_stream(
-    num_tokens: int, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS, plan: str = "grid"
+    num_tokens: int,
+    block_t: int = DEFAULT_BLOCK_T,
+    num_warps: int = DEFAULT_NUM_WARPS,
+    plan: str = "grid",
+    tiles_per_program: int = 1,
 ) -> StreamPlan:
-    """``"grid"``: one ``block_t`` tile per program (the GPU shape); ``"per-program"``: one program
-    walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
+    """``"grid"``: ``tiles_per_program`` tiles of ``block_t`` tokens per program (the GPU shape);
+    ``"per-program"``: one program walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
     if not _is_pow2(block_t):
         raise ValueError(f"block_t must be a power of two >= 1, got {block_t!r}")
+    if not _is_pow2(tiles_per_program):
+        raise ValueError(f"tiles_per_program must be a power of two >= 1, got {tiles_per_program!r}")
     if not (_is_pow2(num_warps) and num_warps <= 32):
         raise ValueError(f"num_warps must be a power of two <= 32, got {num_warps!r}")
     if plan == "per-program":
@@ -329,14 +339,19 @@ def plan_stream(
     if plan != "grid":
         raise ValueError(f"plan must be 'grid' or 'per-program', got {plan!r}")
     return StreamPlan(
-        grid=(triton.cdiv(num_tokens, block_t),), block_t=block_t, tiles_per_program=1, num_warps=num_warps
+        grid=(triton.cdiv(num_tokens, block_t * tiles_per_program),),
+        block_t=block_t,
+        tiles_per_program=tiles_per_program,
+        num_warps=num_warps,
     )
 
 
-def _resolve_plan(kernel, num_tokens: int, block_t: int, num_warps: int, plan: str | None) -> StreamPlan:
+def _resolve_plan(
+    kernel, num_tokens: int, block_t: int, num_warps: int, plan: str | None, tiles_per_program: int = 1
+) -> StreamPlan:
     if plan is None:
         plan = "per-program" if is_interpreted(kernel) else "grid"
-    return plan_stream(num_tokens, block_t, num_warps, plan)
+    return plan_stream(num_tokens, block_t, num_warps, plan, tiles_per_program)
 
 
 def _common(launch: StreamPlan) -> dict:
@@ -368,10 +383,18 @@ def stream_dequant(
     block_t: int = DEFAULT_BLOCK_T,
     num_warps: int = DEFAULT_NUM_WARPS,
     plan: str | None = None,
+    tile: TileSettings = DEFAULT_TILE,
+    tiles_per_program: int = 1,
+    num_stages: int = 1,
 ) -> StreamPlan:
-    """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table)."""
+    """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table).
+
+    ``tile`` is the shared tile code's layout and hints (:class:`repro.kernels.tiles.TileSettings`);
+    ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined)."""
     _check_out(out, inp.num_tokens, inp.buffer.device)
-    launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan)
+    launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan, tiles_per_program)
+    common = _common(launch)
+    del common["N_GROUPS"], common["N_SCALES"], common["QUANT_BLOCK"], common["FP8_DIM"]
     _stream_dequant_kernel[launch.grid](
         out,
         inp.data,
@@ -379,8 +402,9 @@ def stream_dequant(
         inp.num_tokens,
         DATA_PITCH=inp.data_pitch,
         SCALE_PITCH=inp.scale_pitch,
-        HEAD_DIM=DSV4.head_dim,
-        **_common(launch),
+        NUM_STAGES=num_stages,
+        **common,
+        **tile.constexprs(),
     )
     return launch
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from repro.upstream.loader import LoadedRelease
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
@@ -78,7 +79,13 @@ def load_arm(arm: Arm) -> tuple[LoadedRelease, object, list]:
 
 
 def make_callable(arm: Arm, interpreted: bool) -> Callable[..., None]:
-    """``fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)`` for the arm."""
+    """``fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)`` for the arm.
+
+    Each call runs inside the release's import scope. Entering that scope swaps every ``vllm.*`` entry
+    of ``sys.modules`` (hundreds of microseconds with a large stack such as CuTe-DSL loaded), so a caller
+    that times the arm enters ``fn.scope()`` once around all its calls: inside it a call is the release's
+    wrapper and nothing else of the harness (a Triton arm also records which kernel launched).
+    """
     release, wrapper, watched = load_arm(arm)
     launched: list[str] = []
     for kernel in watched:
@@ -89,22 +96,64 @@ def make_callable(arm: Arm, interpreted: bool) -> Callable[..., None]:
             return _run(*args, **kwargs)
 
         kernel.run = recording_run
+    depth = [0]
 
-    def fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
-        launched.clear()
-        scope = contextlib.ExitStack()
-        with scope:
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        """The release's import scope (and the interpreter's compatibility patch), entered once."""
+        with contextlib.ExitStack() as stack:
             if interpreted:
                 from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 
-                scope.enter_context(loaded_scalar_loop_bounds())
-            scope.enter_context(release.active())
+                stack.enter_context(loaded_scalar_loop_bounds())
+            stack.enter_context(release.active())
+            depth[0] += 1
+            try:
+                yield
+            finally:
+                depth[0] -= 1
+
+    def fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> None:
+        if depth[0]:
+            if arm.kernel_name:
+                launched.clear()
             wrapper(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
+        else:
+            launched.clear()
+            with scope():
+                wrapper(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
         if arm.kernel_name and not launched:
             raise WrongKernel(f"{arm.wrapper} did not launch {arm.kernel_name}")
 
     fn.release = release
+    fn.scope = scope
     return fn
+
+
+def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
+    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
+    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
+    from repro.upstream.matrix import MatrixConfig, plan_release
+    from repro.upstream.patcher import RELEASED
+    from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
+
+    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
+    plan = plan_release(version, cfg)
+    if plan.entry is None:
+        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
+    try:
+        origin = origin_of(plan.entry)
+    except ReleaseUnavailable as exc:
+        return f"vLLM {version}", None, str(exc)
+    wanted = f"{CUTEDSL_PREFIX}v4:v4"
+    arm = next((a for a in plan.arms if a.kernel == wanted), None)
+    if arm is None:
+        skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
+        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
+    try:
+        return origin, make_callable(arm, interpreted=False), ""
+    except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
+        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
 
 
 def interpreted_now() -> bool:

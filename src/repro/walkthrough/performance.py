@@ -275,6 +275,7 @@ class PerformanceWalkthrough:
         ceiling of this run. A release that cannot run it (no GPU, no package, not shipped) or fails while
         timed gets a status row saying why; what was timed before a failure is kept."""
         from repro.registry import cutedsl_bench_arms
+        from repro.upstream.arms import cutedsl_callable
 
         p = self.session.params
         status = self.session.table(CUTEDSL)
@@ -398,33 +399,6 @@ class PerformanceWalkthrough:
         text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
         self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
         return text
-
-
-def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
-    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
-    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
-    from repro.upstream.arms import CUTEDSL_PREFIX, make_callable
-    from repro.upstream.matrix import MatrixConfig, plan_release
-    from repro.upstream.patcher import RELEASED
-    from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
-
-    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
-    plan = plan_release(version, cfg)
-    if plan.entry is None:
-        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
-    try:
-        origin = origin_of(plan.entry)
-    except ReleaseUnavailable as exc:
-        return f"vLLM {version}", None, str(exc)
-    wanted = f"{CUTEDSL_PREFIX}v4:v4"
-    arm = next((a for a in plan.arms if a.kernel == wanted), None)
-    if arm is None:
-        skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
-        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
-    try:
-        return origin, make_callable(arm, interpreted=False), ""
-    except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
-        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
 
 
 def repo_jit_subjects() -> list:

@@ -1,0 +1,702 @@
+"""The launch-setting sweep behind ``gather_fast`` and the streaming ceiling, in one GPU call.
+
+``python -m repro.evidence.tuning [--out DIR] [--budget-s S] [--smoke]`` measures, in this order and
+within a time budget (a section that would overrun is recorded as skipped, never killed):
+
+1. copy-equivalent rates: a device copy, a read-only and a write-only pass over 1 GiB;
+2. streaming kernels (the gather's 584 B in / 1,024 B out per token, no block table) in many tile
+   settings (:class:`repro.kernels.tiles.TileSettings`, tokens and warps per program, tiles per program)
+   and both record layouts, at the largest shape;
+3. ``gather_fast`` candidates (:class:`repro.kernels.fast.FastSettings`) at the largest shape on the
+   narrowed block table;
+4. the best candidates, today's settings and vLLM's CuTe-DSL gather (through the release's own
+   dispatcher, loaded by :mod:`repro.upstream`) at every shape, CUDA-graph medians in alternating rounds;
+5. host time per eager call (plain clock over many calls after warm-up) of every arm, and the direct
+   launch path checked bitwise on aligned and misaligned tensors.
+
+Every kernel is checked bitwise against its reference before it is timed; a failure (compile error,
+mismatch) is a row. Rows go to ``DIR/*.csv``; a compact table is printed last. ``--smoke`` runs every
+code path on the CPU (Triton's interpreter, tiny sizes, wall-clock "timings" that mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+#: The release whose CuTe-DSL gather is the production peer.
+CUTEDSL_RELEASE = "0.33.0"
+BLOCK_SIZE = 64
+#: Request counts x sequence length of the GPU sweep; the first is the largest (where settings are chosen).
+GPU_SHAPES = (
+    (256, 2048),
+    (128, 2048),
+    (64, 2048),
+    (32, 2048),
+    (16, 2048),
+    (4, 2048),
+    (1, 2048),
+    (256, 256),
+    (64, 256),
+    (16, 256),
+)
+SMOKE_SHAPES = ((3, 40), (1, 24))
+#: Fraction of the budget each section may use before the next one starts (cumulative).
+SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
+TOP_CANDIDATES = 4
+
+
+def stream_candidates() -> list[tuple[str, dict]]:
+    """(layout, stream_dequant keywords) of the streaming sweep."""
+    from repro.kernels.tiles import TileSettings as T
+
+    out = []
+    for layout in ("split", "records"):
+        for bt, w in ((8, 4), (4, 2), (16, 4), (32, 8), (64, 8)):
+            out.append((layout, {"block_t": bt, "num_warps": w}))
+    split = [
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="flat")},
+        {"block_t": 16, "num_warps": 4, "tile": T(tile="flat")},
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="regroup")},
+        {"block_t": 8, "num_warps": 4, "tile": T(overread=True)},
+        {"block_t": 8, "num_warps": 4, "tile": T(store_cache=".cs")},
+        {"block_t": 8, "num_warps": 4, "tile": T(load_evict="")},
+        {"block_t": 8, "num_warps": 4, "tile": T(load_cache=".cg", store_cache=".cs")},
+        {"block_t": 16, "num_warps": 4, "tile": T(tile="flat", overread=True, store_cache=".cs")},
+        {"block_t": 8, "num_warps": 4, "tiles_per_program": 4, "num_stages": 3},
+        {"block_t": 16, "num_warps": 8, "tiles_per_program": 2, "num_stages": 2},
+    ]
+    return out + [("split", kw) for kw in split]
+
+
+def stream_label(layout: str, kw: dict) -> str:
+    from repro.kernels.tiles import DEFAULT_TILE
+
+    tile = kw.get("tile", DEFAULT_TILE)
+    loop = f" tpp{kw['tiles_per_program']} st{kw.get('num_stages', 1)}" if kw.get("tiles_per_program") else ""
+    return f"stream {layout} {kw['block_t']}x{kw['num_warps']}{loop} {tile.label()}"
+
+
+def gather_candidates() -> list:
+    """``FastSettings`` of the gather sweep (the first is today's default)."""
+    from repro.kernels.fast import FastSettings as F
+    from repro.kernels.tiles import TileSettings as T
+
+    shapes = [(8, 4), (4, 1), (4, 2), (8, 2), (8, 8), (16, 4), (16, 8), (32, 4), (32, 8), (64, 8)]
+    out = [F(block_t=bt, num_warps=w, min_block_t=min(bt, 8)) for bt, w in shapes]
+    tiles = [
+        (8, 4, T(tile="flat")),
+        (16, 4, T(tile="flat")),
+        (32, 8, T(tile="flat")),
+        (8, 4, T(tile="regroup")),
+        (16, 4, T(tile="regroup")),
+        (8, 4, T(overread=True)),
+        (16, 4, T(overread=True)),
+        (16, 4, T(tile="flat", overread=True)),
+        (8, 4, T(store_cache=".cs")),
+        (16, 4, T(store_cache=".cs")),
+        (8, 4, T(store_evict="evict_first")),
+        (8, 4, T(overread=True, store_cache=".cs")),
+        (16, 4, T(tile="flat", store_cache=".cs")),
+        (8, 4, T(load_evict="")),
+        (8, 4, T(load_cache=".cg")),
+        (8, 4, T(load_cache=".cg", load_evict="", store_cache=".cs")),
+    ]
+    out += [F(block_t=bt, num_warps=w, min_block_t=min(bt, 8), tile=t) for bt, w, t in tiles]
+    out += [
+        F(block_t=8, num_warps=4, tiles_per_program=2),
+        F(block_t=8, num_warps=4, tiles_per_program=4),
+        F(block_t=8, num_warps=4, tiles_per_program=4, num_stages=3),
+        F(block_t=16, num_warps=4, tiles_per_program=2, num_stages=2),
+    ]
+    return out
+
+
+def small_shape_variants(best: object) -> list:
+    """The best settings with a smaller grid-filling floor (matters only below the largest shape)."""
+    from dataclasses import replace
+
+    return [replace(best, min_block_t=2, waves=4), replace(best, min_block_t=1, waves=8)]
+
+
+@dataclass
+class Sweep:
+    """Time keeping, rows per table, and the device-dependent timers."""
+
+    device: str
+    budget_s: float
+    out_dir: Path | None
+    started: float = field(default_factory=time.monotonic)
+    tables: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device == "cuda"
+
+    def left(self, section: str) -> float:
+        """Seconds this section may still use."""
+        return self.started + SECTION_END[section] * self.budget_s - time.monotonic()
+
+    def add(self, table: str, row: dict) -> None:
+        self.tables.setdefault(table, []).append(row)
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def eager_us(self, fn: Callable[[], object]) -> float:
+        """Device time of one call (``do_bench`` median, L2 cleared); wall clock of one call on the CPU."""
+        if self.on_gpu:
+            from repro.evidence.timing import median_us
+
+            return median_us(fn, rep_ms=30)
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6
+
+    def graph_us(self, calls: list) -> float:
+        """Per-call median of CUDA-graph replays of ``calls``; wall clock per call on the CPU."""
+        if self.on_gpu:
+            from repro.evidence.timing import graph_median_us
+
+            return graph_median_us(calls, rep_ms=30)
+        t0 = time.perf_counter()
+        for fn in calls:
+            fn()
+        return (time.perf_counter() - t0) * 1e6 / len(calls)
+
+    def host_us(self, fn: Callable[[], object], calls: int) -> float:
+        """Host time per call: plain clock over ``calls`` calls after warm-up, no synchronisation inside."""
+        for _ in range(max(3, calls // 20)):
+            fn()
+        self.sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        self.sync()
+        return (t1 - t0) * 1e6 / calls
+
+    def rotation(self, nbytes: int) -> int:
+        if not self.on_gpu:
+            return 1
+        from repro.evidence.timing import rotation_count
+
+        return rotation_count(nbytes)
+
+    def write(self) -> None:
+        if self.out_dir is None:
+            return
+        import pandas as pd
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for name, rows in self.tables.items():
+            pd.DataFrame(rows).to_csv(self.out_dir / f"{name}.csv", index=False)
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+
+
+def _tbps(nbytes: float, us: float) -> float:
+    return round(nbytes / (us * 1e-6) / 1e12, 4) if us > 0 else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. rates
+
+
+def measure_rates(sw: Sweep) -> dict:
+    """Copy, read-only and write-only rates in TB/s (bytes moved per second), each the best of a few ways."""
+    import torch
+
+    from repro.kernels import stream as S
+
+    nbytes = (1 << 30) if sw.on_gpu else (1 << 16)
+    src = torch.empty(nbytes, dtype=torch.uint8, device=sw.device).random_(0, 256)
+    dst = torch.empty_like(src)
+    words = src.view(torch.int64)
+    rates = {}
+    ways = {
+        "copy": [("torch copy_", lambda: dst.copy_(src), 2 * nbytes)],
+        "write-only": [("torch zero_", lambda: dst.zero_(), nbytes), ("torch fill_", lambda: dst.fill_(7), nbytes)],
+        "read-only": [("torch sum (int64 words)", lambda: words.sum(), nbytes)],
+    }
+    tokens = nbytes // (2 * 1024) if sw.on_gpu else 64
+    for layout, bt, w in (("split", 8, 4), ("split", 32, 8)):
+        inp = S.make_stream_input(tokens, layout, device=sw.device)
+        launch = S.plan_stream(tokens, bt, w, "grid")
+        sums = S.read_sums_buffer(inp, launch)
+        ways["read-only"].append(
+            (
+                f"stream_read {layout} {bt}x{w}",
+                partial(S.stream_read, inp, sums, block_t=bt, num_warps=w, plan="grid" if sw.on_gpu else None),
+                inp.bytes_read,
+            )
+        )
+        out = torch.empty(tokens, 512, dtype=torch.bfloat16, device=sw.device)
+        ways["write-only"].append(
+            (
+                f"stream_write {bt}x{w}",
+                partial(S.stream_write, out, block_t=bt, num_warps=w, plan="grid" if sw.on_gpu else None),
+                tokens * 1024,
+            )
+        )
+    for kind, entries in ways.items():
+        best = 0.0
+        for how, fn, moved in entries:
+            try:
+                us = sw.graph_us([fn])
+                tb = _tbps(moved, us)
+                best = max(best, tb)
+                sw.add("rates", {"kind": kind, "how": how, "bytes": moved, "median_us": round(us, 3), "tbps": tb})
+            except Exception as exc:
+                sw.add("rates", {"kind": kind, "how": how, "bytes": moved, "error": _error(exc)})
+        rates[kind] = best
+    return rates
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. streaming ceiling candidates
+
+
+def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
+    import torch
+
+    from repro.kernels import stream as S
+
+    copies = sw.rotation(tokens * 1608)
+    inputs = {
+        layout: [S.make_stream_input(tokens, layout, seed=k, device=sw.device) for k in range(copies)]
+        for layout in ("split", "records")
+    }
+    refs = {layout: S.stream_reference(inputs[layout][0]).view(torch.int16) for layout in inputs}
+    outs = [torch.empty(tokens, 512, dtype=torch.bfloat16, device=sw.device) for _ in range(copies)]
+    rows = []
+    for layout, kw in stream_candidates():
+        label = stream_label(layout, kw)
+        if sw.left("stream") <= 0:
+            sw.add("stream", {"arm": label, "status": "skipped: time budget"})
+            continue
+        kw = {**kw, "plan": "grid" if sw.on_gpu else None}
+        row = {"arm": label, "layout": layout, "tokens": tokens}
+        try:
+            check = inputs[layout][0].fresh_out()
+            S.stream_dequant(inputs[layout][0], check, **kw)
+            sw.sync()
+            bad = int((check.view(torch.int16) != refs[layout]).any(1).sum())
+            row["mismatched_tokens"] = bad
+            if bad:
+                row["status"] = "mismatch"
+            else:
+                calls = [partial(S.stream_dequant, inp, o, **kw) for inp, o in zip(inputs[layout], outs)]
+                us = sw.graph_us(calls)
+                row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
+                if rates.get("copy"):
+                    row["copy_equiv_fraction"] = round(tokens * 1608 / (rates["copy"] * 1e12) / (us * 1e-6), 4)
+        except Exception as exc:
+            row |= {"status": "error", "error": _error(exc)}
+        sw.add("stream", row)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. gather candidates at the largest shape
+
+
+def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
+    from dataclasses import replace
+
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    spec = ScenarioSpec(
+        num_reqs=num_reqs,
+        block_size=BLOCK_SIZE,
+        seq_len_max=seq_len,
+        seq_lens=(seq_len,) * num_reqs,
+        max_reqs=max_reqs,
+        device=sw.device,
+        mode="in-range",
+    )
+    copies = sw.rotation(num_reqs * seq_len * 1608)
+    return [build_scenario(replace(spec, seed=k)) for k in range(copies)]
+
+
+def _check(fn, scenario, ref) -> int:
+    from repro.evidence.cases import compare_bitwise
+
+    out = scenario.fresh_out()
+    fn(*scenario.args(out))
+    mismatched, stray = compare_bitwise(out, ref, scenario)
+    return mismatched + stray
+
+
+def gather_sweep(sw: Sweep, scenarios: list, ref: object, copy_rate: float) -> list[tuple[float, object]]:
+    from repro.kernels.fast import gather_fast_with
+
+    s0 = scenarios[0]
+    tokens = s0.total_tokens
+    outs = [s.fresh_out() for s in scenarios]
+    plan = "grid" if sw.on_gpu else None
+    ranked = []
+    for settings in gather_candidates():
+        label = settings.label()
+        if sw.left("gather") <= 0:
+            sw.add("gather", {"arm": label, "status": "skipped: time budget"})
+            continue
+        fn = partial(gather_fast_with, settings=settings, plan=plan)
+        row = {"arm": label, "tokens": tokens}
+        try:
+            bad = _check(fn, s0, ref)
+            row["mismatched_tokens"] = bad
+            if bad:
+                row["status"] = "mismatch"
+            else:
+                us = sw.graph_us([partial(fn, *s.args(o)) for s, o in zip(scenarios, outs)])
+                row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
+                if copy_rate:
+                    row["copy_equiv_fraction"] = round(tokens * 1608 / (copy_rate * 1e12) / (us * 1e-6), 4)
+                ranked.append((us, settings))
+        except Exception as exc:
+            row |= {"status": "error", "error": _error(exc)}
+        sw.add("gather", row)
+    ranked.sort(key=lambda x: x[0])
+    return ranked
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. every shape: best candidates, today's settings, the best streaming kernel, vLLM's CuTe-DSL gather
+
+
+def load_cutedsl(sw: Sweep) -> tuple[Callable | None, str]:
+    """(callable, why not) for the CuTe-DSL gather of :data:`CUTEDSL_RELEASE`."""
+    if not sw.on_gpu:
+        return None, "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
+    try:
+        from repro.upstream.arms import cutedsl_callable
+
+        _, fn, why = cutedsl_callable(CUTEDSL_RELEASE, "cuda", download=False)
+        return fn, why
+    except Exception as exc:
+        return None, _error(exc)
+
+
+def shape_sweep(
+    sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], stream_kw: dict | None
+) -> None:
+    """Graph medians of every arm at every shape (two alternating rounds), each checked first."""
+    import torch
+
+    from repro.evidence.cases import reference_output
+    from repro.kernels import stream as S
+
+    max_reqs = max(n for n, _ in shapes)
+    for n, L in shapes:
+        if sw.left("shapes") <= 0:
+            sw.add("shapes", {"num_reqs": n, "seq_len": L, "status": "skipped: time budget"})
+            continue
+        scenarios = _scenarios(sw, n, L, max_reqs)
+        ref = reference_output(scenarios[0])
+        outs = [s.fresh_out() for s in scenarios]
+        timed = {}
+        for name, fn, scope in arms:
+            with scope() if scope else contextlib.nullcontext():
+                try:
+                    bad = _check(fn, scenarios[0], ref)
+                except Exception as exc:
+                    sw.add(
+                        "shapes", {"arm": name, "num_reqs": n, "seq_len": L, "status": "error", "error": _error(exc)}
+                    )
+                    continue
+            if bad:
+                sw.add("shapes", {"arm": name, "num_reqs": n, "seq_len": L, "status": "mismatch", "mismatched": bad})
+                continue
+            timed[name] = ([partial(fn, *s.args(o)) for s, o in zip(scenarios, outs)], scope)
+        if stream_kw is not None:
+            tokens = n * L
+            inputs = [S.make_stream_input(tokens, "split", seed=k, device=sw.device) for k in range(len(scenarios))]
+            souts = [torch.empty(tokens, 512, dtype=torch.bfloat16, device=sw.device) for _ in inputs]
+            timed["stream"] = ([partial(S.stream_dequant, i, o, **stream_kw) for i, o in zip(inputs, souts)], None)
+        medians = {name: [] for name in timed}
+        for _ in range(2):
+            for name, (calls, scope) in timed.items():
+                with scope() if scope else contextlib.nullcontext():
+                    try:
+                        medians[name].append(sw.graph_us(calls))
+                    except Exception as exc:
+                        sw.add(
+                            "shapes",
+                            {"arm": name, "num_reqs": n, "seq_len": L, "status": "error", "error": _error(exc)},
+                        )
+        for name, values in medians.items():
+            if values:
+                us = statistics.median(values)
+                sw.add(
+                    "shapes",
+                    {
+                        "arm": name,
+                        "num_reqs": n,
+                        "seq_len": L,
+                        "status": "ok",
+                        "graph_us": round(us, 3),
+                        "rounds_us": " ".join(f"{v:.2f}" for v in values),
+                        "tbps": _tbps(n * L * 1608, us),
+                    },
+                )
+        del scenarios, outs, ref, timed
+        if sw.on_gpu:
+            torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. host time per eager call, and the direct launch path on aligned and misaligned tensors
+
+
+def host_section(sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]]) -> None:
+    from repro.evidence.cases import reference_output
+    from repro.kernels.gather import check_gather_args
+
+    calls = 300 if sw.on_gpu else 3
+    for n, L in shapes:
+        scenarios = _scenarios(sw, n, L, n)[:1]
+        s0 = scenarios[0]
+        ref = reference_output(s0)
+        out = s0.fresh_out()
+        args = s0.args(out)
+        entries = list(arms) + [("check_gather_args alone", check_gather_args, None)]
+        for name, fn, scope in entries:
+            if sw.left("host") <= 0:
+                sw.add("host", {"arm": name, "num_reqs": n, "seq_len": L, "status": "skipped: time budget"})
+                continue
+            row = {"arm": name, "num_reqs": n, "seq_len": L}
+            try:
+                with scope() if scope else contextlib.nullcontext():
+                    row["host_us"] = round(sw.host_us(partial(fn, *args), calls), 2)
+                    if fn is not check_gather_args:
+                        row["eager_device_us"] = round(sw.eager_us(partial(fn, *args)), 3)
+                        row["mismatched"] = _check(fn, s0, ref)
+                row["status"] = "ok"
+            except Exception as exc:
+                row |= {"status": "error", "error": _error(exc)}
+            sw.add("host", row)
+    direct_path_checks(sw)
+
+
+def direct_path_checks(sw: Sweep) -> None:
+    """gather_fast after its kernel is cached, on an aligned output, a misaligned output view and a cache
+    view at an odd byte offset (each a different specialisation): bitwise equal to the reference."""
+    import torch
+
+    from repro.evidence.cases import compare_bitwise, reference_output
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.kernels import fast
+
+    sc = build_scenario(
+        ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=300, max_reqs=8, window=100, offset=3, device=sw.device)
+    )
+    ref = reference_output(sc)
+    cases = {}
+    out = sc.fresh_out()
+    cases["aligned"] = (out, sc.k_cache)
+    big = torch.empty(out.numel() + 8, dtype=torch.bfloat16, device=sw.device)
+    shifted = big[1 : 1 + out.numel()].view(out.shape)
+    shifted.copy_(sc.fresh_out())
+    cases["output 2 bytes off alignment"] = (shifted, sc.k_cache)
+    storage = torch.zeros(sc.k_cache_storage.numel() + 1, dtype=torch.uint8, device=sw.device)
+    storage[1:] = sc.k_cache_storage
+    odd = torch.as_strided(storage, sc.k_cache.shape, sc.k_cache.stride(), 1)
+    cases["cache 1 byte off alignment"] = (sc.fresh_out(), odd)
+    for name, (o, k) in cases.items():
+        for attempt in ("first call", "cached"):
+            o.copy_(sc.fresh_out())
+            fast.gather_fast(o, k, sc.seq_lens, sc.gather_lens, sc.block_table, sc.spec.block_size, sc.spec.offset)
+            sw.sync()
+            mismatched, stray = compare_bitwise(o, ref, sc)
+            sw.add(
+                "direct",
+                {
+                    "case": name,
+                    "call": attempt,
+                    "direct_path": fast._LAUNCHER.enabled,
+                    "mismatched": mismatched,
+                    "stray": stray,
+                },
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run(sw: Sweep) -> None:
+    import torch
+
+    from repro.evidence.cases import reference_output
+    from repro.kernels.fast import DEFAULT_SETTINGS, gather_fast, gather_fast_with
+
+    shapes = GPU_SHAPES if sw.on_gpu else SMOKE_SHAPES
+    n0, L0 = shapes[0]
+    env = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if sw.on_gpu else "cpu"}
+    import triton
+
+    env["triton"] = triton.__version__
+    sw.add("environment", env)
+    print(
+        f"tuning sweep on {env['device']} (torch {env['torch']}, triton {env['triton']}), budget {sw.budget_s:.0f} s",
+        flush=True,
+    )
+
+    rates = measure_rates(sw)
+    print(f"[{time.monotonic() - sw.started:.0f} s] rates {rates}", flush=True)
+
+    cute, cute_why = load_cutedsl(sw)
+    sw.add("cutedsl", {"release": CUTEDSL_RELEASE, "loaded": cute is not None, "why_not": cute_why})
+    print(
+        f"[{time.monotonic() - sw.started:.0f} s] CuTe-DSL {CUTEDSL_RELEASE}: {'loaded' if cute else cute_why}",
+        flush=True,
+    )
+
+    stream_rows = stream_sweep(sw, n0 * L0, rates)
+    ok_streams = sorted((r for r in stream_rows if r.get("status") == "ok"), key=lambda r: r["graph_us"])
+    print(f"[{time.monotonic() - sw.started:.0f} s] stream sweep: {len(ok_streams)} timed", flush=True)
+
+    scenarios = _scenarios(sw, n0, L0, n0)
+    ref = reference_output(scenarios[0])
+    ranked = gather_sweep(sw, scenarios, ref, rates.get("copy", 0.0))
+    del scenarios, ref
+    if sw.on_gpu:
+        torch.cuda.empty_cache()
+    print(f"[{time.monotonic() - sw.started:.0f} s] gather sweep: {len(ranked)} timed", flush=True)
+
+    plan = "grid" if sw.on_gpu else None
+    best = [s for _, s in ranked[:TOP_CANDIDATES]]
+    arms = [("today", partial(gather_fast_with, settings=DEFAULT_SETTINGS, plan=plan), None)]
+    sw.add("legend", {"arm": "today", "what": f"gather_fast as committed: {DEFAULT_SETTINGS.label()}"})
+    for k, settings in enumerate(best + (small_shape_variants(best[0]) if best else [])):
+        arms.append((f"c{k}", partial(gather_fast_with, settings=settings, plan=plan), None))
+        sw.add(
+            "legend",
+            {"arm": f"c{k}", "what": f"{settings.label()}, min_block_t {settings.min_block_t}, waves {settings.waves}"},
+        )
+    if cute is not None:
+        arms.append(("cute", cute, cute.scope))
+        sw.add("legend", {"arm": "cute", "what": f"vLLM {CUTEDSL_RELEASE}'s CuTe-DSL gather, narrowed table"})
+    stream_kw = None
+    if ok_streams:
+        stream_kw = {"plan": plan, **_stream_kwargs(ok_streams[0]["arm"])}
+        sw.add(
+            "legend",
+            {"arm": "stream", "what": f"fastest split-layout streaming kernel, no table: {ok_streams[0]['arm']}"},
+        )
+    shape_sweep(sw, shapes, arms, stream_kw)
+    print(f"[{time.monotonic() - sw.started:.0f} s] shapes done", flush=True)
+
+    host_arms = [
+        ("gather_fast direct launch", gather_fast, None),
+        ("gather_fast today (Triton launcher)", partial(gather_fast_with, settings=DEFAULT_SETTINGS, plan=plan), None),
+    ]
+    if cute is not None:
+        host_arms.append((f"vLLM {CUTEDSL_RELEASE} CuTe-DSL, scope entered once", cute, cute.scope))
+        host_arms.append(
+            (f"vLLM {CUTEDSL_RELEASE} CuTe-DSL, scope per call (old harness)", _per_call_scope(cute), None)
+        )
+    host_shapes = ((1, 256), (256, 2048)) if sw.on_gpu else ((1, 24),)
+    host_section(sw, host_shapes, host_arms)
+    print(f"[{time.monotonic() - sw.started:.0f} s] host section done", flush=True)
+
+
+def _per_call_scope(fn):
+    def call(*args):
+        with fn.scope():
+            fn(*args)
+
+    return call
+
+
+def _stream_kwargs(label: str) -> dict:
+    """Rebuild the stream_dequant keywords of a candidate from the sweep's list (by label)."""
+    for layout, kw in stream_candidates():
+        if stream_label(layout, kw) == label and layout == "split":
+            return dict(kw)
+    return {"block_t": 8, "num_warps": 4}
+
+
+def summary(sw: Sweep) -> str:
+    """The compact table printed last."""
+    import pandas as pd
+
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_colwidth", 70)
+    pd.set_option("display.max_rows", 200)
+    parts = []
+    for name, cols, sort in (
+        ("rates", ["kind", "how", "median_us", "tbps"], None),
+        ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], "graph_us"),
+        ("gather", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], "graph_us"),
+        ("shapes", ["num_reqs", "seq_len", "arm", "status", "graph_us"], None),
+        ("host", ["num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
+        ("direct", ["case", "call", "direct_path", "mismatched", "stray"], None),
+        ("cutedsl", ["release", "loaded", "why_not"], None),
+        ("legend", ["arm", "what"], None),
+    ):
+        rows = sw.tables.get(name)
+        if not rows:
+            continue
+        f = pd.DataFrame(rows)
+        f = f[[c for c in cols if c in f.columns] + (["error"] if "error" in f.columns else [])]
+        if sort and sort in f.columns:
+            f = f.sort_values(sort, na_position="last")
+        if "error" in f.columns:
+            f["error"] = f["error"].fillna("").str.slice(0, 60)
+        parts.append(f"== {name} ==\n{f.to_string(index=False)}")
+    if "shapes" in sw.tables:
+        f = pd.DataFrame(sw.tables["shapes"])
+        f = f[f.get("status") == "ok"] if "status" in f.columns else f
+        if len(f):
+            wide = f.pivot_table(index=["num_reqs", "seq_len"], columns="arm", values="graph_us").sort_index(
+                ascending=False
+            )
+            parts.append(f"== graph medians (us) by shape ==\n{wide.round(1).to_string()}")
+    return "\n\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m repro.evidence.tuning", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT") or None, help="folder for the CSVs (default $OUT)")
+    parser.add_argument("--budget-s", type=float, default=390.0, help="total time budget in seconds (default 390)")
+    parser.add_argument("--smoke", action="store_true", help="CPU smoke test: interpreter, tiny sizes")
+    args = parser.parse_args(argv)
+    if args.budget_s <= 0:
+        print(f"error: --budget-s must be positive, got {args.budget_s}", file=sys.stderr)
+        return 2
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+
+    device = "cpu" if args.smoke else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("error: no CUDA device; --smoke runs the CPU smoke test", file=sys.stderr)
+        return 2
+    sw = Sweep(device, args.budget_s, Path(args.out) if args.out else None)
+    try:
+        run(sw)
+    finally:
+        sw.write()
+        print(summary(sw), flush=True)
+        print(f"total {time.monotonic() - sw.started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

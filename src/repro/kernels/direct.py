@@ -1,0 +1,113 @@
+"""Launch a compiled Triton kernel again without Triton's Python launcher (tens of microseconds per call).
+
+``kernel[grid](*args, **constexprs)`` binds every argument, computes Triton's specialisation key and
+looks the compiled kernel up on every call: 30-60 us of host time for a gather with 20 arguments. A
+caller that knows which of its arguments decide the specialisation can key the compiled kernel itself:
+
+* the first call with a key goes through ``kernel[grid]`` (compiling if needed) and keeps the
+  :class:`triton.compiler.CompiledKernel` it returns;
+* later calls launch that object directly with its own launcher (``CompiledKernel.run``, the call
+  Triton's ``JITFunction.run`` ends with), passing the same arguments in the same order.
+
+The key must hold everything Triton specialises on: the constexpr values and, for the runtime
+arguments, what :func:`int_spec` and :func:`pointer_spec` return (Triton 3.x: an int is specialised on
+``== 1``, divisibility by 16 and its integer width unless it is in ``do_not_specialize``; a tensor on
+16-byte alignment of its data pointer). Only Triton versions whose launcher this code was checked
+against take the direct path (:data:`CHECKED_TRITON`); any other, the interpreter, or a compiled kernel
+without the expected attributes makes every call go through ``kernel[grid]``, which is always correct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import triton
+
+#: Triton (major, minor) versions whose ``JITFunction.run`` ends with
+#: ``kernel.run(g0, g1, g2, stream, kernel.function, kernel.packed_metadata, launch_metadata,
+#: launch_enter_hook, launch_exit_hook, *bound_args)`` and returns ``kernel`` (3.4-3.6 read; 3.6 run on
+#: the H200).
+CHECKED_TRITON = {(3, 4), (3, 5), (3, 6)}
+_DIVISIBILITY = 16
+
+
+def triton_version() -> tuple[int, int]:
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def int_spec(value: int, specialize: bool = True) -> tuple:
+    """What Triton's compiled kernel depends on for an int argument (width; ``== 1`` and ``% 16`` too
+    when it is specialised)."""
+    width = 32 if -(2**31) <= value < 2**31 else 64
+    if not specialize:
+        return (width,)
+    return (width, value == 1, value % _DIVISIBILITY == 0)
+
+
+def pointer_spec(data_ptr: int) -> bool:
+    """What Triton's compiled kernel depends on for a tensor argument besides its dtype: 16-byte alignment."""
+    return data_ptr % _DIVISIBILITY == 0
+
+
+class DirectLauncher:
+    """Compiled kernels of one ``@triton.jit`` function by caller key, launched directly."""
+
+    def __init__(self, kernel: object) -> None:
+        self.kernel = kernel
+        self.compiled: dict[Hashable, object] = {}
+        self.enabled = self.supported(kernel)
+        self._stream: Callable[[int], int] | None = None
+        self._device: Callable[[], int] | None = None
+
+    @staticmethod
+    def supported(kernel: object) -> bool:
+        """True when the direct path may be used for ``kernel`` (compiled, checked Triton version)."""
+        from repro.kernels.launch import is_interpreted
+
+        return not is_interpreted(kernel) and triton_version() in CHECKED_TRITON
+
+    def launch(self, key: Hashable, grid: tuple, args: tuple, constexprs: Callable[[], dict], num_warps: int) -> bool:
+        """Launch ``kernel[grid](*args, **constexprs(), num_warps=num_warps)``; True when it went direct.
+
+        ``args`` are the runtime arguments in signature order, all before the constexprs, which are
+        the kernel's remaining parameters in the order of ``constexprs()`` (called on a miss only).
+        """
+        compiled = self.compiled.get(key) if self.enabled else None
+        if compiled is None:
+            values = constexprs()
+            kernel = self.kernel[grid](*args, **values, num_warps=num_warps)
+            if self.enabled:
+                self._remember(key, kernel, values)
+            return False
+        run, function, metadata, tail = compiled
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        stream = self._stream(self._device())
+        knobs = triton.knobs.runtime
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        launch_metadata = None if enter is None else compiled.kernel.launch_metadata(grid, stream, *args, *tail)
+        run(grid[0], g1, g2, stream, function, metadata, launch_metadata, enter, leave, *args, *tail)
+        return True
+
+    def _remember(self, key: Hashable, kernel, constexprs: dict) -> None:
+        needed = ("run", "function", "packed_metadata", "launch_metadata")
+        if kernel is None or not all(hasattr(kernel, name) for name in needed):
+            self.enabled = False  # not the CompiledKernel this code knows: always go through Triton
+            return
+        if self._stream is None:
+            from triton.runtime import driver
+
+            self._stream = driver.active.get_current_stream
+            self._device = driver.active.get_current_device
+        self.compiled[key] = _Entry(kernel.run, kernel.function, kernel.packed_metadata, tuple(constexprs.values()))
+        self.compiled[key].kernel = kernel
+
+
+class _Entry(tuple):
+    """(launcher, function handle, packed metadata, constexpr values) of one compiled kernel."""
+
+    kernel: object
+
+    def __new__(cls, run, function, metadata, tail):
+        return super().__new__(cls, (run, function, metadata, tail))

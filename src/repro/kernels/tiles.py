@@ -1,0 +1,212 @@
+"""The per-token work of the 584-byte fp8_ds_mla record, shared by ``gather_fast`` and the streaming ceiling.
+
+:func:`dequant_tokens` takes, for a tile of ``BLOCK_T`` tokens, where each token's 576 data bytes and 8
+scale bytes are and where its 512-value bf16 output row goes, loads everything, then stores
+``bf16(fp8 * 2**(s - 127))`` per 64-wide quant block followed by the 64 RoPE values copied. The
+gather computes those addresses through the block table, the streaming kernels from the token index;
+the memory accesses of a token are the same code in both, so their difference is the indirection.
+
+How the tile is laid out is a compile-time choice (:class:`TileSettings`), measured rather than assumed:
+
+* ``tile``: ``"grouped"``: fp8 bytes as ``[T, 8, 64]`` (group 7 masked off), scales as one ``[T, 8]``
+  vector load, RoPE as ``[T, 64]``; two stores (896 + 128 bytes per token).
+  ``"flat"``: one ``[T, 512]`` tile: fp8 bytes below column 448, the scale byte loaded per column
+  (vLLM's Triton layout), RoPE above; one store of the whole 1,024-byte row.
+  ``"regroup"``: grouped loads and arithmetic, reshaped to ``[T, 512]`` for one store.
+* ``overread``: load the 8th fp8 group (the first 64 RoPE bytes of the same token, in bounds) instead of
+  masking it, so every data load is a full unmasked vector; the values are discarded.
+* ``load_cache`` / ``store_cache``: PTX cache operators (``""``, ``".cg"``, ``".cs"``...);
+  ``load_evict`` / ``store_evict``: eviction policies (``""``, ``"evict_first"``, ``"evict_last"``).
+
+Arithmetic: fp8 e4m3 -> fp32, times ``2**(s - 127)`` built from its bits (``s << 23`` as fp32: exact),
+rounded once to bf16; RoPE bytes copied as int16. Exact on the GPU and in the interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import triton
+import triton.language as tl
+
+from repro.geometry.layout import DSV4
+
+#: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
+TILES = ("grouped", "flat", "regroup")
+#: PTX cache operators Triton accepts on loads and stores ("" = the default).
+LOAD_CACHE = ("", ".ca", ".cg", ".cv")
+STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
+#: Eviction policies ("" = the default).
+EVICT = ("", "evict_first", "evict_last")
+
+
+@dataclass(frozen=True)
+class TileSettings:
+    """How one tile of tokens is loaded and stored (compile-time constants of the kernels)."""
+
+    tile: str = "grouped"
+    overread: bool = False
+    load_cache: str = ""
+    load_evict: str = "evict_first"
+    store_cache: str = ""
+    store_evict: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value, accepted in (
+            ("tile", self.tile, TILES),
+            ("load_cache", self.load_cache, LOAD_CACHE),
+            ("store_cache", self.store_cache, STORE_CACHE),
+            ("load_evict", self.load_evict, EVICT),
+            ("store_evict", self.store_evict, EVICT),
+        ):
+            if value not in accepted:
+                raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
+        if not isinstance(self.overread, bool):
+            raise ValueError(f"overread must be a bool, got {self.overread!r}")
+
+    def constexprs(self) -> dict:
+        """The kernels' keyword arguments for these settings (with the record geometry)."""
+        return {
+            "TILE": TILES.index(self.tile),
+            "OVERREAD": self.overread,
+            "LOAD_CACHE": self.load_cache,
+            "LOAD_EVICT": self.load_evict,
+            "STORE_CACHE": self.store_cache,
+            "STORE_EVICT": self.store_evict,
+            **RECORD_CONSTEXPRS,
+        }
+
+    def label(self) -> str:
+        parts = [self.tile]
+        if self.overread:
+            parts.append("overread")
+        for name in ("load_cache", "load_evict", "store_cache", "store_evict"):
+            value = getattr(self, name)
+            if value != getattr(DEFAULT_TILE, name):
+                parts.append(f"{name} {value or 'none'}")
+        return ", ".join(parts)
+
+
+DEFAULT_TILE = TileSettings()
+
+#: The record geometry as the kernels' constexprs.
+RECORD_CONSTEXPRS = {
+    "N_GROUPS": triton.next_power_of_2(DSV4.n_scales),
+    "N_SCALES": DSV4.n_scales,
+    "QUANT_BLOCK": DSV4.quant_block,
+    "FP8_DIM": DSV4.fp8_bytes,
+    "HEAD_DIM": DSV4.head_dim,
+}
+
+
+@triton.jit
+def dequant_tokens(
+    data,  # [T] uint8 pointers: each token's 576 data bytes (448 fp8, then 64 bf16 RoPE values)
+    scales,  # [T] uint8 pointers: each token's 8 scale bytes
+    row,  # [T] bf16 pointers: each token's 512-value output row
+    valid,  # [T] which tokens exist
+    BLOCK_T: tl.constexpr,
+    TILE: tl.constexpr,
+    OVERREAD: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    STORE_EVICT: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    """Load every byte of the tile's tokens, then store their 512 bf16 values (see the module docstring)."""
+    rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
+    if TILE == 1:  # flat [T, 512]
+        cols = tl.arange(0, HEAD_DIM)
+        is_nope = cols < FP8_DIM
+        if OVERREAD:
+            x_mask = valid[:, None]
+            s_mask = valid[:, None]
+        else:
+            x_mask = valid[:, None] & is_nope[None, :]
+            s_mask = valid[:, None] & is_nope[None, :]
+        x = tl.load(
+            data[:, None] + cols[None, :], mask=x_mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=LOAD_EVICT
+        )
+        s = tl.load(scales[:, None] + (cols // QUANT_BLOCK)[None, :], mask=s_mask, other=0)
+        rope = tl.load(
+            rope16[:, None] + (cols - FP8_DIM)[None, :],
+            mask=valid[:, None] & (cols >= FP8_DIM)[None, :],
+            other=0,
+            cache_modifier=LOAD_CACHE,
+            eviction_policy=LOAD_EVICT,
+        )
+        scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
+        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
+        values = tl.where(is_nope[None, :], nope, rope.to(tl.bfloat16, bitcast=True))
+        tl.store(
+            row[:, None] + cols[None, :],
+            values,
+            mask=valid[:, None],
+            cache_modifier=STORE_CACHE,
+            eviction_policy=STORE_EVICT,
+        )
+    else:  # grouped [T, 8, 64] fp8 + [T, 8] scales
+        g = tl.arange(0, N_GROUPS)
+        c = tl.arange(0, QUANT_BLOCK)
+        cols3 = g[:, None] * QUANT_BLOCK + c[None, :]  # [8, 64]: NoPE column g*64 + c
+        is_nope_group = (g < N_SCALES)[None, :, None]
+        s = tl.load(scales[:, None] + g[None, :], mask=valid[:, None], other=0)
+        if OVERREAD:
+            x_mask = valid[:, None, None]
+        else:
+            x_mask = valid[:, None, None] & is_nope_group
+        x = tl.load(
+            data[:, None, None] + cols3[None, :, :],
+            mask=x_mask,
+            other=0,
+            cache_modifier=LOAD_CACHE,
+            eviction_policy=LOAD_EVICT,
+        )
+        scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
+        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
+        if TILE == 2:  # regroup: one [T, 512] store
+            cols = tl.arange(0, HEAD_DIM)
+            is_nope = cols < FP8_DIM
+            rope = tl.load(
+                rope16[:, None] + (cols - FP8_DIM)[None, :],
+                mask=valid[:, None] & (cols >= FP8_DIM)[None, :],
+                other=0,
+                cache_modifier=LOAD_CACHE,
+                eviction_policy=LOAD_EVICT,
+            )
+            flat = tl.reshape(nope, [BLOCK_T, HEAD_DIM])
+            values = tl.where(is_nope[None, :], flat, rope.to(tl.bfloat16, bitcast=True))
+            tl.store(
+                row[:, None] + cols[None, :],
+                values,
+                mask=valid[:, None],
+                cache_modifier=STORE_CACHE,
+                eviction_policy=STORE_EVICT,
+            )
+        else:
+            rope = tl.load(
+                rope16[:, None] + c[None, :],
+                mask=valid[:, None],
+                other=0,
+                cache_modifier=LOAD_CACHE,
+                eviction_policy=LOAD_EVICT,
+            )
+            tl.store(
+                row[:, None, None] + cols3[None, :, :],
+                nope,
+                mask=valid[:, None, None] & is_nope_group,
+                cache_modifier=STORE_CACHE,
+                eviction_policy=STORE_EVICT,
+            )
+            tl.store(
+                row[:, None] + FP8_DIM + c[None, :],
+                rope.to(tl.bfloat16, bitcast=True),
+                mask=valid[:, None],
+                cache_modifier=STORE_CACHE,
+                eviction_policy=STORE_EVICT,
+            )
