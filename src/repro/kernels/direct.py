@@ -19,6 +19,7 @@ without the expected attributes makes every call go through ``kernel[grid]``, wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 
 import triton
@@ -32,8 +33,8 @@ _DIVISIBILITY = 16
 
 
 def triton_version() -> tuple[int, int]:
-    major, minor = triton.__version__.split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+    found = re.match(r"(\d+)\.(\d+)", triton.__version__)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def int_spec(value: int, specialize: bool = True) -> tuple:
@@ -51,7 +52,7 @@ def pointer_spec(data_ptr: int) -> bool:
 
 
 class DirectLauncher:
-    """Compiled kernels of one ``@triton.jit`` function by caller key, launched directly."""
+    """Compiled kernels of one ``@triton.jit`` function by (current device, caller key), launched directly."""
 
     def __init__(self, kernel: object) -> None:
         self.kernel = kernel
@@ -59,6 +60,7 @@ class DirectLauncher:
         self.enabled = self.supported(kernel)
         self._stream: Callable[[int], int] | None = None
         self._device: Callable[[], int] | None = None
+        self._knobs = None
 
     @staticmethod
     def supported(kernel: object) -> bool:
@@ -73,7 +75,8 @@ class DirectLauncher:
         ``args`` are the runtime arguments in signature order, all before the constexprs, which are
         the kernel's remaining parameters in the order of ``constexprs()`` (called on a miss only).
         """
-        compiled = self.compiled.get(key) if self.enabled else None
+        device = self._device() if self.enabled and self._device is not None else None
+        compiled = self.compiled.get((device, key)) if device is not None else None
         if compiled is None:
             values = constexprs()
             kernel = self.kernel[grid](*args, **values, num_warps=num_warps)
@@ -83,9 +86,8 @@ class DirectLauncher:
         run, function, metadata, tail = compiled
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
-        stream = self._stream(self._device())
-        knobs = triton.knobs.runtime
-        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        stream = self._stream(device)
+        enter, leave = self._knobs.launch_enter_hook, self._knobs.launch_exit_hook
         launch_metadata = None if enter is None else compiled.kernel.launch_metadata(grid, stream, *args, *tail)
         run(grid[0], g1, g2, stream, function, metadata, launch_metadata, enter, leave, *args, *tail)
         return True
@@ -96,12 +98,19 @@ class DirectLauncher:
             self.enabled = False  # not the CompiledKernel this code knows: always go through Triton
             return
         if self._stream is None:
-            from triton.runtime import driver
+            try:
+                from triton import knobs
+                from triton.runtime import driver
 
-            self._stream = driver.active.get_current_stream
-            self._device = driver.active.get_current_device
-        self.compiled[key] = _Entry(kernel.run, kernel.function, kernel.packed_metadata, tuple(constexprs.values()))
-        self.compiled[key].kernel = kernel
+                self._knobs = knobs.runtime
+                self._stream = driver.active.get_current_stream
+                self._device = driver.active.get_current_device
+            except (ImportError, AttributeError):
+                self.enabled = False
+                return
+        entry = _Entry(kernel.run, kernel.function, kernel.packed_metadata, tuple(constexprs.values()))
+        entry.kernel = kernel
+        self.compiled[(self._device(), key)] = entry
 
 
 class _Entry(tuple):

@@ -1,0 +1,117 @@
+"""The direct launch path of repro.kernels.direct, with a stand-in for Triton's JIT function and compiled
+kernel (nothing compiles on the CPU): which call goes where, with which arguments in which order."""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
+
+import inspect
+from types import SimpleNamespace
+
+import pytest
+
+from repro.kernels import direct, fast
+from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
+
+
+class FakeCompiled:
+    def __init__(self, log):
+        self.log = log
+        self.function, self.packed_metadata = "fn-handle", "meta"
+
+    def run(self, *args):
+        self.log.append(("direct", args))
+
+    def launch_metadata(self, grid, stream, *args):
+        return {"grid": grid}
+
+
+class FakeJit:
+    """``kernel[grid](*args, **kwargs)`` records the call and returns one compiled kernel per call."""
+
+    def __init__(self):
+        self.log = []
+
+    def __getitem__(self, grid):
+        def call(*args, **kwargs):
+            self.log.append(("triton", grid, args, kwargs))
+            return FakeCompiled(self.log)
+
+        return call
+
+
+def launcher(monkeypatch, device=0):
+    monkeypatch.setattr(direct, "triton_version", lambda: (3, 6))
+    jit = FakeJit()
+    lau = DirectLauncher(jit)
+    lau._stream, lau._device = (lambda dev: 1000 + dev), (lambda: device)
+    lau._knobs = SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
+    return jit, lau
+
+
+def test_first_call_through_triton_then_direct_with_the_same_arguments(monkeypatch):
+    jit, lau = launcher(monkeypatch)
+    consts = lambda: {"A": 1, "B": "x"}  # noqa: E731
+    assert lau.launch("k", (4, 2), ("out", 7), consts, 4) is False
+    assert jit.log[-1] == ("triton", (4, 2), ("out", 7), {"A": 1, "B": "x", "num_warps": 4})
+    assert lau.launch("k", (5,), ("out2", 8), consts, 4) is True
+    assert jit.log[-1] == ("direct", (5, 1, 1, 1000, "fn-handle", "meta", None, None, None, "out2", 8, 1, "x"))
+    assert lau.launch("other key", (1, 1, 3), ("o", 1), consts, 8) is False  # a new specialisation compiles
+
+
+def test_each_device_keeps_its_own_kernel(monkeypatch):
+    _, lau = launcher(monkeypatch)
+    lau.launch("k", (1,), (), dict, 4)
+    lau._device = lambda: 1
+    assert lau.launch("k", (1,), (), dict, 4) is False
+
+
+def test_launch_hooks_receive_metadata(monkeypatch):
+    jit, lau = launcher(monkeypatch)
+    lau.launch("k", (2,), ("a",), dict, 4)
+    lau._knobs = SimpleNamespace(launch_enter_hook="enter", launch_exit_hook="exit")
+    lau.launch("k", (2,), ("a",), dict, 4)
+    assert jit.log[-1][1][6:9] == ({"grid": (2,)}, "enter", "exit")
+
+
+def test_unknown_compiled_objects_and_unchecked_versions_fall_back(monkeypatch):
+    jit, lau = launcher(monkeypatch)
+    jit.__class__ = type("OldJit", (FakeJit,), {"__getitem__": lambda self, g: lambda *a, **k: object()})
+    assert lau.launch("k", (1,), (), dict, 4) is False
+    assert lau.enabled is False and lau.launch("k", (1,), (), dict, 4) is False
+    monkeypatch.setattr(direct, "triton_version", lambda: (9, 9))
+    assert DirectLauncher(FakeJit()).enabled is False
+
+
+def test_interpreted_kernels_never_go_direct():
+    assert fast._LAUNCHER.enabled is False
+
+
+def test_specialisation_features_mirror_tritons():
+    assert int_spec(1) == (32, True, False) and int_spec(32) == (32, False, True)
+    assert int_spec(2**31) == (64, False, True) and int_spec(5, specialize=False) == (32,)
+    assert pointer_spec(4096) and not pointer_spec(4098)
+
+
+def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
+    names = list(inspect.signature(fast._gather_fast_kernel.fn).parameters)
+    plan = fast.FastPlan(grid=(1, 1), block_t=8, tiles_per_program=1, num_warps=4)
+    consts = fast._constexprs(False, 64, 64 * 584, plan, fast.DEFAULT_SETTINGS)
+    assert names[:9] == [
+        "out_ptr",
+        "out_stride0",
+        "out_stride1",
+        "k_cache_ptr",
+        "seq_lens_ptr",
+        "gather_lens_ptr",
+        "block_table_ptr",
+        "block_table_row_pitch",
+        "offset",
+    ]
+    assert names[9:] == list(consts)
+
+
+@pytest.mark.parametrize("version,expected", [("3.6.0", (3, 6)), ("3.10.1+git", (3, 10)), ("4.0rc1", (4, 0))])
+def test_triton_version_parsing(monkeypatch, version, expected):
+    monkeypatch.setattr(direct.triton, "__version__", version)
+    assert direct.triton_version() == expected
