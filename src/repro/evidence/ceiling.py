@@ -228,12 +228,15 @@ def decomposition_arms(
 
 
 def time_arms(arms: Sequence[CeilingArm], rounds: int, rep_ms: int) -> dict[str, dict[str, list[float]]]:
-    """Eager and graph medians of every arm, in alternating rounds so drift favours no arm."""
-    times = {a.arm: {"eager": [], "graph": []} for a in arms}
-    for _ in range(rounds):
+    """Eager and graph medians of every arm, in alternating rounds so drift favours no arm; the host time
+    per eager call (``host``: one value, from the last round)."""
+    times = {a.arm: {"eager": [], "graph": [], "host": []} for a in arms}
+    for k in range(rounds):
         for a in arms:
             times[a.arm]["eager"].append(timing.median_us(a.eager, rep_ms=rep_ms))
             times[a.arm]["graph"].append(timing.graph_median_us(a.graph_calls, rep_ms=rep_ms))
+            if k == rounds - 1:
+                times[a.arm]["host"].append(timing.host_us(a.eager))
     return times
 
 
@@ -254,6 +257,9 @@ def median_rows(arms: Sequence[CeilingArm], times: dict, num_reqs: int, seq_len:
                     "median_us": round(us, 3),
                     "rounds_us": " ".join(f"{t:.2f}" for t in times[a.arm][mode]),
                     "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
+                    "host_us": round(times[a.arm]["host"][0], 2)
+                    if mode == "eager" and times[a.arm].get("host")
+                    else None,
                     **{k: v for k, v in a.attrs.items() if k != "tokens"},
                 }
             )

@@ -1,7 +1,9 @@
 """Notebook 03's measurements: what the stride fix costs, against a contiguous table and against
 the rejected ``.contiguous()`` alternative, eager and as CUDA-graph replays.
 
-Each shape is checked bitwise against the reference before it is timed. The narrowed-view and
+Each shape is checked bitwise against the reference before it is timed. Beside each eager median (device
+time, ``do_bench``) stands the host time per call (:func:`repro.evidence.timing.host_us`: enqueueing one
+launch), so eager costs compare across arms whatever their launch path. The narrowed-view and
 contiguous-table arms run the same kernel binary (the row pitch is not specialised), so their
 ratio isolates the cost of reading rows ``stride(0)`` apart. Arms are timed in alternating
 rounds and the median of the rounds is kept, so drift does not favour one arm. Verdicts and
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -26,10 +29,16 @@ from repro.registry import TABLE_NARROWED, Arm
 
 @dataclass(frozen=True)
 class TimedArm:
-    """An arm of the registry and the gather function it times."""
+    """An arm of the registry, the gather function it times and, for code that must run inside a scope
+    (a vLLM release's imports), that scope: entered once around all of the arm's calls at a shape, so
+    nothing of the harness runs between a timer's events and the launch."""
 
     arm: Arm
     fn: Callable[..., None]
+    scope: Callable[[], AbstractContextManager] | None = None
+
+    def entered(self) -> AbstractContextManager:
+        return self.scope() if self.scope is not None else nullcontext()
 
 
 @dataclass(frozen=True)
@@ -81,24 +90,26 @@ def run_perf(
             # correctness first: every arm, bitwise, on the first copy
             for timed in arms:
                 out = scenarios[0].fresh_out()
-                timed.fn(*scenarios[0].args(out, _table(scenarios[0], contiguous[0], timed.arm.table)))
+                with timed.entered():
+                    timed.fn(*scenarios[0].args(out, _table(scenarios[0], contiguous[0], timed.arm.table)))
                 torch.cuda.synchronize()
                 mismatched, stray = compare_bitwise(out, ref, scenarios[0])
                 on_check(ArmCheck(timed.arm, n, L, mismatched, stray, tokens))
             times: dict[str, dict[str, list[float]]] = {t.arm.label: {"eager": [], "graph": []} for t in arms}
-            for _ in range(rounds):
+            host: dict[str, float] = {}
+            for k in range(rounds):
                 for timed in arms:
                     s0, which = scenarios[0], timed.arm.table
-                    times[timed.arm.label]["eager"].append(
-                        timing.median_us(
-                            partial(timed.fn, *s0.args(outs[0], _table(s0, contiguous[0], which))), rep_ms=rep_ms
-                        )
-                    )
+                    eager = partial(timed.fn, *s0.args(outs[0], _table(s0, contiguous[0], which)))
                     calls = [
                         partial(timed.fn, *s.args(o, _table(s, c, which)))
                         for s, c, o in zip(scenarios, contiguous, outs)
                     ]
-                    times[timed.arm.label]["graph"].append(timing.graph_median_us(calls, rep_ms=rep_ms))
+                    with timed.entered():
+                        times[timed.arm.label]["eager"].append(timing.median_us(eager, rep_ms=rep_ms))
+                        times[timed.arm.label]["graph"].append(timing.graph_median_us(calls, rep_ms=rep_ms))
+                        if k == rounds - 1:
+                            host[timed.arm.label] = timing.host_us(eager)
             for timed in arms:
                 for mode in ("eager", "graph"):
                     us = statistics.median(times[timed.arm.label][mode])
@@ -114,6 +125,7 @@ def run_perf(
                             "median_us": round(us, 3),
                             "rounds_us": " ".join(f"{t:.2f}" for t in times[timed.arm.label][mode]),
                             "bandwidth_tbps": round(gather_bytes(tokens) / (us * 1e-6) / 1e12, 4),
+                            "host_us": round(host[timed.arm.label], 2) if mode == "eager" else None,
                         }
                     )
             if progress:

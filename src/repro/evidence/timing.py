@@ -27,6 +27,26 @@ def median_us(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 100) 
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")) * 1e3
 
 
+#: Calls per host-time measurement (after a tenth as many warm-up calls).
+HOST_CALLS = 100
+
+
+def host_us(fn: Callable[[], object], calls: int = HOST_CALLS) -> float:
+    """Host time per call: a plain clock around ``calls`` back-to-back calls after warm-up, nothing
+    synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be busy)."""
+    import time
+
+    for _ in range(max(1, calls // 10)):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed * 1e6 / calls
+
+
 @dataclass
 class CopyCeiling:
     nbytes: int

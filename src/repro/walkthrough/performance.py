@@ -49,6 +49,8 @@ CUTEDSL, CUTEDSL_CHECKS, CUTEDSL_MEDIANS, CUTEDSL_VS_FAST = (
     "03-cutedsl-medians",
     "03-cutedsl-vs-fast",
 )
+#: Host and device time per eager call of every timed arm (``eager_costs``).
+EAGER_COSTS = "03-eager-costs"
 #: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
 VLLM_FACTS, VLLM_COST, VLLM_JIT = "03-vllm", "03-vllm-cost", "03-vllm-jit"
 #: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
@@ -148,6 +150,20 @@ class PerformanceWalkthrough:
             self.session.table(DECOMPOSITION).append,
         )
         return self.session.table(CEILING).frame()
+
+    def eager_costs(self) -> pd.DataFrame:
+        """Host time per eager call beside the eager and graph device times, for every arm this run timed
+        (the repository's kernels, vLLM's Triton and CuTe-DSL gathers, the streaming kernels); recorded,
+        and summarised per arm (returned)."""
+        names = (MEDIANS, VLLM_MEDIANS, CUTEDSL_MEDIANS, CEILING, DECOMPOSITION)
+        tables = [self.session.table(n).frame() if self.session.table(n).rows else None for n in names]
+        costs = rules.eager_costs(tables)
+        self.session.record(EAGER_COSTS, costs.to_dict("records"))
+        summary = rules.eager_cost_summary(costs)
+        self.session.write_facts(
+            EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
+        )
+        return summary
 
     def vs_ceiling(self) -> pd.DataFrame:
         """Every gather arm of the sweep against the streaming ceiling at its shape (recorded)."""
@@ -316,7 +332,7 @@ class PerformanceWalkthrough:
             checks.append({**row, "code": c.arm.origin})
 
         counts = p["vllm_request_counts"] or p["request_counts"]
-        timed = [TimedArm(arm, fn) for arm, fn in arms]
+        timed = [TimedArm(arm, fn, getattr(fn, "scope", None)) for arm, fn in arms]
         medians = self.session.table(medians_table)
         run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
 
