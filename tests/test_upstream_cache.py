@@ -66,6 +66,29 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
     assert wheelcache.verify_entry(entry) == [V4_MEMBER]
 
 
+def test_the_production_path_files_are_kept_apart_for_reading(tmp_path, monkeypatch):
+    """The call-site study's files (the model package, the config modules) are extracted under study/, each
+    checked against RECORD, and never become importable members of the release."""
+    files = {
+        V4_MEMBER: fixture_source(),
+        "vllm/models/deepseek_v4/nvidia/flashmla.py": "def f():\n    dequantize_and_gather_k_cache()\n",
+        "vllm/config/vllm.py": "x = 1\n",
+        "vllm/config/model.py": "y = 2\n",
+    }
+    fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path, "0.99.0", files)})
+    entry = wheelcache.ensure_release("0.99.0", tmp_path / "cache")
+    assert entry.members() == [V4_MEMBER]
+    assert entry.study_members() == sorted(
+        [V4_MEMBER, "vllm/config/vllm.py", "vllm/models/deepseek_v4/nvidia/flashmla.py"]
+    )
+    assert entry.read_study("vllm/config/vllm.py") == "x = 1\n"
+    (tmp_path / "bad").mkdir()
+    bad = make_wheel(tmp_path / "bad", "0.98.0", files, corrupt="vllm/config/vllm.py")
+    fake_pip(monkeypatch, {"0.98.0": bad})
+    miss = wheelcache.ensure_release("0.98.0", tmp_path / "cache")
+    assert isinstance(miss, wheelcache.CacheMiss) and "vllm/config/vllm.py: RECORD says" in miss.reason
+
+
 def test_bad_releases_are_misses_with_a_reason(tmp_path, monkeypatch):
     no_module = make_wheel(tmp_path, "0.98.0", {"vllm/other.py": "x = 1\n"})
     (tmp_path / "c").mkdir()

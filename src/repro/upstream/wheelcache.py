@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
-CACHE_FORMAT = 2
+#: 3: the production-path study's files (:mod:`repro.upstream.callsites`) kept apart under ``study/``.
+CACHE_FORMAT = 3
 CACHE_ENV = "REPRO_VLLM_CACHE"
 #: Wheel platforms accepted for the x86_64 wheel (vLLM 0.21.0 ships manylinux_2_24, later ones 2_28).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
@@ -109,6 +110,13 @@ class CacheEntry:
 
     def members(self) -> list[str]:
         return sorted(self.provenance.get("files", {}))
+
+    def study_members(self) -> list[str]:
+        """Files kept for reading only (never served to imports): the production-path study's."""
+        return sorted(self.provenance.get("study", {}))
+
+    def read_study(self, member: str) -> str:
+        return (self.root / "study" / member).read_text()
 
 
 @dataclass
@@ -209,6 +217,25 @@ def extract_members(wheel: Path, dest_files: Path) -> tuple[dict, str]:
     return files, "" if files else f"no DeepSeek-V4 gather module among {files_scanned} Python files"
 
 
+def extract_study(wheel: Path, dest: Path) -> tuple[dict, str]:
+    """Extract the members :func:`repro.upstream.callsites.wanted` reads (as text, by AST; the loader never
+    serves them), each checked against the wheel's RECORD. Returns ``(files, error)``."""
+    from repro.upstream.callsites import wanted
+
+    files: dict[str, dict] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        record = _read_record(zf)
+        for name in sorted(n for n in zf.namelist() if wanted(n)):
+            data = zf.read(name)
+            if record.get(name) != record_digest(data):
+                return {}, f"{name}: RECORD says {record.get(name)}, the file hashes to {record_digest(data)}"
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            files[name] = {"sha256": sha256_hex(data), "size": len(data), "record": record[name]}
+    return files, ""
+
+
 def ensure_release(
     version: str,
     cache_root: Path | None = None,
@@ -242,6 +269,9 @@ def ensure_release(
             files, error = extract_members(wheel, staging / "files")
             if error and not files:
                 return CacheMiss(version, MISS_BAD_WHEEL if "RECORD" in error else MISS_UNKNOWN, error)
+            study, error = extract_study(wheel, staging / "study")
+            if error:
+                return CacheMiss(version, MISS_BAD_WHEEL, error)
             provenance = {
                 "format": CACHE_FORMAT,
                 "version": version,
@@ -252,6 +282,7 @@ def ensure_release(
                 "how": "pip download --no-deps --only-binary=:all: (user's pip configuration; "
                 "pip checks the index hash)",
                 "files": files,
+                "study": study,
             }
             (staging / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
             final = cache_root / version

@@ -49,6 +49,8 @@ CUTEDSL, CUTEDSL_CHECKS, CUTEDSL_MEDIANS, CUTEDSL_VS_FAST = (
     "03-cutedsl-medians",
     "03-cutedsl-vs-fast",
 )
+#: Where each release's model calls the gather and how its default CUDA-graph setup runs those calls.
+PRODUCTION_PATH, PRODUCTION_SUMMARY = "03-vllm-production-path", "03-vllm-production-summary"
 #: Host and device time per eager call of every timed arm (``eager_costs``).
 EAGER_COSTS = "03-eager-costs"
 #: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
@@ -67,6 +69,7 @@ class PerformanceWalkthrough:
     outside_names: dict[str, str] = field(default_factory=dict)
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # "vLLM <version>" -> form -> ReleaseKernel
     cutedsl_facts: dict = field(default_factory=dict)
+    production_facts: dict = field(default_factory=dict)
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
@@ -242,6 +245,47 @@ class PerformanceWalkthrough:
                 )
         self.session.write_facts(VLLM_FACTS, facts)
         return table.frame() if table.rows else pd.DataFrame(columns=["release", "variant", "observed", "ok"])
+
+    def production_path(self) -> pd.DataFrame:
+        """Each requested release's own model code, read with ``ast`` from its wheel (the cache's study files):
+        every call of the gather, the loop and condition around it, what reaches it, and whether the release's
+        default CUDA-graph setup for DeepSeek-V4 replays it in a graph or runs it eagerly (recorded; the
+        per-function summary is returned)."""
+        from repro.upstream import callsites
+        from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
+        from repro.upstream.wheelcache import CacheMiss, ensure_release
+
+        p = self.session.params
+        sites = self.session.table(PRODUCTION_PATH)
+        for version in p["vllm_releases"]:
+            entry = ensure_release(version, download=p["download"])
+            if isinstance(entry, CacheMiss):
+                sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
+                continue
+            try:
+                origin = origin_of(entry)
+            except ReleaseUnavailable as exc:
+                sites.append({"release": f"vLLM {version}", "runs": f"not read: {exc}"})
+                continue
+            sources = callsites.release_sources(entry)
+            if not sources:
+                sites.append({"release": origin, "runs": "not read: the cache entry holds no study files"})
+                continue
+            for row in callsites.production_path(sources, origin):
+                sites.append(row)
+        frame = sites.frame() if sites.rows else pd.DataFrame()
+        summary = upstream_cost.production_path_summary(
+            frame[frame["function"].notna()] if "function" in frame else None
+        )
+        if len(summary):
+            self.session.record(PRODUCTION_SUMMARY, summary.to_dict("records"))
+        self.production_facts = {"headline": upstream_cost.production_path_text(summary)}
+        self.session.write_facts(PRODUCTION_PATH, self.production_facts)
+        return summary if len(summary) else frame
+
+    def production_headline(self) -> str:
+        """Where the CUDA path calls the gather and how it runs, per release (written for the report)."""
+        return self.production_facts.get("headline", "")
 
     def rewrites(self) -> pd.DataFrame:
         """The exact rewrite of each patched form: the edits and the unified diff (also in ``rewrites/``)."""
