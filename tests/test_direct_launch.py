@@ -14,13 +14,24 @@ from repro.kernels import direct, fast
 from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
 
 
-class FakeCompiled:
-    def __init__(self, log):
-        self.log = log
-        self.function, self.packed_metadata = "fn-handle", "meta"
+class FakeLauncher:
+    """Triton 3.6's CudaLauncher as far as the direct path uses it (no scratch memory)."""
 
-    def run(self, *args):
-        self.log.append(("direct", args))
+    def __init__(self, log, scratch=0):
+        self.log, self.global_scratch_size, self.profile_scratch_size = log, scratch, 0
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+
+    def launch(self, *args):
+        self.log.append(("bare", args))
+
+    def __call__(self, *args):
+        self.log.append(("launcher", args))
+
+
+class FakeCompiled:
+    def __init__(self, log, scratch=0):
+        self.run = FakeLauncher(log, scratch)
+        self.function, self.packed_metadata = "fn-handle", "meta"
 
     def launch_metadata(self, grid, stream, *args):
         return {"grid": grid}
@@ -29,62 +40,73 @@ class FakeCompiled:
 class FakeJit:
     """``kernel[grid](*args, **kwargs)`` records the call and returns one compiled kernel per call."""
 
-    def __init__(self):
-        self.log = []
+    def __init__(self, scratch=0):
+        self.log, self.scratch = [], scratch
 
     def __getitem__(self, grid):
         def call(*args, **kwargs):
             self.log.append(("triton", grid, args, kwargs))
-            return FakeCompiled(self.log)
+            return FakeCompiled(self.log, self.scratch)
 
         return call
 
 
-def launcher(monkeypatch, device=0):
+def launcher(monkeypatch, device=0, scratch=0):
     monkeypatch.setattr(direct, "triton_version", lambda: (3, 6))
-    jit = FakeJit()
+    jit = FakeJit(scratch)
     lau = DirectLauncher(jit)
     lau._stream, lau._device = (lambda dev: 1000 + dev), (lambda: device)
     lau._knobs = SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
     return jit, lau
 
 
-def test_first_call_through_triton_then_direct_with_the_same_arguments(monkeypatch):
+def first(args, consts=None):
+    return lambda: (args, consts or {"A": 1, "B": "x"})
+
+
+def test_first_call_through_triton_then_the_c_launch_with_raw_pointers(monkeypatch):
     jit, lau = launcher(monkeypatch)
-    consts = lambda: {"A": 1, "B": "x"}  # noqa: E731
-    assert lau.launch("k", (4, 2), ("out", 7), consts, 4) is False
-    assert jit.log[-1] == ("triton", (4, 2), ("out", 7), {"A": 1, "B": "x", "num_warps": 4})
-    assert lau.launch("k", (5,), ("out2", 8), consts, 4) is True
-    assert jit.log[-1] == ("direct", (5, 1, 1, 1000, "fn-handle", "meta", None, None, None, "out2", 8, 1, "x"))
-    assert lau.launch("other key", (1, 1, 3), ("o", 1), consts, 8) is False  # a new specialisation compiles
+    assert lau.launch("k", (4, 2), (1234, 7), first(("out-tensor", 7)), 4) is False
+    assert jit.log[-1] == ("triton", (4, 2), ("out-tensor", 7), {"A": 1, "B": "x", "num_warps": 4})
+    assert lau.launch("k", (5,), (5678, 8), first(("unused", 8)), 4) is True
+    head = (5, 1, 1, 1000, "fn-handle", False, True, None, None, "meta", None, None, None)
+    assert jit.log[-1] == ("bare", (*head, 5678, 8, 1, "x"))
+    assert lau.launch("other key", (1, 1, 3), (1, 1), first(("o", 1)), 8) is False  # a new specialisation
+
+
+def test_kernels_needing_scratch_memory_go_through_tritons_launcher_object(monkeypatch):
+    jit, lau = launcher(monkeypatch, scratch=256)
+    lau.launch("k", (2,), (1,), first(("t",)), 4)
+    assert lau.launch("k", (2,), (1,), first(("t",)), 4) is True
+    assert jit.log[-1] == ("launcher", (2, 1, 1, 1000, "fn-handle", "meta", None, None, None, 1, 1, "x"))
 
 
 def test_each_device_keeps_its_own_kernel(monkeypatch):
     _, lau = launcher(monkeypatch)
-    lau.launch("k", (1,), (), dict, 4)
+    lau.launch("k", (1,), (), first(()), 4)
     lau._device = lambda: 1
-    assert lau.launch("k", (1,), (), dict, 4) is False
+    assert lau.launch("k", (1,), (), first(()), 4) is False
 
 
 def test_launch_hooks_receive_metadata(monkeypatch):
     jit, lau = launcher(monkeypatch)
-    lau.launch("k", (2,), ("a",), dict, 4)
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
     lau._knobs = SimpleNamespace(launch_enter_hook="enter", launch_exit_hook="exit")
-    lau.launch("k", (2,), ("a",), dict, 4)
-    assert jit.log[-1][1][6:9] == ({"grid": (2,)}, "enter", "exit")
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
+    assert jit.log[-1][1][10:13] == ({"grid": (2,)}, "enter", "exit")
 
 
 def test_unknown_compiled_objects_and_unchecked_versions_fall_back(monkeypatch):
     jit, lau = launcher(monkeypatch)
     jit.__class__ = type("OldJit", (FakeJit,), {"__getitem__": lambda self, g: lambda *a, **k: object()})
-    assert lau.launch("k", (1,), (), dict, 4) is False
-    assert lau.enabled is False and lau.launch("k", (1,), (), dict, 4) is False
+    assert lau.launch("k", (1,), (), first(()), 4) is False
+    assert lau.enabled is False and lau.launch("k", (1,), (), first(()), 4) is False
     monkeypatch.setattr(direct, "triton_version", lambda: (9, 9))
     assert DirectLauncher(FakeJit()).enabled is False
 
 
 def test_interpreted_kernels_never_go_direct():
-    assert fast._LAUNCHER.enabled is False
+    assert fast.gather_fast.launcher.enabled is False
 
 
 def test_specialisation_features_mirror_tritons():

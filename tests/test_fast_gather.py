@@ -216,8 +216,14 @@ def test_gpu_plan_heuristic(monkeypatch):
     assert (many.grid, many.block_t, many.num_warps) == ((256, 256), 8, 4)
     # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
     wide = with_settings(block_t=32, num_warps=8)
-    assert plan_launch(1, 2048, cuda, wide, "grid").block_t == 8
+    small = plan_launch(1, 2048, cuda, wide, "grid")
+    assert (small.block_t, small.num_warps) == (8, 2)  # warps shrink with the tile
     assert plan_launch(256, 2048, cuda, wide, "grid").block_t == 32
+    # Tiles per program give way first, then the tile.
+    looped = with_settings(block_t=8, tiles_per_program=4, prefetch=True, tile=TileSettings(tile="lanes"))
+    assert plan_launch(256, 2048, cuda, looped, "grid").tiles_per_program == 4
+    few = plan_launch(2, 2048, cuda, looped, "grid")
+    assert (few.tiles_per_program, few.block_t, few.grid) == (1, 8, (256, 2))
     interp = plan_launch(33, 600, torch.device("cpu"), DEFAULT_SETTINGS, "per-request")
     assert (interp.grid, interp.block_t, interp.tiles_per_program) == ((1, 33), 256, 3)
 

@@ -15,7 +15,8 @@ within a time budget (a section that would overrun is recorded as skipped, never
    launch path checked bitwise on aligned and misaligned tensors.
 
 Every kernel is checked bitwise against its reference before it is timed; a failure (compile error,
-mismatch) is a row. Rows go to ``DIR/*.csv``; a compact table is printed last. ``--smoke`` runs every
+mismatch) is a row. Rows go to ``DIR/tuning-sweep.csv`` (a ``table`` column names each row's table); a
+compact table is printed last. ``--smoke`` runs every
 code path on the CPU (Triton's interpreter, tiny sizes, wall-clock "timings" that mean nothing).
 """
 
@@ -55,67 +56,89 @@ TOP_CANDIDATES = 4
 
 
 def stream_candidates() -> list[tuple[str, dict]]:
-    """(layout, stream_dequant keywords) of the streaming sweep."""
+    """(layout, stream_dequant keywords) of the streaming sweep: the first run's best, then the "lanes" tile
+    (8 fp8 bytes in, 16 bf16 bytes out per thread, no register exchange) in sizes, loops and hints."""
     from repro.kernels.tiles import TileSettings as T
 
-    out = []
-    for layout in ("split", "records"):
-        for bt, w in ((8, 4), (4, 2), (16, 4), (32, 8), (64, 8)):
-            out.append((layout, {"block_t": bt, "num_warps": w}))
+    plain = T(load_evict="")
+    lanes = T(tile="lanes", load_evict="")
     split = [
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="flat")},
-        {"block_t": 16, "num_warps": 4, "tile": T(tile="flat")},
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="regroup")},
-        {"block_t": 8, "num_warps": 4, "tile": T(overread=True)},
-        {"block_t": 8, "num_warps": 4, "tile": T(store_cache=".cs")},
-        {"block_t": 8, "num_warps": 4, "tile": T(load_evict="")},
-        {"block_t": 8, "num_warps": 4, "tile": T(load_cache=".cg", store_cache=".cs")},
-        {"block_t": 16, "num_warps": 4, "tile": T(tile="flat", overread=True, store_cache=".cs")},
-        {"block_t": 8, "num_warps": 4, "tiles_per_program": 4, "num_stages": 3},
-        {"block_t": 16, "num_warps": 8, "tiles_per_program": 2, "num_stages": 2},
+        {"block_t": 8, "num_warps": 4, "tile": plain},
+        {"block_t": 8, "num_warps": 4, "tile": lanes},
+        {"block_t": 16, "num_warps": 8, "tile": lanes},
+        {"block_t": 4, "num_warps": 2, "tile": lanes},
+        {"block_t": 32, "num_warps": 16, "tile": lanes},
+        {"block_t": 64, "num_warps": 32, "tile": lanes},
+        {"block_t": 16, "num_warps": 16, "tile": lanes},
+        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 2, "prefetch": True},
+        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "prefetch": True},
+        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 8, "prefetch": True},
+        {"block_t": 16, "num_warps": 8, "tile": lanes, "tiles_per_program": 4, "prefetch": True},
+        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "num_stages": 3},
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes", load_evict="", store_cache=".cs")},
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes", load_evict="", overread=True)},
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes-row", load_evict="")},
+        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes")},
+        {
+            "block_t": 8,
+            "num_warps": 4,
+            "tile": T(tile="lanes", load_evict="", store_cache=".cs"),
+            "tiles_per_program": 4,
+            "prefetch": True,
+        },
     ]
-    return out + [("split", kw) for kw in split]
+    return [("split", kw) for kw in split] + [
+        ("records", {"block_t": 8, "num_warps": 4, "tile": lanes}),
+        ("records", {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "prefetch": True}),
+    ]
 
 
 def stream_label(layout: str, kw: dict) -> str:
     from repro.kernels.tiles import DEFAULT_TILE
 
     tile = kw.get("tile", DEFAULT_TILE)
-    loop = f" tpp{kw['tiles_per_program']} st{kw.get('num_stages', 1)}" if kw.get("tiles_per_program") else ""
+    loop = ""
+    if kw.get("tiles_per_program", 1) > 1:
+        loop = f" tpp{kw['tiles_per_program']}" + (
+            " prefetch" if kw.get("prefetch") else f" st{kw.get('num_stages', 1)}"
+        )
     return f"stream {layout} {kw['block_t']}x{kw['num_warps']}{loop} {tile.label()}"
 
 
 def gather_candidates() -> list:
-    """``FastSettings`` of the gather sweep (the first is today's default)."""
+    """``FastSettings`` of the gather sweep (the first is today's default, the second the first run's best)."""
+    from repro.kernels.fast import DEFAULT_SETTINGS
     from repro.kernels.fast import FastSettings as F
     from repro.kernels.tiles import TileSettings as T
 
-    shapes = [(8, 4), (4, 1), (4, 2), (8, 2), (8, 8), (16, 4), (16, 8), (32, 4), (32, 8), (64, 8)]
-    out = [F(block_t=bt, num_warps=w, min_block_t=min(bt, 8)) for bt, w in shapes]
-    tiles = [
-        (8, 4, T(tile="flat")),
-        (16, 4, T(tile="flat")),
-        (32, 8, T(tile="flat")),
-        (8, 4, T(tile="regroup")),
-        (16, 4, T(tile="regroup")),
-        (8, 4, T(overread=True)),
-        (16, 4, T(overread=True)),
-        (16, 4, T(tile="flat", overread=True)),
-        (8, 4, T(store_cache=".cs")),
-        (16, 4, T(store_cache=".cs")),
-        (8, 4, T(store_evict="evict_first")),
-        (8, 4, T(overread=True, store_cache=".cs")),
-        (16, 4, T(tile="flat", store_cache=".cs")),
-        (8, 4, T(load_evict="")),
-        (8, 4, T(load_cache=".cg")),
-        (8, 4, T(load_cache=".cg", load_evict="", store_cache=".cs")),
-    ]
-    out += [F(block_t=bt, num_warps=w, min_block_t=min(bt, 8), tile=t) for bt, w, t in tiles]
+    lanes = T(tile="lanes", load_evict="")
+    out = [DEFAULT_SETTINGS, F(block_t=8, num_warps=4, tiles_per_program=4, num_stages=3)]
+    for bt, w in ((8, 4), (16, 8), (4, 2), (32, 16), (64, 32), (16, 16)):
+        out.append(F(block_t=bt, num_warps=w, min_block_t=min(bt, 4), tile=lanes))
+    for bt, w, tpp in ((8, 4, 2), (8, 4, 4), (8, 4, 8), (16, 8, 2), (16, 8, 4), (4, 2, 4), (4, 2, 8)):
+        out.append(F(block_t=bt, num_warps=w, min_block_t=min(bt, 4), tiles_per_program=tpp, prefetch=True, tile=lanes))
     out += [
-        F(block_t=8, num_warps=4, tiles_per_program=2),
-        F(block_t=8, num_warps=4, tiles_per_program=4),
-        F(block_t=8, num_warps=4, tiles_per_program=4, num_stages=3),
-        F(block_t=16, num_warps=4, tiles_per_program=2, num_stages=2),
+        F(block_t=8, num_warps=4, min_block_t=4, tiles_per_program=4, num_stages=3, tile=lanes),
+        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cs")),
+        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes-row", load_evict="")),
+        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes")),
+        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes", load_evict="", overread=True)),
+        F(
+            block_t=8,
+            num_warps=4,
+            min_block_t=4,
+            tiles_per_program=4,
+            prefetch=True,
+            tile=T(tile="lanes", load_evict="", store_cache=".cs"),
+        ),
+        F(
+            block_t=8,
+            num_warps=4,
+            min_block_t=4,
+            tiles_per_program=4,
+            prefetch=True,
+            tile=T(tile="lanes", load_evict="", overread=True),
+        ),
     ]
     return out
 
@@ -201,8 +224,10 @@ class Sweep:
         import pandas as pd
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        for name, rows in self.tables.items():
-            pd.DataFrame(rows).to_csv(self.out_dir / f"{name}.csv", index=False)
+        # One file, a "table" column naming each row's table (few files travel back from a GPU host).
+        frames = [pd.DataFrame(rows).assign(table=name) for name, rows in self.tables.items() if rows]
+        if frames:
+            pd.concat(frames, ignore_index=True).to_csv(self.out_dir / "tuning-sweep.csv", index=False)
 
 
 def _error(exc: BaseException) -> str:
@@ -236,7 +261,7 @@ def measure_rates(sw: Sweep) -> dict:
     tokens = nbytes // (2 * 1024) if sw.on_gpu else 64
     for layout, bt, w in (("split", 8, 4), ("split", 32, 8)):
         inp = S.make_stream_input(tokens, layout, device=sw.device)
-        launch = S.plan_stream(tokens, bt, w, "grid")
+        launch = S.plan_stream(tokens, bt, w, "grid" if sw.on_gpu else "per-program")
         sums = S.read_sums_buffer(inp, launch)
         ways["read-only"].append(
             (
@@ -256,14 +281,32 @@ def measure_rates(sw: Sweep) -> dict:
     for kind, entries in ways.items():
         best = 0.0
         for how, fn, moved in entries:
-            try:
-                us = sw.graph_us([fn])
-                tb = _tbps(moved, us)
-                best = max(best, tb)
-                sw.add("rates", {"kind": kind, "how": how, "bytes": moved, "median_us": round(us, 3), "tbps": tb})
-            except Exception as exc:
-                sw.add("rates", {"kind": kind, "how": how, "bytes": moved, "error": _error(exc)})
+            for launch, timer in (("eager", sw.eager_us), ("graph", lambda f: sw.graph_us([f]))):
+                row = {"kind": kind, "how": how, "launch": launch, "bytes": moved}
+                try:
+                    us = timer(fn)
+                    tb = _tbps(moved, us)
+                    best = max(best, tb)
+                    sw.add("rates", {**row, "median_us": round(us, 3), "tbps": tb})
+                except Exception as exc:
+                    sw.add("rates", {**row, "error": _error(exc)})
         rates[kind] = best
+    if sw.on_gpu:
+        from repro.evidence.timing import copy_ceiling
+
+        ceiling = copy_ceiling()
+        sw.add(
+            "rates",
+            {
+                "kind": "copy",
+                "how": "notebook 03's copy ceiling (2 GiB copy_, do_bench)",
+                "launch": "eager",
+                "bytes": 2 * ceiling.nbytes,
+                "median_us": round(ceiling.median_us, 3),
+                "tbps": round(ceiling.tbps, 4),
+            },
+        )
+        rates["copy"] = max(rates["copy"], ceiling.tbps)
     return rates
 
 
@@ -343,35 +386,43 @@ def _check(fn, scenario, ref) -> int:
     return mismatched + stray
 
 
-def gather_sweep(sw: Sweep, scenarios: list, ref: object, copy_rate: float) -> list[tuple[float, object]]:
+def gather_sweep(sw: Sweep, shapes: list[tuple], copy_rate: float) -> list[tuple[float, object]]:
+    """Every candidate at each ``(scenarios, reference)`` shape, checked first; ranked by the first shape."""
     from repro.kernels.fast import gather_fast_with
 
-    s0 = scenarios[0]
-    tokens = s0.total_tokens
-    outs = [s.fresh_out() for s in scenarios]
     plan = "grid" if sw.on_gpu else None
     ranked = []
     for settings in gather_candidates():
         label = settings.label()
-        if sw.left("gather") <= 0:
-            sw.add("gather", {"arm": label, "status": "skipped: time budget"})
-            continue
-        fn = partial(gather_fast_with, settings=settings, plan=plan)
-        row = {"arm": label, "tokens": tokens}
-        try:
-            bad = _check(fn, s0, ref)
-            row["mismatched_tokens"] = bad
-            if bad:
-                row["status"] = "mismatch"
-            else:
-                us = sw.graph_us([partial(fn, *s.args(o)) for s, o in zip(scenarios, outs)])
-                row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
-                if copy_rate:
-                    row["copy_equiv_fraction"] = round(tokens * 1608 / (copy_rate * 1e12) / (us * 1e-6), 4)
-                ranked.append((us, settings))
-        except Exception as exc:
-            row |= {"status": "error", "error": _error(exc)}
-        sw.add("gather", row)
+        first_us = None
+        for scenarios, ref in shapes:
+            s0 = scenarios[0]
+            tokens = s0.total_tokens
+            row = {"arm": label, "num_reqs": s0.spec.num_reqs, "seq_len": s0.spec.seq_len_max, "tokens": tokens}
+            if sw.left("gather") <= 0:
+                sw.add("gather", {**row, "status": "skipped: time budget"})
+                continue
+            fn = partial(gather_fast_with, settings=settings, plan=plan)
+            try:
+                bad = _check(fn, s0, ref)
+                row["mismatched_tokens"] = bad
+                if bad:
+                    row["status"] = "mismatch"
+                else:
+                    outs = [s.fresh_out() for s in scenarios]
+                    us = sw.graph_us([partial(fn, *s.args(o)) for s, o in zip(scenarios, outs)])
+                    row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
+                    if copy_rate:
+                        row["copy_equiv_fraction"] = round(tokens * 1608 / (copy_rate * 1e12) / (us * 1e-6), 4)
+                    if first_us is None:
+                        first_us = us
+            except Exception as exc:
+                row |= {"status": "error", "error": _error(exc)}
+            sw.add("gather", row)
+            if first_us is None:
+                break  # failed at the largest shape: not a candidate
+        if first_us is not None:
+            ranked.append((first_us, settings))
     ranked.sort(key=lambda x: x[0])
     return ranked
 
@@ -396,7 +447,7 @@ def load_cutedsl(sw: Sweep) -> tuple[Callable | None, str]:
 def shape_sweep(
     sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], stream_kw: dict | None
 ) -> None:
-    """Graph medians of every arm at every shape (two alternating rounds), each checked first."""
+    """Graph medians of every arm at every shape (three alternating rounds), each checked first."""
     import torch
 
     from repro.evidence.cases import reference_output
@@ -430,7 +481,7 @@ def shape_sweep(
             souts = [torch.empty(tokens, 512, dtype=torch.bfloat16, device=sw.device) for _ in inputs]
             timed["stream"] = ([partial(S.stream_dequant, i, o, **stream_kw) for i, o in zip(inputs, souts)], None)
         medians = {name: [] for name in timed}
-        for _ in range(2):
+        for _ in range(3):
             for name, (calls, scope) in timed.items():
                 with scope() if scope else contextlib.nullcontext():
                     try:
@@ -464,7 +515,9 @@ def shape_sweep(
 # 5. host time per eager call, and the direct launch path on aligned and misaligned tensors
 
 
-def host_section(sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]]) -> None:
+def host_section(
+    sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], gathers: dict[str, Callable]
+) -> None:
     from repro.evidence.cases import reference_output
     from repro.kernels.gather import check_gather_args
 
@@ -491,49 +544,52 @@ def host_section(sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Calla
             except Exception as exc:
                 row |= {"status": "error", "error": _error(exc)}
             sw.add("host", row)
-    direct_path_checks(sw)
+    direct_path_checks(sw, gathers)
 
 
-def direct_path_checks(sw: Sweep) -> None:
-    """gather_fast after its kernel is cached, on an aligned output, a misaligned output view and a cache
-    view at an odd byte offset (each a different specialisation): bitwise equal to the reference."""
+def direct_path_checks(sw: Sweep, gathers: dict[str, Callable]) -> None:
+    """Each gather of ``gathers`` (made by :func:`repro.kernels.fast.make_gather`), called twice per case (the
+    first call compiles through Triton, the second goes direct), bitwise against the reference: aligned
+    tensors, then an output view 2 bytes off 16-byte alignment and a cache view 2 bytes off (each its own
+    specialisation; 2 bytes, because the bf16 RoPE values need 2-byte alignment in any kernel). A failure
+    is a row; after a CUDA error nothing more runs on this device."""
     import torch
 
     from repro.evidence.cases import compare_bitwise, reference_output
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
-    from repro.kernels import fast
 
     sc = build_scenario(
         ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=300, max_reqs=8, window=100, offset=3, device=sw.device)
     )
     ref = reference_output(sc)
-    cases = {}
     out = sc.fresh_out()
-    cases["aligned"] = (out, sc.k_cache)
     big = torch.empty(out.numel() + 8, dtype=torch.bfloat16, device=sw.device)
     shifted = big[1 : 1 + out.numel()].view(out.shape)
-    shifted.copy_(sc.fresh_out())
-    cases["output 2 bytes off alignment"] = (shifted, sc.k_cache)
-    storage = torch.zeros(sc.k_cache_storage.numel() + 1, dtype=torch.uint8, device=sw.device)
-    storage[1:] = sc.k_cache_storage
-    odd = torch.as_strided(storage, sc.k_cache.shape, sc.k_cache.stride(), 1)
-    cases["cache 1 byte off alignment"] = (sc.fresh_out(), odd)
-    for name, (o, k) in cases.items():
-        for attempt in ("first call", "cached"):
-            o.copy_(sc.fresh_out())
-            fast.gather_fast(o, k, sc.seq_lens, sc.gather_lens, sc.block_table, sc.spec.block_size, sc.spec.offset)
-            sw.sync()
-            mismatched, stray = compare_bitwise(o, ref, sc)
-            sw.add(
-                "direct",
-                {
-                    "case": name,
-                    "call": attempt,
-                    "direct_path": fast._LAUNCHER.enabled,
-                    "mismatched": mismatched,
-                    "stray": stray,
-                },
-            )
+    storage = torch.zeros(sc.k_cache_storage.numel() + 2, dtype=torch.uint8, device=sw.device)
+    storage[2:] = sc.k_cache_storage
+    off = torch.as_strided(storage, sc.k_cache.shape, sc.k_cache.stride(), 2)
+    cases = {
+        "aligned": (out, sc.k_cache, sc.block_table),
+        "aligned, contiguous table": (out, sc.k_cache, sc.block_table.contiguous()),
+        "output 2 bytes off alignment": (shifted, sc.k_cache, sc.block_table),
+        "cache 2 bytes off alignment": (out, off, sc.block_table),
+    }
+    for who, gather in gathers.items():
+        for name, (o, k, table) in cases.items():
+            for attempt in ("first call", "second call"):
+                row = {"gather": who, "case": name, "call": attempt}
+                try:
+                    o.copy_(sc.fresh_out())
+                    before = gather.launcher.direct_calls
+                    gather(o, k, sc.seq_lens, sc.gather_lens, table, sc.spec.block_size, sc.spec.offset)
+                    sw.sync()
+                    mismatched, stray = compare_bitwise(o, ref, sc)
+                    went = gather.launcher.direct_calls > before
+                    row |= {"direct": went, "mismatched": mismatched, "stray": stray, "status": "ok"}
+                except Exception as exc:
+                    sw.add("direct", {**row, "status": "error", "error": _error(exc)})
+                    return
+                sw.add("direct", row)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,7 +599,7 @@ def run(sw: Sweep) -> None:
     import torch
 
     from repro.evidence.cases import reference_output
-    from repro.kernels.fast import DEFAULT_SETTINGS, gather_fast, gather_fast_with
+    from repro.kernels.fast import DEFAULT_SETTINGS, gather_fast, gather_fast_with, make_gather
 
     shapes = GPU_SHAPES if sw.on_gpu else SMOKE_SHAPES
     n0, L0 = shapes[0]
@@ -571,20 +627,25 @@ def run(sw: Sweep) -> None:
     ok_streams = sorted((r for r in stream_rows if r.get("status") == "ok"), key=lambda r: r["graph_us"])
     print(f"[{time.monotonic() - sw.started:.0f} s] stream sweep: {len(ok_streams)} timed", flush=True)
 
-    scenarios = _scenarios(sw, n0, L0, n0)
-    ref = reference_output(scenarios[0])
-    ranked = gather_sweep(sw, scenarios, ref, rates.get("copy", 0.0))
-    del scenarios, ref
+    sweep_shapes = [(n0, L0)] + ([(16, 2048)] if sw.on_gpu else [shapes[1]])
+    sets = []
+    for n, L in sweep_shapes:
+        scenarios = _scenarios(sw, n, L, n)
+        sets.append((scenarios, reference_output(scenarios[0])))
+    ranked = gather_sweep(sw, sets, rates.get("copy", 0.0))
+    del sets
     if sw.on_gpu:
         torch.cuda.empty_cache()
     print(f"[{time.monotonic() - sw.started:.0f} s] gather sweep: {len(ranked)} timed", flush=True)
 
     plan = "grid" if sw.on_gpu else None
     best = [s for _, s in ranked[:TOP_CANDIDATES]]
-    arms = [("today", partial(gather_fast_with, settings=DEFAULT_SETTINGS, plan=plan), None)]
+    arms = [("today", gather_fast, None)]
     sw.add("legend", {"arm": "today", "what": f"gather_fast as committed: {DEFAULT_SETTINGS.label()}"})
+    made = {}
     for k, settings in enumerate(best + (small_shape_variants(best[0]) if best else [])):
-        arms.append((f"c{k}", partial(gather_fast_with, settings=settings, plan=plan), None))
+        made[f"c{k}"] = make_gather(settings)
+        arms.append((f"c{k}", made[f"c{k}"], None))
         sw.add(
             "legend",
             {"arm": f"c{k}", "what": f"{settings.label()}, min_block_t {settings.min_block_t}, waves {settings.waves}"},
@@ -593,26 +654,33 @@ def run(sw: Sweep) -> None:
         arms.append(("cute", cute, cute.scope))
         sw.add("legend", {"arm": "cute", "what": f"vLLM {CUTEDSL_RELEASE}'s CuTe-DSL gather, narrowed table"})
     stream_kw = None
-    if ok_streams:
-        stream_kw = {"plan": plan, **_stream_kwargs(ok_streams[0]["arm"])}
+    split = [r for r in ok_streams if r.get("layout") == "split"]
+    if split:
+        stream_kw = {"plan": plan, **_stream_kwargs(split[0]["arm"])}
         sw.add(
-            "legend",
-            {"arm": "stream", "what": f"fastest split-layout streaming kernel, no table: {ok_streams[0]['arm']}"},
+            "legend", {"arm": "stream", "what": f"fastest split-layout streaming kernel, no table: {split[0]['arm']}"}
         )
     shape_sweep(sw, shapes, arms, stream_kw)
     print(f"[{time.monotonic() - sw.started:.0f} s] shapes done", flush=True)
 
     host_arms = [
-        ("gather_fast direct launch", gather_fast, None),
-        ("gather_fast today (Triton launcher)", partial(gather_fast_with, settings=DEFAULT_SETTINGS, plan=plan), None),
+        ("gather_fast, direct launch", gather_fast, None),
+        (
+            "gather_fast through Triton's launcher (the old path)",
+            partial(gather_fast_with, settings=DEFAULT_SETTINGS, plan=plan),
+            None,
+        ),
     ]
+    if "c0" in made:
+        host_arms.append(("c0, direct launch", made["c0"], None))
     if cute is not None:
         host_arms.append((f"vLLM {CUTEDSL_RELEASE} CuTe-DSL, scope entered once", cute, cute.scope))
         host_arms.append(
             (f"vLLM {CUTEDSL_RELEASE} CuTe-DSL, scope per call (old harness)", _per_call_scope(cute), None)
         )
     host_shapes = ((1, 256), (256, 2048)) if sw.on_gpu else ((1, 24),)
-    host_section(sw, host_shapes, host_arms)
+    gathers = {"gather_fast": gather_fast} | ({"c0": made["c0"]} if "c0" in made else {})
+    host_section(sw, host_shapes, host_arms, gathers)
     print(f"[{time.monotonic() - sw.started:.0f} s] host section done", flush=True)
 
 
@@ -629,7 +697,7 @@ def _stream_kwargs(label: str) -> dict:
     for layout, kw in stream_candidates():
         if stream_label(layout, kw) == label and layout == "split":
             return dict(kw)
-    return {"block_t": 8, "num_warps": 4}
+    raise ValueError(f"no split-layout streaming candidate is labelled {label!r}")
 
 
 def summary(sw: Sweep) -> str:
@@ -641,12 +709,12 @@ def summary(sw: Sweep) -> str:
     pd.set_option("display.max_rows", 200)
     parts = []
     for name, cols, sort in (
-        ("rates", ["kind", "how", "median_us", "tbps"], None),
+        ("rates", ["kind", "how", "launch", "median_us", "tbps"], None),
         ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], "graph_us"),
-        ("gather", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], "graph_us"),
+        ("gather", ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["num_reqs", "graph_us"]),
         ("shapes", ["num_reqs", "seq_len", "arm", "status", "graph_us"], None),
         ("host", ["num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
-        ("direct", ["case", "call", "direct_path", "mismatched", "stray"], None),
+        ("direct", ["gather", "case", "call", "direct", "mismatched", "stray", "status"], None),
         ("cutedsl", ["release", "loaded", "why_not"], None),
         ("legend", ["arm", "what"], None),
     ):
@@ -655,8 +723,9 @@ def summary(sw: Sweep) -> str:
             continue
         f = pd.DataFrame(rows)
         f = f[[c for c in cols if c in f.columns] + (["error"] if "error" in f.columns else [])]
-        if sort and sort in f.columns:
-            f = f.sort_values(sort, na_position="last")
+        keys = [sort] if isinstance(sort, str) else (sort or [])
+        if keys and all(k in f.columns for k in keys):
+            f = f.sort_values(keys, na_position="last", ascending=[k != "num_reqs" for k in keys])
         if "error" in f.columns:
             f["error"] = f["error"].fillna("").str.slice(0, 60)
         parts.append(f"== {name} ==\n{f.to_string(index=False)}")

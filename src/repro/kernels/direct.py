@@ -7,7 +7,10 @@ caller that knows which of its arguments decide the specialisation can key the c
 * the first call with a key goes through ``kernel[grid]`` (compiling if needed) and keeps the
   :class:`triton.compiler.CompiledKernel` it returns;
 * later calls launch that object directly with its own launcher (``CompiledKernel.run``, the call
-  Triton's ``JITFunction.run`` ends with), passing the same arguments in the same order.
+  Triton's ``JITFunction.run`` ends with; when the kernel needs no scratch memory, the C launch function
+  that launcher's ``__call__`` ends with), passing the same arguments in the same order, pointers as the
+  ints ``data_ptr()`` returned (the caller checks that the tensors are on the GPU, which Triton's launcher
+  would otherwise ask the driver for, per pointer and call).
 
 The key must hold everything Triton specialises on: the constexpr values and, for the runtime
 arguments, what :func:`int_spec` and :func:`pointer_spec` return (Triton 3.x: an int is specialised on
@@ -61,6 +64,7 @@ class DirectLauncher:
         self._stream: Callable[[int], int] | None = None
         self._device: Callable[[], int] | None = None
         self._knobs = None
+        self.direct_calls = 0  # launches that went direct (a count for tests and the tuning sweep)
 
     @staticmethod
     def supported(kernel: object) -> bool:
@@ -69,30 +73,47 @@ class DirectLauncher:
 
         return not is_interpreted(kernel) and triton_version() in CHECKED_TRITON
 
-    def launch(self, key: Hashable, grid: tuple, args: tuple, constexprs: Callable[[], dict], num_warps: int) -> bool:
-        """Launch ``kernel[grid](*args, **constexprs(), num_warps=num_warps)``; True when it went direct.
+    def current_device(self) -> int | None:
+        """The current CUDA device index (what Triton launches on); None before the first launch."""
+        return self._device() if self._device is not None else None
 
-        ``args`` are the runtime arguments in signature order, all before the constexprs, which are
-        the kernel's remaining parameters in the order of ``constexprs()`` (called on a miss only).
+    def launch(
+        self,
+        key: Hashable,
+        grid: tuple,
+        raw_args: tuple,
+        first_call: Callable[[], tuple[tuple, dict]],
+        num_warps: int,
+        device: int | None = None,
+    ) -> bool:
+        """Launch the kernel for ``key``; True when it went direct.
+
+        ``raw_args``: the runtime arguments in signature order with every tensor replaced by its
+        ``data_ptr()`` (the launcher takes an int as a pointer as it is; the caller has checked that the
+        tensors live on the GPU). ``first_call()``: ``(args, constexprs)`` for ``kernel[grid]``, tensors as
+        tensors, called only when ``key`` has no compiled kernel yet; the constexprs are the kernel's
+        remaining parameters in signature order. ``device``: :meth:`current_device`, if the caller has it.
         """
-        device = self._device() if self.enabled and self._device is not None else None
-        compiled = self.compiled.get((device, key)) if device is not None else None
+        if device is None and self.enabled:
+            device = self.current_device()
+        compiled = self.compiled.get((device, key)) if device is not None and self.enabled else None
         if compiled is None:
-            values = constexprs()
-            kernel = self.kernel[grid](*args, **values, num_warps=num_warps)
+            args, constexprs = first_call()
+            kernel = self.kernel[grid](*args, **constexprs, num_warps=num_warps)
             if self.enabled:
-                self._remember(key, kernel, values)
+                self._remember(key, kernel, constexprs)
             return False
-        run, function, metadata, tail = compiled
+        launch, head, tail, kernel = compiled
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         stream = self._stream(device)
         enter, leave = self._knobs.launch_enter_hook, self._knobs.launch_exit_hook
-        launch_metadata = None if enter is None else compiled.kernel.launch_metadata(grid, stream, *args, *tail)
-        run(grid[0], g1, g2, stream, function, metadata, launch_metadata, enter, leave, *args, *tail)
+        metadata = None if enter is None else kernel.launch_metadata(grid, stream, *raw_args, *tail)
+        launch(grid[0], g1, g2, stream, *head, metadata, enter, leave, *raw_args, *tail)
+        self.direct_calls += 1
         return True
 
-    def _remember(self, key: Hashable, kernel, constexprs: dict) -> None:
+    def _remember(self, key: Hashable, kernel: object, constexprs: dict) -> None:
         needed = ("run", "function", "packed_metadata", "launch_metadata")
         if kernel is None or not all(hasattr(kernel, name) for name in needed):
             self.enabled = False  # not the CompiledKernel this code knows: always go through Triton
@@ -108,15 +129,25 @@ class DirectLauncher:
             except (ImportError, AttributeError):
                 self.enabled = False
                 return
-        entry = _Entry(kernel.run, kernel.function, kernel.packed_metadata, tuple(constexprs.values()))
-        entry.kernel = kernel
-        self.compiled[(self._device(), key)] = entry
+        run = kernel.run
+        if _bare_launch_ok(run):
+            # The C launch function itself: what the launcher object's __call__ ends with when the kernel
+            # needs no scratch memory.
+            launch = run.launch
+            head = (kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None, kernel.packed_metadata)
+        else:
+            launch, head = run, (kernel.function, kernel.packed_metadata)
+        self.compiled[(self._device(), key)] = _Entry(launch, head, tuple(constexprs.values()), kernel)
+
+
+def _bare_launch_ok(run: object) -> bool:
+    """The launcher object is Triton 3.4-3.6's CudaLauncher and the kernel needs no scratch buffers."""
+    names = ("launch", "launch_cooperative_grid", "launch_pdl", "global_scratch_size", "profile_scratch_size")
+    return all(hasattr(run, n) for n in names) and run.global_scratch_size == 0 and run.profile_scratch_size == 0
 
 
 class _Entry(tuple):
-    """(launcher, function handle, packed metadata, constexpr values) of one compiled kernel."""
+    """(launch function, its leading arguments, constexpr values, the compiled kernel) of one kernel."""
 
-    kernel: object
-
-    def __new__(cls, run, function, metadata, tail):
-        return super().__new__(cls, (run, function, metadata, tail))
+    def __new__(cls, launch, head, tail, kernel):
+        return super().__new__(cls, (launch, head, tail, kernel))

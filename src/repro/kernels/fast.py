@@ -36,6 +36,7 @@ results are the same. ``plan="grid"`` forces the GPU launch shape in the interpr
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -43,10 +44,10 @@ import triton
 import triton.language as tl
 
 from repro.geometry.layout import DSV4
-from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
+from repro.kernels.direct import DirectLauncher, int_spec
 from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
-from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens
+from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens, load_lanes, store_lanes
 
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
 INTERPRETER_MAX_BLOCK_T = 256
@@ -70,6 +71,7 @@ class FastSettings:
     waves: float = 2  # shrink the tile while the grid has fewer than waves * SMs programs
     tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
     num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
+    prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
     tile: TileSettings = field(default_factory=TileSettings)
 
     def __post_init__(self) -> None:
@@ -84,6 +86,8 @@ class FastSettings:
             raise ValueError(f"num_stages must be an int from 1 to 8, got {self.num_stages!r}")
         if not isinstance(self.tile, TileSettings):
             raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
+        if self.prefetch and not self.tile.tile.startswith("lanes"):
+            raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
     def label(self) -> str:
         text = f"{self.block_t} tok x {self.num_warps} warps"
@@ -91,12 +95,43 @@ class FastSettings:
             text += f", {self.tiles_per_program} tiles/program"
         if self.num_stages > 1:
             text += f", {self.num_stages} stages"
+        if self.prefetch:
+            text += ", prefetch"
         return f"{text}, {self.tile.label()}"
 
 
 #: The settings :func:`gather_fast` uses. Measured on the H200 at 256 x 2,048 tokens
 #: (data/h200/tuning-gather-fast.md).
 DEFAULT_SETTINGS = FastSettings(tile=DEFAULT_TILE)
+
+
+@triton.jit
+def _gather_addresses(
+    i0,
+    t,
+    gather_len,
+    start,
+    table_row,
+    out_req,
+    out_stride1,
+    k_cache_ptr,
+    offset,
+    CACHE_BLOCK_SIZE: tl.constexpr,
+    BLOCK_STRIDE: tl.constexpr,
+    TOKEN_DATA_SIZE: tl.constexpr,
+    SCALE_DIM: tl.constexpr,
+):
+    """(data, scales, row, valid) of gather indices ``i0 .. i0 + BLOCK_T`` of one request (block table read)."""
+    i = i0 + t
+    valid = i < gather_len
+    pos = start + i
+    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
+    slot = pos % CACHE_BLOCK_SIZE
+    block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
+    data = block + slot * TOKEN_DATA_SIZE
+    scales = block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
+    row = out_req + (offset + i).to(tl.int64) * out_stride1
+    return data, scales, row, valid
 
 
 @triton.jit
@@ -128,15 +163,21 @@ def _gather_tile(
     HEAD_DIM: tl.constexpr,
 ):
     """Gather indices ``i0 .. i0 + BLOCK_T`` of one request: block table, then the shared tile code."""
-    i = i0 + t
-    valid = i < gather_len
-    pos = start + i
-    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
-    slot = pos % CACHE_BLOCK_SIZE
-    block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-    data = block + slot * TOKEN_DATA_SIZE
-    scales = block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
-    row = out_req + (offset + i).to(tl.int64) * out_stride1
+    data, scales, row, valid = _gather_addresses(
+        i0,
+        t,
+        gather_len,
+        start,
+        table_row,
+        out_req,
+        out_stride1,
+        k_cache_ptr,
+        offset,
+        CACHE_BLOCK_SIZE,
+        BLOCK_STRIDE,
+        TOKEN_DATA_SIZE,
+        SCALE_DIM,
+    )
     dequant_tokens(
         data,
         scales,
@@ -176,6 +217,7 @@ def _gather_fast_kernel(
     BLOCK_T: tl.constexpr,  # tokens per tile
     TILES_PER_PROGRAM: tl.constexpr,  # 1 on the GPU by default; all tiles of a request in the interpreter
     NUM_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr,  # load tile k+1 before storing tile k (lanes tiles)
     TILE: tl.constexpr,
     OVERREAD: tl.constexpr,
     LOAD_CACHE: tl.constexpr,
@@ -228,6 +270,62 @@ def _gather_fast_kernel(
                 QUANT_BLOCK,
                 FP8_DIM,
                 HEAD_DIM,
+            )
+    elif PREFETCH:
+        # Registers hold two tiles: tile k+1's loads are in flight while tile k is stored.
+        if first < gather_len:
+            data, scales, row, valid = _gather_addresses(
+                first,
+                t,
+                gather_len,
+                start,
+                table_row,
+                out_req,
+                out_stride1,
+                k_cache_ptr,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+            )
+            x, s, rope = load_lanes(
+                data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
+            )
+            for k in tl.static_range(1, TILES_PER_PROGRAM):
+                data_n, scales_n, row_n, valid_n = _gather_addresses(
+                    first + k * BLOCK_T,
+                    t,
+                    gather_len,
+                    start,
+                    table_row,
+                    out_req,
+                    out_stride1,
+                    k_cache_ptr,
+                    offset,
+                    CACHE_BLOCK_SIZE,
+                    BLOCK_STRIDE,
+                    TOKEN_DATA_SIZE,
+                    SCALE_DIM,
+                )
+                x_n, s_n, rope_n = load_lanes(
+                    data_n,
+                    scales_n,
+                    valid_n,
+                    OVERREAD,
+                    LOAD_CACHE,
+                    LOAD_EVICT,
+                    N_GROUPS,
+                    N_SCALES,
+                    QUANT_BLOCK,
+                    FP8_DIM,
+                )
+                store_lanes(
+                    row, x, s, rope, valid, TILE, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
+                )
+                x, s, rope, row, valid = x_n, s_n, rope_n, row_n, valid_n
+            store_lanes(
+                row, x, s, rope, valid, TILE, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
             )
     else:
         # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
@@ -291,21 +389,25 @@ def plan_launch(
         return FastPlan(grid=(1, num_reqs), block_t=block_t, tiles_per_program=tiles, num_warps=4)
     if plan != "grid":
         raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
-    block_t = settings.block_t
-    per_program = settings.tiles_per_program
+    block_t, per_program, warps = settings.block_t, settings.tiles_per_program, settings.num_warps
     if device.type == "cuda":
+        # Too few programs to fill the GPU: fewer tiles per program first, then smaller tiles (and as many
+        # fewer warps, so each thread keeps the same share of the tile).
         target = settings.waves * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-        while block_t > settings.min_block_t and num_reqs * triton.cdiv(max_gather, block_t * per_program) < target:
-            block_t //= 2
+        while num_reqs * triton.cdiv(max_gather, block_t * per_program) < target:
+            if per_program > 1:
+                per_program //= 2
+            elif block_t > settings.min_block_t:
+                block_t //= 2
+                warps = max(1, warps // 2)
+            else:
+                break
     return FastPlan(
         grid=(triton.cdiv(max_gather, block_t * per_program), num_reqs),
         block_t=block_t,
         tiles_per_program=per_program,
-        num_warps=settings.num_warps,
+        num_warps=warps,
     )
-
-
-_LAUNCHER = DirectLauncher(_gather_fast_kernel)
 
 
 def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launch: FastPlan, settings: FastSettings):
@@ -319,6 +421,7 @@ def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launc
         "BLOCK_T": launch.block_t,
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "NUM_STAGES": settings.num_stages,
+        "PREFETCH": settings.prefetch and launch.tiles_per_program > 1,
         **settings.tile.constexprs(),
     }
 
@@ -371,95 +474,112 @@ def gather_fast_with(
 
 
 _BF16, _U8, _I32 = torch.bfloat16, torch.uint8, torch.int32
+_I32_RANGE = 2**31
 
 
-def _quick_reject(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset) -> bool:
-    """True unless the arguments pass every check of :func:`check_gather_args` (read once each)."""
-    ostride, kstride, bshape = out.stride(), k_cache.stride(), block_table.shape
-    num_reqs = bshape[0] if len(bshape) == 2 else -1
-    return not (
-        out.dtype is _BF16
-        and len(ostride) == 3
-        and ostride[2] == 1
-        and out.shape[2] == DSV4.head_dim
-        and out.shape[0] == num_reqs
-        and k_cache.dtype is _U8
-        and kstride[0] >= block_size * DSV4.token_bytes
-        and block_table.dtype is _I32
-        and block_table.stride(1) == 1
-        and seq_lens.dtype is _I32
-        and seq_lens.shape == (num_reqs,)
-        and (gather_lens is None or (gather_lens.dtype is _I32 and gather_lens.shape == (num_reqs,)))
-        and block_size > 0
-        and 0 <= offset <= out.shape[1]
-    )
+def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None]:
+    """A gather with vLLM's signature and fixed ``settings`` that, once its kernel is compiled for a
+    specialisation, launches it directly (:class:`repro.kernels.direct.DirectLauncher`).
 
-
-def gather_fast(
-    out: torch.Tensor,
-    k_cache: torch.Tensor,
-    seq_lens: torch.Tensor,
-    gather_lens: torch.Tensor | None,
-    block_table: torch.Tensor,
-    block_size: int,
-    offset: int,
-) -> None:
-    """Dequantise and gather the K cache (vLLM's signature), tiled for memory bandwidth.
-
-    Semantics of :func:`repro.kernels.gather.gather_fixed`; :data:`DEFAULT_SETTINGS`; launched
-    directly once compiled (see the module docstring). Any argument a check rejects is reported by
-    :func:`check_gather_args`' message.
+    Per call it reads each tensor attribute once: the checks of :func:`check_gather_args` (which reports any
+    failure), the launch tile (cached per shape), the specialisation key (pointer alignment, integer
+    classes), then one launch. In the interpreter, or on a Triton whose launcher was not checked, every call
+    is :func:`gather_fast_with`.
     """
-    if _quick_reject(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
-        check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
-        raise AssertionError("unreachable: the quick check and check_gather_args disagree")  # pragma: no cover
-    if not _LAUNCHER.enabled:
-        gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
-        return
-    num_reqs = out.shape[0]
-    max_gather = out.shape[1] - offset
-    if num_reqs == 0 or max_gather == 0:
-        return
-    if num_reqs > MAX_GRID_Y:
-        raise ValueError(
-            f"gather_fast launches one grid row per request; at most {MAX_GRID_Y} requests, got {num_reqs}"
+    launcher = DirectLauncher(_gather_fast_kernel)
+    plans: dict[tuple, tuple] = {}
+    head, record = DSV4.head_dim, DSV4.token_bytes
+
+    def gather(
+        out: torch.Tensor,
+        k_cache: torch.Tensor,
+        seq_lens: torch.Tensor,
+        gather_lens: torch.Tensor | None,
+        block_table: torch.Tensor,
+        block_size: int,
+        offset: int,
+    ) -> None:
+        if not launcher.enabled:
+            gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, settings)
+            return
+        o_shape, o_stride = out.shape, out.stride()
+        b_shape, b_stride = block_table.shape, block_table.stride()
+        k_stride0 = k_cache.stride(0)
+        num_reqs = b_shape[0] if len(b_shape) == 2 else -1
+        has_lens = gather_lens is not None
+        if not (
+            out.dtype is _BF16
+            and len(o_stride) == 3
+            and o_stride[2] == 1
+            and o_shape[2] == head
+            and o_shape[0] == num_reqs
+            and k_cache.dtype is _U8
+            and k_stride0 >= block_size * record
+            and block_table.dtype is _I32
+            and b_stride[1] == 1
+            and seq_lens.dtype is _I32
+            and seq_lens.shape == (num_reqs,)
+            and (not has_lens or (gather_lens.dtype is _I32 and gather_lens.shape == (num_reqs,)))
+            and block_size > 0
+            and 0 <= offset <= o_shape[1]
+        ):
+            check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
+            raise AssertionError("unreachable: the inline checks and check_gather_args disagree")  # pragma: no cover
+        max_gather = o_shape[1] - offset
+        if num_reqs == 0 or max_gather == 0:
+            return
+        if num_reqs > MAX_GRID_Y:
+            raise ValueError(
+                f"gather_fast launches one grid row per request; at most {MAX_GRID_Y} requests, got {num_reqs}"
+            )
+        device = launcher.current_device()
+        plan = plans.get((num_reqs, max_gather, device))
+        if plan is None:
+            launch = plan_launch(num_reqs, max_gather, torch.device("cuda", device), settings, "grid")
+            plan = plans[(num_reqs, max_gather, device)] = (launch.grid, launch)
+        grid, launch = plan
+        lens = gather_lens if has_lens else seq_lens
+        if not (out.is_cuda and k_cache.is_cuda and seq_lens.is_cuda and lens.is_cuda and block_table.is_cuda):
+            raise ValueError("gather_fast: out, k_cache, seq_lens, gather_lens and block_table must be CUDA tensors")
+        o0, o1, pitch = o_stride[0], o_stride[1], b_stride[0]
+        o_ptr, k_ptr, s_ptr = out.data_ptr(), k_cache.data_ptr(), seq_lens.data_ptr()
+        l_ptr, b_ptr = lens.data_ptr(), block_table.data_ptr()
+        key = (
+            launch.block_t,
+            has_lens,
+            block_size,
+            k_stride0,
+            # Triton's pointer specialisation: 16-byte alignment of each of the five
+            (o_ptr & 15 == 0) | (k_ptr & 15 == 0) << 1 | (s_ptr & 15 == 0) << 2 | (l_ptr & 15 == 0) << 3,
+            b_ptr & 15 == 0,
+            int_spec(o0),
+            int_spec(o1),
+            -_I32_RANGE <= pitch < _I32_RANGE,
+            offset < _I32_RANGE,
         )
-    settings = DEFAULT_SETTINGS
-    launch = _plan_cached(num_reqs, max_gather, out.device.index)
-    ostride = out.stride()
-    block_stride = k_cache.stride(0)
-    pitch = block_table.stride(0)
-    has_lens = gather_lens is not None
-    lens = gather_lens if has_lens else seq_lens
-    key = (
-        launch.block_t,
-        launch.tiles_per_program,
-        has_lens,
-        block_size,
-        block_stride,
-        pointer_spec(out.data_ptr()),
-        pointer_spec(k_cache.data_ptr()),
-        pointer_spec(seq_lens.data_ptr()),
-        pointer_spec(lens.data_ptr()),
-        pointer_spec(block_table.data_ptr()),
-        int_spec(ostride[0]),
-        int_spec(ostride[1]),
-        int_spec(pitch, specialize=False),
-        int_spec(offset, specialize=False),
-    )
-    args = (out, ostride[0], ostride[1], k_cache, seq_lens, lens, block_table, pitch, offset)
-    _LAUNCHER.launch(
-        key,
-        launch.grid,
-        args,
-        lambda: _constexprs(has_lens, block_size, block_stride, launch, settings),
-        launch.num_warps,
-    )
+        launcher.launch(
+            key,
+            grid,
+            (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset),
+            lambda: (
+                (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, offset),
+                _constexprs(has_lens, block_size, k_stride0, launch, settings),
+            ),
+            launch.num_warps,
+            device,
+        )
+
+    gather.settings = settings
+    gather.launcher = launcher
+    return gather
 
 
-@functools.lru_cache(maxsize=1024)
-def _plan_cached(num_reqs: int, max_gather: int, device_index: int | None) -> FastPlan:
-    return plan_launch(num_reqs, max_gather, torch.device("cuda", device_index), DEFAULT_SETTINGS, "grid")
+gather_fast = make_gather(DEFAULT_SETTINGS)
+gather_fast.__name__ = gather_fast.__qualname__ = "gather_fast"
+gather_fast.__doc__ = """Dequantise and gather the K cache (vLLM's signature), tiled for memory bandwidth.
+
+Semantics of :func:`repro.kernels.gather.gather_fixed`, with :data:`DEFAULT_SETTINGS`; after the first call
+of a specialisation the compiled kernel is launched directly (:func:`make_gather`)."""
 
 
 def with_settings(**changes) -> FastSettings:

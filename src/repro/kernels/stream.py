@@ -36,7 +36,7 @@ import triton.language as tl
 from repro.geometry.layout import DSV4, UE8M0_BIAS
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import quantize_and_insert_reference
-from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens
+from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens, load_lanes, store_lanes
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -96,6 +96,7 @@ def _stream_dequant_kernel(
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr,
     TILE: tl.constexpr,
     OVERREAD: tl.constexpr,
     LOAD_CACHE: tl.constexpr,
@@ -110,27 +111,85 @@ def _stream_dequant_kernel(
 ):
     pid = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
-    for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
-        i = (pid * TILES_PER_PROGRAM + k) * BLOCK_T + t
-        idx = i.to(tl.int64)
-        dequant_tokens(
-            data_ptr + idx * DATA_PITCH,
-            scale_ptr + idx * SCALE_PITCH,
-            out_ptr + idx * HEAD_DIM,
+    if PREFETCH:  # two tiles in registers: tile k+1's loads in flight while tile k is stored
+        i = pid * TILES_PER_PROGRAM * BLOCK_T + t
+        x, s, rope = load_lanes(
+            data_ptr + i.to(tl.int64) * DATA_PITCH,
+            scale_ptr + i.to(tl.int64) * SCALE_PITCH,
             i < num_tokens,
-            BLOCK_T,
-            TILE,
             OVERREAD,
             LOAD_CACHE,
             LOAD_EVICT,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+        )
+        for _ in tl.static_range(1, TILES_PER_PROGRAM):
+            j = i + BLOCK_T
+            x_n, s_n, rope_n = load_lanes(
+                data_ptr + j.to(tl.int64) * DATA_PITCH,
+                scale_ptr + j.to(tl.int64) * SCALE_PITCH,
+                j < num_tokens,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+            )
+            store_lanes(
+                out_ptr + i.to(tl.int64) * HEAD_DIM,
+                x,
+                s,
+                rope,
+                i < num_tokens,
+                TILE,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+            )
+            x, s, rope, i = x_n, s_n, rope_n, j
+        store_lanes(
+            out_ptr + i.to(tl.int64) * HEAD_DIM,
+            x,
+            s,
+            rope,
+            i < num_tokens,
+            TILE,
             STORE_CACHE,
             STORE_EVICT,
             N_GROUPS,
             N_SCALES,
             QUANT_BLOCK,
             FP8_DIM,
-            HEAD_DIM,
         )
+    else:
+        for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
+            i = (pid * TILES_PER_PROGRAM + k) * BLOCK_T + t
+            idx = i.to(tl.int64)
+            dequant_tokens(
+                data_ptr + idx * DATA_PITCH,
+                scale_ptr + idx * SCALE_PITCH,
+                out_ptr + idx * HEAD_DIM,
+                i < num_tokens,
+                BLOCK_T,
+                TILE,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                HEAD_DIM,
+            )
 
 
 @triton.jit
@@ -386,11 +445,15 @@ def stream_dequant(
     tile: TileSettings = DEFAULT_TILE,
     tiles_per_program: int = 1,
     num_stages: int = 1,
+    prefetch: bool = False,
 ) -> StreamPlan:
     """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table).
 
     ``tile`` is the shared tile code's layout and hints (:class:`repro.kernels.tiles.TileSettings`);
-    ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined)."""
+    ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined by
+    Triton, or with ``prefetch`` and a ``"lanes"`` tile, tile k+1 loaded into registers before tile k is stored)."""
+    if prefetch and not tile.tile.startswith("lanes"):
+        raise ValueError(f"prefetch needs a 'lanes' tile, got tile {tile.tile!r}")
     _check_out(out, inp.num_tokens, inp.buffer.device)
     launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan, tiles_per_program)
     common = _common(launch)
@@ -403,6 +466,7 @@ def stream_dequant(
         DATA_PITCH=inp.data_pitch,
         SCALE_PITCH=inp.scale_pitch,
         NUM_STAGES=num_stages,
+        PREFETCH=prefetch and launch.tiles_per_program > 1,
         **common,
         **tile.constexprs(),
     )
