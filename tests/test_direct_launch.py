@@ -9,6 +9,7 @@ import inspect
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from repro.kernels import direct, fast
 from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
@@ -137,3 +138,60 @@ def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
 def test_triton_version_parsing(monkeypatch, version, expected):
     monkeypatch.setattr(direct.triton, "__version__", version)
     assert direct.triton_version() == expected
+
+
+def enabled_gather(monkeypatch):
+    """gather_fast's body with the direct path switched on and its launch recorded (nothing runs)."""
+    g = fast.make_gather()
+    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    g.launcher.enabled, g.launcher._device = True, lambda: 0
+    calls = []
+    g.launcher.launch = lambda *a: calls.append(a)
+    return g, calls
+
+
+def test_the_inline_checks_report_what_check_gather_args_says(monkeypatch):
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    g, calls = enabled_gather(monkeypatch)
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    out = sc.fresh_out()
+    with pytest.raises(ValueError, match="out must be bf16"):
+        g(out.float(), *sc.args(out)[1:])
+    with pytest.raises(ValueError, match="block_table must be int32"):
+        g(out, sc.k_cache, sc.seq_lens, None, sc.block_table.long(), 64, 0)
+    with pytest.raises(ValueError, match="stride"):
+        g(out, sc.k_cache, sc.seq_lens, None, sc.block_table, 128, 0)
+    with pytest.raises(ValueError, match="gather_lens must be None or int32"):
+        g(out, sc.k_cache, sc.seq_lens, sc.seq_lens.long(), sc.block_table, 64, 0)
+    with pytest.raises(ValueError, match="must be CUDA tensors"):  # valid arguments, but on the CPU
+        g(*sc.args(out))
+    assert calls == []
+
+
+def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    g, calls = enabled_gather(monkeypatch)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4, window=8, offset=1))
+    out = sc.fresh_out()
+    g(*sc.args(out))
+    key, grid, raw, first, warps, device = calls[-1]
+    table = sc.block_table
+    assert raw == (
+        out.data_ptr(),
+        *out.stride()[:2],
+        sc.k_cache.data_ptr(),
+        sc.seq_lens.data_ptr(),
+        sc.gather_lens.data_ptr(),
+        table.data_ptr(),
+        table.stride(0),
+        1,
+    )
+    args, consts = first()
+    assert args[0] is out and args[3] is sc.k_cache and args[6] is table and consts["HAS_GATHER_LENS"]
+    assert grid[1] == 2 and device == 0 and warps == g.settings.num_warps
+    shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
+    g(shifted, *sc.args(out)[1:])
+    assert calls[-1][0] != key  # a misaligned output is another specialisation

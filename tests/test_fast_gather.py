@@ -189,21 +189,26 @@ def test_settings_are_explicit_and_checked():
         gather_fast_with(*scenario.args(out), {"block_t": 8})
 
 
-@pytest.mark.parametrize("tile", TILES)
-@pytest.mark.parametrize("overread", [False, True])
+@pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)])
 def test_every_tile_layout_is_bitwise_the_reference(tile, overread):
     spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=2, window=30)
-    settings = with_settings(tile=TileSettings(tile=tile, overread=overread, store_cache=".cs"))
-    assert_matches(build_scenario(spec), fn=gather_fast_with, settings=settings)
-    assert_matches(build_scenario(spec), fn=gather_fast_with, settings=settings, plan="grid")
+    chosen = with_settings(tile=TileSettings(tile=tile, overread=overread, store_cache=".cs"))
+    assert_matches(build_scenario(spec), fn=gather_fast_with, settings=chosen, plan="grid")
 
 
-def test_tiles_per_program_loop_is_bitwise_the_reference():
-    spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=1)
-    settings = with_settings(block_t=4, tiles_per_program=4, num_stages=3)
-    launch = gather_fast_with(*build_scenario(spec).args(build_scenario(spec).fresh_out()), settings, plan="grid")
+@pytest.mark.parametrize("plan", ["grid", "per-request"])
+def test_tile_loops_are_bitwise_the_reference(plan):
+    """Tiles per program: Triton's pipelined loop, and the register prefetch of the "lanes" tile."""
+    spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=1, window=40)
+    staged = with_settings(block_t=4, tiles_per_program=4, num_stages=3)
+    prefetch = with_settings(block_t=4, tiles_per_program=4, prefetch=True, tile=TileSettings(tile="lanes"))
+    sc = build_scenario(spec)
+    launch = gather_fast_with(*sc.args(sc.fresh_out()), prefetch, plan="grid")
     assert launch.tiles_per_program == 4
-    assert_matches(build_scenario(spec), fn=gather_fast_with, settings=settings, plan="grid")
+    for chosen in (staged, prefetch):
+        assert_matches(sc, fn=gather_fast_with, settings=chosen, plan=plan)
+    with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):
+        with_settings(tiles_per_program=2, prefetch=True)
 
 
 def test_gpu_plan_heuristic(monkeypatch):
