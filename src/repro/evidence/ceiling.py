@@ -32,10 +32,47 @@ from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTE
 
 #: Whose code the ceiling arms are.
 REPO_CODE = "repro"
-#: Streaming tiles (tokens per program, warps): the first is gather_fast's default and is measured at
-#: every shape; the others at the decomposition shapes.
+#: Streaming tiles (tokens per program, warps) of the grouped tile, measured at the decomposition shapes
+#: (how the streaming kernel's own time depends on its tile and the records' layout).
 CEILING_TILES = ((8, 4), (32, 4), (64, 8))
 GATHER = "fast"
+
+
+@dataclass(frozen=True)
+class StreamKernel:
+    """One streaming kernel of the ceiling: its arm name, record layout, tile, warps and tile settings."""
+
+    arm: str
+    layout: str
+    block_t: int
+    num_warps: int
+    settings: tuple = ()  # stream_dequant keywords as (name, value) pairs: tile, tiles_per_program, prefetch...
+
+    def keywords(self) -> dict:
+        return dict(self.settings)
+
+
+def _streams() -> tuple[StreamKernel, ...]:
+    from repro.kernels.tiles import TileSettings
+
+    lanes = TileSettings(tile="lanes", load_evict="")
+    return (
+        StreamKernel("stream / 584-B records", "records", 8, 4),
+        StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", TileSettings(load_evict="")),)),
+        StreamKernel("stream / split / lanes 8 x 4", "split", 8, 4, (("tile", lanes),)),
+        StreamKernel("stream / split / lanes 16 x 8", "split", 16, 8, (("tile", lanes),)),
+        StreamKernel(
+            "stream / split / lanes 8 x 4, 4 tiles prefetched",
+            "split",
+            8,
+            4,
+            (("tile", lanes), ("tiles_per_program", 4), ("prefetch", True)),
+        ),
+    )
+
+
+#: The streaming kernels timed at every shape; the ceiling at a shape is the fastest of them there.
+CEILING_STREAMS = _streams()
 
 
 @dataclass
@@ -116,16 +153,22 @@ def stream_arm(
     tokens: int,
     copies: int,
     layout: str = "records",
-    tile: tuple[int, int] = CEILING_TILES[0],
+    tokens_warps: tuple[int, int] = CEILING_TILES[0],
     device: str = "cuda",
+    **dequant: object,
 ) -> CeilingArm:
-    sb = timing.stream_bench(kind, tokens, copies, layout=layout, block_t=tile[0], num_warps=tile[1], device=device)
+    """A streaming arm: ``tokens_warps`` = (tokens per tile, warps); ``dequant``: the kernel's tile settings."""
+    block_t, num_warps = tokens_warps
+    sb = timing.stream_bench(
+        kind, tokens, copies, layout=layout, block_t=block_t, num_warps=num_warps, device=device, **dequant
+    )
     attrs = {
         "kernel": kind,
         "code": REPO_CODE,
         "table": "none",
         "requests": "none",
         "layout": sb.layout,
+        "tile": _tile_text(dequant),
         "block_t": sb.block_t,
         "num_warps": sb.num_warps,
         "tokens": tokens,
@@ -135,10 +178,27 @@ def stream_arm(
     return CeilingArm(arm, attrs, sb.check, sb.eager, sb.graph_calls)
 
 
-def ceiling_arms(tokens: int, copies: int, device: str = "cuda") -> list[CeilingArm]:
-    """Every shape: the streaming kernel and its read-only and write-only halves, at gather_fast's tile."""
-    return [
-        stream_arm("stream / 584-B records", "stream", tokens, copies, device=device),
+def _tile_text(dequant: dict) -> str:
+    """The streaming kernel's tile settings in words ("" for the grouped default)."""
+    from repro.kernels.tiles import DEFAULT_TILE
+
+    text = dequant.get("tile", DEFAULT_TILE).label()
+    if dequant.get("tiles_per_program", 1) > 1:
+        text += f", {dequant['tiles_per_program']} tiles per program"
+        text += ", prefetched" if dequant.get("prefetch") else f", {dequant.get('num_stages', 1)} stages"
+    return text
+
+
+def ceiling_arms(
+    tokens: int, copies: int, device: str = "cuda", streams: Sequence[StreamKernel] = CEILING_STREAMS
+) -> list[CeilingArm]:
+    """Every shape: the streaming kernels of ``streams`` (the ceiling is the fastest) and the read-only and
+    write-only halves of the traffic."""
+    arms = [
+        stream_arm(k.arm, "stream", tokens, copies, k.layout, (k.block_t, k.num_warps), device, **k.keywords())
+        for k in streams
+    ]
+    return arms + [
         stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
         stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device),
     ]

@@ -131,14 +131,19 @@ def stream_bench(
     num_warps: int | None = None,
     device: str = "cuda",
     seed: int = 0,
+    **dequant: object,
 ) -> StreamBench:
-    """Build the inputs, outputs and launches of one streaming arm (``kind`` in :data:`STREAM_KINDS`)."""
+    """Build the inputs, outputs and launches of one streaming arm (``kind`` in :data:`STREAM_KINDS`);
+    ``dequant``: :func:`repro.kernels.stream.stream_dequant`'s tile settings (``tile``, ``tiles_per_program``,
+    ``num_stages``, ``prefetch``) for the ``"stream"`` kind."""
     from functools import partial
 
     from repro.kernels import stream as S
 
     if kind not in STREAM_KINDS:
         raise ValueError(f"kind must be one of {sorted(STREAM_KINDS)}, got {kind!r}")
+    if dequant and kind != "stream":
+        raise ValueError(f"tile settings {sorted(dequant)} apply to the 'stream' kind only, not {kind!r}")
     block_t = block_t or S.DEFAULT_BLOCK_T
     num_warps = num_warps or S.DEFAULT_NUM_WARPS
     tiles = {"block_t": block_t, "num_warps": num_warps, "plan": "grid"}
@@ -156,11 +161,11 @@ def stream_bench(
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
         if kind == "stream":
             outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
-            calls = [partial(S.stream_dequant, inp, out, **tiles) for inp, out in zip(inputs, outs)]
+            calls = [partial(S.stream_dequant, inp, out, **tiles, **dequant) for inp, out in zip(inputs, outs)]
 
             def check():
                 out = inputs[0].fresh_out()
-                S.stream_dequant(inputs[0], out, **tiles)
+                S.stream_dequant(inputs[0], out, **tiles, **dequant)
                 ref = S.stream_reference(inputs[0])
                 bad = int((out.view(torch.int16) != ref.view(torch.int16)).any(1).sum())
                 return bad, 0, tokens, "tokens"
