@@ -60,6 +60,19 @@ def test_every_tile_and_loop_is_bitwise_the_reference(layout, kw):
     assert torch.equal(bits(out), bits(S.stream_reference(inp)))
 
 
+@pytest.mark.parametrize("tokens,block_t", [(37, 8), (64, 16), (3, 4)])
+def test_the_byte_mover_writes_each_programs_record_words_then_zeros(tokens, block_t):
+    inp = S.make_stream_input(tokens, "records", seed=tokens)
+    out = inp.fresh_out()
+    launch = S.stream_move(inp, out, block_t=block_t)
+    ref = S.move_reference(inp, launch)
+    assert torch.equal(bits(out), bits(ref))
+    first = min(tokens, block_t) * 146  # the first program's record words come first, as they were
+    assert torch.equal(ref.view(torch.int32).reshape(-1)[:first], inp.buffer.view(torch.int32)[:first])
+    with pytest.raises(ValueError, match="records"):
+        S.stream_move(S.make_stream_input(4, "split"), inp.fresh_out()[:4])
+
+
 def test_prefetch_needs_the_lanes_tile():
     inp = S.make_stream_input(8, "split")
     with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):

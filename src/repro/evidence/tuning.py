@@ -53,6 +53,8 @@ SMOKE_SHAPES = ((3, 40), (1, 24))
 #: Fraction of the budget each section may use before the next one starts (cumulative).
 SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
 TOP_CANDIDATES = 4
+#: (tokens, warps) of the flat byte mover (stream_move).
+MOVE_TILES = ((8, 4), (16, 8), (32, 8), (8, 8))
 
 
 def stream_candidates() -> list[tuple[str, dict]]:
@@ -344,6 +346,31 @@ def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
                 row["status"] = "mismatch"
             else:
                 calls = [partial(S.stream_dequant, inp, o, **kw) for inp, o in zip(inputs[layout], outs)]
+                us = sw.graph_us(calls)
+                row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
+                if rates.get("copy"):
+                    row["copy_equiv_fraction"] = round(tokens * 1608 / (rates["copy"] * 1e12) / (us * 1e-6), 4)
+        except Exception as exc:
+            row |= {"status": "error", "error": _error(exc)}
+        sw.add("stream", row)
+        rows.append(row)
+    for bt, w in MOVE_TILES:  # the gather's bytes as two flat streams, no dtype work (a pure byte mover)
+        label = f"move records {bt}x{w} (584 B in, 1,024 B out per token, flat runs)"
+        if sw.left("stream") <= 0:
+            sw.add("stream", {"arm": label, "status": "skipped: time budget"})
+            continue
+        row = {"arm": label, "layout": "records", "tokens": tokens}
+        try:
+            check = inputs["records"][0].fresh_out()
+            launch = S.stream_move(inputs["records"][0], check, block_t=bt, num_warps=w)
+            sw.sync()
+            ref = S.move_reference(inputs["records"][0], launch).view(torch.int16)
+            row["mismatched_tokens"] = bad = int((check.view(torch.int16) != ref).any(1).sum())
+            if bad:
+                row["status"] = "mismatch"
+            else:
+                move = partial(S.stream_move, block_t=bt, num_warps=w)
+                calls = [partial(move, inp, o) for inp, o in zip(inputs["records"], outs)]
                 us = sw.graph_us(calls)
                 row |= {"status": "ok", "graph_us": round(us, 3), "tbps": _tbps(tokens * 1608, us)}
                 if rates.get("copy"):

@@ -264,6 +264,30 @@ def _stream_write_kernel(
         tl.store(row[:, None] + FP8_DIM + c[None, :], rope, mask=valid[:, None])
 
 
+@triton.jit
+def _stream_move_kernel(
+    out_ptr,
+    src_ptr,
+    num_tokens,
+    BLOCK_T: tl.constexpr,
+    IN_WORDS: tl.constexpr,  # 4-byte words read per token (146: the 584-byte record)
+    OUT_WORDS: tl.constexpr,  # 4-byte words written per token (256: the 1,024-byte row)
+):
+    """The gather's bytes as two flat streams: program p reads tokens' records as one contiguous run of
+    ``BLOCK_T * 584`` bytes and writes one contiguous run of ``BLOCK_T * 1,024`` bytes (the words it read,
+    then zeros), 16-byte vectors, no per-token structure."""
+    pid = tl.program_id(0)
+    w = tl.arange(0, BLOCK_T * OUT_WORDS)
+    first = pid.to(tl.int64) * BLOCK_T
+    src = src_ptr + first * IN_WORDS + w
+    dst = out_ptr + first * OUT_WORDS + w
+    if first + BLOCK_T <= num_tokens:  # a whole tile: masks the compiler can see are 16-byte aligned
+        tl.store(dst, tl.load(src, mask=w < BLOCK_T * IN_WORDS, other=0))
+    else:
+        k = num_tokens - first
+        tl.store(dst, tl.load(src, mask=w < k * IN_WORDS, other=0), mask=w < k * OUT_WORDS)
+
+
 @dataclass
 class StreamInput:
     """``num_tokens`` records in one byte buffer, addressed as in the kernels.
@@ -532,6 +556,45 @@ def stream_reference(inp: StreamInput) -> torch.Tensor:
         out[lo : lo + _CHUNK_TOKENS, : lay.nope_dim] = (fp8 * scale).to(torch.bfloat16)
         out[lo : lo + _CHUNK_TOKENS, lay.nope_dim :] = d[:, lay.fp8_bytes :].contiguous().view(torch.bfloat16)
     return out
+
+
+def stream_move(
+    inp: StreamInput, out: torch.Tensor, *, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS
+) -> StreamPlan:
+    """Move the gather's bytes without its structure (``"records"`` layout): each program reads its tokens'
+    ``block_t * 584`` bytes as one run and writes ``block_t * 1,024`` bytes as one run (:func:`move_reference`)."""
+    if inp.layout != "records":
+        raise ValueError(f"stream_move reads the 'records' layout, got {inp.layout!r}")
+    _check_out(out, inp.num_tokens, inp.buffer.device)
+    launch = plan_stream(inp.num_tokens, block_t, num_warps, "grid")
+    words = DSV4.token_bytes // 4
+    _stream_move_kernel[launch.grid](
+        out.view(torch.int32),
+        inp.buffer.view(torch.int32),
+        inp.num_tokens,
+        BLOCK_T=block_t,
+        IN_WORDS=words,
+        OUT_WORDS=DSV4.head_dim // 2,
+        num_warps=num_warps,
+    )
+    return launch
+
+
+def move_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
+    """What :func:`stream_move` writes: per program, its tokens' record words, then zeros, as ``[N, 512]`` bf16."""
+    t = launch.block_t
+    n = inp.num_tokens
+    words = inp.buffer.view(torch.int32)
+    out = torch.zeros(n * (DSV4.head_dim // 2), dtype=torch.int32, device=inp.buffer.device)
+    per_in, per_out = DSV4.token_bytes // 4, DSV4.head_dim // 2
+    whole = n // t
+    out[: whole * t * per_out].view(whole, t * per_out)[:, : t * per_in] = words[: whole * t * per_in].view(
+        whole, t * per_in
+    )
+    k = n - whole * t
+    if k:
+        out[whole * t * per_out : whole * t * per_out + k * per_in] = words[whole * t * per_in :]
+    return out.view(torch.bfloat16).view(n, DSV4.head_dim)
 
 
 def read_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
