@@ -47,6 +47,7 @@ class StreamKernel:
     block_t: int
     num_warps: int
     settings: tuple = ()  # stream_dequant keywords as (name, value) pairs: tile, tiles_per_program, prefetch...
+    kind: str = "stream"  # "stream" (the gather's dtype work) or "move" (its bytes as flat runs)
 
     def keywords(self) -> dict:
         return dict(self.settings)
@@ -68,6 +69,7 @@ def _streams() -> tuple[StreamKernel, ...]:
             4,
             (("tile", lanes), ("tiles_per_program", 4), ("prefetch", True)),
         ),
+        StreamKernel("move / 584-B records as flat runs, 16 x 8", "records", 16, 8, kind="move"),
     )
 
 
@@ -168,7 +170,7 @@ def stream_arm(
         "table": "none",
         "requests": "none",
         "layout": sb.layout,
-        "tile": _tile_text(dequant),
+        "tile": "flat runs" if kind == "move" else _tile_text(dequant),
         "block_t": sb.block_t,
         "num_warps": sb.num_warps,
         "tokens": tokens,
@@ -192,10 +194,10 @@ def _tile_text(dequant: dict) -> str:
 def ceiling_arms(
     tokens: int, copies: int, device: str = "cuda", streams: Sequence[StreamKernel] = CEILING_STREAMS
 ) -> list[CeilingArm]:
-    """Every shape: the streaming kernels of ``streams`` (the ceiling is the fastest) and the read-only and
-    write-only halves of the traffic."""
+    """Every shape: the streaming kernels and byte movers of ``streams`` (the ceiling is the fastest) and the
+    read-only and write-only halves of the traffic."""
     arms = [
-        stream_arm(k.arm, "stream", tokens, copies, k.layout, (k.block_t, k.num_warps), device, **k.keywords())
+        stream_arm(k.arm, k.kind, tokens, copies, k.layout, (k.block_t, k.num_warps), device, **k.keywords())
         for k in streams
     ]
     return arms + [

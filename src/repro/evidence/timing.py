@@ -96,6 +96,7 @@ def graph_median_us(calls: list, rep_ms: int = 100) -> float:
 #: Streaming kernels: what each moves per token (bytes read, bytes written).
 STREAM_KINDS = {
     "stream": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
+    "move": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
     "read-only": (GATHER_READ_BYTES_PER_TOKEN, 0),
     "write-only": (0, GATHER_WRITE_BYTES_PER_TOKEN),
 }
@@ -157,6 +158,18 @@ def stream_bench(
             S.stream_write(out, **tiles)
             bad = int((out.view(torch.int16) != S.write_reference(tokens, device).view(torch.int16)).any(1).sum())
             return bad, 0, tokens, "rows"
+    elif kind == "move":
+        inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
+        outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
+        moves = {"block_t": block_t, "num_warps": num_warps}
+        calls = [partial(S.stream_move, inp, out, **moves) for inp, out in zip(inputs, outs)]
+
+        def check():
+            out = inputs[0].fresh_out()
+            launch = S.stream_move(inputs[0], out, **moves)
+            ref = S.move_reference(inputs[0], launch)
+            bad = int((out.view(torch.int16) != ref.view(torch.int16)).any(1).sum())
+            return bad, 0, tokens, "tokens"
     else:
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
         if kind == "stream":
