@@ -119,7 +119,7 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     for (release, module, function), g in sites.groupby(["release", "module", "function"], sort=False):
-        conditional = g[g["condition"].astype(str) != ""]
+        conditional = g[g["condition"].fillna("").astype(str) != ""]
         rows.append(
             {
                 "release": release,
@@ -127,7 +127,8 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
                 "function": function,
                 "loop": " | ".join(sorted(set(g["loop"].astype(str)))),
                 "calls per iteration": len(g),
-                "of them conditional": ", ".join(sorted(set(conditional["condition"].astype(str)))) or "none",
+                "conditional calls": len(conditional),
+                "conditions": ", ".join(sorted(set(conditional["condition"].astype(str)))),
                 "default cudagraph_mode": g["default cudagraph_mode"].iloc[0],
                 "breakable CUDA graph by default": g["breakable CUDA graph by default"].iloc[0],
                 "runs": " | ".join(sorted(set(g["runs"].astype(str)))),
@@ -142,8 +143,8 @@ def production_path_text(summary: pd.DataFrame, module_part: str = "/nvidia/") -
         return ""
     texts = []
     for _, r in summary[summary["module"].str.contains(module_part, regex=False)].iterrows():
-        cond = r["of them conditional"]
-        guard = f" ({cond} guards some)" if cond != "none" else ""
+        n = int(r["conditional calls"])
+        guard = f" ({n} of them only where `{r['conditions']}`)" if n else ""
         texts.append(
             f"{r['release']}: {r['function']} ({r['module']}) calls the gather {r['calls per iteration']} times per "
             f"iteration of `{r['loop']}`{guard}; under the defaults it runs {r['runs']}."
