@@ -169,8 +169,10 @@ def test_summary_per_function_and_sentence():
     frame = pd.DataFrame(C.production_path(sources(CONFIG_LIST), "vLLM 9.9.9"))
     summary = production_path_summary(frame)
     prefill = summary[summary["function"] == "FlashMLAAttention._forward_prefill"].iloc[0]
-    assert (prefill["calls per iteration"], prefill["conditional calls"], prefill["conditions"]) == (2, 1, "not swa_only")
+    counts = (prefill["calls per iteration"], prefill["conditional calls"], prefill["conditions"])
+    assert counts == (2, 1, "not swa_only")
     text = production_path_text(summary)
     assert text.startswith("vLLM 9.9.9: FlashMLAAttention._forward_prefill (vllm/models/deepseek_v4/nvidia/")
-    assert "calls the gather 2 times per iteration of `for (chunk_start, chunk_end) in chunk_plan` (1 of them only " in text
+    loop = "`for (chunk_start, chunk_end) in chunk_plan`"
+    assert f"calls the gather 2 times per iteration of {loop} (1 of them only where `not swa_only`)" in text
     assert production_path_summary(frame.iloc[0:0]).empty and production_path_text(None) == ""
