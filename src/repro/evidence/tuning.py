@@ -727,43 +727,57 @@ def _stream_kwargs(label: str) -> dict:
     raise ValueError(f"no split-layout streaming candidate is labelled {label!r}")
 
 
-def summary(sw: Sweep) -> str:
-    """The compact table printed last."""
+#: What the summary shows of each table: its columns and sort keys.
+SUMMARY = (
+    ("rates", ["kind", "how", "launch", "median_us", "tbps"], None),
+    ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["graph_us"]),
+    ("gather", ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["num_reqs", "graph_us"]),
+    ("host", ["num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
+    ("direct", ["gather", "case", "call", "direct", "mismatched", "stray", "status"], None),
+    ("cutedsl", ["release", "loaded", "why_not"], None),
+    ("legend", ["arm", "what"], None),
+)
+
+
+def tables_from_csv(path: str | Path) -> dict:
+    """The tables of a ``tuning-sweep.csv`` (split on its ``table`` column, empty columns dropped)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    return {name: g.drop(columns="table").dropna(axis=1, how="all") for name, g in frame.groupby("table", sort=False)}
+
+
+def summary(tables: dict, markdown: bool = False) -> str:
+    """The compact tables printed last (``markdown``: as GitHub tables, for a committed record)."""
     import pandas as pd
 
     pd.set_option("display.width", 200)
     pd.set_option("display.max_colwidth", 70)
     pd.set_option("display.max_rows", 200)
+
+    def show(title: str, f: pd.DataFrame, index: bool = False) -> str:
+        body = f.to_markdown(index=index) if markdown else f.to_string(index=index)
+        return f"### {title}\n\n{body}" if markdown else f"== {title} ==\n{body}"
+
     parts = []
-    for name, cols, sort in (
-        ("rates", ["kind", "how", "launch", "median_us", "tbps"], None),
-        ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], "graph_us"),
-        ("gather", ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["num_reqs", "graph_us"]),
-        ("shapes", ["num_reqs", "seq_len", "arm", "status", "graph_us"], None),
-        ("host", ["num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
-        ("direct", ["gather", "case", "call", "direct", "mismatched", "stray", "status"], None),
-        ("cutedsl", ["release", "loaded", "why_not"], None),
-        ("legend", ["arm", "what"], None),
-    ):
-        rows = sw.tables.get(name)
-        if not rows:
+    for name, cols, keys in SUMMARY:
+        rows = tables.get(name)
+        if rows is None or not len(rows):
             continue
         f = pd.DataFrame(rows)
         f = f[[c for c in cols if c in f.columns] + (["error"] if "error" in f.columns else [])]
-        keys = [sort] if isinstance(sort, str) else (sort or [])
         if keys and all(k in f.columns for k in keys):
             f = f.sort_values(keys, na_position="last", ascending=[k != "num_reqs" for k in keys])
         if "error" in f.columns:
-            f["error"] = f["error"].fillna("").str.slice(0, 60)
-        parts.append(f"== {name} ==\n{f.to_string(index=False)}")
-    if "shapes" in sw.tables:
-        f = pd.DataFrame(sw.tables["shapes"])
-        f = f[f.get("status") == "ok"] if "status" in f.columns else f
+            f["error"] = f["error"].fillna("").astype(str).str.slice(0, 60)
+        parts.append(show(name, f))
+    shapes = tables.get("shapes")
+    if shapes is not None and len(shapes):
+        f = pd.DataFrame(shapes)
+        f = f[f["status"] == "ok"] if "status" in f.columns else f
         if len(f):
-            wide = f.pivot_table(index=["num_reqs", "seq_len"], columns="arm", values="graph_us").sort_index(
-                ascending=False
-            )
-            parts.append(f"== graph medians (us) by shape ==\n{wide.round(1).to_string()}")
+            wide = f.pivot_table(index=["num_reqs", "seq_len"], columns="arm", values="graph_us")
+            parts.append(show("graph medians (us) by shape", wide.sort_index(ascending=False).round(1), index=True))
     return "\n\n".join(parts)
 
 
@@ -772,7 +786,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT") or None, help="folder for the CSVs (default $OUT)")
     parser.add_argument("--budget-s", type=float, default=390.0, help="total time budget in seconds (default 390)")
     parser.add_argument("--smoke", action="store_true", help="CPU smoke test: interpreter, tiny sizes")
+    parser.add_argument("--render", metavar="CSV", help="print a tuning-sweep.csv's tables as Markdown and exit")
     args = parser.parse_args(argv)
+    if args.render:
+        if not Path(args.render).is_file():
+            print(f"error: --render: {args.render} is not a file (accepted: a tuning-sweep.csv)", file=sys.stderr)
+            return 2
+        print(summary(tables_from_csv(args.render), markdown=True))
+        return 0
     if args.budget_s <= 0:
         print(f"error: --budget-s must be positive, got {args.budget_s}", file=sys.stderr)
         return 2
@@ -789,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         run(sw)
     finally:
         sw.write()
-        print(summary(sw), flush=True)
+        print(summary(sw.tables), flush=True)
         print(f"total {time.monotonic() - sw.started:.0f} s", flush=True)
     return 0
 
