@@ -37,62 +37,33 @@ from pathlib import Path
 CUTEDSL_RELEASE = "0.33.0"
 BLOCK_SIZE = 64
 #: Request counts x sequence length of the GPU sweep; the first is the largest (where settings are chosen).
-GPU_SHAPES = (
-    (256, 2048),
-    (128, 2048),
-    (64, 2048),
-    (32, 2048),
-    (16, 2048),
-    (4, 2048),
-    (1, 2048),
-    (256, 256),
-    (64, 256),
-    (16, 256),
-)
+GPU_SHAPES = ((256, 2048), (128, 2048), (64, 2048), (32, 2048), (16, 2048), (1, 2048), (256, 256), (16, 256))
 SMOKE_SHAPES = ((3, 40), (1, 24))
 #: Fraction of the budget each section may use before the next one starts (cumulative).
 SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
-TOP_CANDIDATES = 4
+TOP_CANDIDATES = 3
 #: (tokens, warps) of the flat byte mover (stream_move).
-MOVE_TILES = ((8, 4), (16, 8), (32, 8), (8, 8))
+MOVE_TILES = ((8, 8), (8, 4))
 
 
 def stream_candidates() -> list[tuple[str, dict]]:
-    """(layout, stream_dequant keywords) of the streaming sweep: the first run's best, then the "lanes" tile
-    (8 fp8 bytes in, 16 bf16 bytes out per thread, no register exchange) in sizes, loops and hints."""
+    """(layout, stream_dequant keywords) of the streaming sweep: the earlier runs' best (grouped tile, no load
+    eviction hint), the chunk-major "lanes" tile (8 fp8 bytes in, 16 bf16 bytes out per thread, no register
+    exchange), loops over tiles."""
     from repro.kernels.tiles import TileSettings as T
 
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
     split = [
         {"block_t": 8, "num_warps": 4, "tile": plain},
+        {"block_t": 8, "num_warps": 4, "tile": plain, "tiles_per_program": 4, "num_stages": 3},
         {"block_t": 8, "num_warps": 4, "tile": lanes},
         {"block_t": 16, "num_warps": 8, "tile": lanes},
         {"block_t": 4, "num_warps": 2, "tile": lanes},
-        {"block_t": 32, "num_warps": 16, "tile": lanes},
-        {"block_t": 64, "num_warps": 32, "tile": lanes},
-        {"block_t": 16, "num_warps": 16, "tile": lanes},
-        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 2, "prefetch": True},
         {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "prefetch": True},
-        {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 8, "prefetch": True},
-        {"block_t": 16, "num_warps": 8, "tile": lanes, "tiles_per_program": 4, "prefetch": True},
         {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "num_stages": 3},
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes", load_evict="", store_cache=".cs")},
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes", load_evict="", overread=True)},
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes-row", load_evict="")},
-        {"block_t": 8, "num_warps": 4, "tile": T(tile="lanes")},
-        {
-            "block_t": 8,
-            "num_warps": 4,
-            "tile": T(tile="lanes", load_evict="", store_cache=".cs"),
-            "tiles_per_program": 4,
-            "prefetch": True,
-        },
     ]
-    return [("split", kw) for kw in split] + [
-        ("records", {"block_t": 8, "num_warps": 4, "tile": lanes}),
-        ("records", {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "prefetch": True}),
-    ]
+    return [("split", kw) for kw in split] + [("records", {"block_t": 8, "num_warps": 4, "tile": lanes})]
 
 
 def stream_label(layout: str, kw: dict) -> str:
@@ -108,41 +79,30 @@ def stream_label(layout: str, kw: dict) -> str:
 
 
 def gather_candidates() -> list:
-    """``FastSettings`` of the gather sweep (the first is today's default, the second the first run's best)."""
+    """``FastSettings`` of the gather sweep: today's default first, then the earlier runs' best (grouped tile,
+    4 tiles per program pipelined in 3 stages) with the hints and loop depths around it, and the chunk-major
+    "lanes" tile."""
     from repro.kernels.fast import DEFAULT_SETTINGS
     from repro.kernels.fast import FastSettings as F
     from repro.kernels.tiles import TileSettings as T
 
+    plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
-    out = [DEFAULT_SETTINGS, F(block_t=8, num_warps=4, tiles_per_program=4, num_stages=3)]
-    for bt, w in ((8, 4), (16, 8), (4, 2), (32, 16), (64, 32), (16, 16)):
-        out.append(F(block_t=bt, num_warps=w, min_block_t=min(bt, 4), tile=lanes))
-    for bt, w, tpp in ((8, 4, 2), (8, 4, 4), (8, 4, 8), (16, 8, 2), (16, 8, 4), (4, 2, 4), (4, 2, 8)):
-        out.append(F(block_t=bt, num_warps=w, min_block_t=min(bt, 4), tiles_per_program=tpp, prefetch=True, tile=lanes))
-    out += [
-        F(block_t=8, num_warps=4, min_block_t=4, tiles_per_program=4, num_stages=3, tile=lanes),
-        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cs")),
-        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes-row", load_evict="")),
-        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes")),
-        F(block_t=8, num_warps=4, min_block_t=4, tile=T(tile="lanes", load_evict="", overread=True)),
-        F(
-            block_t=8,
-            num_warps=4,
-            min_block_t=4,
-            tiles_per_program=4,
-            prefetch=True,
-            tile=T(tile="lanes", load_evict="", store_cache=".cs"),
-        ),
-        F(
-            block_t=8,
-            num_warps=4,
-            min_block_t=4,
-            tiles_per_program=4,
-            prefetch=True,
-            tile=T(tile="lanes", load_evict="", overread=True),
-        ),
+    return [
+        DEFAULT_SETTINGS,
+        F(tiles_per_program=4, num_stages=3),
+        F(tiles_per_program=4, num_stages=3, tile=plain),
+        F(tiles_per_program=8, num_stages=3, tile=plain),
+        F(tiles_per_program=4, num_stages=4, tile=plain),
+        F(tiles_per_program=2, num_stages=2, tile=plain),
+        F(block_t=16, num_warps=4, tiles_per_program=4, num_stages=3, tile=plain),
+        F(min_block_t=4, tile=lanes),
+        F(min_block_t=4, tiles_per_program=4, num_stages=3, tile=lanes),
+        F(min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
+        F(min_block_t=4, tiles_per_program=2, prefetch=True, tile=lanes),
+        F(block_t=16, num_warps=8, min_block_t=4, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
     ]
-    return out
 
 
 def small_shape_variants(best: object) -> list:

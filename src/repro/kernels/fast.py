@@ -320,13 +320,9 @@ def _gather_fast_kernel(
                     QUANT_BLOCK,
                     FP8_DIM,
                 )
-                store_lanes(
-                    row, x, s, rope, valid, TILE, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
-                )
+                store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
                 x, s, rope, row, valid = x_n, s_n, rope_n, row_n, valid_n
-            store_lanes(
-                row, x, s, rope, valid, TILE, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
-            )
+            store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
     else:
         # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
         # gather_len are fully masked.

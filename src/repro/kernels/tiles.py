@@ -13,12 +13,12 @@ How the tile is laid out is a compile-time choice (:class:`TileSettings`), measu
   ``"flat"``: one ``[T, 512]`` tile: fp8 bytes below column 448, the scale byte loaded per column
   (vLLM's Triton layout), RoPE above; one store of the whole 1,024-byte row.
   ``"regroup"``: grouped loads and arithmetic, reshaped to ``[T, 512]`` for one store.
-  ``"lanes"``: fp8 bytes as ``[T, 8, 8, 8]`` (quant group, 8-byte chunk, byte): every thread loads 8
-  consecutive fp8 bytes and stores the 8 bf16 values they become (16 bytes), so the load and the store
-  share one register layout (no exchange through shared memory, which a 16-byte fp8 load feeding 16-byte
-  bf16 stores needs); RoPE as ``[T, 8, 8]`` bf16, 16 bytes per thread in and out; two stores.
-  ``"lanes-row"``: as ``"lanes"``, the RoPE chunks put in group 7's place, one store of the whole
-  1,024-byte row.
+  ``"lanes"``: fp8 bytes as ``[64, T, 8]`` (8-byte chunk, token, byte): every thread loads 8 consecutive
+  fp8 bytes and stores the 8 bf16 values they become (16 bytes), so the load and the store share one
+  register layout (no exchange through shared memory, which a 16-byte fp8 load feeding 16-byte bf16 stores
+  needs); chunk-major, so that a warp's lanes walk consecutive chunks of one token (token-major, a warp's
+  8-byte pieces land 64 bytes apart and its stores half-fill sectors: measured 2x slower on the H200);
+  RoPE as ``[8, T, 8]`` bf16; two stores.
 * ``overread``: load the 8th fp8 group (the first 64 RoPE bytes of the same token, in bounds) instead of
   masking it, so every data load is a full unmasked vector; the values are discarded.
 * ``load_cache`` / ``store_cache``: PTX cache operators (``""``, ``".cg"``, ``".cs"``...);
@@ -38,7 +38,7 @@ import triton.language as tl
 from repro.geometry.layout import DSV4
 
 #: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
-TILES = ("grouped", "flat", "regroup", "lanes", "lanes-row")
+TILES = ("grouped", "flat", "regroup", "lanes")
 #: PTX cache operators Triton accepts on loads and stores ("" = the default).
 LOAD_CACHE = ("", ".ca", ".cg", ".cv")
 STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
@@ -126,11 +126,11 @@ def dequant_tokens(
 ):
     """Load every byte of the tile's tokens, then store their 512 bf16 values (see the module docstring)."""
     rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
-    if TILE >= 3:  # lanes: [T, 8 groups, 8 chunks, 8 bytes], 8 bytes per thread in, 16 out
+    if TILE == 3:  # lanes: [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out
         x, s, rope = load_lanes(
             data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
         )
-        store_lanes(row, x, s, rope, valid, TILE, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+        store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
     elif TILE == 1:  # flat [T, 512]
         cols = tl.arange(0, HEAD_DIM)
         is_nope = cols < FP8_DIM
@@ -224,16 +224,6 @@ def dequant_tokens(
 
 
 @triton.jit
-def _lanes_offsets(N_GROUPS: tl.constexpr, QUANT_BLOCK: tl.constexpr):
-    """([8, 8] offsets inside a 64-wide group, [8, 8, 8] NoPE column of (group, 8-byte chunk, byte))."""
-    g = tl.arange(0, N_GROUPS)
-    ch = tl.arange(0, QUANT_BLOCK // 8)
-    e = tl.arange(0, 8)
-    within = ch[:, None] * 8 + e[None, :]
-    return within, g[:, None, None] * QUANT_BLOCK + within[None, :, :]
-
-
-@triton.jit
 def load_lanes(
     data,
     scales,
@@ -246,17 +236,19 @@ def load_lanes(
     QUANT_BLOCK: tl.constexpr,
     FP8_DIM: tl.constexpr,
 ):
-    """The ``"lanes"`` tile's loads: fp8 bytes ``[T, 8, 8, 8]``, scale bytes ``[T, 8]``, RoPE ``[T, 8, 8]`` bf16."""
-    within, cols4 = _lanes_offsets(N_GROUPS, QUANT_BLOCK)
-    g = tl.arange(0, N_GROUPS)
-    valid4 = valid[:, None, None, None]
+    """The ``"lanes"`` tile's loads, chunk-major so that a warp's lanes walk one token's bytes: fp8 bytes
+    ``[64 chunks, T, 8]``, each chunk's scale byte ``[64, T]``, RoPE ``[8 chunks, T, 8]`` bf16 (as int16)."""
+    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // 8)  # 8-byte chunk of the 512 NoPE-or-padding columns
+    e = tl.arange(0, 8)
+    r = tl.arange(0, QUANT_BLOCK // 8)  # 8-value chunk of the 64 RoPE values
+    valid3 = valid[None, :, None]
     if OVERREAD:
-        x_mask = valid4
+        x_mask = valid3
     else:
-        x_mask = valid4 & (g < N_SCALES)[None, :, None, None]
-    s = tl.load(scales[:, None] + g[None, :], mask=valid[:, None], other=0)
+        x_mask = valid3 & (k < N_SCALES * QUANT_BLOCK // 8)[:, None, None]
+    s = tl.load(scales[None, :] + (k // (QUANT_BLOCK // 8))[:, None], mask=valid[None, :], other=0)
     x = tl.load(
-        data[:, None, None, None] + cols4[None, :, :, :],
+        data[None, :, None] + (k * 8)[:, None, None] + e[None, None, :],
         mask=x_mask,
         other=0,
         cache_modifier=LOAD_CACHE,
@@ -264,8 +256,8 @@ def load_lanes(
     )
     rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
     rope = tl.load(
-        rope16[:, None, None] + within[None, :, :],
-        mask=valid[:, None, None],
+        rope16[None, :, None] + (r * 8)[:, None, None] + e[None, None, :],
+        mask=valid3,
         other=0,
         cache_modifier=LOAD_CACHE,
         eviction_policy=LOAD_EVICT,
@@ -280,7 +272,6 @@ def store_lanes(
     s,
     rope,
     valid,
-    TILE: tl.constexpr,
     STORE_CACHE: tl.constexpr,
     STORE_EVICT: tl.constexpr,
     N_GROUPS: tl.constexpr,
@@ -288,34 +279,27 @@ def store_lanes(
     QUANT_BLOCK: tl.constexpr,
     FP8_DIM: tl.constexpr,
 ):
-    """The ``"lanes"`` tile's arithmetic and stores (``TILE`` 4: one store of the whole row)."""
-    within, cols4 = _lanes_offsets(N_GROUPS, QUANT_BLOCK)
-    g = tl.arange(0, N_GROUPS)
-    is_nope4 = (g < N_SCALES)[None, :, None, None]
-    valid4 = valid[:, None, None, None]
+    """The ``"lanes"`` tile's arithmetic and its two stores (NoPE chunks, RoPE chunks)."""
+    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // 8)
+    e = tl.arange(0, 8)
+    r = tl.arange(0, QUANT_BLOCK // 8)
+    valid3 = valid[None, :, None]
+    is_nope = (k < N_SCALES * QUANT_BLOCK // 8)[:, None, None]
+    cols = (k * 8)[:, None, None] + e[None, None, :]
     scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-    nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None, None]).to(tl.bfloat16)
+    nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
     rope = rope.to(tl.bfloat16, bitcast=True)
-    if TILE == 4:
-        tl.store(
-            row[:, None, None, None] + cols4[None, :, :, :],
-            tl.where(is_nope4, nope, rope[:, None, :, :]),
-            mask=valid4,
-            cache_modifier=STORE_CACHE,
-            eviction_policy=STORE_EVICT,
-        )
-    else:
-        tl.store(
-            row[:, None, None, None] + cols4[None, :, :, :],
-            nope,
-            mask=valid4 & is_nope4,
-            cache_modifier=STORE_CACHE,
-            eviction_policy=STORE_EVICT,
-        )
-        tl.store(
-            row[:, None, None] + FP8_DIM + within[None, :, :],
-            rope,
-            mask=valid[:, None, None],
-            cache_modifier=STORE_CACHE,
-            eviction_policy=STORE_EVICT,
-        )
+    tl.store(
+        row[None, :, None] + cols,
+        nope,
+        mask=valid3 & is_nope,
+        cache_modifier=STORE_CACHE,
+        eviction_policy=STORE_EVICT,
+    )
+    tl.store(
+        row[None, :, None] + FP8_DIM + (r * 8)[:, None, None] + e[None, None, :],
+        rope,
+        mask=valid3,
+        cache_modifier=STORE_CACHE,
+        eviction_policy=STORE_EVICT,
+    )
