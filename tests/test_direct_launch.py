@@ -146,7 +146,9 @@ def enabled_gather(monkeypatch):
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     g.launcher.enabled, g.launcher._device = True, lambda: 0
     calls = []
-    g.launcher.launch = lambda *a: calls.append(a)
+    g.launcher.lookup = lambda device, key: ("entry", key)
+    g.launcher.run = lambda entry, grid, raw, device: calls.append((entry[1], grid, raw, device))
+    g.launcher.compile = lambda *a: calls.append(("compile", *a))
     return g, calls
 
 
@@ -175,23 +177,18 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     g, calls = enabled_gather(monkeypatch)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4, window=8, offset=1))
-    out = sc.fresh_out()
+    out, table = sc.fresh_out(), sc.block_table
     g(*sc.args(out))
-    key, grid, raw, first, warps, device = calls[-1]
-    table = sc.block_table
-    assert raw == (
-        out.data_ptr(),
-        *out.stride()[:2],
-        sc.k_cache.data_ptr(),
-        sc.seq_lens.data_ptr(),
-        sc.gather_lens.data_ptr(),
-        table.data_ptr(),
-        table.stride(0),
-        1,
-    )
-    args, consts = first()
+    key, grid, raw, device = calls[-1]
+    pointers = (sc.k_cache.data_ptr(), sc.seq_lens.data_ptr(), sc.gather_lens.data_ptr(), table.data_ptr())
+    assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), 1)
+    assert grid[1] == 2 and device == 0
+    g.launcher.lookup = lambda device, key: None  # not compiled yet: Triton's path, with the tensors
+    g(*sc.args(out))
+    tag, key2, grid2, args, consts, warps = calls[-1]
+    assert tag == "compile" and key2 == key and grid2 == grid and warps == g.settings.num_warps
     assert args[0] is out and args[3] is sc.k_cache and args[6] is table and consts["HAS_GATHER_LENS"]
-    assert grid[1] == 2 and device == 0 and warps == g.settings.num_warps
+    g.launcher.lookup = lambda device, key: ("entry", key)
     shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
     g(shifted, *sc.args(out)[1:])
     assert calls[-1][0] != key  # a misaligned output is another specialisation

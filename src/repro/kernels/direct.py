@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
+import torch
 import triton
 
 #: Triton (major, minor) versions whose ``JITFunction.run`` ends with
@@ -77,6 +78,32 @@ class DirectLauncher:
         """The current CUDA device index (what Triton launches on); None before the first launch."""
         return self._device() if self._device is not None else None
 
+    def lookup(self, device: int | None, key: Hashable) -> _Entry | None:
+        """The compiled kernel for ``key`` on ``device`` (None: compile it through :meth:`compile`)."""
+        return self.compiled.get((device, key)) if self.enabled and device is not None else None
+
+    def compile(self, key: Hashable, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> None:
+        """``kernel[grid](*args, **constexprs, num_warps=num_warps)`` through Triton, tensors as tensors (it
+        compiles if needed), and keep the compiled kernel for ``key``; the constexprs are the kernel's
+        remaining parameters in signature order."""
+        kernel = self.kernel[grid](*args, **constexprs, num_warps=num_warps)
+        if self.enabled:
+            self._remember(key, kernel, constexprs)
+
+    def run(self, entry: _Entry, grid: tuple, raw_args: tuple, device: int) -> None:
+        """Launch a compiled kernel: ``raw_args`` are the runtime arguments in signature order with every
+        tensor replaced by its ``data_ptr()`` (the launcher takes an int as a pointer as it is; the caller
+        has checked that the tensors live on the GPU)."""
+        launch, head, tail, kernel = entry
+        stream = self._stream(device)
+        knobs = self._knobs
+        enter = knobs.launch_enter_hook
+        metadata = None if enter is None else kernel.launch_metadata(grid, stream, *raw_args, *tail)
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        launch(grid[0], g1, g2, stream, *head, metadata, enter, knobs.launch_exit_hook, *raw_args, *tail)
+        self.direct_calls += 1
+
     def launch(
         self,
         key: Hashable,
@@ -86,31 +113,15 @@ class DirectLauncher:
         num_warps: int,
         device: int | None = None,
     ) -> bool:
-        """Launch the kernel for ``key``; True when it went direct.
-
-        ``raw_args``: the runtime arguments in signature order with every tensor replaced by its
-        ``data_ptr()`` (the launcher takes an int as a pointer as it is; the caller has checked that the
-        tensors live on the GPU). ``first_call()``: ``(args, constexprs)`` for ``kernel[grid]``, tensors as
-        tensors, called only when ``key`` has no compiled kernel yet; the constexprs are the kernel's
-        remaining parameters in signature order. ``device``: :meth:`current_device`, if the caller has it.
-        """
+        """:meth:`lookup`, then :meth:`run` or (``first_call()`` giving ``(args, constexprs)``) :meth:`compile`;
+        True when it went direct. ``device``: :meth:`current_device`, if the caller has it."""
         if device is None and self.enabled:
             device = self.current_device()
-        compiled = self.compiled.get((device, key)) if device is not None and self.enabled else None
-        if compiled is None:
-            args, constexprs = first_call()
-            kernel = self.kernel[grid](*args, **constexprs, num_warps=num_warps)
-            if self.enabled:
-                self._remember(key, kernel, constexprs)
+        entry = self.lookup(device, key)
+        if entry is None:
+            self.compile(key, grid, *first_call(), num_warps)
             return False
-        launch, head, tail, kernel = compiled
-        g1 = grid[1] if len(grid) > 1 else 1
-        g2 = grid[2] if len(grid) > 2 else 1
-        stream = self._stream(device)
-        enter, leave = self._knobs.launch_enter_hook, self._knobs.launch_exit_hook
-        metadata = None if enter is None else kernel.launch_metadata(grid, stream, *raw_args, *tail)
-        launch(grid[0], g1, g2, stream, *head, metadata, enter, leave, *raw_args, *tail)
-        self.direct_calls += 1
+        self.run(entry, grid, raw_args, device)
         return True
 
     def _remember(self, key: Hashable, kernel: object, constexprs: dict) -> None:
@@ -126,6 +137,10 @@ class DirectLauncher:
                 self._knobs = knobs.runtime
                 self._stream = driver.active.get_current_stream
                 self._device = driver.active.get_current_device
+                # torch.cuda.current_device() is this C call behind a lazy-initialisation check that has
+                # run by now (a kernel was just launched)
+                if self._device is torch.cuda.current_device:
+                    self._device = getattr(torch._C, "_cuda_getDevice", self._device)
             except (ImportError, AttributeError):
                 self.enabled = False
                 return

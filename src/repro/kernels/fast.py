@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 from repro.geometry.layout import DSV4
-from repro.kernels.direct import DirectLauncher, int_spec
+from repro.kernels.direct import DirectLauncher
 from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
 from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens, load_lanes, store_lanes
@@ -548,22 +548,23 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
             # Triton's pointer specialisation: 16-byte alignment of each of the five
             (o_ptr & 15 == 0) | (k_ptr & 15 == 0) << 1 | (s_ptr & 15 == 0) << 2 | (l_ptr & 15 == 0) << 3,
             b_ptr & 15 == 0,
-            int_spec(o0),
-            int_spec(o1),
+            # and its integer specialisation (== 1, divisible by 16, width) of the two specialised ints
+            o0 == 1,
+            o0 & 15 == 0,
+            o0 < _I32_RANGE,
+            o1 == 1,
+            o1 & 15 == 0,
+            o1 < _I32_RANGE,
             -_I32_RANGE <= pitch < _I32_RANGE,
             offset < _I32_RANGE,
         )
-        launcher.launch(
-            key,
-            grid,
-            (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset),
-            lambda: (
-                (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, offset),
-                _constexprs(has_lens, block_size, k_stride0, launch, settings),
-            ),
-            launch.num_warps,
-            device,
-        )
+        entry = launcher.lookup(device, key)
+        if entry is None:
+            args = (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, offset)
+            constexprs = _constexprs(has_lens, block_size, k_stride0, launch, settings)
+            launcher.compile(key, grid, args, constexprs, launch.num_warps)
+        else:
+            launcher.run(entry, grid, (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset), device)
 
     gather.settings = settings
     gather.launcher = launcher
