@@ -9,6 +9,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
+import dataclasses
 import inspect
 
 import pytest
@@ -165,10 +166,15 @@ def test_gpu_launch_shape_in_interpreter(block_t):
     )
     scenario = build_scenario(spec)
     out = scenario.fresh_out()
-    launch = gather_fast_with(*scenario.args(out), with_settings(block_t=block_t), plan="grid")
+    one_tile = with_settings(block_t=block_t, tiles_per_program=1, num_stages=1)
+    launch = gather_fast_with(*scenario.args(out), one_tile, plan="grid")
     assert launch.tiles_per_program == 1 and launch.block_t == block_t
     assert launch.grid == (-(-(out.shape[1] - spec.offset) // block_t), 3)
-    assert_matches(scenario, fn=gather_fast_with, settings=with_settings(block_t=block_t), plan="grid")
+    assert_matches(scenario, fn=gather_fast_with, settings=one_tile, plan="grid")
+    looped = with_settings(block_t=block_t)  # the default's 4 tiles per program, pipelined
+    launch = gather_fast_with(*scenario.args(scenario.fresh_out()), looped, plan="grid")
+    assert launch.grid == (-(-(out.shape[1] - spec.offset) // (4 * block_t)), 3)
+    assert_matches(scenario, fn=gather_fast_with, settings=looped, plan="grid")
 
 
 def test_settings_are_explicit_and_checked():
@@ -176,7 +182,8 @@ def test_settings_are_explicit_and_checked():
     out = scenario.fresh_out()
     launch = gather_fast_with(*scenario.args(out), with_settings(block_t=4, num_warps=1), plan="grid")
     assert (launch.block_t, launch.num_warps) == (4, 1)
-    assert DEFAULT_SETTINGS == FastSettings()  # nothing mutable at module level
+    with pytest.raises(dataclasses.FrozenInstanceError):  # nothing mutable at module level
+        DEFAULT_SETTINGS.block_t = 16
     with pytest.raises(ValueError, match="block_t"):
         FastSettings(block_t=24)
     with pytest.raises(ValueError, match="num_warps"):
@@ -216,9 +223,9 @@ def test_gpu_plan_heuristic(monkeypatch):
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
     one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")
-    assert (one.grid, one.block_t, one.num_warps) == ((256, 1), 8, 4)
+    assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((256, 1), 8, 1, 4)
     many = plan_launch(256, 2048, cuda, DEFAULT_SETTINGS, "grid")
-    assert (many.grid, many.block_t, many.num_warps) == ((256, 256), 8, 4)
+    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((64, 256), 8, 4, 4)
     # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
     wide = with_settings(block_t=32, num_warps=8)
     small = plan_launch(1, 2048, cuda, wide, "grid")

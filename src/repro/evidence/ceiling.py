@@ -54,22 +54,14 @@ class StreamKernel:
 
 
 def _streams() -> tuple[StreamKernel, ...]:
+    """The fastest kernels of the H200 sweep (``data/h200/tuning-gather-fast.md``) and the former ceiling."""
     from repro.kernels.tiles import TileSettings
 
-    lanes = TileSettings(tile="lanes", load_evict="")
     return (
         StreamKernel("stream / 584-B records", "records", 8, 4),
         StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", TileSettings(load_evict="")),)),
-        StreamKernel("stream / split / lanes 8 x 4", "split", 8, 4, (("tile", lanes),)),
-        StreamKernel("stream / split / lanes 16 x 8", "split", 16, 8, (("tile", lanes),)),
-        StreamKernel(
-            "stream / split / lanes 8 x 4, 4 tiles prefetched",
-            "split",
-            8,
-            4,
-            (("tile", lanes), ("tiles_per_program", 4), ("prefetch", True)),
-        ),
-        StreamKernel("move / 584-B records as flat runs, 16 x 8", "records", 16, 8, kind="move"),
+        StreamKernel("move / 584-B records as flat runs, 8 x 8", "records", 8, 8, kind="move"),
+        StreamKernel("move / 584-B records as flat runs, 8 x 4", "records", 8, 4, kind="move"),
     )
 
 

@@ -79,17 +79,16 @@ def stream_label(layout: str, kw: dict) -> str:
 
 
 def gather_candidates() -> list:
-    """``FastSettings`` of the gather sweep: today's default first, then the earlier runs' best (grouped tile,
+    """``FastSettings`` of the gather sweep: the former default first, then the earlier runs' best (grouped tile,
     4 tiles per program pipelined in 3 stages) with the hints and loop depths around it, and the chunk-major
     "lanes" tile."""
-    from repro.kernels.fast import DEFAULT_SETTINGS
     from repro.kernels.fast import FastSettings as F
     from repro.kernels.tiles import TileSettings as T
 
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
     return [
-        DEFAULT_SETTINGS,
+        F(),  # gather_fast's settings before this sweep
         F(tiles_per_program=4, num_stages=3),
         F(tiles_per_program=4, num_stages=3, tile=plain),
         F(tiles_per_program=8, num_stages=3, tile=plain),

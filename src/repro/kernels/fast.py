@@ -100,9 +100,9 @@ class FastSettings:
         return f"{text}, {self.tile.label()}"
 
 
-#: The settings :func:`gather_fast` uses. Measured on the H200 at 256 x 2,048 tokens
-#: (data/h200/tuning-gather-fast.md).
-DEFAULT_SETTINGS = FastSettings(tile=DEFAULT_TILE)
+#: The settings :func:`gather_fast` uses: the best of the H200 sweep at 256 x 2,048 tokens
+#: (data/h200/tuning-gather-fast.md): 8-token tiles, 4 warps, 4 tiles per program pipelined in 3 stages.
+DEFAULT_SETTINGS = FastSettings(tiles_per_program=4, num_stages=3, tile=DEFAULT_TILE)
 
 
 @triton.jit
