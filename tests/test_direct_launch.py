@@ -192,3 +192,23 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
     g(shifted, *sc.args(out)[1:])
     assert calls[-1][0] != key  # a misaligned output is another specialisation
+
+
+def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):
+    """The grid-filling plan changes tiles per program (and tile, warps) with the shape: each plan compiles
+    its own kernel, or a kernel built for 4 tiles per program would run on a grid planned for 1."""
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    looped = fast.make_gather(fast.with_settings(tiles_per_program=4))
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    looped.launcher.enabled, looped.launcher._device = True, lambda: 0
+    keys = []
+    looped.launcher.lookup = lambda device, key: ("entry", key)
+    looped.launcher.run = lambda entry, grid, raw, device: keys.append((entry[1], grid))
+    for n, L in ((64, 512), (1, 64)):  # 64 x 512: 4 tiles per program; 1 x 64: too few programs, 1
+        sc = build_scenario(ScenarioSpec(num_reqs=n, seq_len_max=L, max_reqs=n, seq_lens=(L,) * n))
+        looped(*sc.args(sc.fresh_out()))
+    (big, big_grid), (small, small_grid) = keys
+    assert big_grid[0] * 4 * 8 >= 512 and small_grid[0] * 8 >= 64
+    assert big != small

@@ -541,7 +541,10 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
         o_ptr, k_ptr, s_ptr = out.data_ptr(), k_cache.data_ptr(), seq_lens.data_ptr()
         l_ptr, b_ptr = lens.data_ptr(), block_table.data_ptr()
         key = (
+            # every constexpr that varies between calls (the rest are fixed by ``settings``)
             launch.block_t,
+            launch.tiles_per_program,
+            launch.num_warps,
             has_lens,
             block_size,
             k_stride0,
