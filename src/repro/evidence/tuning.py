@@ -422,7 +422,7 @@ def load_cutedsl(sw: Sweep) -> tuple[Callable | None, str]:
     if not sw.on_gpu:
         return None, "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
-        from repro.upstream.arms import cutedsl_callable
+        from repro.upstream.cutedsl import cutedsl_callable
 
         _, fn, why = cutedsl_callable(CUTEDSL_RELEASE, "cuda", download=False)
         return fn, why

@@ -335,7 +335,7 @@ class PerformanceWalkthrough:
         ceiling of this run. A release that cannot run it (no GPU, no package, not shipped) or fails while
         timed gets a status row saying why; what was timed before a failure is kept."""
         from repro.registry import cutedsl_bench_arms
-        from repro.upstream.arms import cutedsl_callable
+        from repro.upstream.cutedsl import cutedsl_callable
 
         p = self.session.params
         status = self.session.table(CUTEDSL)
