@@ -10,15 +10,14 @@ How the tile is laid out is a compile-time choice (:class:`TileSettings`), measu
 
 * ``tile``: ``"grouped"``: fp8 bytes as ``[T, 8, 64]`` (group 7 masked off), scales as one ``[T, 8]``
   vector load, RoPE as ``[T, 64]``; two stores (896 + 128 bytes per token).
-  ``"flat"``: one ``[T, 512]`` tile: fp8 bytes below column 448, the scale byte loaded per column
-  (vLLM's Triton layout), RoPE above; one store of the whole 1,024-byte row.
-  ``"regroup"``: grouped loads and arithmetic, reshaped to ``[T, 512]`` for one store.
   ``"lanes"``: fp8 bytes as ``[64, T, 8]`` (8-byte chunk, token, byte): every thread loads 8 consecutive
   fp8 bytes and stores the 8 bf16 values they become (16 bytes), so the load and the store share one
   register layout (no exchange through shared memory, which a 16-byte fp8 load feeding 16-byte bf16 stores
   needs); chunk-major, so that a warp's lanes walk consecutive chunks of one token (token-major, a warp's
   8-byte pieces land 64 bytes apart and its stores half-fill sectors: measured 2x slower on the H200);
   RoPE as ``[8, T, 8]`` bf16; two stores.
+  (A flat ``[T, 512]`` tile, vLLM's Triton layout, and grouped loads reshaped for one ``[T, 512]`` store
+  were measured too and lost: ``data/h200/tuning-gather-fast.md``.)
 * ``overread``: load the 8th fp8 group (the first 64 RoPE bytes of the same token, in bounds) instead of
   masking it, so every data load is a full unmasked vector; the values are discarded.
 * ``load_cache`` / ``store_cache``: PTX cache operators (``""``, ``".cg"``, ``".cs"``...);
@@ -38,7 +37,7 @@ import triton.language as tl
 from repro.geometry.layout import DSV4
 
 #: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
-TILES = ("grouped", "flat", "regroup", "lanes")
+TILES = ("grouped", "lanes")
 #: PTX cache operators Triton accepts on loads and stores ("" = the default).
 LOAD_CACHE = ("", ".ca", ".cg", ".cv")
 STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
@@ -125,43 +124,13 @@ def dequant_tokens(
     HEAD_DIM: tl.constexpr,
 ):
     """Load every byte of the tile's tokens, then store their 512 bf16 values (see the module docstring)."""
-    rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
-    if TILE == 3:  # lanes: [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out
+    if TILE == 1:  # lanes: [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out
         x, s, rope = load_lanes(
             data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
         )
         store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
-    elif TILE == 1:  # flat [T, 512]
-        cols = tl.arange(0, HEAD_DIM)
-        is_nope = cols < FP8_DIM
-        if OVERREAD:
-            x_mask = valid[:, None]
-            s_mask = valid[:, None]
-        else:
-            x_mask = valid[:, None] & is_nope[None, :]
-            s_mask = valid[:, None] & is_nope[None, :]
-        x = tl.load(
-            data[:, None] + cols[None, :], mask=x_mask, other=0, cache_modifier=LOAD_CACHE, eviction_policy=LOAD_EVICT
-        )
-        s = tl.load(scales[:, None] + (cols // QUANT_BLOCK)[None, :], mask=s_mask, other=0)
-        rope = tl.load(
-            rope16[:, None] + (cols - FP8_DIM)[None, :],
-            mask=valid[:, None] & (cols >= FP8_DIM)[None, :],
-            other=0,
-            cache_modifier=LOAD_CACHE,
-            eviction_policy=LOAD_EVICT,
-        )
-        scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
-        values = tl.where(is_nope[None, :], nope, rope.to(tl.bfloat16, bitcast=True))
-        tl.store(
-            row[:, None] + cols[None, :],
-            values,
-            mask=valid[:, None],
-            cache_modifier=STORE_CACHE,
-            eviction_policy=STORE_EVICT,
-        )
     else:  # grouped [T, 8, 64] fp8 + [T, 8] scales
+        rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
         g = tl.arange(0, N_GROUPS)
         c = tl.arange(0, QUANT_BLOCK)
         cols3 = g[:, None] * QUANT_BLOCK + c[None, :]  # [8, 64]: NoPE column g*64 + c
@@ -180,47 +149,27 @@ def dequant_tokens(
         )
         scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
         nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
-        if TILE == 2:  # regroup: one [T, 512] store
-            cols = tl.arange(0, HEAD_DIM)
-            is_nope = cols < FP8_DIM
-            rope = tl.load(
-                rope16[:, None] + (cols - FP8_DIM)[None, :],
-                mask=valid[:, None] & (cols >= FP8_DIM)[None, :],
-                other=0,
-                cache_modifier=LOAD_CACHE,
-                eviction_policy=LOAD_EVICT,
-            )
-            flat = tl.reshape(nope, [BLOCK_T, HEAD_DIM])
-            values = tl.where(is_nope[None, :], flat, rope.to(tl.bfloat16, bitcast=True))
-            tl.store(
-                row[:, None] + cols[None, :],
-                values,
-                mask=valid[:, None],
-                cache_modifier=STORE_CACHE,
-                eviction_policy=STORE_EVICT,
-            )
-        else:
-            rope = tl.load(
-                rope16[:, None] + c[None, :],
-                mask=valid[:, None],
-                other=0,
-                cache_modifier=LOAD_CACHE,
-                eviction_policy=LOAD_EVICT,
-            )
-            tl.store(
-                row[:, None, None] + cols3[None, :, :],
-                nope,
-                mask=valid[:, None, None] & is_nope_group,
-                cache_modifier=STORE_CACHE,
-                eviction_policy=STORE_EVICT,
-            )
-            tl.store(
-                row[:, None] + FP8_DIM + c[None, :],
-                rope.to(tl.bfloat16, bitcast=True),
-                mask=valid[:, None],
-                cache_modifier=STORE_CACHE,
-                eviction_policy=STORE_EVICT,
-            )
+        rope = tl.load(
+            rope16[:, None] + c[None, :],
+            mask=valid[:, None],
+            other=0,
+            cache_modifier=LOAD_CACHE,
+            eviction_policy=LOAD_EVICT,
+        )
+        tl.store(
+            row[:, None, None] + cols3[None, :, :],
+            nope,
+            mask=valid[:, None, None] & is_nope_group,
+            cache_modifier=STORE_CACHE,
+            eviction_policy=STORE_EVICT,
+        )
+        tl.store(
+            row[:, None] + FP8_DIM + c[None, :],
+            rope.to(tl.bfloat16, bitcast=True),
+            mask=valid[:, None],
+            cache_modifier=STORE_CACHE,
+            eviction_policy=STORE_EVICT,
+        )
 
 
 @triton.jit
