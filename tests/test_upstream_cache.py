@@ -154,10 +154,7 @@ RESHAPE_MEMBER = "vllm/v1/worker/gpu/attn_utils.py"
 SPEC_MEMBER = "vllm/v1/kv_cache_interface.py"
 
 
-def test_a_second_member_set_extends_the_entry_from_the_same_wheel(tmp_path, monkeypatch):
-    study = members.MemberSet(
-        "test-reshape", members=(RESHAPE_MEMBER,), patterns=("vllm/v1/kv_*.py",), anchor=(RESHAPE_MEMBER,)
-    )
+def test_a_set_declared_later_extends_the_entry_from_the_same_wheel(tmp_path, monkeypatch):
     files = {
         V4_MEMBER: fixture_source(),
         RESHAPE_MEMBER: "def _reshape_kv_cache():\n    pass\n",
@@ -169,11 +166,15 @@ def test_a_second_member_set_extends_the_entry_from_the_same_wheel(tmp_path, mon
     fake_pip(monkeypatch, {"0.99.0": wheel}, calls)
     root = tmp_path / "cache"
     gather = wheelcache.ensure_release("0.99.0", root)
-    assert gather.members() == [V4_MEMBER] and not gather.has(RESHAPE_MEMBER)
+    # every registered set is taken while the wheel is here: the reshape study needs no second download
+    assert gather.members_of(members.GATHER) == [V4_MEMBER] and gather.ships(members.RESHAPE)
+    assert isinstance(wheelcache.ensure_release("0.99.0", root, sets=[members.RESHAPE]), wheelcache.CacheEntry)
+    assert calls == ["0.99.0"]
+    study = members.MemberSet("test-later", patterns=("vllm/v1/*.py",), anchor=(RESHAPE_MEMBER,))
     both = wheelcache.ensure_release("0.99.0", root, sets=("gather", study))
     assert calls == ["0.99.0", "0.99.0"]
-    assert both.members() == sorted([V4_MEMBER, RESHAPE_MEMBER, SPEC_MEMBER])
-    assert both.sets() == {"gather": [V4_MEMBER], "test-reshape": sorted([RESHAPE_MEMBER, SPEC_MEMBER])}
+    assert both.members_of(study) == sorted([RESHAPE_MEMBER, SPEC_MEMBER, "vllm/v1/other.py"])
+    assert both.members_of(members.GATHER) == [V4_MEMBER] and both.has(V4_MEMBER)
     assert both.provenance["files"][SPEC_MEMBER]["record"] == wheelcache.record_digest(files[SPEC_MEMBER].encode())
     assert wheelcache.verify_entry(both) == []
     # asked again (either set, or both): no download
@@ -183,6 +184,11 @@ def test_a_second_member_set_extends_the_entry_from_the_same_wheel(tmp_path, mon
     # a carried entry without the asked set, on a host without downloads: a miss that names the set
     offline = wheelcache.ensure_release("0.99.0", root, download=False, sets=[members.MemberSet("test-other")])
     assert offline.status == wheelcache.MISS_DOWNLOAD and "test-other" in offline.reason
+    # the carry for a host without a registry holds only the sets it needs
+    copied = wheelcache.export(tmp_path / "carry", ["gather"], root)
+    carried = wheelcache.load_entry("0.99.0", tmp_path / "carry")
+    assert copied == ["0.99.0"] and carried.members() == [V4_MEMBER] and wheelcache.verify_entry(carried) == []
+    assert not (tmp_path / "carry" / "0.99.0" / "files" / RESHAPE_MEMBER).exists()
 
 
 def test_a_release_without_the_anchor_is_a_miss_for_that_set_only(tmp_path, monkeypatch):

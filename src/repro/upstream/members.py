@@ -132,11 +132,6 @@ RESHAPE = MemberSet(
         "vllm/v1/kv_cache_spec_registry.py",
         "vllm/v1/attention/backends/registry.py",
         "vllm/utils/math_utils.py",
-        "vllm/utils/torch_utils.py",
-        "vllm/utils/platform_utils.py",
-        # read (never imported) for the keywords the DeepSeek-V4 model passes to the spec classes
-        "vllm/models/deepseek_v4/attention.py",
-        "vllm/models/deepseek_v4/compressor.py",
     ),
     anchor=(RESHAPE_FUNCTION_MEMBER,),
     description="V2 model runner attn_utils.py",

@@ -100,9 +100,10 @@ def placeholder(module: str, name: str) -> type:
     return _PLACEHOLDERS[key]
 
 
-def placeholder_stub(**attributes: str) -> str:
-    """A stub module whose every name is a :func:`placeholder`, except ``attributes`` (name -> expression)."""
-    lines = ["from repro.upstream.stubs import placeholder as _placeholder", ""]
+def placeholder_stub(preamble: str = "", **attributes: str) -> str:
+    """A stub module whose every name is a :func:`placeholder`, except what ``preamble`` (source) defines
+    and ``attributes`` (name -> expression)."""
+    lines = ["from repro.upstream.stubs import placeholder as _placeholder", "", preamble]
     lines += [f"{name} = {expr}" for name, expr in attributes.items()]
     lines += [
         "",

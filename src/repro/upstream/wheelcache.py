@@ -266,13 +266,13 @@ def ensure_release(
             return CacheMiss(
                 version, MISS_BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}"
             )
-        # Extend an entry of the same wheel; otherwise rebuild it with every set it held that is still known.
+        # Extend an entry of the same wheel; otherwise rebuild it.
         keep = (
             entry if entry is not None and entry.current_format and entry.provenance.get("sha256") == digest else None
         )
-        held = [] if entry is None else [MEMBER_SETS[n] for n in entry.sets() if n in MEMBER_SETS]
-        todo = [s for s in wanted if keep is None or not keep.covers(s)]
-        todo += [s for s in held if keep is None and s not in todo]
+        # While the wheel is here, every registered set is taken too: a later study does not fetch it again.
+        todo = [s for s in [*wanted, *MEMBER_SETS.values()] if keep is None or not keep.covers(s)]
+        todo = list(dict.fromkeys(todo))
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=_ensure_dir(cache_root)))
         try:
             if keep is not None and keep.files_dir.exists():
@@ -325,6 +325,37 @@ def verify_entry(entry: CacheEntry) -> list[str]:
     return bad
 
 
+def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None = None) -> list[str]:
+    """Copy the cache's entries into ``dest`` restricted to ``sets`` (a small cache to carry to a host
+    without a registry), with the recorded release list. Returns the versions copied."""
+    from repro.upstream.releases import RELEASES_FILE
+
+    cache_root = cache_root or default_cache_root()
+    wanted = resolve(sets)
+    copied = []
+    for prov in sorted(cache_root.glob("*/provenance.json")):
+        entry = load_entry(prov.parent.name, cache_root)
+        if entry is None or not all(entry.covers(s) for s in wanted):
+            continue
+        keep = sorted({m for s in wanted for m in entry.members_of(s)})
+        target = dest / entry.version
+        if target.exists():
+            shutil.rmtree(target)
+        for member in keep:
+            (target / "files" / member).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(entry.path_of(member), target / "files" / member)
+        provenance = dict(entry.provenance)
+        provenance["files"] = {m: entry.provenance["files"][m] for m in keep}
+        provenance["sets"] = {s.name: entry.members_of(s) for s in wanted}
+        provenance["set_digests"] = {s.name: entry.set_digests()[s.name] for s in wanted}
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+        copied.append(entry.version)
+    if (cache_root / RELEASES_FILE).exists():
+        shutil.copy2(cache_root / RELEASES_FILE, dest / RELEASES_FILE)
+    return copied
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.upstream.wheelcache [--sets gather,reshape] [VERSION ...]``: fill the cache.
 
@@ -337,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m repro.upstream.wheelcache")
     parser.add_argument("--sets", default=GATHER.name, help="comma-separated member sets (default: gather)")
+    parser.add_argument(
+        "--export", metavar="DEST", type=Path, help="after filling, copy the entries restricted to --sets into DEST"
+    )
     parser.add_argument("versions", nargs="*")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -358,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
             wheel, digest = got.provenance["wheel"], got.provenance["sha256"][:16]
             print(f"{version}: {wheel} sha256 {digest}, {len(got.members())} files")
     print(f"cache: {default_cache_root()}")
+    if args.export:
+        copied = export(args.export, sets)
+        print(f"exported {len(copied)} releases ({', '.join(s.name for s in sets)} only) to {args.export}")
     return 1 if failed else 0
 
 
