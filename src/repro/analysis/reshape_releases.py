@@ -65,9 +65,10 @@ def _ints(value: Any) -> list[int] | None:
 
 
 def _int(value: Any) -> int | None:
+    """An int from a number or its text (a CSV cell of a column with blanks reads back as ``"560.0"``)."""
     if value is None or value == "" or (isinstance(value, float) and pd.isna(value)):
         return None
-    return int(value)
+    return int(float(value)) if isinstance(value, str) else int(value)
 
 
 def _check(row: Mapping, check: str, variant: str, expected: str, observed: str, ok: bool) -> dict:
