@@ -183,16 +183,7 @@ def load_release(version: str, cache_root: Path | None = None, download: bool = 
     except LoadError as exc:
         reason = f"could not load: {exc.missing}" if exc.missing else str(exc)
         return ReleaseReshape(version, NOT_LOADED, reason, release, wheel_sha256=sha)
-    function = getattr(module, FUNCTION, None)
-    if function is None:
-        return ReleaseReshape(
-            version,
-            NO_FUNCTION,
-            f"{RESHAPE_FUNCTION_MEMBER} of vLLM {version} defines no {FUNCTION}",
-            release,
-            wheel_sha256=sha,
-        )
-    return ReleaseReshape(version, RAN, "", release, function, specs, sha)
+    return ReleaseReshape(version, RAN, "", release, getattr(module, FUNCTION), specs, sha)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,23 +336,49 @@ def _release_frame(exc: BaseException, release: LoadedRelease) -> str:
 # The lines that carry the bug, for a reader.
 
 
-def blocks_per_kv_block_lines(source: str) -> list[str]:
-    """The lines of a function's source that count kernel blocks per logical block:
-    ``<spec>.block_size // kernel_block_size`` (bug) or ``<spec>.storage_block_size // kernel_block_size``."""
+@dataclass(frozen=True)
+class CountSite:
+    """Where a function counts kernel blocks per logical block: ``<spec>.block_size // kernel_block_size``
+    (bug 1) or ``<spec>.storage_block_size // kernel_block_size`` (PR #43988)."""
+
+    expression: str  # the floor division, unparsed
+    statement: str  # the statement holding it, unparsed
+    first_line: int  # of the statement, 1-based within the source
+    last_line: int
+
+
+def count_sites(source: str) -> list[CountSite]:
+    """Every count of kernel blocks per logical block in a function's source."""
     tree = ast.parse(source)
-    lines = source.splitlines()
-    found = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.FloorDiv)
-            and isinstance(node.left, ast.Attribute)
-            and node.left.attr in ("block_size", "storage_block_size")
-            and isinstance(node.right, ast.Name)
-            and node.right.id == "kernel_block_size"
-        ):
-            found.append(lines[node.lineno - 1].strip())
-    return found
+    sites = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.FloorDiv)
+                and isinstance(node.left, ast.Attribute)
+                and node.left.attr in ("block_size", "storage_block_size")
+                and isinstance(node.right, ast.Name)
+                and node.right.id == "kernel_block_size"
+            ):
+                sites.append(CountSite(ast.unparse(node), ast.unparse(stmt), stmt.lineno, stmt.end_lineno))
+    return sorted(sites, key=lambda c: c.first_line)
+
+
+def blocks_per_kv_block_lines(source: str) -> list[str]:
+    """The statements that count kernel blocks per logical block, unparsed (one line each)."""
+    return [c.statement for c in count_sites(source)]
+
+
+def as_strided_sites(source: str) -> list[tuple[int, int]]:
+    """First and last line (1-based) of every ``torch.as_strided(...)`` call of a function's source."""
+    return [
+        (node.lineno, node.end_lineno)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.as_strided"
+    ]
 
 
 def as_strided_lines(source: str) -> list[str]:

@@ -343,22 +343,31 @@ def source_excerpt(got: vllm_reshape.ReleaseReshape) -> Any:
     from pygments.lexers import PythonLexer
 
     lines, first = inspect.getsourcelines(got.function)
-    text = "".join(lines)
-    count = [i for i, ln in enumerate(lines) if any(c in ln for c in vllm_reshape.blocks_per_kv_block_lines(text))]
-    strided = [i for i, ln in enumerate(lines) if "torch.as_strided(" in ln]
-    start = max(0, min(count + strided) - 2)
-    end = max(count + strided) + 5
-    marked = sorted({i - start + 1 for i in count + strided if start <= i <= end})
-    formatter = HtmlFormatter(linenos="inline", linenostart=first + start, hl_lines=marked, noclasses=True)
+    text = textwrap.dedent("".join(lines))
+    counts = vllm_reshape.count_sites(text)
+    marked = [range(c.first_line, c.last_line + 1) for c in counts]
+    # the padded branch's view: the first as_strided call after the count (later ones are Mamba's state views)
+    after = [(a, b) for a, b in vllm_reshape.as_strided_sites(text) if a > counts[0].last_line]
+    marked += [range(a, b + 1) for a, b in after[:1]]
+    numbers = sorted({n for r in marked for n in r})
+    start, end = max(1, numbers[0] - 2), numbers[-1] + 1
+    formatter = HtmlFormatter(
+        linenos="inline", linenostart=first + start - 1, hl_lines=[n - start + 1 for n in numbers], noclasses=True
+    )
+    excerpt = "".join(text.splitlines(keepends=True)[start - 1 : end])
     title = f"<p><b>vLLM {got.version}</b>, <code>{vllm_reshape.RESHAPE_FUNCTION_MEMBER}</code></p>"
-    return HTML(title + highlight(textwrap.dedent("".join(lines[start:end])), PythonLexer(), formatter))
+    return HTML(title + highlight(excerpt, PythonLexer(), formatter))
 
 
 def expression_diff(old: vllm_reshape.ReleaseReshape, new: vllm_reshape.ReleaseReshape) -> str:
-    """The two releases' kernel-block counts, one line each, as a unified diff."""
-    a = vllm_reshape.blocks_per_kv_block_lines(old.source())
-    b = vllm_reshape.blocks_per_kv_block_lines(new.source())
-    return "\n".join(difflib.unified_diff(a, b, f"vLLM {old.version}", f"vLLM {new.version}", lineterm="", n=0))
+    """The two releases' counts of kernel blocks per logical block (the expression), as a unified diff,
+    with the statement each sits in."""
+    a, b = vllm_reshape.count_sites(old.source()), vllm_reshape.count_sites(new.source())
+    diff = difflib.unified_diff(
+        [c.expression for c in a], [c.expression for c in b], f"vLLM {old.version}", f"vLLM {new.version}", lineterm=""
+    )
+    context = [f"vLLM {old.version}: {c.statement}" for c in a] + [f"vLLM {new.version}: {c.statement}" for c in b]
+    return "\n".join([*diff, "", *context])
 
 
 def function_diff(old: vllm_reshape.ReleaseReshape, new: vllm_reshape.ReleaseReshape) -> str:
