@@ -4,6 +4,8 @@ reported cache's rows, every figure recomputed from notebook 01's release table 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from repro.analysis import reshape_releases as rules
@@ -27,8 +29,11 @@ def reported_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return shown[["code", "kbs input", "kernel_block_size", "result"]].astype(str)
 
 
-def section(r) -> list:
-    """``## Bug 1 on vLLM's own code``: the verdicts, the sentence they make, the reported cache's rows."""
+def section(r: Any) -> list[Any]:
+    """``## Bug 1 on vLLM's own code``: the verdicts, the sentence they make, the reported cache's rows.
+
+    ``r`` is :class:`repro.report.blocks.Report`; the blocks are its ``Block``s (imported here, since
+    ``blocks`` lists this section)."""
     from repro.report.blocks import Block
 
     run: RunData = r.run
