@@ -73,7 +73,9 @@ RESHAPE_STUBS: dict[str, str] = {
     "vllm.model_executor.layers.attention_layer_base": placeholder_stub(),
     "vllm.multimodal.inputs": placeholder_stub(),
     "vllm.utils.import_utils": placeholder_stub(),
+    "vllm.attention.backends.abstract": placeholder_stub(),
     "vllm.v1.attention.backend": placeholder_stub(),
+    "vllm.v1.attention.backends.utils": placeholder_stub(),
     "vllm.v1.worker.utils": placeholder_stub(),
     "vllm.v1.worker.gpu.model_states.interface": placeholder_stub(),
 }
@@ -181,7 +183,7 @@ def load_release(version: str, cache_root: Path | None = None, download: bool = 
         module = release.import_module(RESHAPE_FUNCTION_MEMBER)
         specs = release.import_module(SPEC_MODULE)
     except LoadError as exc:
-        reason = f"could not load: {exc.missing}" if exc.missing else str(exc)
+        reason = exc.missing or str(exc)  # the row reads "could not load: <module>"
         return ReleaseReshape(version, NOT_LOADED, reason, release, wheel_sha256=sha)
     return ReleaseReshape(version, RAN, "", release, getattr(module, FUNCTION), specs, sha)
 
