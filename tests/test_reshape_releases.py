@@ -183,3 +183,18 @@ def test_one_real_release_raises_the_prs_error_and_fits_with_the_backends_kernel
     checks = rules.release_checks(pd.DataFrame(rows), SEED, "C128A KV")
     assert all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
     assert rules.release_verdicts(pd.DataFrame(rows))["verdict"].tolist() == ["bug 1: overruns"]
+
+
+def test_a_bad_release_selection_stops_at_the_parameters_naming_it():
+    from repro.parameters import ParameterError, validate_notebook
+    from repro.walkthrough.reshape import resolve_reshape_releases
+
+    for bad in ("latest", "0.22", "0.22.0,v0.23.0"):
+        with pytest.raises(ParameterError, match=r"^reshape_releases: "):
+            validate_notebook({"reshape_releases": bad}, "cpu")
+    assert resolve_reshape_releases("default", "cpu", True) == ["0.22.0", "0.23.0"]
+    assert resolve_reshape_releases("default", "gpu", True) == []
+    assert resolve_reshape_releases("none", "cpu", True) == []
+    assert resolve_reshape_releases("0.23.0, 0.22.0,0.23.0", "cpu", True) == ["0.23.0", "0.22.0"]
+    with pytest.raises(ParameterError, match=r"^reshape_releases: 'all' needs the registry and download is false"):
+        resolve_reshape_releases("all", "cpu", False)
