@@ -43,9 +43,9 @@ def test_dispatcher_is_bitwise_the_reference_on_a_narrowed_table(record, interle
     "settings",
     [
         {"decode": "bits", "store": "packed"},
-        {"decode": "bits", "store": "interleave"},
-        {"decode": "arith", "store": "packed"},
         {"decode": "arith", "store": "interleave"},
+        {"decode": "half", "store": "packed"},
+        {"decode": "half", "store": "interleave"},
     ],
     ids=lambda s: "-".join(s.values()),
 )
@@ -74,7 +74,8 @@ def _overwrite(sc, data_bytes, scale_bytes):
 
 
 @pytest.mark.parametrize("interleaved", LAYOUTS, ids=["interleaved", "page-split"])
-def test_nvfp4_every_code_and_every_finite_scale_including_negative_and_subnormal(interleaved):
+@pytest.mark.parametrize("decode", fast_v41.NVFP4_DECODES)
+def test_nvfp4_every_code_and_every_finite_scale_including_negative_and_subnormal(interleaved, decode):
     sc = _scenario("nvfp4", interleaved, num_reqs=2, seq_len_max=48)
     gen = torch.Generator().manual_seed(3)
     codes = torch.arange(256, dtype=torch.uint8)
@@ -83,9 +84,9 @@ def test_nvfp4_every_code_and_every_finite_scale_including_negative_and_subnorma
     scales = finite[torch.randint(0, finite.numel(), (16, 32), generator=gen)]
     scales[0, :8] = torch.tensor([0x00, 0x80, 0x01, 0x81, 0x7E, 0xFE, 0x08, 0x88], dtype=torch.uint8)
     _overwrite(sc, data, scales)
-    _assert_bitwise(sc, GATHERS[interleaved])
+    _assert_bitwise(sc, fast_v41.gather_v41_with, interleaved=interleaved, decode=decode)
     out = sc.fresh_out()
-    GATHERS[interleaved](*sc.args(out))
+    fast_v41.gather_v41_with(*sc.args(out), interleaved=interleaved, decode=decode)
     assert (out.view(torch.int16) == -32768).any()  # -0 from +0 x a negative scale reaches the output
 
 

@@ -64,6 +64,10 @@ NVFP4_VARIANTS = {
     "t32w8-bits-packed": {"block_t": 32, "num_warps": 8},
     "t16w4-bits-interleave": {"block_t": 16, "num_warps": 4, "store": "interleave"},
     "t32w8-bits-interleave": {"block_t": 32, "num_warps": 8, "store": "interleave"},
+    "t8w4-half-packed": {"block_t": 8, "num_warps": 4, "decode": "half"},
+    "t16w4-half-packed": {"block_t": 16, "num_warps": 4, "decode": "half"},
+    "t32w8-half-packed": {"block_t": 32, "num_warps": 8, "decode": "half"},
+    "t16w4-half-interleave": {"block_t": 16, "num_warps": 4, "decode": "half", "store": "interleave"},
     "t16w4-arith-packed": {"block_t": 16, "num_warps": 4, "decode": "arith"},
     "t16w4-arith-interleave": {"block_t": 16, "num_warps": 4, "decode": "arith", "store": "interleave"},
 }

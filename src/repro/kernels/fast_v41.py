@@ -16,7 +16,9 @@ computed by the same arithmetic:
 * NVFP4: the e2m1 code's magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6), negated as ``0 - m`` for a set
   sign bit (so code 8 is +0, as vLLM's ``-mag`` gives), times the e4m3 scale in fp32, rounded to
   bf16. ``decode="arith"`` is vLLM's formula (``(1 + m/2) * exp2(e - 1)``); ``decode="bits"`` builds
-  the same fp32 values from their bits. Either product is exact in bf16 (at most 6 significant bits).
+  the same fp32 values from their bits; ``decode="half"`` reads the code as an fp16 of value ``v * 2**-14``
+  and multiplies by ``scale * 2**14``. Every product is exact (at most 6 significant bits), so the three
+  give the same fp32 product and the same bf16.
 
 Design (GPU), as :mod:`repro.kernels.fast`: grid ``(cdiv(out.shape[1] - offset, BLOCK_T),
 num_reqs)``, one tile of ``BLOCK_T`` consecutive gather indices per program (halved down to
@@ -48,7 +50,8 @@ from repro.kernels.launch import is_interpreted
 
 #: Record kinds this module gathers, by ``k_cache.shape[-1]`` (vLLM's dispatch key).
 KIND_BY_TOKEN_BYTES = {layout_for("mxfp8").token_bytes: "mxfp8", layout_for("nvfp4").token_bytes: "nvfp4"}
-NVFP4_DECODES = ("bits", "arith")
+#: NVFP4 decodes, in the kernel's ``DECODE`` order.
+NVFP4_DECODES = ("arith", "bits", "half")
 NVFP4_STORES = ("interleave", "packed")
 
 #: Launch defaults per record kind (tuned on the H200: data/h200/tuning-gather-v41.md).
@@ -151,6 +154,15 @@ def _e2m1_bits(codes):
     return signed.to(tl.float32, bitcast=True)
 
 
+@triton.jit
+def _e2m1_half(codes):
+    """The value divided by 2**14, read as an fp16 (``(code & 7) << 9`` puts e2m1's exponent and mantissa
+    bits where fp16 has them; code 1 is the fp16 subnormal 2**-15), sign bit included, in fp32; ``+ 0.0``
+    turns code 8's -0 into +0 as vLLM's ``0 - mag`` does. Exact: multiply by ``scale * 2**14``."""
+    bits = ((codes & 7) << 9) | ((codes & 8) << 12)
+    return bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32) + 0.0
+
+
 @triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
 def _gather_nvfp4_kernel(
     out_ptr,
@@ -166,7 +178,7 @@ def _gather_nvfp4_kernel(
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,
     INTERLEAVED: tl.constexpr,
-    DECODE_BITS: tl.constexpr,  # True: values from their bits; False: vLLM's formula
+    DECODE: tl.constexpr,  # 0: vLLM's formula, 1: fp32 values from their bits, 2: through fp16
     STORE_PACKED: tl.constexpr,  # True: one int32 (two bf16) per packed byte; False: interleaved bf16 tile
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
@@ -215,7 +227,11 @@ def _gather_nvfp4_kernel(
             scale = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)[:, :, None]
             lo_code = packed & 0xF  # even element
             hi_code = (packed >> 4) & 0xF  # odd element
-            if DECODE_BITS:
+            if DECODE == 2:
+                scale = scale * 16384.0  # exact: e4m3 times 2**14
+                lo = _e2m1_half(lo_code) * scale
+                hi = _e2m1_half(hi_code) * scale
+            elif DECODE == 1:
                 lo = _e2m1_bits(lo_code) * scale
                 hi = _e2m1_bits(hi_code) * scale
             else:
@@ -402,7 +418,7 @@ def gather_v41_with(
         _gather_nvfp4_kernel[launch.grid](
             *common,
             **shared,
-            DECODE_BITS=cfg["decode"] == "bits",
+            DECODE=NVFP4_DECODES.index(cfg["decode"]),
             STORE_PACKED=cfg["store"] == "packed",
             PACKED_BYTES=layout.data_bytes,
             N_SCALES=layout.n_scales,
