@@ -20,13 +20,15 @@ from repro.evidence.cases import compare_bitwise
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.geometry.layout import FLASHMLA_ALIGNMENT, ceil_div, round_up
 from repro.geometry.records import HEAD_DIM, RecordLayout, layout_for
+from repro.registry import ORIGIN_REPO
 
 #: Which release's kernel reads each layout in the tuning run (the scales moved next to each token's data
 #: in 0.33.0; 0.31.0 is the first with both V4.1 records).
 RELEASE_FOR_LAYOUT = {True: "0.33.0", False: "0.31.0"}
 KINDS = ("mxfp8", "nvfp4")
 BF16_BYTES = 2
-VLLM = "vLLM patched"
+#: The name of a release's V4.1 kernel with PR #55109's row pitch, after its origin ("vLLM 0.33.0 patched").
+PATCHED_WORD = "patched"
 
 
 def bytes_per_token(layout: RecordLayout) -> int:
@@ -42,7 +44,9 @@ def layout_word(interleaved: bool) -> str:
 # Inputs
 
 
-def random_pages(layout: RecordLayout, k_cache: torch.Tensor, block_size: int, gen: torch.Generator, valid: bool):
+def random_pages(
+    layout: RecordLayout, k_cache: torch.Tensor, block_size: int, gen: torch.Generator, valid: bool
+) -> None:
     """Fill every page with random bytes; ``valid`` keeps the records finite (no fp8 NaN codes, positive
     normal scales, UE8M0 scales 2**-15..2**15), otherwise any byte goes (every code, NaNs included)."""
     from repro.kernels.records_reference import pages_as_bytes
@@ -111,11 +115,11 @@ def timing_scenario(
 def check_scenario(kind: str, interleaved: bool, device: str, tiny: bool) -> GatherScenario:
     """Ragged requests on a narrowed table with ``gather_lens`` (a window) and an output ``offset``."""
     spec = ScenarioSpec(
-        num_reqs=2 if tiny else 6,
+        num_reqs=3 if tiny else 6,
         block_size=8 if tiny else 16,
-        seq_len_max=24 if tiny else 300,
-        max_reqs=3 if tiny else 8,
-        window=20 if tiny else 200,
+        seq_len_max=48 if tiny else 300,
+        max_reqs=4 if tiny else 8,
+        window=40 if tiny else 200,
         offset=3,
         device=device,
         record=kind,
@@ -131,12 +135,15 @@ def check_scenario(kind: str, interleaved: bool, device: str, tiny: bool) -> Gat
 
 @dataclass
 class Candidate:
+    """One timed gather: its record and layout, its name in tables, whose code it is, the callable."""
+
     kind: str
     interleaved: bool
-    name: str  # "vLLM patched", "default" or a variant key
-    code: str  # who wrote it
+    name: str  # a registry label, a tuning variant key, or "<origin> patched"
+    code: str  # who wrote it: the registry's ORIGIN_REPO or "vLLM <version>" read from the wheel
     fn: Callable[..., None]
     settings: dict
+    upstream: bool = False  # a release's kernel (what the others are compared with)
 
 
 def ours(kind: str, interleaved: bool, name: str, settings: dict) -> Candidate:
@@ -144,7 +151,7 @@ def ours(kind: str, interleaved: bool, name: str, settings: dict) -> Candidate:
     from repro.kernels import fast_v41
 
     fn = partial(fast_v41.gather_v41_with, interleaved=interleaved, **settings)
-    return Candidate(kind, interleaved, name, "repro", fn, settings)
+    return Candidate(kind, interleaved, name, ORIGIN_REPO, fn, settings)
 
 
 def load_release_gather(
@@ -156,6 +163,7 @@ def load_release_gather(
     from repro.upstream.arms import make_callable
     from repro.upstream.matrix import MatrixConfig, plan_release
     from repro.upstream.patcher import PATCHED
+    from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
 
     interpreted = device == "cpu"
     cfg = MatrixConfig(
@@ -169,28 +177,42 @@ def load_release_gather(
         return None, f"vLLM {release} ships no V4.1 {kind} Triton gather"
     if interleaved is not None and arm.interleaved != interleaved:
         return None, f"vLLM {release}'s {kind} gather reads {layout_word(arm.interleaved)} pages"
+    try:
+        origin = origin_of(plan.entry)
+    except ReleaseUnavailable as exc:
+        return None, str(exc)
     if isinstance(plan.rewrites.get((arm.module, PATCHED)), str):
         return None, f"vLLM {release}: {plan.rewrites[(arm.module, PATCHED)]}"
     try:
         fn = make_callable(arm, interpreted)
     except Exception as exc:
         return None, f"vLLM {release}: could not load {arm.kernel}: {type(exc).__name__}: {exc}"[:300]
-    return Candidate(kind, arm.interleaved, VLLM, f"vLLM {release}", fn, {"kernel": arm.kernel}), ""
+    name = f"{origin} {PATCHED_WORD}"
+    return Candidate(kind, arm.interleaved, name, origin, fn, {"kernel": arm.kernel}, upstream=True), ""
 
 
 # ---------------------------------------------------------------------------------------------
 # Checks and timing
 
 
-def run_out(c: Candidate, scenario: GatherScenario, table=None) -> torch.Tensor:
+def run_out(c: Candidate, scenario: GatherScenario) -> torch.Tensor:
+    """The candidate's output on a fresh poisoned buffer."""
     out = scenario.fresh_out()
-    c.fn(*scenario.args(out, table))
+    c.fn(*scenario.args(out))
     if out.is_cuda:
         torch.cuda.synchronize()
     return out
 
 
-def bitwise_rows(scenario: GatherScenario, cands: list[Candidate], vllm_out, ref, check: str) -> list[dict]:
+def bitwise_rows(
+    scenario: GatherScenario,
+    cands: list[Candidate],
+    vllm_out: torch.Tensor | None,
+    ref: torch.Tensor | None,
+    check: str,
+) -> list[dict]:
+    """Each candidate's output against the reference decoder (``ref``) and a release's output (``vllm_out``),
+    bitwise: one row per comparison; a candidate that raises is a row with the error."""
     rows = []
     for c in cands:
         row = {"check": check, "kind": c.kind, "layout": layout_word(c.interleaved), "arm": c.name, "code": c.code}
@@ -205,7 +227,7 @@ def bitwise_rows(scenario: GatherScenario, cands: list[Candidate], vllm_out, ref
         if ref is not None:
             bad, stray = compare_bitwise(out, ref, scenario)
             rows.append({**row, "against": "reference decoder", "mismatched": bad, "stray": stray, "tokens": total})
-        if vllm_out is not None and c.name != VLLM:
+        if vllm_out is not None and not c.upstream:
             bad, stray = compare_bitwise(out, vllm_out, scenario)
             rows.append({**row, "against": "vLLM patched", "mismatched": bad, "stray": stray, "tokens": total})
     return rows
@@ -267,15 +289,24 @@ def time_shape(
     ]
     outs = [s.fresh_out() for s in scenarios]
     ref = reference_for(scenarios[0])
-    vllm = next((c for c in cands if c.name == VLLM), None)
+    base = {"kind": shape.kind, "layout": layout_word(shape.interleaved), "num_reqs": shape.num_reqs}
+    vllm = next((c for c in cands if c.upstream), None)
     vllm_out = None
     if vllm is not None:
         try:
             vllm_out = run_out(vllm, scenarios[0])
         except Exception as exc:
-            checks.append({"check": "vLLM runs", "arm": VLLM, "mismatched": -1, "stray": -1, "error": repr(exc)[:300]})
+            checks.append(
+                {
+                    **base,
+                    "check": "vLLM runs",
+                    "arm": vllm.name,
+                    "mismatched": -1,
+                    "stray": -1,
+                    "error": repr(exc)[:300],
+                }
+            )
             cands = [c for c in cands if c is not vllm]
-    base = {"kind": shape.kind, "layout": layout_word(shape.interleaved), "num_reqs": shape.num_reqs}
     rows = bitwise_rows(scenarios[0], cands, vllm_out, ref, f"timed shape {shape.num_reqs}x{shape.seq_len}")
     checks += rows
     broken = {r["arm"] for r in rows if r.get("error")}
@@ -303,6 +334,7 @@ def time_shape(
                 "tokens": tokens,
                 "arm": c.name,
                 "code": c.code,
+                "upstream": c.upstream,
                 "settings": " ".join(f"{k}={v}" for k, v in c.settings.items()),
                 "bitwise_ok": c.name not in wrong,
                 "rotation": copies,

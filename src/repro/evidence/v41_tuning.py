@@ -30,7 +30,6 @@ import torch
 from repro.evidence.records_perf import (
     KINDS,
     RELEASE_FOR_LAYOUT,
-    VLLM,
     Candidate,
     Shape,
     bitwise_rows,
@@ -123,8 +122,8 @@ def summary(timings: list[dict], rates: list[float | None], largest: int) -> lis
     keys = sorted({(t["kind"], t["layout"], t["num_reqs"]) for t in timings}, key=lambda k: (k[0], k[1], -k[2]))
     for kind, layout, n in keys:
         at = [t for t in timings if (t["kind"], t["layout"], t["num_reqs"]) == (kind, layout, n)]
-        mine = [t for t in at if t["code"] == "repro" and t["bitwise_ok"]]
-        vllm = next((t for t in at if t["arm"] == VLLM), None)
+        mine = [t for t in at if not t["upstream"] and t["bitwise_ok"]]
+        vllm = next((t for t in at if t["upstream"]), None)
         default = next((t for t in at if t["arm"] == DEFAULT), None)
         best = min(mine, key=lambda t: t["median_us"]) if mine else None
         copy_us = at[0]["bytes_moved"] / (rate * 1e12) * 1e6 if rate else None
@@ -228,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     mine = [
                         t
                         for t in timings
-                        if (t["kind"], t["num_reqs"], t["code"], t["bitwise_ok"]) == (kind, n, "repro", True)
+                        if (t["kind"], t["num_reqs"], t["upstream"], t["bitwise_ok"]) == (kind, n, False, True)
                     ]
                     best[kind] = min(mine, key=lambda t: t["median_us"])["arm"] if mine else DEFAULT
                 print(f"timed {kind} {layout_word(interleaved)} {n}x{seq_len}", flush=True)

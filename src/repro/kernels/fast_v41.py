@@ -314,7 +314,16 @@ def record_layout(k_cache: torch.Tensor, interleaved: bool) -> RecordLayout:
     return layout_for(kind, interleaved)
 
 
-def check_v41_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, layout) -> None:
+def check_v41_args(
+    out: torch.Tensor,
+    k_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    gather_lens: torch.Tensor | None,
+    block_table: torch.Tensor,
+    block_size: int,
+    offset: int,
+    layout: RecordLayout,
+) -> None:
     """Reject inputs the kernels would silently misread, naming the argument and what is accepted."""
     if out.dtype != torch.bfloat16 or out.dim() != 3 or out.shape[-1] != HEAD_DIM or out.stride(-1) != 1:
         raise ValueError(
