@@ -105,3 +105,17 @@ def test_tuning_cli_names_the_bad_argument_and_exits_2(argv, word, capsys):
     with pytest.raises(SystemExit) as exc:
         v41_tuning.parse_args([*argv, "--device", "cpu"] if "--device" not in argv else argv)
     assert exc.value.code == 2 and word in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target_layout, verdict", [(True, "correct"), (False, "wrong from 1 requests")])
+def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, verdict):
+    from repro.analysis.releases import verdicts
+    from repro.registry import RECORD_GATHERS
+    from repro.upstream import matrix as mx
+
+    cfg = mx.MatrixConfig([1, 2], ["in-range", "poison"], block_size=8, seq_len_max=24, interpreted=True)
+    entry = RECORD_GATHERS[target_layout]
+    rows = mx.run_record_gather("0.99.0", entry.label, entry.target, "mxfp8", True, cfg)
+    assert len(rows) == 4 and {r["variant"] for r in rows} == {mx.UNDER_TEST}
+    assert all(r["status"] == "ok" and r["out_of_bounds_lanes"] == 0 for r in rows)
+    assert verdicts(pd.DataFrame(rows))["verdict"].tolist() == [verdict]

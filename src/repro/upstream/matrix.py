@@ -339,6 +339,56 @@ def run_matrix(
     return plans
 
 
+#: The ``variant`` of a repository gather's rows: it is under test on the release's records, not the release's code.
+UNDER_TEST = "under test"
+
+
+def record_layouts(plan: ReleasePlan) -> list[tuple[str, bool]]:
+    """(record, interleaved) of every V4.1 record the release's own gathers read, in discovery order."""
+    if plan.discovery is None:
+        return []
+    found = [(k.record, k.interleaved) for k in plan.discovery.kernels if k.record != "v4"]
+    return list(dict.fromkeys(found))
+
+
+def run_record_gather(
+    version: str, label: str, target: str, record: str, interleaved: bool, cfg: MatrixConfig
+) -> list[dict]:
+    """A repository gather (``"package.module:function"``, correct by its registry entry, so every case runs in
+    this process, bounds-checked in the interpreter) over the matrix's sweep on release ``version``'s
+    ``record`` pages: rows with :data:`ROW_COLUMNS`, ``variant`` :data:`UNDER_TEST`."""
+    from repro.evidence.cases import run_case
+
+    base = dict(
+        release=version,
+        kernel=label,
+        variant=UNDER_TEST,
+        record=record,
+        layout=_layout_word(record, interleaved),
+        how=f"this repository's {target}",
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+    )
+    spec0 = ScenarioSpec(
+        num_reqs=1,
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+        seed=cfg.seed,
+        max_reqs=max(cfg.request_counts),
+        device=cfg.device,
+        record=record,
+        interleaved=interleaved,
+    )
+    rows = []
+    for mode in cfg.modes:
+        for n in cfg.request_counts:
+            spec = replace(spec0, num_reqs=n, mode=mode)
+            scenario = build_scenario(spec)
+            r = run_case(spec, target, cfg.interpreted, scenario, reference_for(scenario), cfg.timeout_s)
+            rows.append(row(**base, mode=mode, num_reqs=n, **_result_fields(r)))
+    return rows
+
+
 def write_rewrites(plans: list[ReleasePlan], folder: Path) -> list[Path]:
     """Each rewrite's exact unified diff (or why it failed) under ``folder/<release>/<variant>/``."""
     written = []
