@@ -45,7 +45,7 @@ def test_dispatcher_is_bitwise_the_reference_on_a_narrowed_table(record, interle
         {"decode": "bits", "store": "packed"},
         {"decode": "arith", "store": "interleave"},
         {"decode": "half", "store": "packed"},
-        {"decode": "half", "store": "interleave"},
+        {"decode": "half", "store": "interleave", "store_cache": ".cs"},
     ],
     ids=lambda s: "-".join(s.values()),
 )
@@ -57,7 +57,9 @@ def test_every_nvfp4_decode_and_store_in_the_gpu_launch_shape(settings):
 @pytest.mark.parametrize("interleaved", LAYOUTS, ids=["interleaved", "page-split"])
 def test_mxfp8_in_the_gpu_launch_shape_with_partial_tiles(interleaved):
     sc = _scenario("mxfp8", interleaved, seq_len_max=37, window=21, offset=1)
-    _assert_bitwise(sc, fast_v41.gather_v41_with, interleaved=interleaved, plan="grid", block_t=8, num_warps=4)
+    _assert_bitwise(
+        sc, fast_v41.gather_v41_with, interleaved=interleaved, plan="grid", block_t=8, num_warps=4, store_cache=".cs"
+    )
 
 
 def _overwrite(sc, data_bytes, scale_bytes):
@@ -145,7 +147,13 @@ def test_bad_input_is_one_error_naming_the_argument(change, word):
 
 def test_bad_settings_name_the_setting():
     sc = _scenario("nvfp4", True, num_reqs=2, seq_len_max=20)
-    for bad, word in [({"block_t": 3}, "block_t"), ({"decode": "lut"}, "decode"), ({"vector": 4}, "unknown")]:
+    bad_settings = [
+        ({"block_t": 3}, "block_t"),
+        ({"decode": "lut"}, "decode"),
+        ({"vector": 4}, "unknown"),
+        ({"store_cache": ".wt"}, "store_cache"),
+    ]
+    for bad, word in bad_settings:
         with pytest.raises(ValueError, match=word):
             fast_v41.gather_v41_with(*sc.args(sc.fresh_out()), interleaved=True, **bad)
     with pytest.raises(ValueError, match="use_fnuz"):

@@ -56,6 +56,8 @@ MXFP8_VARIANTS = {
     "t16w4": {"block_t": 16, "num_warps": 4},
     "t16w8": {"block_t": 16, "num_warps": 8},
     "t32w8": {"block_t": 32, "num_warps": 8},
+    "t8w4-cs": {"block_t": 8, "num_warps": 4, "store_cache": ".cs"},
+    "t16w8-cs": {"block_t": 16, "num_warps": 8, "store_cache": ".cs"},
 }
 NVFP4_VARIANTS = {
     "t8w2-bits-packed": {"block_t": 8, "num_warps": 2},
@@ -70,6 +72,8 @@ NVFP4_VARIANTS = {
     "t16w4-half-packed": {"block_t": 16, "num_warps": 4, "decode": "half"},
     "t32w8-half-packed": {"block_t": 32, "num_warps": 8, "decode": "half"},
     "t16w4-half-interleave": {"block_t": 16, "num_warps": 4, "decode": "half", "store": "interleave"},
+    "t16w4-half-packed-cs": {"block_t": 16, "num_warps": 4, "decode": "half", "store_cache": ".cs"},
+    "t16w4-bits-packed-cs": {"block_t": 16, "num_warps": 4, "store_cache": ".cs"},
     "t16w4-arith-packed": {"block_t": 16, "num_warps": 4, "decode": "arith"},
     "t16w4-arith-interleave": {"block_t": 16, "num_warps": 4, "decode": "arith", "store": "interleave"},
 }

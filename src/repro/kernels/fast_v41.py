@@ -29,8 +29,9 @@ as one ``[BLOCK_T, scales]`` tile; the scale is applied per (token, block), not 
 NVFP4 either interleaves the even/odd values into one bf16 tile (``store="interleave"``) or packs
 each byte's two bf16 values into one int32 and stores those (``store="packed"``).
 
-Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``
-and, for NVFP4, ``decode`` and ``store``; :func:`gather_v41_with` overrides them for a benchmark.
+Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
+``store_cache`` (the output stores' cache modifier) and, for NVFP4, ``decode`` and ``store``;
+:func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
 (``plan="per-request"``); ``plan="grid"`` forces the GPU launch shape.
@@ -53,11 +54,21 @@ KIND_BY_TOKEN_BYTES = {layout_for("mxfp8").token_bytes: "mxfp8", layout_for("nvf
 #: NVFP4 decodes, in the kernel's ``DECODE`` order.
 NVFP4_DECODES = ("arith", "bits", "half")
 NVFP4_STORES = ("interleave", "packed")
+#: Cache modifiers for the output stores: the default write-back, or ``.cs`` (streaming, evict first).
+STORE_CACHES = ("", ".cs")
 
 #: Launch defaults per record kind (tuned on the H200: data/h200/tuning-gather-v41.md).
 DEFAULT_CONFIG = {
-    "mxfp8": {"block_t": 8, "min_block_t": 4, "waves": 2, "num_warps": 4},
-    "nvfp4": {"block_t": 16, "min_block_t": 4, "waves": 2, "num_warps": 4, "decode": "bits", "store": "packed"},
+    "mxfp8": {"block_t": 8, "min_block_t": 4, "waves": 2, "num_warps": 4, "store_cache": ""},
+    "nvfp4": {
+        "block_t": 16,
+        "min_block_t": 4,
+        "waves": 2,
+        "num_warps": 4,
+        "store_cache": "",
+        "decode": "bits",
+        "store": "packed",
+    },
 }
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
 INTERPRETER_MAX_BLOCK_T = 256
@@ -80,6 +91,7 @@ def _gather_mxfp8_kernel(
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,  # bytes between cache blocks (k_cache.stride(0))
     INTERLEAVED: tl.constexpr,  # vLLM >= 0.33: scales after each token's data; else after the page's data
+    STORE_CACHE: tl.constexpr,  # "" or ".cs"
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     HEAD_DIM: tl.constexpr,  # 512 fp8 bytes
@@ -130,7 +142,7 @@ def _gather_mxfp8_kernel(
             vals = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
 
             row = out_req + (offset + i).to(tl.int64) * out_stride1
-            tl.store(row[:, None, None] + cols[None, :, :], vals, mask=valid[:, None, None])
+            tl.store(row[:, None, None] + cols[None, :, :], vals, mask=valid[:, None, None], cache_modifier=STORE_CACHE)
 
 
 @triton.jit
@@ -180,6 +192,7 @@ def _gather_nvfp4_kernel(
     INTERLEAVED: tl.constexpr,
     DECODE: tl.constexpr,  # 0: vLLM's formula, 1: fp32 values from their bits, 2: through fp16
     STORE_PACKED: tl.constexpr,  # True: one int32 (two bf16) per packed byte; False: interleaved bf16 tile
+    STORE_CACHE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     PACKED_BYTES: tl.constexpr,  # 256
@@ -245,12 +258,19 @@ def _gather_nvfp4_kernel(
                 hi16 = hi.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
                 words = lo16 | (hi16 << 16)
                 row32 = row.to(tl.pointer_type(tl.int32))
-                tl.store(row32[:, None, None] + cols[None, :, :], words, mask=valid[:, None, None])
+                tl.store(
+                    row32[:, None, None] + cols[None, :, :],
+                    words,
+                    mask=valid[:, None, None],
+                    cache_modifier=STORE_CACHE,
+                )
             else:
                 vals = tl.interleave(lo, hi).to(tl.bfloat16)  # [BLOCK_T, 32, 16]
                 d = tl.arange(0, 2 * BYTES_PER_SCALE)
                 dims = g[:, None] * (2 * BYTES_PER_SCALE) + d[None, :]
-                tl.store(row[:, None, None] + dims[None, :, :], vals, mask=valid[:, None, None])
+                tl.store(
+                    row[:, None, None] + dims[None, :, :], vals, mask=valid[:, None, None], cache_modifier=STORE_CACHE
+                )
 
 
 @dataclass(frozen=True)
@@ -283,6 +303,8 @@ def check_config(kind: str, cfg: dict) -> None:
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
         raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")
+    if cfg["store_cache"] not in STORE_CACHES:
+        raise ValueError(f"store_cache must be one of {STORE_CACHES}, got {cfg['store_cache']!r}")
     if kind == "nvfp4":
         if cfg["decode"] not in NVFP4_DECODES:
             raise ValueError(f"decode must be one of {NVFP4_DECODES}, got {cfg['decode']!r}")
@@ -411,6 +433,7 @@ def gather_v41_with(
         "BLOCK_STRIDE": k_cache.stride(0),
         "INTERLEAVED": layout.interleaved,
         "BLOCK_T": launch.block_t,
+        "STORE_CACHE": cfg["store_cache"],
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "num_warps": launch.num_warps,
     }
