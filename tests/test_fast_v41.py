@@ -44,10 +44,10 @@ def test_dispatcher_is_bitwise_the_reference_on_a_narrowed_table(record, interle
     [
         {"decode": "bits", "store": "packed"},
         {"decode": "arith", "store": "interleave"},
-        {"decode": "half", "store": "packed"},
+        {"decode": "half", "store": "packed", "evict_first": False},
         {"decode": "half", "store": "interleave", "store_cache": ".cs"},
     ],
-    ids=lambda s: "-".join(s.values()),
+    ids=lambda s: "-".join(map(str, s.values())),
 )
 def test_every_nvfp4_decode_and_store_in_the_gpu_launch_shape(settings):
     sc = _scenario("nvfp4", True, seq_len_max=40)
@@ -152,6 +152,7 @@ def test_bad_settings_name_the_setting():
         ({"decode": "lut"}, "decode"),
         ({"vector": 4}, "unknown"),
         ({"store_cache": ".wt"}, "store_cache"),
+        ({"evict_first": "yes"}, "evict_first"),
     ]
     for bad, word in bad_settings:
         with pytest.raises(ValueError, match=word):

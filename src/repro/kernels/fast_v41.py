@@ -30,7 +30,8 @@ NVFP4 either interleaves the even/odd values into one bf16 tile (``store="interl
 each byte's two bf16 values into one int32 and stores those (``store="packed"``).
 
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
-``store_cache`` (the output stores' cache modifier) and, for NVFP4, ``decode`` and ``store``;
+``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint) and,
+for NVFP4, ``decode`` and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -57,16 +58,18 @@ NVFP4_STORES = ("interleave", "packed")
 #: Cache modifiers for the output stores: the default write-back, or ``.cs`` (streaming, evict first).
 STORE_CACHES = ("", ".cs")
 
-#: Launch defaults per record kind (tuned on the H200: data/h200/tuning-gather-v41.md).
+#: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweep at 256 x 2,048 tokens
+#: (data/h200/tuning-gather-v41.md).
 DEFAULT_CONFIG = {
-    "mxfp8": {"block_t": 8, "min_block_t": 4, "waves": 2, "num_warps": 4, "store_cache": ""},
+    "mxfp8": {"block_t": 4, "min_block_t": 2, "waves": 2, "num_warps": 2, "store_cache": "", "evict_first": True},
     "nvfp4": {
-        "block_t": 16,
-        "min_block_t": 4,
+        "block_t": 8,
+        "min_block_t": 2,
         "waves": 2,
         "num_warps": 4,
         "store_cache": "",
-        "decode": "bits",
+        "evict_first": True,
+        "decode": "half",
         "store": "packed",
     },
 }
@@ -92,6 +95,7 @@ def _gather_mxfp8_kernel(
     BLOCK_STRIDE: tl.constexpr,  # bytes between cache blocks (k_cache.stride(0))
     INTERLEAVED: tl.constexpr,  # vLLM >= 0.33: scales after each token's data; else after the page's data
     STORE_CACHE: tl.constexpr,  # "" or ".cs"
+    LOAD_EVICT: tl.constexpr,  # "evict_first" or "" (the records are read once)
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     HEAD_DIM: tl.constexpr,  # 512 fp8 bytes
@@ -135,7 +139,7 @@ def _gather_mxfp8_kernel(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
                 other=0,
-                eviction_policy="evict_first",
+                eviction_policy=LOAD_EVICT,
             )
             # vLLM's expressions: scale = exp2(s - 127) in fp32, value = fp32(fp8) * scale, one rounding.
             scale = tl.exp2(s.to(tl.float32) - SCALE_BIAS)
@@ -193,6 +197,7 @@ def _gather_nvfp4_kernel(
     DECODE: tl.constexpr,  # 0: vLLM's formula, 1: fp32 values from their bits, 2: through fp16
     STORE_PACKED: tl.constexpr,  # True: one int32 (two bf16) per packed byte; False: interleaved bf16 tile
     STORE_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     PACKED_BYTES: tl.constexpr,  # 256
@@ -235,7 +240,7 @@ def _gather_nvfp4_kernel(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
                 other=0,
-                eviction_policy="evict_first",
+                eviction_policy=LOAD_EVICT,
             ).to(tl.int32)
             scale = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)[:, :, None]
             lo_code = packed & 0xF  # even element
@@ -303,6 +308,8 @@ def check_config(kind: str, cfg: dict) -> None:
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
         raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")
+    if not isinstance(cfg["evict_first"], bool):
+        raise ValueError(f"evict_first must be true or false, got {cfg['evict_first']!r}")
     if cfg["store_cache"] not in STORE_CACHES:
         raise ValueError(f"store_cache must be one of {STORE_CACHES}, got {cfg['store_cache']!r}")
     if kind == "nvfp4":
@@ -434,6 +441,7 @@ def gather_v41_with(
         "INTERLEAVED": layout.interleaved,
         "BLOCK_T": launch.block_t,
         "STORE_CACHE": cfg["store_cache"],
+        "LOAD_EVICT": "evict_first" if cfg["evict_first"] else "",
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "num_warps": launch.num_warps,
     }
