@@ -45,7 +45,7 @@ def test_dispatcher_is_bitwise_the_reference_on_a_narrowed_table(record, interle
         {"decode": "bits", "store": "packed"},
         {"decode": "arith", "store": "interleave"},
         {"decode": "half", "store": "packed", "evict_first": False},
-        {"decode": "half", "store": "interleave", "store_cache": ".cs"},
+        {"decode": "half", "store": "interleave", "store_cache": ".cs", "scale_3d": True},
     ],
     ids=lambda s: "-".join(map(str, s.values())),
 )
@@ -58,7 +58,14 @@ def test_every_nvfp4_decode_and_store_in_the_gpu_launch_shape(settings):
 def test_mxfp8_in_the_gpu_launch_shape_with_partial_tiles(interleaved):
     sc = _scenario("mxfp8", interleaved, seq_len_max=37, window=21, offset=1)
     _assert_bitwise(
-        sc, fast_v41.gather_v41_with, interleaved=interleaved, plan="grid", block_t=8, num_warps=4, store_cache=".cs"
+        sc,
+        fast_v41.gather_v41_with,
+        interleaved=interleaved,
+        plan="grid",
+        block_t=8,
+        num_warps=4,
+        store_cache=".cs",
+        scale_3d=interleaved,
     )
 
 

@@ -60,6 +60,7 @@ MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
     **_grid("-keep", [(4, 1), (4, 2)], evict_first=False),
+    **_grid("-s3", [(2, 1), (4, 1), (4, 2), (8, 4)], scale_3d=True),
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -71,6 +72,8 @@ NVFP4_VARIANTS = {
     **_grid("-half-packed", [(4, 2), (8, 2), (8, 4)], decode="half", store="packed"),
     **_grid("-half-interleave-cs", [(4, 2), (8, 4)], decode="half", store="interleave", store_cache=".cs"),
     **_grid("-half-interleave-keep", [(4, 2), (8, 4)], decode="half", store="interleave", evict_first=False),
+    **_grid("-half-interleave-s3", [(4, 2), (8, 2), (8, 4)], decode="half", store="interleave", scale_3d=True),
+    **_grid("-half-packed-s3", [(8, 4)], decode="half", store="packed", scale_3d=True),
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),
 }

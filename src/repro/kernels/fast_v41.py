@@ -30,8 +30,8 @@ NVFP4 either interleaves the even/odd values into one bf16 tile (``store="interl
 each byte's two bf16 values into one int32 and stores those (``store="packed"``).
 
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
-``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint) and,
-for NVFP4, ``decode`` and ``store``;
+``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint),
+``scale_3d`` (the scales loaded in the values' layout) and, for NVFP4, ``decode`` and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -61,7 +61,15 @@ STORE_CACHES = ("", ".cs")
 #: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweep at 256 x 2,048 tokens
 #: (data/h200/tuning-gather-v41.md).
 DEFAULT_CONFIG = {
-    "mxfp8": {"block_t": 4, "min_block_t": 2, "waves": 2, "num_warps": 2, "store_cache": "", "evict_first": True},
+    "mxfp8": {
+        "block_t": 4,
+        "min_block_t": 2,
+        "waves": 2,
+        "num_warps": 2,
+        "store_cache": "",
+        "evict_first": True,
+        "scale_3d": False,
+    },
     "nvfp4": {
         "block_t": 8,
         "min_block_t": 2,
@@ -69,6 +77,7 @@ DEFAULT_CONFIG = {
         "num_warps": 4,
         "store_cache": "",
         "evict_first": True,
+        "scale_3d": False,
         "decode": "half",
         "store": "packed",
     },
@@ -96,6 +105,7 @@ def _gather_mxfp8_kernel(
     INTERLEAVED: tl.constexpr,  # vLLM >= 0.33: scales after each token's data; else after the page's data
     STORE_CACHE: tl.constexpr,  # "" or ".cs"
     LOAD_EVICT: tl.constexpr,  # "evict_first" or "" (the records are read once)
+    SCALE_3D: tl.constexpr,  # load the scales as [BLOCK_T, scales, 1] (True) or [BLOCK_T, scales]
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     HEAD_DIM: tl.constexpr,  # 512 fp8 bytes
@@ -134,7 +144,10 @@ def _gather_mxfp8_kernel(
                 data = block + slot * HEAD_DIM
                 scales_at = block + CACHE_BLOCK_SIZE * HEAD_DIM + slot * N_SCALES
 
-            s = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)
+            if SCALE_3D:  # loaded where the values are ([BLOCK_T, 16, 1]): no layout conversion
+                s = tl.load(scales_at[:, None, None] + g[None, :, None], mask=valid[:, None, None], other=0)
+            else:
+                s = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)[:, :, None]
             x = tl.load(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
@@ -143,7 +156,7 @@ def _gather_mxfp8_kernel(
             )
             # vLLM's expressions: scale = exp2(s - 127) in fp32, value = fp32(fp8) * scale, one rounding.
             scale = tl.exp2(s.to(tl.float32) - SCALE_BIAS)
-            vals = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
+            vals = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
 
             row = out_req + (offset + i).to(tl.int64) * out_stride1
             tl.store(row[:, None, None] + cols[None, :, :], vals, mask=valid[:, None, None], cache_modifier=STORE_CACHE)
@@ -198,6 +211,7 @@ def _gather_nvfp4_kernel(
     STORE_PACKED: tl.constexpr,  # True: one int32 (two bf16) per packed byte; False: interleaved bf16 tile
     STORE_CACHE: tl.constexpr,
     LOAD_EVICT: tl.constexpr,
+    SCALE_3D: tl.constexpr,
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
     PACKED_BYTES: tl.constexpr,  # 256
@@ -235,14 +249,17 @@ def _gather_nvfp4_kernel(
                 data = block + slot * PACKED_BYTES
                 scales_at = block + CACHE_BLOCK_SIZE * PACKED_BYTES + slot * N_SCALES
 
-            sf = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)
+            if SCALE_3D:
+                sf = tl.load(scales_at[:, None, None] + g[None, :, None], mask=valid[:, None, None], other=0)
+            else:
+                sf = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)[:, :, None]
             packed = tl.load(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
                 other=0,
                 eviction_policy=LOAD_EVICT,
             ).to(tl.int32)
-            scale = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)[:, :, None]
+            scale = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
             lo_code = packed & 0xF  # even element
             hi_code = (packed >> 4) & 0xF  # odd element
             if DECODE == 2:
@@ -308,8 +325,9 @@ def check_config(kind: str, cfg: dict) -> None:
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
         raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")
-    if not isinstance(cfg["evict_first"], bool):
-        raise ValueError(f"evict_first must be true or false, got {cfg['evict_first']!r}")
+    for key in ("evict_first", "scale_3d"):
+        if not isinstance(cfg[key], bool):
+            raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     if cfg["store_cache"] not in STORE_CACHES:
         raise ValueError(f"store_cache must be one of {STORE_CACHES}, got {cfg['store_cache']!r}")
     if kind == "nvfp4":
@@ -442,6 +460,7 @@ def gather_v41_with(
         "BLOCK_T": launch.block_t,
         "STORE_CACHE": cfg["store_cache"],
         "LOAD_EVICT": "evict_first" if cfg["evict_first"] else "",
+        "SCALE_3D": cfg["scale_3d"],
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "num_warps": launch.num_warps,
     }
