@@ -47,7 +47,8 @@ import torch
 import triton
 import triton.language as tl
 
-from repro.geometry.records import HEAD_DIM, UE8M0_BIAS, V4, RecordLayout, layout_for
+from repro.geometry.records import UE8M0_BIAS, V4, RecordLayout, layout_for
+from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
 
 #: Record kinds this module gathers, by ``k_cache.shape[-1]`` (vLLM's dispatch key).
@@ -88,6 +89,57 @@ INTERPRETER_MAX_BLOCK_T = 256
 MAX_GRID_Y = 65535
 
 
+@triton.jit
+def _request(b, seq_lens_ptr, gather_lens_ptr, HAS_GATHER_LENS: tl.constexpr):
+    """(gather_len, first gathered position) of request ``b``: vLLM's ``seq_len - gather_len``."""
+    seq_len = tl.load(seq_lens_ptr + b)
+    if HAS_GATHER_LENS:
+        gather_len = tl.load(gather_lens_ptr + b)
+    else:
+        gather_len = seq_len
+    return gather_len, seq_len - gather_len
+
+
+@triton.jit
+def _records(
+    i,
+    gather_len,
+    start,
+    table_row,
+    k_cache_ptr,
+    CACHE_BLOCK_SIZE: tl.constexpr,
+    BLOCK_STRIDE: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    DATA_BYTES: tl.constexpr,
+    SCALE_BYTES: tl.constexpr,
+):
+    """(valid, data pointers, scale pointers) of the gather indices ``i``: one block-table entry per token,
+    int64 block offsets, the layout's placement of the scales."""
+    valid = i < gather_len
+    pos = start + i
+    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
+    slot = pos % CACHE_BLOCK_SIZE
+    block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
+    if INTERLEAVED:
+        data = block + slot * (DATA_BYTES + SCALE_BYTES)
+        scales_at = data + DATA_BYTES
+    else:
+        data = block + slot * DATA_BYTES
+        scales_at = block + CACHE_BLOCK_SIZE * DATA_BYTES + slot * SCALE_BYTES
+    return valid, data, scales_at
+
+
+@triton.jit
+def _load_scales(scales_at, g, valid, SCALE_3D: tl.constexpr):
+    """The tile's scale bytes as ``[BLOCK_T, scales, 1]``: loaded in that shape (``SCALE_3D``), where the values
+    are, or as ``[BLOCK_T, scales]`` and expanded."""
+    if SCALE_3D:
+        s = tl.load(scales_at[:, None, None] + g[None, :, None], mask=valid[:, None, None], other=0)
+    else:
+        s = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)[:, :, None]
+    return s
+
+
 @triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
 def _gather_mxfp8_kernel(
     out_ptr,
@@ -115,12 +167,7 @@ def _gather_mxfp8_kernel(
 ):
     tile_id = tl.program_id(0)
     b = tl.program_id(1)
-    seq_len = tl.load(seq_lens_ptr + b)
-    if HAS_GATHER_LENS:
-        gather_len = tl.load(gather_lens_ptr + b)
-    else:
-        gather_len = seq_len
-    start = seq_len - gather_len
+    gather_len, start = _request(b, seq_lens_ptr, gather_lens_ptr, HAS_GATHER_LENS)
     table_row = block_table_ptr + b.to(tl.int64) * block_table_row_pitch
     out_req = out_ptr + b.to(tl.int64) * out_stride0
 
@@ -132,22 +179,19 @@ def _gather_mxfp8_kernel(
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
         if i0 < gather_len:
             i = i0 + t
-            valid = i < gather_len
-            pos = start + i
-            physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
-            slot = pos % CACHE_BLOCK_SIZE
-            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-            if INTERLEAVED:
-                data = block + slot * (HEAD_DIM + N_SCALES)
-                scales_at = data + HEAD_DIM
-            else:
-                data = block + slot * HEAD_DIM
-                scales_at = block + CACHE_BLOCK_SIZE * HEAD_DIM + slot * N_SCALES
-
-            if SCALE_3D:  # loaded where the values are ([BLOCK_T, 16, 1]): no layout conversion
-                s = tl.load(scales_at[:, None, None] + g[None, :, None], mask=valid[:, None, None], other=0)
-            else:
-                s = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)[:, :, None]
+            valid, data, scales_at = _records(
+                i,
+                gather_len,
+                start,
+                table_row,
+                k_cache_ptr,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                INTERLEAVED,
+                HEAD_DIM,
+                N_SCALES,
+            )
+            s = _load_scales(scales_at, g, valid, SCALE_3D)
             x = tl.load(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
@@ -220,12 +264,7 @@ def _gather_nvfp4_kernel(
 ):
     tile_id = tl.program_id(0)
     b = tl.program_id(1)
-    seq_len = tl.load(seq_lens_ptr + b)
-    if HAS_GATHER_LENS:
-        gather_len = tl.load(gather_lens_ptr + b)
-    else:
-        gather_len = seq_len
-    start = seq_len - gather_len
+    gather_len, start = _request(b, seq_lens_ptr, gather_lens_ptr, HAS_GATHER_LENS)
     table_row = block_table_ptr + b.to(tl.int64) * block_table_row_pitch
     out_req = out_ptr + b.to(tl.int64) * out_stride0
 
@@ -237,22 +276,19 @@ def _gather_nvfp4_kernel(
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
         if i0 < gather_len:
             i = i0 + t
-            valid = i < gather_len
-            pos = start + i
-            physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
-            slot = pos % CACHE_BLOCK_SIZE
-            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-            if INTERLEAVED:
-                data = block + slot * (PACKED_BYTES + N_SCALES)
-                scales_at = data + PACKED_BYTES
-            else:
-                data = block + slot * PACKED_BYTES
-                scales_at = block + CACHE_BLOCK_SIZE * PACKED_BYTES + slot * N_SCALES
-
-            if SCALE_3D:
-                sf = tl.load(scales_at[:, None, None] + g[None, :, None], mask=valid[:, None, None], other=0)
-            else:
-                sf = tl.load(scales_at[:, None] + g[None, :], mask=valid[:, None], other=0)[:, :, None]
+            valid, data, scales_at = _records(
+                i,
+                gather_len,
+                start,
+                table_row,
+                k_cache_ptr,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                INTERLEAVED,
+                PACKED_BYTES,
+                N_SCALES,
+            )
+            sf = _load_scales(scales_at, g, valid, SCALE_3D)
             packed = tl.load(
                 data[:, None, None] + cols[None, :, :],
                 mask=valid[:, None, None],
@@ -372,34 +408,9 @@ def check_v41_args(
     layout: RecordLayout,
 ) -> None:
     """Reject inputs the kernels would silently misread, naming the argument and what is accepted."""
-    if out.dtype != torch.bfloat16 or out.dim() != 3 or out.shape[-1] != HEAD_DIM or out.stride(-1) != 1:
-        raise ValueError(
-            f"out must be bf16 [num_reqs, max_tokens, {HEAD_DIM}] with unit last stride, "
-            f"got {out.dtype} {tuple(out.shape)} strides {out.stride()}"
-        )
-    if k_cache.dtype != torch.uint8 or k_cache.dim() != 3:
-        raise ValueError(f"k_cache must be uint8 [num_blocks, block_size, token_bytes], got {k_cache.dtype}")
-    if k_cache.stride(0) < layout.page_bytes(block_size):
-        raise ValueError(
-            f"k_cache.stride(0) = {k_cache.stride(0)} is smaller than block_size * {layout.token_bytes} = "
-            f"{layout.page_bytes(block_size)} bytes"
-        )
-    if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.stride(-1) != 1:
-        raise ValueError(
-            f"block_table must be int32 [num_reqs, max_blocks] with unit column stride, "
-            f"got {block_table.dtype} {tuple(block_table.shape)} strides {block_table.stride()}"
-        )
-    num_reqs = block_table.shape[0]
-    if seq_lens.dtype != torch.int32 or tuple(seq_lens.shape) != (num_reqs,):
-        raise ValueError(f"seq_lens must be int32 [{num_reqs}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
-    if gather_lens is not None and (gather_lens.dtype != torch.int32 or tuple(gather_lens.shape) != (num_reqs,)):
-        raise ValueError(
-            f"gather_lens must be None or int32 [{num_reqs}], got {gather_lens.dtype} {tuple(gather_lens.shape)}"
-        )
-    if out.shape[0] != num_reqs:
-        raise ValueError(f"out has {out.shape[0]} requests but block_table has {num_reqs}")
-    if block_size <= 0 or offset < 0 or offset > out.shape[1]:
-        raise ValueError(f"block_size must be positive and 0 <= offset <= out.shape[1]; got {block_size}, {offset}")
+    if k_cache.dim() != 3:
+        raise ValueError(f"k_cache must be uint8 [num_blocks, block_size, token_bytes], got {tuple(k_cache.shape)}")
+    check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, layout.token_bytes)
     if layout.kind == "nvfp4" and (out.stride(0) % 2 or out.stride(1) % 2 or out.data_ptr() % 4):
         raise ValueError(f"out must have even strides and a 4-byte aligned start for NVFP4, got {out.stride()}")
 

@@ -231,6 +231,20 @@ def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) 
     return run_isolated_case(case_command(arm, spec, checked), label, timeout_s, dict(os.environ))[0]
 
 
+def sweep_spec(cfg: MatrixConfig, record: str, interleaved: bool) -> ScenarioSpec:
+    """The sweep's scenario at one request (``replace`` sets the count and the sentinel mode)."""
+    return ScenarioSpec(
+        num_reqs=1,
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+        seed=cfg.seed,
+        max_reqs=max(cfg.request_counts),
+        device=cfg.device,
+        record=record,
+        interleaved=interleaved,
+    )
+
+
 def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Callable[[dict], None]) -> list[dict]:
     """The sweep of one arm; returns its rows (also emitted)."""
     rows = []
@@ -249,16 +263,7 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
     except Exception as exc:
         out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
-    spec0 = ScenarioSpec(
-        num_reqs=1,
-        block_size=cfg.block_size,
-        seq_len_max=cfg.seq_len_max,
-        seed=cfg.seed,
-        max_reqs=max(cfg.request_counts),
-        device=cfg.device,
-        record=arm.record,
-        interleaved=arm.interleaved,
-    )
+    spec0 = sweep_spec(cfg, arm.record, arm.interleaved)
     for mode in cfg.modes:
         isolated = []
         for n in cfg.request_counts:
@@ -369,16 +374,7 @@ def run_record_gather(
         block_size=cfg.block_size,
         seq_len_max=cfg.seq_len_max,
     )
-    spec0 = ScenarioSpec(
-        num_reqs=1,
-        block_size=cfg.block_size,
-        seq_len_max=cfg.seq_len_max,
-        seed=cfg.seed,
-        max_reqs=max(cfg.request_counts),
-        device=cfg.device,
-        record=record,
-        interleaved=interleaved,
-    )
+    spec0 = sweep_spec(cfg, record, interleaved)
     rows = []
     for mode in cfg.modes:
         for n in cfg.request_counts:
