@@ -176,3 +176,22 @@ def test_grid_plan_halves_the_tile_only_on_a_gpu_and_names_a_bad_plan():
     with pytest.raises(ValueError, match="plan"):
         fast_v41.plan_launch(3, 100, torch.device("cpu"), cfg, "persistent")
     assert layout_for("nvfp4", True).token_bytes in fast_v41.KIND_BY_TOKEN_BYTES
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("release, interleaved", [("0.33.0", True), ("0.31.0", False)])
+@pytest.mark.parametrize("record", ["mxfp8", "nvfp4"])
+def test_bitwise_equal_to_the_releases_patched_kernel(release, interleaved, record):
+    """vLLM's own V4.1 kernel (its wheel, through the module cache; downloaded if missing), PR #55109's row pitch
+    applied by the repository's patcher, called through the release's wrapper in the interpreter."""
+    from repro.evidence.records_perf import check_scenario, load_release_gather, run_out
+
+    theirs, why = load_release_gather(release, record, "cpu", download=True, interleaved=interleaved)
+    assert theirs is not None, why
+    sc = check_scenario(record, interleaved, "cpu", tiny=True)
+    assert sc.block_table.stride(0) > sc.block_table.shape[-1]
+    expected = run_out(theirs, sc)
+    assert compare_bitwise(expected, _reference(sc), sc) == (0, 0)
+    out = sc.fresh_out()
+    GATHERS[interleaved](*sc.args(out))
+    assert compare_bitwise(out, expected, sc) == (0, 0)
