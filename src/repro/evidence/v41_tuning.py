@@ -55,12 +55,12 @@ def _grid(prefix: str, tiles: list[tuple[int, int]], **settings) -> dict[str, di
 #: Launch variants swept at the largest request count (interleaved layout); names are table keys. The first
 #: H200 sweep (data/h200/tuning-gather-v41.md) found the small tiles fastest and, for NVFP4, the decode through
 #: fp16 far ahead of the others (the kernel is bound by its integer work there), the interleaved store ahead of
-#: the packed one at the same tile.
+#: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead.
 MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
     **_grid("-keep", [(4, 1), (4, 2)], evict_first=False),
-    **_grid("-s3", [(2, 1), (4, 1), (4, 2), (8, 4)], scale_3d=True),
+    **_grid("-s3", [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 4)], scale_3d=True),
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -72,7 +72,13 @@ NVFP4_VARIANTS = {
     **_grid("-half-packed", [(4, 2), (8, 2), (8, 4)], decode="half", store="packed"),
     **_grid("-half-interleave-cs", [(4, 2), (8, 4)], decode="half", store="interleave", store_cache=".cs"),
     **_grid("-half-interleave-keep", [(4, 2), (8, 4)], decode="half", store="interleave", evict_first=False),
-    **_grid("-half-interleave-s3", [(4, 2), (8, 2), (8, 4)], decode="half", store="interleave", scale_3d=True),
+    **_grid(
+        "-half-interleave-s3",
+        [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4)],
+        decode="half",
+        store="interleave",
+        scale_3d=True,
+    ),
     **_grid("-half-packed-s3", [(8, 4)], decode="half", store="packed", scale_3d=True),
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),

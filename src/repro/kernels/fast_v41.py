@@ -20,7 +20,7 @@ computed by the same arithmetic:
   and multiplies by ``scale * 2**14``. Every product is exact (at most 6 significant bits), so the three
   give the same fp32 product and the same bf16. On the H200 the NVFP4 gather is bound by this work, not
   by memory: at 256 x 2,048 tokens vLLM's formula costs 287-296 us, the fp32 bits 240-281, the fp16 route
-  183-211 (data/h200/tuning-gather-v41.md); ``"half"`` is the default.
+  178-240 (data/h200/tuning-gather-v41.md); ``"half"`` is the default.
 
 Design (GPU), as :mod:`repro.kernels.fast`: grid ``(cdiv(out.shape[1] - offset, BLOCK_T),
 num_reqs)``, one tile of ``BLOCK_T`` consecutive gather indices per program (halved down to
@@ -61,8 +61,9 @@ NVFP4_STORES = ("interleave", "packed")
 #: Cache modifiers for the output stores: the default write-back, or ``.cs`` (streaming, evict first).
 STORE_CACHES = ("", ".cs")
 
-#: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweep at 256 x 2,048 tokens
-#: (data/h200/tuning-gather-v41.md).
+#: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweeps at 256 x 2,048 tokens
+#: (data/h200/tuning-gather-v41.md): 4 tokens and 2 warps per program, the scales loaded where the values are,
+#: and for NVFP4 the decode through fp16 with the interleaved store.
 DEFAULT_CONFIG = {
     "mxfp8": {
         "block_t": 4,
@@ -71,18 +72,18 @@ DEFAULT_CONFIG = {
         "num_warps": 2,
         "store_cache": "",
         "evict_first": True,
-        "scale_3d": False,
+        "scale_3d": True,
     },
     "nvfp4": {
-        "block_t": 8,
+        "block_t": 4,
         "min_block_t": 2,
         "waves": 2,
-        "num_warps": 4,
+        "num_warps": 2,
         "store_cache": "",
         "evict_first": True,
-        "scale_3d": False,
+        "scale_3d": True,
         "decode": "half",
-        "store": "packed",
+        "store": "interleave",
     },
 }
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
