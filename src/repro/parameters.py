@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from repro.registry import RECORD_GATHERS
+
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
 MAX_REQUESTS = 256
@@ -147,6 +149,15 @@ SCHEMA: dict[str, Param] = {
         item_kind=str,
     ),
     "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
+    "record_gathers": Param(
+        list,
+        "[] (none) or distinct values drawn from "
+        + " and ".join(f"'{e.label}'" for e in RECORD_GATHERS.values())
+        + " (the repository's V4.1 gathers, run on the records of every release whose own gathers read their "
+        "page layout)",
+        lambda v: _distinct(v) and set(v) <= {e.label for e in RECORD_GATHERS.values()},
+        item_kind=str,
+    ),
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
     "bench_variants": Param(
         list,

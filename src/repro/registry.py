@@ -122,6 +122,49 @@ FAST = Implementation(
     _style(color="#e67e22", marker="D"),
     role=ROLE_OWN,
 )
+#: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
+#: signature of vLLM's V4.1 dispatcher, one per page layout. Not in notebook 02's V4 sweep; notebook 03 times
+#: them beside vLLM's V4.1 kernels and notebook 04 runs them on each release's records.
+FAST_V41 = Implementation(
+    "fast-v41",
+    "repro.kernels.fast_v41:dequantize_and_gather_k_cache",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (scales after each token, vLLM 0.33)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+FAST_V41_PAGE_SPLIT = Implementation(
+    "fast-v41-page-split",
+    "repro.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P", linestyle="--", markerfacecolor="none"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+#: The V4.1 gathers by the page layout they read (True: each token's scales after its data).
+RECORD_GATHERS: Mapping[bool, Implementation] = MappingProxyType({True: FAST_V41, False: FAST_V41_PAGE_SPLIT})
+
+
+def record_gather(label: str) -> Implementation:
+    """The V4.1 gather labelled ``label``."""
+    for entry in RECORD_GATHERS.values():
+        if entry.label == label:
+            return entry
+    known = ", ".join(e.label for e in RECORD_GATHERS.values())
+    raise KeyError(f"no V4.1 gather labelled {label!r}; known: {known}")
+
+
+def reads_interleaved(entry: Implementation) -> bool:
+    """The page layout a V4.1 gather reads."""
+    return next(k for k, v in RECORD_GATHERS.items() if v == entry)
+
+
 #: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
 RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"
 RESHAPE_VARIANTS = (RESHAPE_BUGGY, RESHAPE_FIXED)

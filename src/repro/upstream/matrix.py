@@ -232,6 +232,20 @@ def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) 
     return run_isolated_case(case_command(arm, spec, checked), label, timeout_s, dict(os.environ))[0]
 
 
+def sweep_spec(cfg: MatrixConfig, record: str, interleaved: bool) -> ScenarioSpec:
+    """The sweep's scenario at one request (``replace`` sets the count and the sentinel mode)."""
+    return ScenarioSpec(
+        num_reqs=1,
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+        seed=cfg.seed,
+        max_reqs=max(cfg.request_counts),
+        device=cfg.device,
+        record=record,
+        interleaved=interleaved,
+    )
+
+
 def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Callable[[dict], None]) -> list[dict]:
     """The sweep of one arm; returns its rows (also emitted)."""
     rows = []
@@ -250,16 +264,7 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
     except Exception as exc:
         out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
-    spec0 = ScenarioSpec(
-        num_reqs=1,
-        block_size=cfg.block_size,
-        seq_len_max=cfg.seq_len_max,
-        seed=cfg.seed,
-        max_reqs=max(cfg.request_counts),
-        device=cfg.device,
-        record=arm.record,
-        interleaved=arm.interleaved,
-    )
+    spec0 = sweep_spec(cfg, arm.record, arm.interleaved)
     for mode in cfg.modes:
         isolated = []
         for n in cfg.request_counts:
@@ -338,6 +343,47 @@ def run_matrix(
             rows = run_arm(p, arm, cfg, base, sink)
             done[key] = (arm.release, rows)
     return plans
+
+
+#: The ``variant`` of a repository gather's rows: it is under test on the release's records, not the release's code.
+UNDER_TEST = "under test"
+
+
+def record_layouts(plan: ReleasePlan) -> list[tuple[str, bool]]:
+    """(record, interleaved) of every V4.1 record the release's own gathers read, in discovery order."""
+    if plan.discovery is None:
+        return []
+    found = [(k.record, k.interleaved) for k in plan.discovery.kernels if k.record != "v4"]
+    return list(dict.fromkeys(found))
+
+
+def run_record_gather(
+    version: str, label: str, target: str, record: str, interleaved: bool, cfg: MatrixConfig
+) -> list[dict]:
+    """A repository gather (``"package.module:function"``, correct by its registry entry, so every case runs in
+    this process, bounds-checked in the interpreter) over the matrix's sweep on release ``version``'s
+    ``record`` pages: rows with :data:`ROW_COLUMNS`, ``variant`` :data:`UNDER_TEST`."""
+    from repro.evidence.cases import run_case
+
+    base = dict(
+        release=version,
+        kernel=label,
+        variant=UNDER_TEST,
+        record=record,
+        layout=_layout_word(record, interleaved),
+        how=f"this repository's {target}",
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+    )
+    spec0 = sweep_spec(cfg, record, interleaved)
+    rows = []
+    for mode in cfg.modes:
+        for n in cfg.request_counts:
+            spec = replace(spec0, num_reqs=n, mode=mode)
+            scenario = build_scenario(spec)
+            r = run_case(spec, target, cfg.interpreted, scenario, reference_for(scenario), cfg.timeout_s)
+            rows.append(row(**base, mode=mode, num_reqs=n, **_result_fields(r)))
+    return rows
 
 
 def write_rewrites(plans: list[ReleasePlan], folder: Path) -> list[Path]:

@@ -26,6 +26,8 @@ NOTEBOOK = "04-upstream-releases"
 MATRIX, INDEX, INVENTORY, CHECKS, WRITERS = (
     f"04-{n}" for n in ("release-matrix", "release-index", "kernel-inventory", "release-checks", "writer-checks")
 )
+#: The repository's V4.1 gathers on each release's records: the rows, and one check per (release, gather, record).
+RECORD_GATHER_ROWS, RECORD_GATHER_CHECKS = "04-record-gathers", "04-record-gather-checks"
 #: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
 #: so the CPU sweep is short; the GPU runs the full request range of PR #55109's test.
 SIZES = {
@@ -224,6 +226,42 @@ def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     pitched = verdicts_lib.pitched_kernels(inventory.frame() if inventory.rows else pd.DataFrame())
     ctx.session.record(CHECKS, verdicts_lib.check_rows(v, pitched, ctx.cfg.request_counts))
     return v, verdicts_lib.patch_effect(v)
+
+
+def record_gathers(ctx: Context) -> pd.DataFrame:
+    """Each gather named by ``record_gathers`` (registry labels) over the matrix's sweep on the V4.1 pages of
+    every release whose own gathers read that layout; one verdict and check per (release, gather, record)."""
+    from repro.registry import reads_interleaved, record_gather
+
+    table = ctx.session.table(RECORD_GATHER_ROWS)
+    entries = [record_gather(label) for label in ctx.session.params["record_gathers"]]
+    for p in ctx.plans:
+        for record, interleaved in mx.record_layouts(p):
+            for entry in entries:
+                if reads_interleaved(entry) != interleaved:
+                    continue
+                for r in mx.run_record_gather(p.version, entry.label, entry.target, record, interleaved, ctx.cfg):
+                    table.append(r)
+    frame = table.frame() if table.rows else pd.DataFrame(columns=mx.ROW_COLUMNS)
+    per_record = [
+        verdicts_lib.verdicts(g.drop(columns=["notebook"], errors="ignore")).assign(record=record)
+        for record, g in frame.groupby("record", sort=True)
+    ]
+    found = pd.concat(per_record, ignore_index=True) if per_record else verdicts_lib.verdicts(None)
+    for r in found.to_dict("records"):
+        ctx.session.table(RECORD_GATHER_CHECKS).append(
+            {
+                "check": "the repository's V4.1 gather is correct on the release's records",
+                "variant": r["kernel"],
+                "num_reqs": None,
+                "expected": "correct",
+                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                "ok": r["verdict"] == "correct",
+                "release": r["release"],
+                "record": r.get("record", ""),
+            }
+        )
+    return found
 
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
