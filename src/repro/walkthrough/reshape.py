@@ -18,11 +18,12 @@ from repro.analysis import reshape as rules
 from repro.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalogue, group_kernel_block_size
 from repro.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
 from repro.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 
-NOTEBOOK = "01-reshape-overrun"
-CHECKS = "01-reshape-checks"
-GROUPS = "01-reshape-groups"
+NOTEBOOK = Notebook.RESHAPE
+CHECKS = Table.RESHAPE_CHECKS
+GROUPS = Table.RESHAPE_GROUPS
 #: The cache whose numbers the PR reports and the uncompressed cache the sibling issue splits.
 REPORTED_CACHE = "C128A KV"
 SPLIT_CACHE = "SWA KV"
@@ -175,7 +176,7 @@ class ReshapeWalkthrough:
         """The notebook's facts for the report; the checks table to show."""
         b, f = self.plans["buggy"], self.fixed.plan
         self.session.write_facts(
-            "01-reshape",
+            Facts.RESHAPE,
             {
                 "error_text": self.buggy.error_text,
                 "identified_groups": self.matches,
