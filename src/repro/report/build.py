@@ -1,41 +1,41 @@
-"""``python -m repro report RUN_DIR``: figures, ``report.md`` and ``report.html`` from one loaded run."""
+"""``python -m repro report RUN_DIR``: the run analysed once, then figures, ``report.md``,
+``pr-comment.md`` and ``report.html`` drawn from that analysis."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-
 from repro.analysis.rundata import RunData
 from repro.report import plots
-from repro.report.blocks import outside_names
+from repro.report.analyse import analyse, draw
+from repro.report.comment import render_comment
 from repro.report.html import build_html
 from repro.report.markdown import render_comparison, render_markdown
 
+REPORT, COMMENT = "report.md", "pr-comment.md"
+
 
 def write_markdown(run: RunData) -> Path:
-    """Redraw every figure from the tables and write ``report.md``: all drawn and rendered in memory
+    """Redraw every figure and write ``report.md`` and ``pr-comment.md``: all drawn and rendered in memory
     first, so a table the report cannot use raises before any file of the folder is replaced. PNGs of
     figures no longer drawn are removed."""
-    figures = plots.draw_all(run, outside_names(run))
+    analysis = analyse(run)
+    figures = draw(analysis)
     try:
-        text = render_markdown(run, list(figures))
-        for name, fig in figures.items():
-            plots.save(fig, run.path, name)
+        text = render_markdown(analysis, figures)
+        comment = render_comment(analysis)
+        plots.save_all(figures, run.path)
     finally:
-        for fig in figures.values():
-            plt.close(fig)
-    for stale in (run.path / "plots").glob("*.png"):
-        if stale.stem not in figures:
-            stale.unlink()
-    md_path = run.path / "report.md"
+        plots.close_all(figures)
+    (run.path / COMMENT).write_text(comment)
+    md_path = run.path / REPORT
     md_path.write_text(text)
     return md_path
 
 
 def build_report(run: RunData, progress: bool = False, **engine) -> tuple[Path, Path]:
-    """Write the figures and ``report.md``, then ``report.html``; ``engine`` goes to papermill (the
-    command line's quiet kernel)."""
+    """Write the figures, ``report.md`` and ``pr-comment.md``, then ``report.html``; ``engine`` goes to
+    papermill (the command line's quiet kernel)."""
     return write_markdown(run), build_html(run, progress, **engine)
 
 

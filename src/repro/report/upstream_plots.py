@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from repro import registry
 from repro.analysis.performance import NO_COST_BAND
@@ -67,8 +68,6 @@ def jit_releases_figure(cumulative: pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(
         len(codes), ncols, figsize=(5.4 * ncols + 2.6, 3.2 * len(codes)), squeeze=False, sharex=True
     )
-    from matplotlib.ticker import MaxNLocator
-
     predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
     for row, code in zip(axes, codes):
         mine = cumulative[cumulative["code"] == code] if "code" in cumulative else cumulative
@@ -105,19 +104,3 @@ def jit_releases_figure(cumulative: pd.DataFrame) -> Figure:
         axes[0][1].set_title("Triton's own compile time, cumulative")
     fig.tight_layout()
     return fig
-
-
-def draw(tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
-    """Every vLLM-arm figure a run's tables allow, by name."""
-    from repro.analysis.jit import cumulative_by_width, split_by_code
-
-    figures: dict[str, Figure] = {}
-    med, rat = tables.get("03-vllm-medians"), tables.get("03-vllm-ratios")
-    if med is not None and rat is not None and len(med):
-        figures.update(cost_figures(med, rat))
-    jit = tables.get("03-jit-fingerprint")
-    if jit is not None and len(jit):
-        _, theirs = split_by_code(jit)
-        if len(theirs):
-            figures["03-jit-fingerprint-vllm"] = jit_releases_figure(cumulative_by_width(theirs, phase="inference"))
-    return figures
