@@ -10,7 +10,7 @@ import pytest
 
 from repro.analysis.compare import KEY, compare_runs, comparison_counts, comparison_summary
 from repro.analysis.rundata import RunData, load_run
-from repro.report.markdown import render_comparison
+from repro.report.comparison import render_comparison
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 

@@ -19,8 +19,9 @@ from repro.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report import plots
 from repro.report.blocks import outside_names
+from repro.report.comparison import render_comparison
 from repro.report.html import render_fragment
-from repro.report.markdown import render_comparison, render_markdown
+from repro.report.markdown import render_markdown
 
 pytestmark = pytest.mark.integration
 

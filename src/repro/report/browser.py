@@ -81,7 +81,7 @@ def find_browser() -> str:
 def github_page(markdown: str, base: Path, title: str) -> str:
     """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's,
     relative links resolved against ``base`` (the run folder, as in a repository view)."""
-    import cmarkgfm
+    import cmarkgfm  # lazy, with the line below: GitHub's renderer is a development extra
     from cmarkgfm.cmark import Options
 
     body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
@@ -154,7 +154,7 @@ def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> lis
     """Open a run folder's report.html and its report.md as GitHub renders it; screenshot each first screen
     into ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found."""
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # lazy: a development extra, and it may be missing
     except ImportError as exc:
         raise BrowserUnavailable(f"the playwright package is not installed ({exc}); pip install -e '.[dev]'") from None
     run_dir = Path(run_dir)

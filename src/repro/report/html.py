@@ -10,6 +10,8 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+import mistune
+
 from repro.analysis.rundata import RunData, RunFolderError, load_run
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.report import plots
@@ -60,8 +62,6 @@ PAGE = """<!DOCTYPE html>
 
 def _markdown(text: str) -> str:
     """The report's Markdown as HTML; the raw HTML in it (tables, figures, folds) is the renderers' own."""
-    import mistune  # with nbconvert's dependencies; only report.html needs it
-
     return mistune.create_markdown(escape=False)(text)
 
 
@@ -106,7 +106,7 @@ NO_RUN = (
 
 def display_report(run_dir: str | Path = "") -> None:
     """Show the report inside a notebook; with no ``run_dir``, the latest run's (or how to make one)."""
-    from IPython.display import HTML, Markdown, display
+    from IPython.display import HTML, Markdown, display  # lazy: only a notebook kernel shows the report
 
     try:
         run = resolve_run(run_dir)
@@ -122,7 +122,7 @@ def display_report(run_dir: str | Path = "") -> None:
 def build_html(run: RunData, progress: bool = False, **engine) -> Path:
     """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
     goes to papermill."""
-    import nbformat
+    import nbformat  # lazy, with the three below: the notebook machinery loads only to write report.html
     import papermill as pm
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor

@@ -20,7 +20,6 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from repro import registry
-from repro.analysis.performance import outside_arms
 from repro.report.model import Drawn
 
 #: Resolution of the PNGs written into a run folder and embedded in report.html.
@@ -207,8 +206,8 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
 
 
 def arm_style(label: str) -> dict:
-    """An arm's style; arms from outside this repository share the outside arm's."""
-    return dict(registry.OUTSIDE_ARM.style if outside_arms([label]) else registry.style(label))
+    """An arm's style from the registry (the outside arm's for a kernel named by ``reference_gather``)."""
+    return dict(registry.style(label))
 
 
 def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: bool = True) -> None:
@@ -259,12 +258,16 @@ def counts_by_request(
 
 
 def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
-    """Legend names of timed arms: the registry's display names, outside arms by their loaded name."""
-    outside = set(outside_arms(labels))
-    return {
-        label: (outside_names or {}).get(label, label) if label in outside else registry.arm(label).display
-        for label in labels
-    }
+    """Legend names of timed arms: outside arms by their loaded name (``outside_names``), the others by the
+    registry's display names (a label the registry does not know as itself)."""
+
+    def display(label: str) -> str:
+        try:
+            return registry.arm(label).display
+        except KeyError:
+            return label
+
+    return {label: (outside_names or {}).get(label) or display(label) for label in labels}
 
 
 def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> Figure:

@@ -60,34 +60,51 @@ def _cell_text(verdict: str) -> str:
 MATRIX_FONT_PT = 10
 
 
-def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> Figure:
-    """Rows are releases, columns kernels; each cell's left half is the kernel as released, its right half
-    with the row-pitch change, coloured by verdict class (the "Affected releases and kernels" table gives the
-    request counts). One panel, so its labels stay legible at a comment's width."""
+@dataclass(frozen=True)
+class ReleaseGrid:
+    """What the release-matrix figure draws: per variant, a release x kernel frame of verdict classes."""
+
+    releases: list[str]
+    kernels: list[str]
+    classes: dict[str, pd.DataFrame]  # variant -> release x kernel -> verdict class
+
+
+def release_grid(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> ReleaseGrid:
     shown = [v for v in variants if (verdict_frame["variant"] == v).any()] or list(variants[:1])
     kernels = sorted(k for k in verdict_frame["kernel"].unique() if k)
     releases = sorted(verdict_frame["release"].unique(), key=version_key)
-    grids = {
-        v: matrix_table(verdict_frame, v).reindex(index=releases, columns=kernels).fillna("")
-        if (verdict_frame["variant"] == v).any()
-        else pd.DataFrame("", index=releases, columns=kernels)
-        for v in shown
-    }
+    classes = {}
+    for v in shown:
+        grid = matrix_table(verdict_frame, v) if (verdict_frame["variant"] == v).any() else pd.DataFrame()
+        grid = grid.reindex(index=releases, columns=kernels).fillna("")
+        classes[v] = grid.map(lambda x: verdict_class(x) if x else "not present")
+    return ReleaseGrid(releases, kernels, classes)
+
+
+def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> Figure:
+    """The release matrix of a verdict table (:func:`draw_release_grid` of :func:`release_grid`)."""
+    return draw_release_grid(release_grid(verdict_frame, variants))
+
+
+def draw_release_grid(grid: ReleaseGrid) -> Figure:
+    """Rows are releases, columns kernels; each cell's left half is the kernel as released, its right half
+    with the row-pitch change, coloured by verdict class (the "Affected releases and kernels" table gives the
+    request counts). One panel, so its labels stay legible at a comment's width."""
+    releases, kernels, shown = grid.releases, grid.kernels, list(grid.classes)
     cell_w, cell_h = 0.55, 0.3
     fig, ax = plt.subplots(figsize=(1.2 + cell_w * max(1, len(kernels)), 1.6 + cell_h * len(releases)))
     half = 1 / len(shown)
     for i, release in enumerate(releases):
         for j, kernel in enumerate(kernels):
             for k, variant in enumerate(shown):
-                verdict = grids[variant].loc[release, kernel]
-                klass = verdict_class(verdict) if verdict else "not present"
+                klass = grid.classes[variant].loc[release, kernel]
                 ax.add_patch(
                     plt.Rectangle(
                         (j + k * half, i),
                         half,
                         1,
                         facecolor=COLOURS[klass],
-                        edgecolor="#ffffff",
+                        edgecolor="#999999" if klass == "not run" else "#ffffff",  # the hatch's colour
                         lw=0.6,
                         hatch="//" if klass == "not run" else None,
                     )
@@ -100,12 +117,10 @@ def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("re
     ax.set_yticks([i + 0.5 for i in range(len(releases))])
     ax.set_yticklabels(releases, fontsize=MATRIX_FONT_PT)
     ax.tick_params(length=0)
-    ax.set_title(
-        "vLLM: " + " | ".join(("as released" if v == "released" else "+ PR #55109") for v in shown),
-        fontsize=MATRIX_FONT_PT,
-        loc="left",
-    )
-    used = {verdict_class(x) if x else "not present" for g in grids.values() for x in g.to_numpy().ravel()}
+    words = {"released": "as released", "patched": "with PR #55109"}
+    halves = ("left half: ", "right half: ") if len(shown) == 2 else ("",)
+    ax.set_title(", ".join(h + words.get(v, v) for h, v in zip(halves, shown)), fontsize=MATRIX_FONT_PT, loc="left")
+    used = {x for g in grid.classes.values() for x in g.to_numpy().ravel()}
     handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k in used]
     # above the panel: below it would run into the rotated kernel names
     fig.legend(

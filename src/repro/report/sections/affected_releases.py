@@ -18,7 +18,7 @@ COMMENT_ROWS = 8
 
 @dataclass(frozen=True)
 class Affected:
-    verdicts: pd.DataFrame  # release x kernel x variant, completed with "not present"
+    grid: releases.ReleaseGrid  # what the figure draws
     table: pd.DataFrame  # one row per kernel and run of releases with the same outcome
     counts: dict[str, int]  # (release, kernel) pairs per patch effect
 
@@ -29,12 +29,12 @@ def derive(c: Common) -> Affected | None:
         return None
     v = complete_matrix(verdicts(matrix))
     table, counts = releases.affected_table(v)
-    return Affected(v, table, counts)
+    return Affected(releases.release_grid(v), table, counts)
 
 
 def figures(d: Affected, c: Common) -> list[Drawn]:
     caption = "vLLM releases x kernels: as released (left half) and with the row-pitch change (right half)"
-    return [Drawn(FIGURE, caption, releases.release_matrix(d.verdicts))]
+    return [Drawn(FIGURE, caption, releases.draw_release_grid(d.grid))]
 
 
 MARKDOWN = """

@@ -3,6 +3,7 @@ per case, under compute-sanitizer memcheck and in the bounds-checked interpreter
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -32,7 +33,7 @@ class Gather:
     chart: str  # the sweep as a Mermaid xychart (the PR comment)
 
 
-def variant_order(labels) -> list[str]:
+def variant_order(labels: Iterable[str]) -> list[str]:
     known = [e.label for e in registry.IMPLEMENTATIONS]
     return sorted(labels, key=lambda v: known.index(v) if v in known else len(known))
 

@@ -9,7 +9,7 @@ import pandas as pd
 from repro import registry
 from repro.analysis import gather, performance
 from repro.analysis.checks import truthy
-from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, Behaviour, describe
+from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe
 from repro.report.model import Common, Section
 from repro.report.sections.fix_cost import BANDWIDTH
 from repro.tables import Table
@@ -19,7 +19,7 @@ from repro.tables import Table
 class Fast:
     name: str
     target: str
-    behaviour: Behaviour | None  # in notebook 02's sweep
+    behaviour: str  # what it did in notebook 02's sweep ("" when not in it)
     contiguous: tuple[int, int] | None  # (bitwise equal, cases) on vLLM's own contiguous cases
     memcheck: str
     facts: dict | None  # notebook 03's headline figures (timed runs)
@@ -52,7 +52,7 @@ def derive(c: Common) -> Fast | None:
     return Fast(
         own[0].display,
         own[0].target,
-        behaviour,
+        describe(behaviour) if behaviour is not None else "",
         contiguous,
         memcheck or "",
         performance.headline(med, rat, c.arm_prose) if timed else None,
@@ -69,7 +69,7 @@ BUG_RESHAPE contains it; it shows how far a gather can get toward the copy ceili
 its cost.
 {% if d.behaviour %}
 
-Correctness: it {{ describe(d.behaviour) }}
+Correctness: it {{ d.behaviour }}
 {%- if d.contiguous %}; is bitwise equal on {{ d.contiguous[0] }} of {{ d.contiguous[1] }} of vLLM's own contiguous
 cases{% endif %}
 {%- if d.memcheck %}; memcheck: {{ d.memcheck }}{% endif %}.
@@ -85,4 +85,4 @@ cases{% endif %}
 """.replace("BUG_GATHER", BUG_GATHER).replace("BUG_RESHAPE", BUG_RESHAPE)
 
 
-SECTION = Section("gather_fast", derive, MARKDOWN, helpers={"describe": describe, "bandwidth": BANDWIDTH})
+SECTION = Section("gather_fast", derive, MARKDOWN, helpers={"bandwidth": BANDWIDTH})

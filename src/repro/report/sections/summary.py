@@ -12,7 +12,7 @@ from repro.analysis import upstream_cost
 from repro.analysis.checks import truthy
 from repro.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
 from repro.analysis.reshape import SPLIT_CHECK
-from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, Behaviour, describe
+from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe
 from repro.report.model import Common, Section
 from repro.tables import Facts, Table
 
@@ -35,10 +35,12 @@ class Reshape:
 
 @dataclass(frozen=True)
 class Gather:
+    """What each kernel did over the sweep, in :func:`repro.analysis.verdict.describe`'s words."""
+
     outcomes: str
-    bug: Behaviour | None
-    fix: Behaviour | None
-    under_test: tuple[str, Behaviour] | None  # (loaded name, behaviour)
+    bug: str
+    fix: str
+    under_test: tuple[str, str] | None  # (loaded name, what it did)
 
 
 @dataclass(frozen=True)
@@ -125,11 +127,12 @@ def _gather(c: Common) -> Gather | None:
     target = str(sweep[sweep["variant"] == registry.UNDER_TEST_LABEL]["implementation"].iloc[0]) if under else ""
     name = c.names.get("implementation", f"`{target}`")
     outside = under is not None and target not in registry.builtin_targets()
+    bug, fix = roles.get(registry.ROLE_BUG), roles.get(registry.ROLE_FIX)
     return Gather(
         outcomes=_outcomes(c, BUG_GATHER),
-        bug=roles.get(registry.ROLE_BUG),
-        fix=roles.get(registry.ROLE_FIX),
-        under_test=(name, under) if outside else None,
+        bug=describe(bug) if bug else "",
+        fix=describe(fix) if fix else "",
+        under_test=(name, describe(under)) if outside and under else None,
     )
 
 
@@ -230,9 +233,9 @@ split into smaller kernel blocks | shown
 {% endif %}
 {% if d.gather %}{% set g = d.gather %}
 {{ row }}BUG_GATHER strided block-table gather (`_dequantize_and_gather_k_kernel`) |
-{% if g.under_test %}{{ g.under_test[0] }} {{ describe(g.under_test[1]) }}; {% endif %}
-{% if g.bug %}the kernel as before the fix (row pitch `shape[-1]`) {{ describe(g.bug) }}{% endif %}
-{% if g.fix %}; with the fix (`stride(0)`) it {{ describe(g.fix) }}{% endif %} | {{ g.outcomes }}
+{% if g.under_test %}{{ g.under_test[0] }} {{ g.under_test[1] }}; {% endif %}
+{% if g.bug %}the kernel as before the fix (row pitch `shape[-1]`) {{ g.bug }}{% endif %}
+{% if g.fix %}; with the fix (`stride(0)`) it {{ g.fix }}{% endif %} | {{ g.outcomes }}
 {% endif %}
 {% if d.releases %}{% set s = d.releases %}
 {{ row }}BUG_GATHER in vLLM {{ s.first }} .. {{ s.last }} |
@@ -241,7 +244,7 @@ are wrong or fault ({{ s.faulting }} fault); with the PR's row pitch {{ s.fixed 
 correct | {{ s.outcomes }}
 {% endif %}
 {% for k in d.costs %}
-{{ row }}cost of the fix on {{ k.kernel }} |
+{{ row }}cost of the fix (BUG_GATHER) on {{ k.kernel }} |
 {% if k.skipped %}{{ k.skipped }} | not measured{% else %}
 CUDA-graph replays on {{ d.device }}: {{ "%.3f" % k.low }}-{{ "%.3f" % k.high }}x its time on a contiguous table at
 {{ k.points }} shapes; `.contiguous()` before the launch instead adds a median {{ "%.1f" % (100 * (k.copy - 1)) }}% |
@@ -307,4 +310,4 @@ def run_line(c: Common) -> str:
     return ", ".join(parts) + "."
 
 
-SECTION = Section("summary", derive, MARKDOWN, COMMENT, helpers={"describe": describe})
+SECTION = Section("summary", derive, MARKDOWN, COMMENT)
