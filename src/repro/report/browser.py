@@ -26,6 +26,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 VIEWPORT = {"width": 1280, "height": 900}
 #: Width of a pull-request comment's body on github.com at that window width (CSS pixels).
 GITHUB_COLUMN_PX = 760
+#: The comment body's padding on each side: an image is at most the column less twice this wide.
+GITHUB_PADDING_PX = 16
 SCREENSHOTS = "screenshots"
 
 #: GitHub's rules for rendered Markdown that decide widths and the first screen (its markdown-body styles).
@@ -34,8 +36,8 @@ body {{ margin: 0; background: #fff; }}
 .comment {{ width: {GITHUB_COLUMN_PX}px; margin: 24px auto; border: 1px solid #d1d9e0; border-radius: 6px; }}
 .comment-header {{ background: #f6f8fa; border-bottom: 1px solid #d1d9e0; padding: 8px 16px; font: 14px sans-serif;
   color: #59636e; }}
-.markdown-body {{ padding: 16px; font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial,
-  sans-serif; color: #1f2328; word-wrap: break-word; }}
+.markdown-body {{ padding: {GITHUB_PADDING_PX}px; font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica,
+  Arial, sans-serif; color: #1f2328; word-wrap: break-word; }}
 .markdown-body h1 {{ font-size: 2em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;
   margin: .67em 0 16px; line-height: 1.25; }}
 .markdown-body h2 {{ font-size: 1.5em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;

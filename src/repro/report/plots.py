@@ -58,9 +58,9 @@ def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
 
 
 def _legend_under(ax) -> None:
-    """A panel's own legend, under its axis labels (panels whose variants group differently)."""
-    legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=8, frameon=False, ncol=1)
-    legend.set_in_layout(False)  # outside the axes: the saved PNG's tight box takes it in, the layout does not
+    """A panel's own legend, under its axis labels (panels whose variants group differently). It stays in the
+    figure's layout, so every tight crop keeps it: JupyterLab's inline display crops without extra artists."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False, ncol=1)
 
 
 def _legend_right(ax) -> None:
@@ -132,7 +132,9 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
     variants with identical results share one line."""
     modes = list(dict.fromkeys(frame["mode"]))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
+    )
     f = frame.assign(
         fraction=(frame["mismatched_tokens"].astype(float) / frame["total_tokens"].astype(float)).where(
             frame["status"] == "ok"
@@ -160,7 +162,6 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     for ax in axes[0]:
         _legend_under(ax)
     fig.suptitle("Gather through a column-narrowed block table")
-    fig.tight_layout()
     return fig
 
 
@@ -169,7 +170,9 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
     with identical counts share one line, and an in-range panel says what memcheck cannot see."""
     modes = list(dict.fromkeys(san["mode"]))
     s = san.assign(errors=san["error_count"].astype(float).fillna(0))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
+    )
     for ax, mode in zip(axes[0], modes):
         sub = s[s["mode"] == mode]
         for labels, g in _identical_groups(sub, "variant", "num_reqs", ["errors"]):
@@ -201,7 +204,6 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
         ax.set_ylim(-0.3, ticks[-1] * 1.5)
     axes[0][0].set_ylabel("memcheck errors")
     fig.suptitle("compute-sanitizer memcheck, one process per case")
-    fig.tight_layout()
     return fig
 
 
