@@ -6,11 +6,14 @@ The browser check (:mod:`repro.report.browser`) also parses and draws every bloc
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
 #: The diagram keyword GitHub's Mermaid understands for line and bar charts.
 KIND = "xychart-beta"
+#: Mermaid draws a chart 700 px wide and never wraps its title: a longer one is cut off at the edges.
+TITLE_CHARS = 72
 SERIES = ("bar", "line")
 _QUOTED = r'"[^"\n]*"'
 _NUMBER = r"-?\d+(?:\.\d+)?"
@@ -41,10 +44,14 @@ def xychart(
     y_label: str,
     y_range: tuple[float, float],
     series: Sequence[tuple[str, Sequence[float]]],
+    colours: Sequence[str] = (),
 ) -> str:
-    """An ``xychart-beta`` over categorical x values; ``series`` is ``(bar|line, values)`` per series (Mermaid
-    draws no legend: say in ``title`` which series is which)."""
-    lines = [
+    """An ``xychart-beta`` over categorical x values; ``series`` is ``(bar|line, values)`` per series, drawn
+    in ``colours`` (an init directive; Mermaid draws no legend: say in ``title`` which series is which)."""
+    if len(title) > TITLE_CHARS:
+        raise ValueError(f"title of {len(title)} characters; Mermaid shows {TITLE_CHARS} in a 700-px chart: {title!r}")
+    lines = [f"%%{{init: {json.dumps(_palette(colours))}}}%%"] if colours else []
+    lines += [
         KIND,
         f"    title {_quote(title)}",
         f"    x-axis {_quote(x_label)} [{', '.join(_quote(c) for c in categories)}]",
@@ -61,6 +68,13 @@ def xychart(
     return text
 
 
+def _palette(colours: Sequence[str]) -> dict:
+    for c in colours:
+        if not re.fullmatch(r"#[0-9a-fA-F]{6}", c):
+            raise ValueError(f"colour {c!r} is not #rrggbb")
+    return {"themeVariables": {"xyChart": {"plotColorPalette": ", ".join(colours)}}}
+
+
 def _items(listed: str) -> list[str]:
     return [item.strip() for item in re.findall(rf"{_NUMBER}|{_QUOTED}", listed)]
 
@@ -69,9 +83,19 @@ def check_xychart(text: str) -> list[str]:
     """What is wrong with an ``xychart-beta`` block (empty when it is well formed): the keyword first, one
     title and one of each axis, series of numbers as long as the x axis, values inside the y range."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    problems: list[str] = []
+    if lines and lines[0].startswith("%%{init:"):
+        directive = re.fullmatch(r"%%\{init: (\{.*\})\}%%", lines[0])
+        try:
+            config = json.loads(directive[1]) if directive else None
+        except json.JSONDecodeError:
+            config = None
+        if not isinstance(config, dict):
+            problems.append(f"the init directive is not %%{{init: <JSON object>}}%%: {lines[0]!r}")
+        lines = lines[1:]
     if not lines or lines[0] != KIND:
-        return [f"the first line is {lines[0] if lines else ''!r}, not {KIND!r}"]
-    problems, seen, categories, y_range, series = [], [], None, None, []
+        return [*problems, f"the first line is {lines[0] if lines else ''!r}, not {KIND!r}"]
+    seen, categories, y_range, series = [], None, None, []
     for number, line in enumerate(lines[1:], start=2):
         word = line.split(" ", 1)[0]
         pattern = _LINES.get(word)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from repro import registry
 from repro.analysis import performance
 from repro.analysis.verdict import BUG_GATHER
 from repro.report import mermaid, plots
@@ -41,12 +42,13 @@ def _chart(ratios: pd.DataFrame) -> str:
     top = math.ceil(max(1.1, float(copy.max()), float(fix.max())) * 10) / 10
     bottom = math.floor(min(0.9, float(fix.min()), float(copy.min())) * 10) / 10
     return mermaid.xychart(
-        f"Time over the contiguous table's, CUDA graphs, {longest} tokens (bars: .contiguous() first, line: the fix)",
+        f"Time / contiguous table's, {longest} tokens (bars: .contiguous(), line: fix)",
         "requests",
         [str(int(n)) for n in g["num_reqs"]],
         "time ratio",
         (bottom, top),
         [("bar", [round(float(v), 3) for v in copy]), ("line", [round(float(v), 3) for v in fix])],
+        [registry.CONTIGUOUS_COPY.style["color"], registry.FIXED.style["color"]],
     )
 
 

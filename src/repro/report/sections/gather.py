@@ -68,10 +68,11 @@ def _chart(sweep: pd.DataFrame) -> str:
     rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == "ok")]
     share = 100 * pd.to_numeric(rows["mismatched_tokens"]) / pd.to_numeric(rows["total_tokens"])
     table = rows.assign(share=share).pivot_table(index="num_reqs", columns="variant", values="share", aggfunc="first")
-    series = []
-    for label, kind in ((registry.BUGGY.label, "bar"), (registry.FIXED.label, "line")):
-        if label in table:
-            series.append((kind, [round(float(v), 1) for v in table[label]]))
+    series, colours = [], []
+    for entry, kind in ((registry.BUGGY, "bar"), (registry.FIXED, "line")):
+        if entry.label in table:
+            series.append((kind, [round(float(v), 1) for v in table[entry.label]]))
+            colours.append(entry.style["color"])
     if not series:
         return ""
     return mermaid.xychart(
@@ -81,6 +82,7 @@ def _chart(sweep: pd.DataFrame) -> str:
         "% wrong",
         (0, 100),
         series,
+        colours,
     )
 
 

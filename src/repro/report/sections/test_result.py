@@ -139,51 +139,58 @@ TEMPLATE = """
 {% macro same(a, b, comparable=True) %}{{ ("yes" if a == b else "no") if comparable else "other pool" }}{% endmacro %}
 {% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
 ### What the pull requests quote, and this run
-
-{% call grid("PR", "figure", "the PR quotes", "this run", "equal") %}
 {% if d.reshape %}{% set r = d.reshape %}{% set p = r.pr %}{% set eq = r.same_pool %}
-{{ row }}BUG_RESHAPE | `as_strided` sizes | `{{ p.sizes }}` | `{{ r.sizes }}` ({{ r.group }}) |
+
+#### BUG_RESHAPE
+
+{% call grid("figure", "the PR quotes", "this run", "equal") %}
+{{ row }}`as_strided` sizes | `{{ p.sizes }}` | `{{ r.sizes }}` ({{ r.group }}) |
 {{ same(p.sizes | string, r.sizes, eq) }}
-{{ row }}BUG_RESHAPE | `as_strided` strides | `{{ p.strides }}` | `{{ r.strides }}` |
+{{ row }}`as_strided` strides | `{{ p.strides }}` | `{{ r.strides }}` |
 {{ same(p.strides | string, r.strides, eq) }}
-{{ row }}BUG_RESHAPE | storage the view requires (bytes) | {{ p.required_bytes | thousands }} |
+{{ row }}storage the view requires (bytes) | {{ p.required_bytes | thousands }} |
 {{ r.required | thousands }} | {{ same(p.required_bytes, r.required, eq) }}
-{{ row }}BUG_RESHAPE | storage available (bytes) | {{ p.available_bytes | thousands }} | {{ r.pool | thousands }}
+{{ row }}storage available (bytes) | {{ p.available_bytes | thousands }} | {{ r.pool | thousands }}
 | {{ same(p.available_bytes, r.pool) }}
-{{ row }}BUG_RESHAPE | kernel blocks per block, buggy / fixed | {{ p.buggy_blocks_per_kv_block }} /
+{{ row }}kernel blocks per block, buggy / fixed | {{ p.buggy_blocks_per_kv_block }} /
 {{ p.fixed_blocks_per_kv_block }} | {{ r.blocks }} / {{ r.fixed_blocks }}
 | {{ same([p.buggy_blocks_per_kv_block, p.fixed_blocks_per_kv_block], [r.blocks, r.fixed_blocks], eq) }}
-{{ row }}BUG_RESHAPE | storage the fixed view requires (bytes) | {{ p.fixed_required_bytes | thousands }} |
+{{ row }}storage the fixed view requires (bytes) | {{ p.fixed_required_bytes | thousands }} |
 {{ r.fixed_required | thousands }} | {{ same(p.fixed_required_bytes, r.fixed_required, eq) }}
-{{ row }}BUG_RESHAPE | the error | `RuntimeError: setStorage: ... out of bounds` |
+{{ row }}the error | `RuntimeError: setStorage: ... out of bounds` |
 {% if r.raised %}PyTorch raised it: `{{ r.raised | short(90) }}`{% else %}not raised{% endif %} |
 {{ same(True, r.raised != "" and (r.required | string) in r.raised and (r.pool | string) in r.raised) }}
+{% endcall %}
 {% endif %}
 {% if d.gather %}{% set g = d.gather %}{% set p = g.pr %}
-{{ row }}BUG_GATHER | requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
+
+#### BUG_GATHER
+
+{% call grid("figure", "the PR quotes", "this run", "equal") %}
+{{ row }}requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
 {{ counts(g.correct_at) }} | {{ same(p.buggy_passes_at, g.correct_at | list) }}
-{{ row }}BUG_GATHER | requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
+{{ row }}requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
 | {{ same(p.buggy_fails_at, g.wrong_at | list) }}
-{{ row }}BUG_GATHER | requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
+{{ row }}requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
 {{ counts(g.fixed_correct_at) }} | {{ same(p.fixed_passes_at, g.fixed_correct_at | list) }}
-{{ row }}BUG_GATHER | the error | `{{ g.error }}` |
+{{ row }}the error | `{{ g.error }}` |
 {% if g.fault %}`{{ g.fault | short(90) }}`{% else %}no process faulted (on the CPU the bounds-checked interpreter
 flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fault else "not comparable" }}
 {% if g.memcheck_bug %}
-{{ row }}BUG_GATHER | compute-sanitizer memcheck errors, kernel before the fix |
+{{ row }}compute-sanitizer memcheck errors, kernel before the fix |
 {{ p.sanitizer_errors_buggy_a100 | thousands }} (A100) | {{ g.memcheck_bug[0] | thousands }} in
 {{ g.memcheck_bug[1] }} of {{ g.memcheck_bug[2] }} cases (this run's device and sizes) |
 {{ "invalid accesses in both" if g.memcheck_bug[0] and p.sanitizer_errors_buggy_a100 else "no" }}
-{{ row }}BUG_GATHER | memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
+{{ row }}memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
 {{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }}
 {% endif %}
 {% if g.jit %}
-{{ row }}BUG_GATHER | the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | {{ g.jit[0] }}'s
+{{ row }}the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | {{ g.jit[0] }}'s
 `{{ g.jit[1] }}` compiled {{ g.jit[2] }} times for {{ g.jit[3] }} narrowed widths after the warm-up |
 {{ same(True, g.jit[2] > 0) }}
 {% endif %}
-{% endif %}
 {% endcall %}
+{% endif %}
 """.replace("BUG_RESHAPE", BUG_RESHAPE).replace("BUG_GATHER", BUG_GATHER)
 
 MARKDOWN = "## Test Result\n" + TEMPLATE
