@@ -130,15 +130,18 @@ def _gather(c: Common) -> GatherFigures | None:
     )
 
 
-def derive(c: Common) -> Figures | None:
-    figures = Figures(_reshape(c), _gather(c))
-    return figures if figures.reshape or figures.gather else None
+def derive(c: Common) -> Figures:
+    """The PRs' figures beside this run's; both parts ``None`` for a run of neither notebook 01 nor 02 (the
+    section then holds only the heading the checks sit under)."""
+    return Figures(_reshape(c), _gather(c))
 
 
 TEMPLATE = """
 {% macro same(a, b, comparable=True) %}{{ ("yes" if a == b else "no") if comparable else "other pool" }}{% endmacro %}
 {% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
+{% if d.reshape or d.gather %}
 ### What the pull requests quote, and this run
+{% endif %}
 {% if d.reshape %}{% set r = d.reshape %}{% set p = r.pr %}{% set eq = r.same_pool %}
 
 #### BUG_RESHAPE
