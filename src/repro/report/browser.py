@@ -257,11 +257,11 @@ def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> lis
                 page.screenshot(path=str(shot))
                 check = _judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"], comment)
                 check.charts = [d["kind"] for d in drawn if d["ok"]]
-                check.problems += [
-                    f"{name}: Mermaid cannot draw chart {k + 1}: {d['error']}"
-                    for k, d in enumerate(drawn)
-                    if not d["ok"]
-                ]
+                for k, d in enumerate(drawn):
+                    if not d["ok"]:
+                        check.problems.append(f"{name}: Mermaid cannot draw chart {k + 1}: {d['error']}")
+                    elif d["cut"]:
+                        check.problems.append(f"{name}: chart {k + 1} cuts off its text: {d['cut']}")
                 checks.append(check)
         finally:
             browser.close()
