@@ -17,6 +17,7 @@ from repro.analysis import gather, performance, reshape
 from repro.analysis.checks import truthy
 from repro.analysis.rundata import load_run
 from repro.registry import expectation
+from repro.report.build import render_run
 from repro.report.comparison import render_comparison
 from repro.report.html import render_fragment
 
