@@ -148,7 +148,7 @@ def test_a_section_is_one_module_plugged_in_with_one_line(monkeypatch, rendered)
     run, _, _, _ = rendered
     marker = Section("marker", lambda c: c.run.name, "## A section of another notebook\n\nRun `{{ d }}`.")
     sections = list(report_sections.SECTIONS)
-    sections.insert(sections.index(report_sections.test_plan.SECTION), marker)
+    sections.insert(sections.index(report_sections.plan.SECTION), marker)
     monkeypatch.setattr(report_sections, "SECTIONS", sections)
     md = _md(run)
     assert md.index("## A section of another notebook") < md.index("## Test Plan")

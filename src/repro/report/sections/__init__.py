@@ -18,18 +18,18 @@ from repro.report.sections import (
     gather,
     gather_fast,
     jit,
+    plan,
     raw_data,
     reshape,
+    results,
     summary,
-    test_plan,
-    test_result,
     vllm_kernel,
 )
 
 SECTIONS: list[Section] = [
     summary.SECTION,
-    test_plan.SECTION,
-    test_result.SECTION,
+    plan.SECTION,
+    results.SECTION,
     checks.SECTION,
     reshape.SECTION,
     gather.SECTION,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from repro import registry
 from repro.analysis import reshape
 from repro.analysis.verdict import BUG_RESHAPE
 from repro.report import plots
@@ -20,6 +21,29 @@ class Reshape:
     error: str
     groups: pd.DataFrame | None  # the per-variant rows (for the figure)
     summary: pd.DataFrame | None  # one row per cache group
+
+
+@dataclass(frozen=True)
+class ReportedGroup:
+    """The cache group PR #43988's error identifies (the most over-asked one when it names none or several):
+    its buggy and fixed rows of the per-group table, and every group's fixed row."""
+
+    name: str
+    buggy: pd.Series
+    fixed: pd.Series
+    all_fixed: pd.DataFrame
+
+
+def reported_group(c: Common) -> ReportedGroup | None:
+    groups = c.run.table(Table.RESHAPE_GROUPS)
+    if groups is None or not len(groups):
+        return None
+    named = c.run.facts.get(Facts.RESHAPE, {}).get("identified_groups") or []
+    buggy = groups[groups["variant"] == registry.RESHAPE_BUGGY]
+    fixed = groups[groups["variant"] == registry.RESHAPE_FIXED]
+    name = named[0] if len(named) == 1 else str(buggy.loc[pd.to_numeric(buggy["overrun"]).idxmax(), "cache group"])
+    row = buggy[buggy["cache group"] == name].iloc[0]
+    return ReportedGroup(name, row, fixed[fixed["cache group"] == name].iloc[0], fixed)
 
 
 def derive(c: Common) -> Reshape | None:

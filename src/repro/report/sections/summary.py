@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
-
 from repro import registry
 from repro.analysis import upstream_cost
 from repro.analysis.checks import truthy
@@ -14,6 +12,7 @@ from repro.analysis.releases import complete_matrix, patch_effect, verdict_class
 from repro.analysis.reshape import SPLIT_CHECK
 from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe
 from repro.report.model import Common, Section
+from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
 
 
@@ -89,28 +88,22 @@ def _outcomes(common: Common, bug: str, releases: bool = False) -> str:
 
 
 def _reshape(c: Common) -> Reshape | None:
-    groups, checks = c.run.table(Table.RESHAPE_GROUPS), c.run.table(Table.RESHAPE_CHECKS)
-    if groups is None or checks is None or not len(groups):
+    reported, checks = reported_group(c), c.run.table(Table.RESHAPE_CHECKS)
+    if reported is None or checks is None:
         return None
-    facts = c.run.facts.get(Facts.RESHAPE, {})
-    named = facts.get("identified_groups") or []
-    buggy = groups[groups["variant"] == registry.RESHAPE_BUGGY]
-    fixed = groups[groups["variant"] == registry.RESHAPE_FIXED]
-    group = named[0] if len(named) == 1 else str(buggy.loc[pd.to_numeric(buggy["overrun"]).idxmax(), "cache group"])
-    b = buggy[buggy["cache group"] == group].iloc[0]
-    f = fixed[fixed["cache group"] == group].iloc[0]
-    error = str(facts.get("error_text") or "")
+    b, f = reported.buggy, reported.fixed
+    error = str(c.run.facts.get(Facts.RESHAPE, {}).get("error_text") or "")
     split = checks[checks["check"] == SPLIT_CHECK]
     overruns = [obs.split("x")[0] for obs, ok in zip(split["observed"], split["ok"]) if truthy(ok)]
     return Reshape(
         outcomes=_outcomes(c, BUG_RESHAPE),
-        group=group,
+        group=reported.name,
         required=int(b["required_bytes"]),
         pool=int(b["available_bytes"]),
         blocks=int(b["blocks_per_kv_block"]),
         fixed_required=int(f["required_bytes"]),
-        fits=int(fixed["fits"].map(truthy).sum()),
-        groups=len(fixed),
+        fits=int(reported.all_fixed["fits"].map(truthy).sum()),
+        groups=len(reported.all_fixed),
         error_captured=bool(error)
         and str(int(b["required_bytes"])) in error
         and str(int(b["available_bytes"])) in error,

@@ -10,6 +10,7 @@ import pandas as pd
 from repro import registry, seeds
 from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
 from repro.report.model import Common, Section
+from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
 
 
@@ -53,17 +54,12 @@ class Figures:
 
 
 def _reshape(c: Common) -> ReshapeFigures | None:
-    groups = c.run.table(Table.RESHAPE_GROUPS)
-    if groups is None or not len(groups):
+    reported = reported_group(c)
+    if reported is None:
         return None
     seed = seeds.load(43988)
+    b, f, group = reported.buggy, reported.fixed, reported.name
     facts = c.run.facts.get(Facts.RESHAPE, {})
-    named = facts.get("identified_groups") or []
-    buggy = groups[groups["variant"] == registry.RESHAPE_BUGGY]
-    fixed = groups[groups["variant"] == registry.RESHAPE_FIXED]
-    group = named[0] if len(named) == 1 else str(buggy.loc[pd.to_numeric(buggy["overrun"]).idxmax(), "cache group"])
-    b = buggy[buggy["cache group"] == group].iloc[0]
-    f = fixed[fixed["cache group"] == group].iloc[0]
     return ReshapeFigures(
         pr=seed["reported"],
         error=seed["reported_error"],
