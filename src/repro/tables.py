@@ -1,5 +1,5 @@
-"""The names of a run folder's files, defined once: notebooks, result tables (``results/<name>.csv``) and
-facts files (``results/<name>.json``).
+"""The names of a run folder's files, defined once: notebooks, result tables (``results/<name>.csv``),
+facts files (``results/<name>.json``) and figures (``plots/<name>.png``).
 
 The notebooks' walkthroughs write these tables and the report reads them; both import the names from
 here (torch-free, so the report never loads the evidence machinery). Each table also declares its
@@ -100,6 +100,24 @@ class Facts(StrEnum):
     VLLM_COST = "03-vllm-cost"
     VLLM_JIT = "03-vllm-jit"
     CUTEDSL = "03-cutedsl"
+
+
+class Plot(StrEnum):
+    """A figure of the report, ``plots/<value>.png``."""
+
+    RESHAPE = "01-reshape-overrun"
+    MISMATCHES = "02-gather-mismatches"
+    MEMCHECK = "02-sanitizer-errors"
+    TIME_GRAPH = "03-time-graph"
+    BANDWIDTH = "03-bandwidth-fraction"
+    TIME_EAGER = "03-time-eager"
+    CEILING = "03-ceiling-fraction"
+    JIT = "03-jit-fingerprint"
+    #: One figure per tokens per request: ``03-vllm-time-graph-<seq_len>``.
+    VLLM_TIME = "03-vllm-time-graph"
+    VLLM_RATIOS = "03-vllm-ratios"
+    VLLM_JIT = "03-jit-fingerprint-vllm"
+    RELEASE_MATRIX = "04-release-matrix"
 
 
 #: Identity columns every table may carry, in the order a comparison shows them.

@@ -21,6 +21,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from repro import registry
 from repro.report.model import Drawn
+from repro.tables import Plot
 
 #: Resolution of the PNGs written into a run folder and embedded in report.html.
 DPI = 160
@@ -319,7 +320,7 @@ def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | No
     fig.suptitle("Each gather against the streaming ceiling (CUDA-graph replays)")
     _legend_below(fig, axes[0])
     fig.tight_layout()
-    return [("03-ceiling-fraction", fig)]
+    return [(Plot.CEILING, fig)]
 
 
 def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
@@ -363,9 +364,9 @@ def performance_figures(
     med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None
 ) -> list[tuple[str, Figure]]:
     """(name, figure) of notebook 03: graph-replay times, the share of the copy ceiling, eager times."""
-    figs = [("03-time-graph", time_per_launch(med, "graph", outside_names))]
-    figs.append(("03-bandwidth-fraction", bandwidth_fraction(med, ceiling_tbps, outside_names)))
-    figs.append(("03-time-eager", time_per_launch(med, "eager", outside_names)))
+    figs = [(Plot.TIME_GRAPH, time_per_launch(med, "graph", outside_names))]
+    figs.append((Plot.BANDWIDTH, bandwidth_fraction(med, ceiling_tbps, outside_names)))
+    figs.append((Plot.TIME_EAGER, time_per_launch(med, "eager", outside_names)))
     return figs
 
 

@@ -12,6 +12,7 @@ from repro import registry
 from repro.analysis.performance import NO_COST_BAND
 from repro.analysis.upstream_cost import BAND_RATIOS
 from repro.report.plots import _request_axis, counts_by_request
+from repro.tables import Plot
 
 
 def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str, Figure]]:
@@ -22,7 +23,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
     for L in sorted(set(graph["seq_len"])):
         figs.append(
             (
-                f"03-vllm-time-graph-{L}",
+                f"{Plot.VLLM_TIME}-{L}",
                 counts_by_request(
                     graph[graph["seq_len"] == L],
                     "median_us",
@@ -55,7 +56,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
         axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         fig.suptitle("PR #55109 on vLLM's own kernel (CUDA-graph replays)", y=1.02)
         fig.tight_layout()
-        figs.append(("03-vllm-ratios", fig))
+        figs.append((Plot.VLLM_RATIOS, fig))
     return figs
 
 

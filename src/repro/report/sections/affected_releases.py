@@ -9,9 +9,9 @@ import pandas as pd
 from repro.analysis.releases import complete_matrix, verdicts
 from repro.report import releases
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Table
+from repro.tables import Plot, Table
 
-FIGURE = "04-release-matrix"
+FIGURE = Plot.RELEASE_MATRIX
 #: A comment shows this many rows of the table unfolded.
 COMMENT_ROWS = 8
 

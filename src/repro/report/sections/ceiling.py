@@ -10,9 +10,9 @@ from repro import registry
 from repro.analysis import performance
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Table
+from repro.tables import Facts, Plot, Table
 
-FIGURE = "03-ceiling-fraction"
+FIGURE = Plot.CEILING
 
 
 @dataclass(frozen=True)

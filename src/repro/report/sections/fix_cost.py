@@ -13,9 +13,9 @@ from repro.analysis import performance
 from repro.analysis.verdict import BUG_GATHER
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Table
+from repro.tables import Facts, Plot, Table
 
-GRAPH, BANDWIDTH, EAGER = "03-time-graph", "03-bandwidth-fraction", "03-time-eager"
+GRAPH, BANDWIDTH, EAGER = Plot.TIME_GRAPH, Plot.BANDWIDTH, Plot.TIME_EAGER
 CAPTIONS = {
     GRAPH: "median time per gather, CUDA-graph replays",
     BANDWIDTH: "share of the copy ceiling, CUDA-graph replays",

@@ -13,9 +13,9 @@ from repro.analysis import gather
 from repro.analysis.verdict import BUG_GATHER, describe
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Table
+from repro.tables import Plot, Table
 
-MISMATCHES, MEMCHECK = "02-gather-mismatches", "02-sanitizer-errors"
+MISMATCHES, MEMCHECK = Plot.MISMATCHES, Plot.MEMCHECK
 
 
 @dataclass(frozen=True)

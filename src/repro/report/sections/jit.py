@@ -10,9 +10,9 @@ import pandas as pd
 from repro.analysis.jit import cumulative_by_width, is_release_code, split_by_code
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Table
+from repro.tables import Facts, Plot, Table
 
-FIGURE = "03-jit-fingerprint"
+FIGURE = Plot.JIT
 
 
 @dataclass(frozen=True)

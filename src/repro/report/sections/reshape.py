@@ -11,9 +11,9 @@ from repro.analysis import reshape
 from repro.analysis.verdict import BUG_RESHAPE
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Table
+from repro.tables import Facts, Plot, Table
 
-FIGURE = "01-reshape-overrun"
+FIGURE = Plot.RESHAPE
 
 
 @dataclass(frozen=True)

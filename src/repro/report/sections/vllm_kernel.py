@@ -12,9 +12,9 @@ from repro.analysis import jit as jit_rules
 from repro.analysis import upstream_cost
 from repro.report import upstream_plots
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Table
+from repro.tables import Facts, Plot, Table
 
-RATIOS, JIT_FIGURE = "03-vllm-ratios", "03-jit-fingerprint-vllm"
+RATIOS, JIT_FIGURE = Plot.VLLM_RATIOS, Plot.VLLM_JIT
 CAPTIONS = {
     RATIOS: "vllm-project/vllm#55109 on vLLM's own kernel: time ratios, CUDA-graph replays",
     JIT_FIGURE: "Triton compilations of each release's kernel against distinct block-table widths",
@@ -172,7 +172,7 @@ def figures(d: VllmKernel, c: Common) -> list[Drawn]:
 
 
 def _figure_names(d: VllmKernel) -> list[str]:
-    return [f"03-vllm-time-graph-{L}" for L in sorted(set(d.medians[d.medians["launch"] == "graph"]["seq_len"]))] + [
+    return [f"{Plot.VLLM_TIME}-{L}" for L in sorted(set(d.medians[d.medians["launch"] == "graph"]["seq_len"]))] + [
         RATIOS
     ]
 
