@@ -65,40 +65,34 @@ def figures(d: Reshape, c: Common) -> list[Drawn]:
     return [Drawn(FIGURE, caption, plots.reshape_overrun(d.groups))]
 
 
-MARKDOWN = """
+#: PyTorch's error and the per-group table: the report's section and the comment's both show them.
+EVIDENCE = """
+{% if d.error %}
+
+PyTorch's error, captured in this run:
+
+```
+{{ d.error }}
+```
+{% endif %}
+{% if d.summary is not none %}
+{{ table(d.summary) }}
+{% if target != "comment" %}{{ image(figure) }}{% endif %}
+{% endif %}
+"""
+
+MARKDOWN = (
+    """
 ## BUG_RESHAPE: reshape overrun
 
 `_reshape_kv_cache` (V2 model runner) computed kernel blocks per logical block as `block_size // kernel_block_size`.
 For a compressed spec the kernel block size is overridden to `storage_block_size = block_size // compress_ratio`, so
 the quotient *is* the compress ratio and the padded branch's `as_strided` view spans `compress_ratio` times the pool.
 Fix: `storage_block_size // kernel_block_size`.
-{% if d.error %}
-
-PyTorch's error, captured in this run:
-
-```
-{{ d.error }}
-```
-{% endif %}
-{% if d.summary is not none %}
-{{ table(d.summary) }}
-{{ image(figure) }}
-{% endif %}
 """.replace("BUG_RESHAPE", BUG_RESHAPE)
+    + EVIDENCE
+)
 
-COMMENT = """
-### BUG_RESHAPE per cache group
-
-{% if d.error %}
-PyTorch's error, captured in this run:
-
-```
-{{ d.error }}
-```
-{% endif %}
-{% if d.summary is not none %}
-{{ table(d.summary) }}
-{% endif %}
-""".replace("BUG_RESHAPE", BUG_RESHAPE)
+COMMENT = f"\n### {BUG_RESHAPE} per cache group\n" + EVIDENCE
 
 SECTION = Section("reshape", derive, MARKDOWN, COMMENT, figures=figures, helpers={"figure": FIGURE})
