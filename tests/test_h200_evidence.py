@@ -18,10 +18,9 @@ from repro.analysis import gather, performance, reshape, reshape_releases
 from repro.analysis.checks import truthy
 from repro.analysis.rundata import load_run
 from repro.registry import expectation
-from repro.report import plots
-from repro.report.blocks import outside_names
+from repro.report.build import render_run
+from repro.report.comparison import render_comparison
 from repro.report.html import render_fragment
-from repro.report.markdown import render_comparison, render_markdown
 
 pytestmark = pytest.mark.integration
 
@@ -119,11 +118,13 @@ def _text(html: str) -> str:
 
 
 def test_committed_report_is_what_this_code_renders(run):
-    figures = plots.draw_all(run, outside_names(run))
-    names = list(figures)
-    for fig in figures.values():
-        plots.plt.close(fig)
-    assert (run.path / "report.md").read_text() == render_markdown(run, names), (
+    report = render_run(run)
+    report.close()
+    names = [f.name for f in report.figures]
+    assert (run.path / "report.md").read_text() == report.markdown.text, (
+        "re-render with scripts/render-evidence-reports.sh"
+    )
+    assert (run.path / "pr-comment.md").read_text() == report.comment, (
         "re-render with scripts/render-evidence-reports.sh"
     )
     html = (run.path / "report.html").read_text()
@@ -135,8 +136,8 @@ def test_committed_report_is_what_this_code_renders(run):
     assert sorted(p.stem for p in (run.path / "plots").glob("*.png")) == sorted(names)
 
 
-def test_committed_screenshots_show_both_renderings(run):
-    for name in ("report-md-github.png", "report-html.png"):
+def test_committed_screenshots_show_every_rendering(run):
+    for name in ("report-md-github.png", "pr-comment-github.png", "report-html.png"):
         shot = run.path / "screenshots" / name
         assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
 

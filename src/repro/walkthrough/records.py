@@ -18,9 +18,11 @@ import pandas as pd
 
 from repro.analysis import records as rules
 from repro.registry import ORIGIN_REPO, RECORD_GATHERS, load_implementation
+from repro.tables import Facts, Table
 from repro.walkthrough.session import Session
 
-LOADS, CHECKS, MEDIANS, VS_COPY, FACTS = "03-v41-loads", "03-v41-checks", "03-v41-medians", "03-v41-vs-copy", "03-v41"
+LOADS, CHECKS, MEDIANS, VS_COPY = Table.V41_LOADS, Table.V41_CHECKS, Table.V41_MEDIANS, Table.V41_VS_COPY
+FACTS = Facts.V41
 
 
 @dataclass

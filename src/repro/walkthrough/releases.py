@@ -16,18 +16,23 @@ import pandas as pd
 
 from repro.analysis import releases as verdicts_lib
 from repro.parameters import ParameterError
+from repro.tables import Notebook, Table
 from repro.upstream import matrix as mx
 from repro.upstream import releases as idx
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
 from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
 from repro.walkthrough.session import Session
 
-NOTEBOOK = "04-upstream-releases"
+NOTEBOOK = Notebook.RELEASES
 MATRIX, INDEX, INVENTORY, CHECKS, WRITERS = (
-    f"04-{n}" for n in ("release-matrix", "release-index", "kernel-inventory", "release-checks", "writer-checks")
+    Table.RELEASE_MATRIX,
+    Table.RELEASE_INDEX,
+    Table.KERNEL_INVENTORY,
+    Table.RELEASE_CHECKS,
+    Table.WRITER_CHECKS,
 )
 #: The repository's V4.1 gathers on each release's records: the rows, and one check per (release, gather, record).
-RECORD_GATHER_ROWS, RECORD_GATHER_CHECKS = "04-record-gathers", "04-record-gather-checks"
+RECORD_GATHER_ROWS, RECORD_GATHER_CHECKS = Table.RECORD_GATHERS, Table.RECORD_GATHER_CHECKS
 #: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
 #: so the CPU sweep is short; the GPU runs the full request range of PR #55109's test.
 SIZES = {

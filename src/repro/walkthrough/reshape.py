@@ -27,16 +27,17 @@ from repro.parameters import ParameterError
 from repro.registry import CODE_MODEL
 from repro.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
 from repro.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.tables import Facts, Notebook, Table
 from repro.upstream import reshape as vllm_reshape
 from repro.upstream.releases import ReleaseListError
 from repro.walkthrough.session import Session
 
-NOTEBOOK = "01-reshape-overrun"
-CHECKS = "01-reshape-checks"
-GROUPS = "01-reshape-groups"
+NOTEBOOK = Notebook.RESHAPE
+CHECKS = Table.RESHAPE_CHECKS
+GROUPS = Table.RESHAPE_GROUPS
 #: One row per release x cache group x kernel block size handed in: vLLM's own function on real pools.
-RELEASES = "01-reshape-releases"
-RELEASE_CHECKS = "01-reshape-release-checks"
+RELEASES = Table.RESHAPE_RELEASES
+RELEASE_CHECKS = Table.RESHAPE_RELEASE_CHECKS
 #: Pages of the pool every cache group but the reported one gets (real memory, written through the view).
 OTHER_GROUP_PAGES = 64
 #: The cache whose numbers the PR reports and the uncompressed cache the sibling issue splits.
@@ -304,7 +305,7 @@ class ReshapeWalkthrough:
         """The notebook's facts for the report; the checks table to show (model and releases)."""
         b, f = self.plans["buggy"], self.fixed.plan
         self.session.write_facts(
-            "01-reshape",
+            Facts.RESHAPE,
             {
                 "error_text": self.buggy.error_text,
                 "identified_groups": self.matches,
