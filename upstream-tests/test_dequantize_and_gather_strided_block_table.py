@@ -52,7 +52,7 @@ V41_MODULES = ("vllm.models.deepseek_v41.common.ops.cache_utils",)
 BLOCK_SIZE = 16 if SMALL else 64
 # (width of the narrowed view, width of the backing table), in blocks.
 TABLE_WIDTHS = [(3, 8)] if SMALL else [(4, 8), (9, 64)]
-NUM_REQS = [1, 2] if SMALL else [1, 2, 3, 8, 64, 256]
+NUM_REQS = [1, 2] if SMALL else [1, 2, 16, 256]
 # The dispatcher takes the CuTe-DSL gather where the CuTe DSL is installed.
 ENTRIES = ["dispatcher"] if SMALL else ["dispatcher", "triton"]
 OFFSET = 3
@@ -177,13 +177,7 @@ def _narrowed_table(
     return backing[:, :width], seq_lens, num_blocks
 
 
-@pytest.mark.parametrize("num_reqs", NUM_REQS)
-@pytest.mark.parametrize("width,backing_width", TABLE_WIDTHS)
-@pytest.mark.parametrize("hidden", ["stale", "invalid"])
-@pytest.mark.parametrize("entry", ENTRIES)
-@pytest.mark.parametrize("record", list(RECORDS))
-@torch.inference_mode()
-def test_dequantize_and_gather_k_cache_narrowed_block_table(
+def _check_narrowed_table_gather(
     record: str,
     entry: str,
     hidden: str,
@@ -191,7 +185,7 @@ def test_dequantize_and_gather_k_cache_narrowed_block_table(
     backing_width: int,
     num_reqs: int,
     monkeypatch: pytest.MonkeyPatch,
-):
+) -> None:
     gather = _gather_fn(record, entry, monkeypatch)
     torch.manual_seed(num_reqs * 1000 + width)
     block_table, seq_lens_host, num_blocks = _narrowed_table(
@@ -219,3 +213,43 @@ def test_dequantize_and_gather_k_cache_narrowed_block_table(
         torch.cuda.synchronize()
 
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("num_reqs", NUM_REQS)
+@pytest.mark.parametrize("width,backing_width", TABLE_WIDTHS)
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("record", list(RECORDS))
+@torch.inference_mode()
+def test_dequantize_and_gather_k_cache_narrowed_block_table(
+    record: str,
+    entry: str,
+    width: int,
+    backing_width: int,
+    num_reqs: int,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Entries outside the view hold stale ids: a wrong row pitch gathers other
+    blocks' tokens."""
+    _check_narrowed_table_gather(
+        record, entry, "stale", width, backing_width, num_reqs, monkeypatch
+    )
+
+
+# Last in the file: as released, a GPU faults on these (an illegal memory
+# access), which leaves the CUDA context unusable for any test after them.
+@pytest.mark.parametrize("num_reqs", [1, 2])
+@pytest.mark.parametrize("entry", ["triton"] if not SMALL else ENTRIES)
+@pytest.mark.parametrize("record", list(RECORDS))
+@torch.inference_mode()
+def test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids(
+    record: str,
+    entry: str,
+    num_reqs: int,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Entries outside the view hold ``int(-1e6)``: a wrong row pitch reads
+    outside the K cache."""
+    width, backing_width = TABLE_WIDTHS[0]
+    _check_narrowed_table_gather(
+        record, entry, "invalid", width, backing_width, num_reqs, monkeypatch
+    )

@@ -138,6 +138,11 @@ SCHEMA: dict[str, Param] = {
     ),
     "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
+    "upstream_test": Param(
+        bool,
+        "true or false (write each release's patch and run upstream-tests/ against its modules, as released "
+        "and patched)",
+    ),
     "bench_variants": Param(
         list,
         "a non-empty list of distinct values drawn from 'fixed' and 'fast'",

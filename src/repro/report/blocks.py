@@ -32,6 +32,7 @@ from repro.analysis.verdict import (
 )
 from repro.report.plots import arm_names as plots_arm_names
 from repro.report.tables import formatted
+from repro.report.upstream_test import upstream_test_section
 
 #: Figure captions by name; a figure the run did not draw is left out with its caption.
 CAPTIONS = {
@@ -686,6 +687,7 @@ SECTIONS: list[Callable[[Report], list[Block]]] = [
     reshape_section,
     gather_section,
     releases_section,
+    upstream_test_section,
     fix_cost_section,
     gather_fast_section,
     streaming_ceiling_section,

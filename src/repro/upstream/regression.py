@@ -24,10 +24,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from repro.paths import repo_root
+from repro.registry import SuiteOutcome as Outcome
 from repro.upstream import pytest_release as plugin
 
 TEST_FOLDER = "upstream-tests"
@@ -35,21 +35,6 @@ TEST_FILE = "test_dequantize_and_gather_strided_block_table.py"
 SIZES_ENV = "DSV4_GATHER_TEST_SIZES"
 #: The test file's sizes per profile: a few small cases in the interpreter, vLLM-like ones on a GPU.
 SIZES = {"cpu": "small", "gpu": "full"}
-
-
-class Outcome(StrEnum):
-    PASSED = "passed"
-    MISMATCH = "failed: bitwise mismatch"
-    OUT_OF_BOUNDS = "failed: reads outside every tensor"
-    FAULT = "failed: device fault"
-    OTHER = "failed: other exception"
-    ERROR = "error"
-    SKIPPED = "skipped"
-    NOT_RUN = "not run"
-
-
-#: Outcomes that mean the test's own assertion named the defect (or the device faulted on it).
-ASSERTION_FAILURES = (Outcome.MISMATCH, Outcome.OUT_OF_BOUNDS, Outcome.FAULT)
 
 
 def test_path() -> Path:
@@ -64,6 +49,7 @@ class SuiteRun:
     form: str  # released | patched
     rows: list[dict] = field(default_factory=list)  # one per test (and per collection error)
     loaded: dict = field(default_factory=dict)  # what the loader served (wheel, stubs, rewritten files)
+    params: dict = field(default_factory=dict)  # test -> the test file's parameters for it
     processes: int = 0
     seconds: float = 0.0
     note: str = ""  # why tests stayed unrun, if any did
@@ -202,7 +188,9 @@ def run_suite(
                 break
             say(f"{release} {form}: {len(remaining)} tests left, starting a fresh process after a fault")
     for nodeid, params in collected.items():
-        run.rows.append({"test": nodeid.split("::", 1)[1], **params, **classify(results.get(nodeid, []))})
+        test = nodeid.split("::", 1)[1]
+        run.params[test] = params
+        run.rows.append({"test": test, **params, **classify(results.get(nodeid, []))})
     for err in collect_errors:
         run.rows.append({"test": err["nodeid"] or TEST_FILE, "outcome": Outcome.ERROR.value, "message": err["message"]})
     run.seconds = time.perf_counter() - t0

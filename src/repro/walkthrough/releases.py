@@ -6,7 +6,10 @@ check rows (expected vs observed per release, kernel and variant) are appended h
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,17 +18,25 @@ from typing import Any
 import pandas as pd
 
 from repro.analysis import releases as verdicts_lib
+from repro.analysis import upstream_test as suite_lib
 from repro.parameters import ParameterError
+from repro.registry import SuiteOutcome
 from repro.upstream import matrix as mx
+from repro.upstream import patches as patch_lib
+from repro.upstream import regression
 from repro.upstream import releases as idx
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
-from repro.walkthrough.session import Session
+from repro.upstream.wheelcache import CACHE_FORMAT, CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.walkthrough.session import Progress, Session
 
 NOTEBOOK = "04-upstream-releases"
 MATRIX, INDEX, INVENTORY, CHECKS, WRITERS = (
     f"04-{n}" for n in ("release-matrix", "release-index", "kernel-inventory", "release-checks", "writer-checks")
 )
+PATCHES, SUITE, SUITE_SUMMARY = "04-patches", "04-upstream-test", "04-upstream-test-summary"
+PATCH_CHECK = "the release's diff applies with patch -p1 and gives the matrix's patched source"
+#: The regression test's sizes per profile (``DSV4_GATHER_TEST_SIZES``): a few cases in the interpreter.
+SUITE_SIZES = regression.SIZES
 #: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
 #: so the CPU sweep is short; the GPU runs the full request range of PR #55109's test.
 SIZES = {
@@ -43,6 +54,10 @@ class Context:
     releases: list[str]
     cfg: mx.MatrixConfig
     plans: list = field(default_factory=list)
+    patches: dict = field(default_factory=dict)  # release -> ReleasePatch
+    workdir: tempfile.TemporaryDirectory = field(
+        default_factory=lambda: tempfile.TemporaryDirectory(prefix="repro-04-")
+    )  # patched copies of the releases' files (nothing of vLLM in the run folder but the diffs)
 
     @property
     def profile(self) -> str:
@@ -122,9 +137,10 @@ def release_index(ctx: Context) -> pd.DataFrame:
             source = "registry index"
         except OSError as exc:
             source = f"registry not reachable ({type(exc).__name__}); committed default list"
+    fetched = fetch_missing(ctx, listed)
     rows = []
     for v in ctx.releases:
-        got = ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
+        got = fetched.get(v) or ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
         r = listed.get(v)
         miss = isinstance(got, CacheMiss)
         rows.append(
@@ -141,6 +157,47 @@ def release_index(ctx: Context) -> pd.DataFrame:
         )
     ctx.session.record(INDEX, [{k.replace(" ", "_"): v for k, v in r.items()} for r in rows])
     return pd.DataFrame(rows)
+
+
+def missing_releases(ctx: Context) -> list[str]:
+    """Releases the cache does not hold yet (or holds in an older extraction format)."""
+    out = []
+    for v in ctx.releases:
+        entry = load_entry(v, ctx.cfg.cache_root)
+        if entry is None or entry.provenance.get("format") != CACHE_FORMAT:
+            out.append(v)
+    return out
+
+
+def fetch_missing(
+    ctx: Context, listed: dict[str, idx.IndexedRelease], say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Download the wheels the cache lacks, saying first which ones and how large (the registry index's
+    sizes), with a progress bar over their bytes; returns release -> cache entry or miss."""
+    todo = missing_releases(ctx) if ctx.cfg.download else []
+    if not todo:
+        return {}
+    sizes = {v: (listed[v].size if v in listed else 0) for v in todo}
+    total = sum(sizes.values())
+    say(
+        f"Downloading {len(todo)} vLLM wheel{'s' * (len(todo) > 1)} ({_mb(total)} in all) into "
+        f"{ctx.cfg.cache_root or default_cache_root()}; only the DeepSeek gather modules and a few helpers are "
+        "kept (a few hundred KB per release), each wheel is deleted after extraction:"
+    )
+    for v in todo:
+        say(f"  {listed[v].wheel if v in listed else f'vllm=={v}'}  {_mb(sizes[v]) if sizes[v] else 'size unknown'}")
+    bar = Progress(total or len(todo), "vLLM wheels", unit="B" if total else "wheel")
+    got = {}
+    for v in todo:
+        got[v] = ensure_release(v, ctx.cfg.cache_root, download=True)
+        bar.advance(sizes[v] if total else 1)
+        if isinstance(got[v], CacheMiss):
+            say(f"  {v}: {got[v].status}: {got[v].reason}")
+    return got
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
 
 
 def kernel_inventory(ctx: Context) -> pd.DataFrame:
@@ -186,10 +243,31 @@ def kernel_inventory(ctx: Context) -> pd.DataFrame:
 
 
 def run(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
-    """The matrix: every arm's sweep, rows into ``results/04-release-matrix.csv`` as they finish."""
+    """The matrix: every arm's sweep, rows into ``results/04-release-matrix.csv`` as they finish; a progress
+    bar over the arms and one line per release when its last arm is done."""
     table = ctx.session.table(MATRIX)
     t0 = time.perf_counter()
-    ctx.plans = mx.run_matrix(ctx.releases, ctx.cfg, table.append, progress=progress)
+    plans = ctx.plans or [mx.plan_release(v, ctx.cfg) for v in ctx.releases]
+    left = Counter(a.release for p in plans for a in p.arms)
+    for p in plans:
+        if p.miss is not None:
+            progress(f"{p.version}: {p.miss.status}: {p.miss.reason}")
+        elif not left[p.version]:
+            progress(f"{p.version}: no Triton gather to run")
+    bar = Progress(sum(left.values()), "release matrix", unit="arm")
+    started = {v: t0 for v in left}
+
+    def arm_done(arm: mx.Arm) -> None:
+        bar()
+        left[arm.release] -= 1
+        if not left[arm.release]:
+            rows = sum(1 for r in table.rows if r["release"] == arm.release)
+            progress(f"{arm.release}: {rows} rows in {time.perf_counter() - started[arm.release]:.0f} s")
+            later = [v for v in left if left[v]]
+            if later:
+                started[later[0]] = time.perf_counter()
+
+    ctx.plans = mx.run_matrix(ctx.releases, ctx.cfg, table.append, arm_done=arm_done)
     if ctx.session.run_dir:
         mx.write_rewrites(ctx.plans, Path(ctx.session.run_dir) / "rewrites")
     progress(f"matrix: {len(table.rows)} rows in {time.perf_counter() - t0:.0f} s")
@@ -282,3 +360,126 @@ def cache_summary() -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def patches(ctx: Context) -> pd.DataFrame:
+    """Each release's patch: written to ``patches/vllm-<version>.diff``, applied with ``patch -p1`` to a copy of
+    the release's files, the patched files compared with the rewrite the matrix ran; one check row each."""
+    folder = Path(ctx.session.run_dir or ctx.workdir.name) / "patches"
+    rows = []
+    for v in ctx.releases:
+        got = patch_lib.prepare(
+            v,
+            folder,
+            Path(ctx.workdir.name) / "patched",
+            ctx.cfg.cache_root,
+            ctx.cfg.download,
+            expected=_matrix_rewrites(ctx, v),
+        )
+        ctx.patches[v] = got
+        rows.append(got.row())
+    table = ctx.session.record(PATCHES, rows)
+    ctx.session.record(
+        CHECKS,
+        [
+            {
+                "check": PATCH_CHECK,
+                "variant": PATCHED,
+                "num_reqs": None,
+                "expected": f"{patch_lib.PatchStatus.APPLIED}",
+                "observed": f"{r['status']}, {r['launch_sites']} launch sites"
+                + (f": {r['reason']}" if r["reason"] else ""),
+                "ok": r["status"] == patch_lib.PatchStatus.APPLIED,
+                "release": r["release"],
+            }
+            for r in rows
+        ],
+    )
+    return table
+
+
+def _matrix_rewrites(ctx: Context, version: str) -> dict[str, str] | None:
+    """The patched source the matrix ran for ``version`` (member -> text), None when it ran no patched arm."""
+    for p in ctx.plans:
+        if p.version == version:
+            found = {m: rw.rewritten for (m, variant), rw in p.rewrites.items() if variant == PATCHED}
+            return {m: t for m, t in found.items() if isinstance(t, str)} or None
+    return None
+
+
+def _files_key(version: str, cache_root: Path | None) -> tuple | None:
+    """Identity of everything the test can import from a release: every cached file's hash."""
+    entry = load_entry(version, cache_root)
+    if entry is None:
+        return None
+    return tuple(sorted((m, info["sha256"]) for m, info in entry.provenance.get("files", {}).items()))
+
+
+def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
+    """``upstream-tests/``'s regression test, run as it is against each release: on its own files, and on the
+    copy ``patch -p1`` patched. Releases whose cached files are all identical share one run. Returns the
+    summary per (release, form); every test's row is in ``results/04-upstream-test.csv``."""
+    sizes = SUITE_SIZES[ctx.profile]
+    table = ctx.session.table(SUITE)
+    bar = Progress(2 * len(ctx.releases), "regression test", unit="run")
+    done: dict[tuple, tuple[str, list[dict]]] = {}
+    for v in ctx.releases:
+        t0 = time.perf_counter()
+        key = _files_key(v, ctx.cfg.cache_root)
+        said = []
+        for form in (RELEASED, PATCHED):
+            patch = ctx.patches.get(v)
+            rows: list[dict]
+            if key is None:
+                rows = [_not_run(f"vLLM {v} is not in the module cache")]
+            elif form == PATCHED and (patch is None or not patch.ok):
+                why = "no patch was prepared" if patch is None else f"patch {patch.status}: {patch.reason}"
+                rows = [_not_run(why)]
+            elif (key, form) in done:
+                origin, shared = done[(key, form)]
+                rows = [{**r, "shared_from": origin} for r in shared]
+            else:
+                run = regression.run_suite(
+                    v,
+                    form,
+                    patch.patched_files if form == PATCHED else None,
+                    cache_root=ctx.cfg.cache_root,
+                    sizes=sizes,
+                    interpreted=ctx.interpreted,
+                    say=progress,
+                )
+                rows = [{**r, "processes": run.processes, "note": run.note} for r in run.rows]
+                for r in rows:
+                    r["params"] = json.dumps({k: r[k] for k in run.params.get(r["test"], {})}, default=str)
+                done[(key, form)] = (v, rows)
+            rows = [{"release": v, "form": form, **{c: r.get(c) for c in suite_lib.TEST_COLUMNS}} for r in rows]
+            for r in rows:
+                table.append(r)
+            summary = suite_lib.summary(pd.DataFrame(rows))
+            said.append(f"{form} {summary.iloc[0]['outcome']}")
+            bar()
+        progress(f"{v}: {', '.join(said)} ({time.perf_counter() - t0:.0f} s)")
+    summary = suite_lib.summary(table.frame())
+    ctx.session.record(SUITE_SUMMARY, summary.to_dict("records"))
+    ctx.session.record(CHECKS, suite_lib.check_rows(summary))
+    return summary
+
+
+def _not_run(reason: str) -> dict:
+    return {"test": regression.TEST_FILE, "outcome": SuiteOutcome.NOT_RUN.value, "message": reason}
+
+
+def upstream_test_table(ctx: Context) -> pd.DataFrame:
+    """Every test of the regression test per release and form, with what it had to do."""
+    table = ctx.session.table(SUITE)
+    return suite_lib.with_expectations(table.frame()) if table.rows else pd.DataFrame()
+
+
+def patch_text(ctx: Context, version: str) -> str:
+    """The diff written for ``version`` (or why there is none)."""
+    got = ctx.patches.get(version)
+    if got is None:
+        return f"no patch was prepared for vLLM {version}"
+    if got.diff_path is None:
+        return f"vLLM {version}: {got.status}: {got.reason}"
+    return got.diff_path.read_text()
