@@ -138,6 +138,9 @@ SCHEMA: dict[str, Param] = {
     ),
     "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
+    "matrix": Param(
+        bool, "true or false (false: skip the release matrix; the patches and the regression test still run)"
+    ),
     "upstream_test": Param(
         bool,
         "true or false (write each release's patch and run upstream-tests/ against its modules, as released "

@@ -246,6 +246,9 @@ def run(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
     """The matrix: every arm's sweep, rows into ``results/04-release-matrix.csv`` as they finish; a progress
     bar over the arms and one line per release when its last arm is done."""
     table = ctx.session.table(MATRIX)
+    if not ctx.session.params["matrix"]:
+        progress("release matrix skipped (matrix=false)")
+        return table.frame()
     t0 = time.perf_counter()
     plans = ctx.plans or [mx.plan_release(v, ctx.cfg) for v in ctx.releases]
     left = Counter(a.release for p in plans for a in p.arms)
