@@ -154,7 +154,12 @@ def _in_words(r: dict) -> str:
         text += f", {failed} failed ({', '.join(kinds)})"
     if int(r["errors"]) or int(r["not run"]):
         text += f", {int(r['errors'])} errors, {int(r['not run'])} not run"
-    return text + (f" (shared with {r['shared_from']})" if r.get("shared_from") else "")
+    shared = r.get("shared_from")
+    return text + (f" (shared with {shared})" if isinstance(shared, str) and shared else "")
+
+
+def _sites(n: int) -> str:
+    return f"{n} launch site{'s' * (n != 1)}"
 
 
 def release_outcomes(summary_frame: pd.DataFrame, patches: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -164,8 +169,7 @@ def release_outcomes(summary_frame: pd.DataFrame, patches: pd.DataFrame | None =
     patch_status = {}
     if patches is not None and len(patches):
         patch_status = {
-            str(p["release"]): f"{p['status']}, {int(p['launch_sites'])} launch sites"
-            for p in patches.to_dict("records")
+            str(p["release"]): f"{p['status']}, {_sites(int(p['launch_sites']))}" for p in patches.to_dict("records")
         }
     rows = []
     for release, group in summary_frame.groupby("release", sort=False):

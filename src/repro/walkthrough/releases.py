@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,7 +382,7 @@ def patches(ctx: Context) -> pd.DataFrame:
         )
         ctx.patches[v] = got
         rows.append(got.row())
-    table = ctx.session.record(PATCHES, rows)
+    ctx.session.record(PATCHES, rows)
     ctx.session.record(
         CHECKS,
         [
@@ -390,15 +391,15 @@ def patches(ctx: Context) -> pd.DataFrame:
                 "variant": PATCHED,
                 "num_reqs": None,
                 "expected": f"{patch_lib.PatchStatus.APPLIED}",
-                "observed": f"{r['status']}, {r['launch_sites']} launch sites"
-                + (f": {r['reason']}" if r["reason"] else ""),
+                "observed": f"{r['status']}, launch sites: {r['launch_sites']}"
+                + (f"; {r['reason']}" if r["reason"] else ""),
                 "ok": r["status"] == patch_lib.PatchStatus.APPLIED,
                 "release": r["release"],
             }
             for r in rows
         ],
     )
-    return table
+    return pd.DataFrame(rows)
 
 
 def _matrix_rewrites(ctx: Context, version: str) -> dict[str, str] | None:
@@ -420,48 +421,54 @@ def _files_key(version: str, cache_root: Path | None) -> tuple | None:
 
 def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
     """``upstream-tests/``'s regression test, run as it is against each release: on its own files, and on the
-    copy ``patch -p1`` patched. Releases whose cached files are all identical share one run. Returns the
-    summary per (release, form); every test's row is in ``results/04-upstream-test.csv``."""
+    copy ``patch -p1`` patched, each run a pytest process (two at a time in the interpreter, four on a GPU).
+    Releases whose cached files are all identical share one run. Returns the summary per (release, form);
+    every test's row is in ``results/04-upstream-test.csv``, one line per release says how it went."""
     sizes = SUITE_SIZES[ctx.profile]
     table = ctx.session.table(SUITE)
-    bar = Progress(2 * len(ctx.releases), "regression test", unit="run")
-    done: dict[tuple, tuple[str, list[dict]]] = {}
+    forms = (RELEASED, PATCHED)
+    fixed: dict[tuple[str, str], list[dict]] = {}  # (release, form) -> rows that need no run
+    owner: dict[tuple[str, str], tuple] = {}  # (release, form) -> the run it takes its rows from
+    jobs: dict[tuple, tuple[str, str, Path | None]] = {}  # run key -> (release, form, patched files)
     for v in ctx.releases:
-        t0 = time.perf_counter()
-        key = _files_key(v, ctx.cfg.cache_root)
-        said = []
-        for form in (RELEASED, PATCHED):
-            patch = ctx.patches.get(v)
-            rows: list[dict]
+        key, patch = _files_key(v, ctx.cfg.cache_root), ctx.patches.get(v)
+        for form in forms:
             if key is None:
-                rows = [_not_run(f"vLLM {v} is not in the module cache")]
+                fixed[(v, form)] = [_not_run(f"vLLM {v} is not in the module cache")]
             elif form == PATCHED and (patch is None or not patch.ok):
                 why = "no patch was prepared" if patch is None else f"patch {patch.status}: {patch.reason}"
-                rows = [_not_run(why)]
-            elif (key, form) in done:
-                origin, shared = done[(key, form)]
-                rows = [{**r, "shared_from": origin} for r in shared]
+                fixed[(v, form)] = [_not_run(why)]
             else:
-                run = regression.run_suite(
-                    v,
-                    form,
-                    patch.patched_files if form == PATCHED else None,
-                    cache_root=ctx.cfg.cache_root,
-                    sizes=sizes,
-                    interpreted=ctx.interpreted,
-                    say=progress,
-                )
-                rows = [{**r, "processes": run.processes, "note": run.note} for r in run.rows]
-                for r in rows:
-                    r["params"] = json.dumps({k: r[k] for k in run.params.get(r["test"], {})}, default=str)
-                done[(key, form)] = (v, rows)
+                owner[(v, form)] = (key, form)
+                jobs.setdefault((key, form), (v, form, patch.patched_files if form == PATCHED else None))
+    bar = Progress(max(1, len(jobs)), "regression test", unit="run")
+
+    def run(job: tuple[str, str, Path | None]) -> list[dict]:
+        v, form, files = job
+        got = regression.run_suite(v, form, files, ctx.cfg.cache_root, sizes, ctx.interpreted, say=progress)
+        bar()
+        return [
+            {**r, "processes": got.processes, "note": got.note, "params": json.dumps(got.params.get(r["test"], {}))}
+            for r in got.rows
+        ]
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=2 if ctx.interpreted else 4) as pool:
+        ran = dict(zip(jobs, pool.map(run, jobs.values())))
+    for v in ctx.releases:
+        said = []
+        for form in forms:
+            if (v, form) in fixed:
+                rows = fixed[(v, form)]
+            else:
+                origin = jobs[owner[(v, form)]][0]
+                rows = [{**r, "shared_from": origin if origin != v else None} for r in ran[owner[(v, form)]]]
             rows = [{"release": v, "form": form, **{c: r.get(c) for c in suite_lib.TEST_COLUMNS}} for r in rows]
             for r in rows:
                 table.append(r)
-            summary = suite_lib.summary(pd.DataFrame(rows))
-            said.append(f"{form} {summary.iloc[0]['outcome']}")
-            bar()
-        progress(f"{v}: {', '.join(said)} ({time.perf_counter() - t0:.0f} s)")
+            said.append(f"{form} {suite_lib.summary(pd.DataFrame(rows)).iloc[0]['outcome']}")
+        progress(f"{v}: {', '.join(said)}")
+    progress(f"regression test: {len(jobs)} pytest runs in {time.perf_counter() - t0:.0f} s")
     summary = suite_lib.summary(table.frame())
     ctx.session.record(SUITE_SUMMARY, summary.to_dict("records"))
     ctx.session.record(CHECKS, suite_lib.check_rows(summary))
@@ -472,10 +479,14 @@ def _not_run(reason: str) -> dict:
     return {"test": regression.TEST_FILE, "outcome": SuiteOutcome.NOT_RUN.value, "message": reason}
 
 
-def upstream_test_table(ctx: Context) -> pd.DataFrame:
-    """Every test of the regression test per release and form, with what it had to do."""
+def unexpected_tests(ctx: Context) -> pd.DataFrame:
+    """The regression test's tests that did not do what they had to (an empty table when every one did)."""
     table = ctx.session.table(SUITE)
-    return suite_lib.with_expectations(table.frame()) if table.rows else pd.DataFrame()
+    columns = ["release", "form", "test", "outcome", "expected", "message"]
+    if not table.rows:
+        return pd.DataFrame(columns=columns)
+    tests = suite_lib.with_expectations(table.frame())
+    return tests.loc[~tests["ok"], columns].reset_index(drop=True)
 
 
 def patch_text(ctx: Context, version: str) -> str:
