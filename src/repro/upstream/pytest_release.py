@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if not _interpreted():
         return (yield)
     from repro.evidence.checked_interp import checked_interpreter
@@ -108,7 +109,9 @@ _LANES = pytest.StashKey[tuple[int, int]]()
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     exc = call.excinfo
     message = ""
