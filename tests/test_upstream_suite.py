@@ -205,3 +205,56 @@ def test_the_first_run_names_the_wheels_it_downloads_with_their_sizes(tmp_path, 
     assert said[0].startswith("Downloading 1 vLLM wheel (412 MB in all) into ") and said[1] == f"  {wheel.name}  412 MB"
     assert got["0.99.0"].version == "0.99.0" and "vLLM wheels" in capsys.readouterr().err
     assert fetch_missing(ctx, listed, said.append) == {} and len(said) == 2  # cached now: nothing said
+
+
+FAULTING_FILE = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_gather(n):
+    import vllm.models.deepseek_v4.common.ops.cache_utils as m  # the release's own module
+
+    assert callable(m.dequantize_and_gather_k_cache)
+    if n == 2:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    if n == 3:
+        os._exit(7)  # the process dies inside the test
+    assert n != 4, "Tensor-likes are not equal!"
+"""
+
+
+@pytest.mark.integration
+def test_a_device_fault_or_a_dead_process_ends_that_test_and_the_rest_run_in_a_fresh_process(tmp_path, monkeypatch):
+    """What a GPU does to the regression test, played on the CPU: the fault stops the session, a process that
+    dies mid-test is a fault too, and every later test still runs (in the next process)."""
+    root, _ = cached_release(tmp_path, monkeypatch)
+    path = tmp_path / "test_faulting.py"
+    path.write_text(FAULTING_FILE)
+    got = regression.run_suite("0.99.0", "released", None, cache_root=root, interpreted=False, test_file=path)
+    outcomes = {r["test"]: r["outcome"] for r in got.rows}
+    assert outcomes == {
+        "test_gather[1]": SuiteOutcome.PASSED,
+        "test_gather[2]": SuiteOutcome.FAULT,
+        "test_gather[3]": SuiteOutcome.FAULT,
+        "test_gather[4]": SuiteOutcome.MISMATCH,
+        "test_gather[5]": SuiteOutcome.PASSED,
+    }
+    assert got.processes == 3 and got.loaded["release"] == "0.99.0"
+    assert "exited with 7" in next(r["message"] for r in got.rows if r["test"] == "test_gather[3]")
+    capped = regression.run_suite(
+        "0.99.0", "released", None, cache_root=root, interpreted=False, test_file=path, max_restarts=1
+    )
+    assert [r["outcome"] for r in capped.rows][-2:] == [SuiteOutcome.NOT_RUN] * 2 and "restart budget" in capped.note
+
+
+@pytest.mark.integration
+def test_an_import_error_is_its_own_outcome_not_a_failure_of_the_bug(tmp_path, monkeypatch):
+    root, _ = cached_release(tmp_path, monkeypatch)
+    path = tmp_path / "test_imports.py"
+    path.write_text("import vllm.distributed\n\n\ndef test_x():\n    pass\n")
+    got = regression.run_suite("0.99.0", "released", None, cache_root=root, interpreted=False, test_file=path)
+    assert [r["outcome"] for r in got.rows] == [SuiteOutcome.ERROR]
+    assert "vllm.distributed is neither in vLLM 0.99.0's cache nor stubbed" in got.rows[0]["message"]

@@ -37,7 +37,7 @@ SIZES_ENV = "DSV4_GATHER_TEST_SIZES"
 SIZES = {"cpu": "small", "gpu": "full"}
 
 
-def test_path() -> Path:
+def suite_path() -> Path:
     return repo_root() / TEST_FOLDER / TEST_FILE
 
 
@@ -89,8 +89,7 @@ def classify(events: list[dict]) -> dict:
     }
 
 
-def _pytest_command(node_ids: list[str]) -> list[str]:
-    path = test_path()
+def _pytest_command(path: Path, node_ids: list[str]) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -118,8 +117,11 @@ def run_suite(
     max_restarts: int = 64,
     timeout_s: float = 600.0,
     say: Callable[[str], None] | None = None,
+    test_file: Path | None = None,
 ) -> SuiteRun:
-    """Run the test file against ``release``'s modules (``patched_files``: the root of a patched copy)."""
+    """Run the test file (default: upstream-tests/'s) against ``release``'s modules (``patched_files``: the
+    root of a patched copy)."""
+    path = test_file or suite_path()
     say = say or (lambda text: None)
     run = SuiteRun(release, form)
     env = dict(os.environ)
@@ -145,11 +147,11 @@ def run_suite(
         while True:
             outcomes = Path(tmp) / f"outcomes-{run.processes}.jsonl"
             env[plugin.ENV_OUTCOMES] = str(outcomes)
-            node_ids = [f"{test_path()}::{n.split('::', 1)[1]}" for n in remaining]
+            node_ids = [f"{path}::{n.split('::', 1)[1]}" for n in remaining]
             run.processes += 1
             try:
                 proc = subprocess.run(
-                    _pytest_command(node_ids), env=env, capture_output=True, text=True, timeout=timeout_s
+                    _pytest_command(path, node_ids), env=env, capture_output=True, text=True, timeout=timeout_s
                 )
                 tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
                 ended = f"pytest exited with {proc.returncode}: {' | '.join(tail)}"[:600]
@@ -180,7 +182,7 @@ def run_suite(
                 ]
             remaining = [n for n in collected if n not in results]
             if not collected and not collect_errors:
-                collect_errors.append({"nodeid": str(test_path().name), "message": ended})
+                collect_errors.append({"nodeid": path.name, "message": ended})
             if not remaining or collect_errors:
                 break
             if run.processes > max_restarts:
@@ -192,6 +194,6 @@ def run_suite(
         run.params[test] = params
         run.rows.append({"test": test, **params, **classify(results.get(nodeid, []))})
     for err in collect_errors:
-        run.rows.append({"test": err["nodeid"] or TEST_FILE, "outcome": Outcome.ERROR.value, "message": err["message"]})
+        run.rows.append({"test": err["nodeid"] or path.name, "outcome": Outcome.ERROR.value, "message": err["message"]})
     run.seconds = time.perf_counter() - t0
     return run
