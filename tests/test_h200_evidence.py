@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis import gather, performance, reshape
+from repro import seeds
+from repro.analysis import gather, performance, reshape, reshape_releases
 from repro.analysis.checks import truthy
 from repro.analysis.rundata import load_run
 from repro.registry import expectation
@@ -84,6 +85,16 @@ def test_reshape_group_checks_follow_todays_rules(run):
         committed = checks[checks.check == row["check"]]
         assert len(committed) == 1, row["check"]
         assert (committed.iloc[0].observed, truthy(committed.iloc[0].ok)) == (row["observed"], row["ok"])
+
+
+def test_reshape_release_checks_follow_todays_rules(run):
+    rows, checks = run.table("01-reshape-releases"), run.table("01-reshape-release-checks")
+    if rows is None:
+        pytest.skip("no release ran notebook 01's reshape in this run")
+    today = reshape_releases.release_checks(rows, seeds.load(43988), "C128A KV")
+    assert len(today) == len(checks)
+    for row, (_, committed) in zip(today, checks.iterrows()):
+        assert (committed.code, committed.check, truthy(committed.ok)) == (row["code"], row["check"], row["ok"])
 
 
 def test_ratios_are_todays_ratios_of_the_medians(run):

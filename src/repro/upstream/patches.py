@@ -25,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from repro.upstream.discovery import discover, launch_keywords
+from repro.upstream.members import GATHER
 from repro.upstream.patcher import PatchError, Rewrite, rewrite_row_pitch
 from repro.upstream.wheelcache import MISS_UNKNOWN, CacheEntry, CacheMiss, ensure_release
 
@@ -106,7 +107,7 @@ def launch_sites(member: str, text: str) -> set[tuple[str, int, int]]:
 
 def release_rewrites(entry: CacheEntry) -> list[Rewrite]:
     """The runtime-pitch rewrite of every cached module of the release that launches a gather kernel."""
-    sources = {m: entry.read(m) for m in entry.members() if "deepseek_v4" in m}
+    sources = {m: entry.read(m) for m in entry.members_of(GATHER) if "deepseek_v4" in m}
     modules = sorted({k.module for k in discover(sources).kernels if k.pitch_param and k.launch_pitch})
     if not modules:
         raise PatchError(f"vLLM {entry.version}: no module launches a gather kernel with a row-pitch parameter")

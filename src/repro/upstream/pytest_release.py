@@ -44,6 +44,7 @@ def _interpreted() -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     from repro.upstream.loader import LoadedRelease
+    from repro.upstream.members import GATHER
     from repro.upstream.wheelcache import load_entry
 
     version = os.environ[ENV_RELEASE]
@@ -54,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     overrides = {}
     files = os.environ.get(ENV_FILES)
     if files:
-        for member in entry.members():
+        for member in entry.members_of(GATHER):
             text = (Path(files) / member).read_text()
             if text != entry.read(member):
                 overrides[member] = text

@@ -26,8 +26,9 @@ from repro.upstream import matrix as mx
 from repro.upstream import patches as patch_lib
 from repro.upstream import regression
 from repro.upstream import releases as idx
+from repro.upstream.members import GATHER
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from repro.upstream.wheelcache import CACHE_FORMAT, CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
 from repro.walkthrough.session import Progress, Session
 
 NOTEBOOK = "04-upstream-releases"
@@ -80,7 +81,10 @@ class Context:
         sizes = SIZES[prof.name]
         try:
             chosen = idx.resolve_releases(
-                p["releases"], prof.name, _index_versions() if p["releases"] == "all" else None
+                p["releases"],
+                prof.name,
+                _index_versions() if p["releases"] == "all" else None,
+                gpu_default=lambda: idx.gpu_default_releases(download=p["download"]),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
@@ -102,8 +106,9 @@ class Context:
 
 
 def _index_versions() -> list[str] | None:
+    """Every indexed release from the first that ships a DeepSeek gather (None: no registry)."""
     try:
-        return [r.version for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))]
+        return idx.derive_releases().releases
     except OSError:
         return None
 
@@ -131,13 +136,13 @@ def sizes_table(ctx: Context) -> pd.DataFrame:
 
 def release_index(ctx: Context) -> pd.DataFrame:
     """The asked releases: on the registry (when reachable), in the cache, with the wheel's hash."""
-    listed, source = {}, "committed default list (downloads off: registry not asked)"
+    listed, source = {}, "the parameter or the carried cache's record (downloads off: registry not asked)"
     if ctx.cfg.download:
         try:
             listed = {r.version: r for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))}
             source = "registry index"
         except OSError as exc:
-            source = f"registry not reachable ({type(exc).__name__}); committed default list"
+            source = f"registry not reachable ({type(exc).__name__}); the parameter or the cache's record"
     fetched = fetch_missing(ctx, listed)
     rows = []
     for v in ctx.releases:
@@ -165,7 +170,7 @@ def missing_releases(ctx: Context) -> list[str]:
     out = []
     for v in ctx.releases:
         entry = load_entry(v, ctx.cfg.cache_root)
-        if entry is None or entry.provenance.get("format") != CACHE_FORMAT:
+        if entry is None or not entry.current_format or not entry.covers(GATHER):
             out.append(v)
     return out
 
@@ -412,11 +417,12 @@ def _matrix_rewrites(ctx: Context, version: str) -> dict[str, str] | None:
 
 
 def _files_key(version: str, cache_root: Path | None) -> tuple | None:
-    """Identity of everything the test can import from a release: every cached file's hash."""
+    """Identity of everything the test can import from a release: the hash of every file of the gather set."""
     entry = load_entry(version, cache_root)
     if entry is None:
         return None
-    return tuple(sorted((m, info["sha256"]) for m, info in entry.provenance.get("files", {}).items()))
+    files = entry.provenance.get("files", {})
+    return tuple(sorted((m, files[m]["sha256"]) for m in entry.members_of(GATHER)))
 
 
 def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
