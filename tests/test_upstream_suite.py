@@ -258,3 +258,29 @@ def test_an_import_error_is_its_own_outcome_not_a_failure_of_the_bug(tmp_path, m
     got = regression.run_suite("0.99.0", "released", None, cache_root=root, interpreted=False, test_file=path)
     assert [r["outcome"] for r in got.rows] == [SuiteOutcome.ERROR]
     assert "vllm.distributed is neither in vLLM 0.99.0's cache nor stubbed" in got.rows[0]["message"]
+
+
+def test_the_report_shows_the_test_per_release_and_links_each_patch(tmp_path):
+    from pathlib import Path
+
+    from repro.analysis.rundata import RunData, load_run
+    from repro.report.markdown import render_markdown
+
+    run = load_run(Path(__file__).resolve().parents[1] / "data" / "h200" / "vllm-0.22.0-under-test")
+    tests = pd.DataFrame(
+        _rows("released", [(1, SuiteOutcome.PASSED), (2, SuiteOutcome.FAULT)])
+        + _rows("patched", [(1, SuiteOutcome.PASSED), (2, SuiteOutcome.ERROR)])
+    )
+    patch = {"release": "0.99.0", "status": "applied", "launch_sites": 4, "diff": "vllm-0.99.0.diff", "reason": ""}
+    tables = {
+        **run.tables,
+        suite.TEST_TABLE: tests,
+        suite.SUMMARY_TABLE: suite.summary(tests),
+        suite.PATCH_TABLE: pd.DataFrame([patch]),
+    }
+    md = render_markdown(RunData(tmp_path, run.manifest, tables, run.facts, run.files), [])
+    section = md[md.index("## vLLM's regression test and one patch per release") :]
+    assert "| 0.99.0 | fails on its assertions: 1/2 passed, 1 failed (1 device fault) | errors: 1/2 passed" in section
+    assert "| applied, 4 launch sites | no |" in section
+    assert "[vllm-0.99.0.diff](patches/vllm-0.99.0.diff)" in section
+    assert "Tests that did not do what they had to (1)" in section

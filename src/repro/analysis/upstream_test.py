@@ -13,6 +13,8 @@ import pandas as pd
 
 from repro.registry import SUITE_ASSERTION_FAILURES, UPSTREAM_PATCHED, UPSTREAM_RELEASED, SuiteOutcome
 
+#: The tables notebook 04 writes for this study (``results/<name>.csv``): the patches, every test, the summary.
+PATCH_TABLE, TEST_TABLE, SUMMARY_TABLE = "04-patches", "04-upstream-test", "04-upstream-test-summary"
 EXPECT_FAILS = "fails on its assertion"
 EXPECT_PASSES = "passes"
 CHECK = "vLLM's regression test: fails as released from two requests, passes patched"

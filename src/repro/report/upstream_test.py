@@ -12,13 +12,11 @@ from repro.report.tables import formatted
 if TYPE_CHECKING:  # blocks imports this module to list the section
     from repro.report.blocks import Block, Report
 
-SUMMARY_TABLE, TEST_TABLE, PATCH_TABLE = "04-upstream-test-summary", "04-upstream-test", "04-patches"
-
 
 def upstream_test_section(r: Report) -> list[Block]:
     from repro.report.blocks import Block, fold
 
-    summary, patches = r.tables.get(SUMMARY_TABLE), r.tables.get(PATCH_TABLE)
+    summary, patches = r.tables.get(suite.SUMMARY_TABLE), r.tables.get(suite.PATCH_TABLE)
     if (summary is None or not len(summary)) and (patches is None or not len(patches)):
         return []
     out = [
@@ -38,7 +36,7 @@ def upstream_test_section(r: Report) -> list[Block]:
         links = [f"[{p}](patches/{p})" for p in patches["diff"].dropna().astype(str) if p]
         if links:
             out.append(Block("md", "Patches (unified diffs against each release's files): " + ", ".join(links)))
-    tests = r.tables.get(TEST_TABLE)
+    tests = r.tables.get(suite.TEST_TABLE)
     if tests is not None and len(tests):
         odd = suite.with_expectations(tests)
         odd = odd[~odd["ok"]]

@@ -35,7 +35,7 @@ NOTEBOOK = "04-upstream-releases"
 MATRIX, INDEX, INVENTORY, CHECKS, WRITERS = (
     f"04-{n}" for n in ("release-matrix", "release-index", "kernel-inventory", "release-checks", "writer-checks")
 )
-PATCHES, SUITE, SUITE_SUMMARY = "04-patches", "04-upstream-test", "04-upstream-test-summary"
+PATCHES, SUITE, SUITE_SUMMARY = suite_lib.PATCH_TABLE, suite_lib.TEST_TABLE, suite_lib.SUMMARY_TABLE
 PATCH_CHECK = "the release's diff applies with patch -p1 and gives the matrix's patched source"
 #: The regression test's sizes per profile (``DSV4_GATHER_TEST_SIZES``): a few cases in the interpreter.
 SUITE_SIZES = regression.SIZES
