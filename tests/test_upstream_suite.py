@@ -189,22 +189,20 @@ def test_the_upstream_test_file_runs_against_a_release_as_released_and_patched(t
 
 
 def test_the_first_run_names_the_wheels_it_downloads_with_their_sizes(tmp_path, monkeypatch, capsys):
-    from types import SimpleNamespace
-
     from upstream_fakes import make_wheel
 
     from repro.upstream.releases import IndexedRelease
-    from repro.walkthrough.releases import fetch_missing
+    from repro.walkthrough.downloads import fetch_missing
 
     wheel = make_wheel(tmp_path, "0.99.0", {V4_MEMBER: fixture_source()})
     fake_pip(monkeypatch, {"0.99.0": wheel})
-    ctx = SimpleNamespace(releases=["0.99.0"], cfg=SimpleNamespace(download=True, cache_root=tmp_path / "cache"))
+    root = tmp_path / "cache"
     listed = {"0.99.0": IndexedRelease("0.99.0", wheel.name, 412_000_000, "", "2026-11-02")}
     said = []
-    got = fetch_missing(ctx, listed, said.append)
+    got = fetch_missing(["0.99.0"], root, True, listed, said.append)
     assert said[0].startswith("Downloading 1 vLLM wheel (412 MB in all) into ") and said[1] == f"  {wheel.name}  412 MB"
     assert got["0.99.0"].version == "0.99.0" and "vLLM wheels" in capsys.readouterr().err
-    assert fetch_missing(ctx, listed, said.append) == {} and len(said) == 2  # cached now: nothing said
+    assert fetch_missing(["0.99.0"], root, True, listed, said.append) == {} and len(said) == 2  # cached: silent
 
 
 FAULTING_FILE = """

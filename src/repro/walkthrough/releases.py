@@ -29,6 +29,7 @@ from repro.upstream import releases as idx
 from repro.upstream.members import GATHER
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
 from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.walkthrough.downloads import fetch_missing
 from repro.walkthrough.session import Progress, Session
 
 NOTEBOOK = "04-upstream-releases"
@@ -143,7 +144,7 @@ def release_index(ctx: Context) -> pd.DataFrame:
             source = "registry index"
         except OSError as exc:
             source = f"registry not reachable ({type(exc).__name__}); the parameter or the cache's record"
-    fetched = fetch_missing(ctx, listed)
+    fetched = fetch_missing(ctx.releases, ctx.cfg.cache_root, ctx.cfg.download, listed)
     rows = []
     for v in ctx.releases:
         got = fetched.get(v) or ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)
@@ -163,47 +164,6 @@ def release_index(ctx: Context) -> pd.DataFrame:
         )
     ctx.session.record(INDEX, [{k.replace(" ", "_"): v for k, v in r.items()} for r in rows])
     return pd.DataFrame(rows)
-
-
-def missing_releases(ctx: Context) -> list[str]:
-    """Releases the cache does not hold yet (or holds in an older extraction format)."""
-    out = []
-    for v in ctx.releases:
-        entry = load_entry(v, ctx.cfg.cache_root)
-        if entry is None or not entry.current_format or not entry.covers(GATHER):
-            out.append(v)
-    return out
-
-
-def fetch_missing(
-    ctx: Context, listed: dict[str, idx.IndexedRelease], say: Callable[[str], None] = print
-) -> dict[str, Any]:
-    """Download the wheels the cache lacks, saying first which ones and how large (the registry index's
-    sizes), with a progress bar over their bytes; returns release -> cache entry or miss."""
-    todo = missing_releases(ctx) if ctx.cfg.download else []
-    if not todo:
-        return {}
-    sizes = {v: (listed[v].size if v in listed else 0) for v in todo}
-    total = sum(sizes.values())
-    say(
-        f"Downloading {len(todo)} vLLM wheel{'s' * (len(todo) > 1)} ({_mb(total)} in all) into "
-        f"{ctx.cfg.cache_root or default_cache_root()}; only the DeepSeek gather modules and a few helpers are "
-        "kept (a few hundred KB per release), each wheel is deleted after extraction:"
-    )
-    for v in todo:
-        say(f"  {listed[v].wheel if v in listed else f'vllm=={v}'}  {_mb(sizes[v]) if sizes[v] else 'size unknown'}")
-    bar = Progress(total or len(todo), "vLLM wheels", unit="B" if total else "wheel")
-    got = {}
-    for v in todo:
-        got[v] = ensure_release(v, ctx.cfg.cache_root, download=True)
-        bar.advance(sizes[v] if total else 1)
-        if isinstance(got[v], CacheMiss):
-            say(f"  {v}: {got[v].status}: {got[v].reason}")
-    return got
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.0f} MB"
 
 
 def kernel_inventory(ctx: Context) -> pd.DataFrame:
