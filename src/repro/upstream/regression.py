@@ -2,13 +2,11 @@
 
 The test file is run as it is, by pytest in a child process, with :mod:`repro.upstream.pytest_release`
 making ``vllm`` mean the release's cached modules (as released, or the patched copy that ``patch -p1``
-wrote). Every collected test gets one :class:`Outcome`, typed from the phase that decided it:
-
-* ``failed: bitwise mismatch`` -- the test's own ``assert_close`` failed;
-* ``failed: reads outside every tensor`` -- that assertion failed and, in Triton's interpreter, the
-  bounds-checked interpreter counted lanes aimed outside every argument (kept from being dereferenced);
-* ``failed: device fault`` -- the GPU faulted (an illegal memory access), the test's process is done;
-* ``failed: other exception`` / ``error`` (setup, collection, import) / ``skipped`` / ``not run``.
+wrote). Every collected test gets one :class:`~repro.registry.SuiteOutcome`, typed from the phase that
+decided it: the test's own ``assert_close`` failing is a bitwise mismatch (or, where Triton's bounds-checked
+interpreter counted lanes aimed outside every argument, reads outside every tensor); a GPU fault is a device
+fault; another exception, a setup, collection or import error, a skip and a test that never ran are each
+their own outcome.
 
 A device fault poisons the CUDA context, so the runner starts a fresh pytest on the tests not yet run
 (at most ``max_restarts`` times); a test whose process died without a result is a fault too.
