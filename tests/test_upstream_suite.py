@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fake_pip, fixture_source
 
-from repro.analysis import upstream_test as suite
+from repro.analysis import vllm_suite as suite
 from repro.registry import SuiteOutcome
 from repro.upstream import patcher, patches, regression
 

@@ -33,7 +33,7 @@ from repro.analysis.verdict import (
 from repro.report import reshape_releases
 from repro.report.plots import arm_names as plots_arm_names
 from repro.report.tables import formatted
-from repro.report.upstream_test import upstream_test_section
+from repro.report.vllm_suite import upstream_test_section
 
 #: Figure captions by name; a figure the run did not draw is left out with its caption.
 CAPTIONS = {

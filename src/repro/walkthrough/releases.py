@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from repro.analysis import releases as verdicts_lib
-from repro.analysis import upstream_test as suite_lib
+from repro.analysis import vllm_suite as suite_lib
 from repro.parameters import ParameterError
 from repro.registry import SuiteOutcome
 from repro.upstream import matrix as mx

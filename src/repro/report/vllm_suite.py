@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from repro.analysis import upstream_test as suite
+from repro.analysis import vllm_suite as suite
 from repro.report.tables import formatted
 
 if TYPE_CHECKING:  # blocks imports this module to list the section
