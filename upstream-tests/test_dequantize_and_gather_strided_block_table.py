@@ -78,7 +78,7 @@ def _import_first(names: tuple[str, ...]) -> ModuleType:
         try:
             return importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name is None or not name.startswith(e.name):
+            if e.name is None or not (name + ".").startswith(e.name + "."):
                 raise  # the module exists but one of its imports failed
     pytest.skip(f"this vLLM has none of {', '.join(names)}")
 
