@@ -35,8 +35,8 @@ check: lint
 	$(PY) -m pytest -q -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests scripts examples upstream-tests
+	$(VENV)/bin/ruff format --check src tests scripts examples upstream-tests
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -165,7 +165,9 @@ def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
         cache_root=root,
         max_workers=2,
     )
-    plans = run_matrix(["0.99.0", "9.9.9"], cfg, rows.append)
+    finished = []
+    plans = run_matrix(["0.99.0", "9.9.9"], cfg, rows.append, arm_done=finished.append)
+    assert [(a.release, a.variant) for a in finished] == [("0.99.0", "released"), ("0.99.0", "patched")]
     frame = pd.DataFrame(rows)
     missing = frame[frame.release == "9.9.9"]
     assert list(missing.status) == ["unknown release"]

@@ -159,6 +159,14 @@ SCHEMA: dict[str, Param] = {
         item_kind=str,
     ),
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
+    "matrix": Param(
+        bool, "true or false (false: skip the release matrix; the patches and the regression test still run)"
+    ),
+    "upstream_test": Param(
+        bool,
+        "true or false (write each release's patch and run upstream-tests/ against its modules, as released "
+        "and patched)",
+    ),
     "bench_variants": Param(
         list,
         "a non-empty list of distinct values drawn from 'fixed' and 'fast'",

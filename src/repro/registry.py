@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -530,6 +531,27 @@ def role(label: str) -> str:
         if entry.label == label:
             return entry.role
     return ROLE_UNDER_TEST
+
+
+# --------------------------------------------------------------------------------------------
+# The regression test written for vLLM's suite (upstream-tests/), run against each release's modules.
+
+
+class SuiteOutcome(StrEnum):
+    """One test's outcome, typed from the phase that decided it (repro.upstream.regression)."""
+
+    PASSED = "passed"
+    MISMATCH = "failed: bitwise mismatch"  # the test's own assert_close
+    OUT_OF_BOUNDS = "failed: reads outside every tensor"  # that assertion, and the interpreter counted wild lanes
+    FAULT = "failed: device fault"  # an illegal memory access (or the process died in the test)
+    OTHER = "failed: other exception"
+    ERROR = "error"  # setup, collection or import
+    SKIPPED = "skipped"  # the release has no such gather
+    NOT_RUN = "not run"
+
+
+#: Outcomes that mean the test's own assertion named the defect (or the device faulted on it).
+SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, SuiteOutcome.FAULT)
 
 
 def _describe(fn: Callable[..., Any]) -> str:

@@ -92,6 +92,10 @@ class Table(StrEnum):
     KERNEL_INVENTORY = "04-kernel-inventory", ("release", "kernel", "record", "layout")
     RELEASE_CHECKS = "04-release-checks", ("check", "release", "kernel", "variant", "num_reqs")
     WRITER_CHECKS = "04-writer-checks", ("check", "release", "layout", "variant", "num_reqs")
+    #: vLLM's regression test (``upstream-tests/``) per release, as released and with the release's patch.
+    PATCHES = "04-patches", ("release",)
+    UPSTREAM_TEST = "04-upstream-test", ("release", "form", "test")
+    UPSTREAM_TEST_SUMMARY = "04-upstream-test-summary", ("release", "form")
     #: The repository's V4.1 gathers as implementations under test on each release's records.
     RECORD_GATHERS = "04-record-gathers", ("release", "kernel", "record", "layout", "variant", "mode", "num_reqs")
     RECORD_GATHER_CHECKS = "04-record-gather-checks", ("check", "release", "variant", "record")
@@ -146,6 +150,8 @@ IDENTITY_ORDER = (
     "kbs input",
     "arm",
     "variant",
+    "form",
+    "test",
     "table",
     "pitch",
     "requests",

@@ -285,10 +285,16 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
 
 
 def run_matrix(
-    releases: list[str], cfg: MatrixConfig, sink: Callable[[dict], None], progress: Callable[[str], None] | None = None
+    releases: list[str],
+    cfg: MatrixConfig,
+    sink: Callable[[dict], None],
+    progress: Callable[[str], None] | None = None,
+    arm_done: Callable[[Arm], None] | None = None,
 ) -> list[ReleasePlan]:
-    """Plan every release, then run every arm; rows go to ``sink``. Returns the plans (rewrites, discovery)."""
+    """Plan every release, then run every arm; rows go to ``sink``, each finished (or shared) arm to
+    ``arm_done``. Returns the plans (rewrites, discovery)."""
     say = progress or (lambda text: None)
+    finished = arm_done or (lambda arm: None)
     plans = [plan_release(v, cfg) for v in releases]
     labels: dict[str, str] = {}
     for p in plans:
@@ -338,10 +344,12 @@ def run_matrix(
                 for r in rows:
                     sink({**r, **base, "shared_from": origin})
                 say(f"{arm.release} {arm.kernel} {arm.variant}: same launch-path source as {origin}, rows shared")
+                finished(arm)
                 continue
             say(f"{arm.release} {arm.kernel} {arm.variant}: running")
             rows = run_arm(p, arm, cfg, base, sink)
             done[key] = (arm.release, rows)
+            finished(arm)
     return plans
 
 

@@ -25,6 +25,7 @@ from repro.report.sections import (
     results,
     summary,
     vllm_kernel,
+    vllm_suite,
 )
 
 SECTIONS: list[Section] = [
@@ -36,6 +37,7 @@ SECTIONS: list[Section] = [
     reshape_releases.SECTION,
     gather.SECTION,
     affected_releases.SECTION,
+    vllm_suite.SECTION,
     fix_cost.SECTION,
     gather_fast.SECTION,
     ceiling.SECTION,
