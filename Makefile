@@ -4,6 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BROWSER := $(VENV)/.browser
+MERMAID := $(VENV)/.mermaid
 ARGS ?=
 
 .PHONY: run test check lint lab report clean-venv
@@ -20,8 +21,13 @@ $(BROWSER): scripts/setup-browser.sh | $(STAMP)
 run: $(STAMP)
 	$(PY) -m repro run $(ARGS)
 
+# Mermaid's browser build for the browser check of pr-comment.md's charts (npm where there is one; else it skips).
+$(MERMAID): scripts/setup-mermaid.sh | $(STAMP)
+	VENV=$(VENV) scripts/setup-mermaid.sh
+	touch $(MERMAID)
+
 # Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
-test: lint $(BROWSER)
+test: lint $(BROWSER) $(MERMAID)
 	$(PY) -m pytest $(ARGS)
 
 # The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
@@ -29,8 +35,8 @@ check: lint
 	$(PY) -m pytest -q -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests scripts examples upstream-tests
+	$(VENV)/bin/ruff format --check src tests scripts examples upstream-tests
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

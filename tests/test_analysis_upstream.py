@@ -125,8 +125,7 @@ def test_root_cause_text_tells_the_measured_story():
 
 def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path):
     from repro.analysis.rundata import RunData
-    from repro.report import plots, upstream_plots
-    from repro.report.markdown import render_markdown
+    from repro.report.build import render_run
 
     med = medians()
     diff = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-        max_blocks_per_seq=block_table.shape[-1],\n+        x\n"
@@ -159,15 +158,17 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
         "03-jit": {"mode": "observed"},
     }
     run = RunData(tmp_path, {"profile": "gpu", "status": "complete"}, tables, facts)
-    figures = plots.draw_all(run)
-    assert {"03-vllm-ratios", "03-vllm-time-graph-256", "03-jit-fingerprint-vllm"} <= set(figures)
-    for fig in figures.values():
-        plots.plt.close(fig)
-    md = render_markdown(run, list(figures))
+    report = render_run(run)
+    report.close()
+    assert {"03-vllm-ratios", "03-vllm-time-graph-256", "03-jit-fingerprint-vllm"} <= {f.name for f in report.figures}
+    md = report.markdown.text
     assert md.startswith("# Measurements, no reproduction in this run: the fix's cost on vLLM's own kernel")
     assert "#### The JIT compilation in vllm-project/vllm#55109's log" in md
     assert "compile 3 times with the shipped kernel" in md
-    assert "**Cost of the fix on vLLM's own kernel**: vLLM 0.22.0's own kernel" in md
+    first_screen = md[: md.index("## Test Plan")]
+    assert (
+        "| cost of the fix (vllm-project/vllm#55109) on vLLM 0.22.0's own kernel | CUDA-graph replays" in first_screen
+    )
     assert "```diff\n" + diff.rstrip() + "\n```" in md and "only the launch edit: e2" in md
     import re
 
@@ -176,4 +177,3 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
     repo_jit = md[md.index("## JIT compilations per block-table width") : md.index("## vLLM's own kernel")]
     assert "vLLM 0.22.0" not in repo_jit  # vLLM's kernels have their own JIT table
     assert "vLLM 0.22.0 patched" in md[md.index("### 03 JIT fingerprint of vLLM's own kernel") :]
-    _ = upstream_plots

@@ -116,9 +116,17 @@ def sources(config: str) -> dict[str, str]:
     }
 
 
-def test_wanted_members():
-    assert C.wanted("vllm/config/vllm.py") and C.wanted("vllm/models/deepseek_v4/nvidia/flashmla.py")
-    assert not C.wanted("vllm/models/deepseek_v41/attention.py") and not C.wanted("vllm/config/model.py")
+def test_the_member_set_holds_the_model_package_and_the_config():
+    from repro.upstream.members import PRODUCTION_PATH
+
+    names = [
+        "vllm/config/vllm.py",
+        "vllm/models/deepseek_v4/nvidia/flashmla.py",
+        "vllm/models/deepseek_v41/attention.py",
+        "vllm/config/model.py",
+    ]
+    chosen = PRODUCTION_PATH.choose(names, lambda name: b"")
+    assert chosen == ["vllm/config/vllm.py", "vllm/models/deepseek_v4/nvidia/flashmla.py"]
 
 
 def test_call_sites_loops_conditions_and_reach():

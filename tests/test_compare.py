@@ -8,9 +8,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis.compare import KEY, compare_runs, comparison_counts, comparison_summary
+from repro.analysis.compare import (
+    KEY,
+    changed_rows,
+    check_rows,
+    compare_runs,
+    comparison_counts,
+    comparison_summary,
+    identity_columns,
+)
 from repro.analysis.rundata import RunData, load_run
-from repro.report.markdown import render_comparison
+from repro.report.comparison import render_comparison
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 
@@ -87,3 +95,47 @@ def test_comparison_markdown_has_one_line_per_row_and_numeric_order(runs):
 
 def test_the_key_names_every_identifying_column():
     assert {"case", "seq_len", "num_reqs", "mode", "variant", "check", "notebook"} <= set(KEY)
+
+
+def _flip(run: RunData, table: str, row: int) -> RunData:
+    """A copy of ``run`` with one check of ``table`` flipped."""
+    frame = run.tables[table].copy()
+    frame.loc[row, "ok"] = not bool(frame.loc[row, "ok"])
+    return RunData(Path("copy"), run.manifest, {**run.tables, table: frame}, run.facts, run.files)
+
+
+def test_a_flipped_check_is_reported_against_the_same_release_kernel_and_variant():
+    """One check flipped in a 0.33.0 row of a copy of the release matrix run: the changed row is that 0.33.0
+    row, with its kernel and variant, and nothing lands in "only in A/B" (rows pair by what they are)."""
+    run = load_run(H200 / "release-matrix-a")
+    checks = run.tables["04-release-checks"]
+    row = int(checks.index[checks["release"].astype(str) == "0.33.0"][-1])
+    flipped = _flip(run, "04-release-checks", row)
+    shuffled = RunData(
+        Path("shuffled"),
+        run.manifest,
+        {k: v.sample(frac=1, random_state=0) for k, v in flipped.tables.items()},  # pairing ignores row order
+        run.facts,
+        run.files,
+    )
+    for other in (flipped, shuffled):
+        cmp = compare_runs(run, other)
+        assert comparison_counts(cmp) == {"both": len(check_rows(run)), "a_only": 0, "b_only": 0, "changed": 1}
+        changed = changed_rows(cmp)
+        assert len(changed) == 1
+        got = changed.iloc[0]
+        want = checks.loc[row]
+        assert (got["release"], got["kernel"], got["variant"]) == (want["release"], want["kernel"], want["variant"])
+    text = render_comparison(run, flipped)
+    head = next(line for line in text.splitlines() if line.startswith("| check | release |"))
+    assert "| kernel |" in head and "| variant |" in head  # the identity columns are shown
+    assert f"| {want['release']} | {want['kernel']} |" in text
+
+
+def test_identity_columns_come_from_each_tables_declaration():
+    from repro.tables import Table
+
+    run = load_run(H200 / "release-matrix-a")
+    cols = identity_columns("04-release-checks", run.tables["04-release-checks"])
+    assert cols[:2] == ["notebook", "check"] and {"release", "kernel", "variant"} <= set(cols)
+    assert set(cols) - {"notebook", "check"} <= set(Table.RELEASE_CHECKS.keys)

@@ -13,14 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis import gather, performance, reshape
+from repro import seeds
+from repro.analysis import gather, performance, reshape, reshape_releases
 from repro.analysis.checks import truthy
 from repro.analysis.rundata import load_run
 from repro.registry import expectation
-from repro.report import plots
-from repro.report.blocks import outside_names
+from repro.report.build import render_run
+from repro.report.comparison import render_comparison
 from repro.report.html import render_fragment
-from repro.report.markdown import render_comparison, render_markdown
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +86,16 @@ def test_reshape_group_checks_follow_todays_rules(run):
         assert (committed.iloc[0].observed, truthy(committed.iloc[0].ok)) == (row["observed"], row["ok"])
 
 
+def test_reshape_release_checks_follow_todays_rules(run):
+    rows, checks = run.table("01-reshape-releases"), run.table("01-reshape-release-checks")
+    if rows is None:
+        pytest.skip("no release ran notebook 01's reshape in this run")
+    today = reshape_releases.release_checks(rows, seeds.load(43988), "C128A KV")
+    assert len(today) == len(checks)
+    for row, (_, committed) in zip(today, checks.iterrows()):
+        assert (committed.code, committed.check, truthy(committed.ok)) == (row["code"], row["check"], row["ok"])
+
+
 def test_ratios_are_todays_ratios_of_the_medians(run):
     med, rat = run.table("03-performance-medians"), run.table("03-performance-ratios")
     if med is None:
@@ -108,11 +118,13 @@ def _text(html: str) -> str:
 
 
 def test_committed_report_is_what_this_code_renders(run):
-    figures = plots.draw_all(run, outside_names(run))
-    names = list(figures)
-    for fig in figures.values():
-        plots.plt.close(fig)
-    assert (run.path / "report.md").read_text() == render_markdown(run, names), (
+    report = render_run(run)
+    report.close()
+    names = [f.name for f in report.figures]
+    assert (run.path / "report.md").read_text() == report.markdown.text, (
+        "re-render with scripts/render-evidence-reports.sh"
+    )
+    assert (run.path / "pr-comment.md").read_text() == report.comment, (
         "re-render with scripts/render-evidence-reports.sh"
     )
     html = (run.path / "report.html").read_text()
@@ -124,8 +136,8 @@ def test_committed_report_is_what_this_code_renders(run):
     assert sorted(p.stem for p in (run.path / "plots").glob("*.png")) == sorted(names)
 
 
-def test_committed_screenshots_show_both_renderings(run):
-    for name in ("report-md-github.png", "report-html.png"):
+def test_committed_screenshots_show_every_rendering(run):
+    for name in ("report-md-github.png", "pr-comment-github.png", "report-html.png"):
         shot = run.path / "screenshots" / name
         assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
 

@@ -59,8 +59,8 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
         "## vllm-project/vllm#55109: strided block-table gather",
         "## Cost of the fix",
         "## gather_fast (in neither pull request)",
-        "## Checks",
-        "## Test plan",
+        "### Checks",
+        "## Test Plan",
         "## Environment",
         "## Raw data",
     ):
@@ -69,6 +69,8 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
     assert "Timing skipped" in md
     html = (out / "report.html").read_text()
     assert "data:image/png;base64" in html and "display_report" not in html  # plots embedded, code hidden
+    comment = (out / "pr-comment.md").read_text()
+    assert comment.startswith("## Purpose") and len(comment.encode()) <= 16 * 1024 and "](plots/" not in comment
 
 
 def test_report_reads_well_in_a_browser(fixed_run):
@@ -80,8 +82,9 @@ def test_report_reads_well_in_a_browser(fixed_run):
     except BrowserUnavailable as exc:
         pytest.skip(f"no browser for this test here: {exc}")
     for c in checks:
-        assert c.problems == [] and c.headline.startswith("Reproduced"), c.problems
-    assert sorted(p.name for p in (out / "screenshots").glob("*.png")) == ["report-html.png", "report-md-github.png"]
+        assert c.problems == [] and c.headline.startswith(("Reproduced", "Purpose")), c.problems
+    shots = sorted(p.name for p in (out / "screenshots").glob("*.png"))
+    assert shots == ["pr-comment-github.png", "report-html.png", "report-md-github.png"]
 
 
 def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_path):

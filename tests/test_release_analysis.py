@@ -122,14 +122,19 @@ def test_merge_takes_a_measured_arm_over_one_another_run_could_not_try():
     assert inputs.loc["none", "releases"] == "no matrix table" and inputs.loc["none", "rows kept"] == 0
 
 
-def test_figure_draws_one_panel_per_variant():
+def test_figure_draws_each_variant_as_one_half_of_every_cell():
     import matplotlib
 
     matplotlib.use("Agg")
     from repro.report.releases import release_matrix
 
-    fig = release_matrix(rel.complete_matrix(rel.verdicts(sample())))
-    assert [ax.get_title() for ax in fig.axes] == ["vLLM released", "vLLM patched + PR #55109"]
+    v = rel.complete_matrix(rel.verdicts(sample()))
+    fig = release_matrix(v)
+    (ax,) = fig.axes
+    assert ax.get_title(loc="left") == "left half: as released, right half: with PR #55109"
+    cells = v["release"].nunique() * len([k for k in v["kernel"].unique() if k])
+    halves = [p for p in ax.patches if p.get_width() == 0.5]
+    assert len(halves) == 2 * cells  # released on the left, patched on the right, in every cell
 
 
 def test_analysis_imports_no_torch():

@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 
 from repro.analysis.rundata import RunData, load_run
-from repro.report import blocks as report_blocks
 from repro.report import plots
-from repro.report.blocks import Block, build_blocks, outside_names
+from repro.report import sections as report_sections
+from repro.report.analyse import analyse, draw
+from repro.report.build import render_run
 from repro.report.html import SCOPE, render_fragment
 from repro.report.markdown import MARKDOWN_LIMIT_BYTES, render_markdown
+from repro.report.model import Section
 from repro.report.tables import formatted, markdown_table
 
 pytestmark = pytest.mark.integration
@@ -27,17 +29,21 @@ MAX_COLUMNS = 8
 
 
 @pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
-def rendered(request) -> tuple[RunData, list[str], str, list[Block]]:
+def rendered(request) -> tuple[RunData, list[str], str, list[pd.DataFrame]]:
+    """The run, its figures' names, report.md and every table report.md shows (as shown), in order."""
     run = load_run(request.param)
-    figures = plots.draw_all(run, outside_names(run))
-    names = list(figures)
-    for fig in figures.values():
-        plt.close(fig)
-    return run, names, render_markdown(run, names), build_blocks(run, names)
+    report = render_run(run)
+    report.close()
+    return run, [f.name for f in report.figures], report.markdown.text, report.markdown.tables
 
 
-def _flat(blocks: list[Block]) -> list[Block]:
-    return [x for b in blocks for x in ([b] if b.kind != "fold" else _flat(b.children))]
+def _md(run: RunData, figures=()) -> str:
+    return render_markdown(analyse(run), list(figures))
+
+
+def _unfolded(md: str) -> str:
+    """The Markdown a reader sees before opening any ``<details>``."""
+    return re.sub(r"<details>.*?</details>", "", md, flags=re.S)
 
 
 def _md_tables(text: str) -> list[list[str]]:
@@ -71,20 +77,18 @@ def test_tables_are_compact_narrow_and_one_line_per_row(rendered):
 
 
 def test_numeric_columns_have_fixed_decimals(rendered):
-    _, _, _, blocks = rendered
-    for b in _flat(blocks):
-        if b.kind != "table":
-            continue
-        for col in b.value.columns:
-            decimals = {len(c.split(".")[1]) for c in b.value[col] if re.fullmatch(r"-?\d+\.\d+x?", c)}
+    _, _, _, tables = rendered
+    for table in tables:
+        for col in table.columns:
+            decimals = {len(c.split(".")[1]) for c in table[col] if re.fullmatch(r"-?\d+\.\d+x?", c)}
             assert len(decimals) <= 1, (col, decimals)
 
 
 def test_bulky_tables_are_folded(rendered):
-    _, _, md, blocks = rendered
-    for b in blocks:
-        if b.kind == "table":
-            assert len(b.value) <= 14, list(b.value.columns)
+    _, _, md, tables = rendered
+    assert tables
+    for table in _md_tables(_unfolded(md)):
+        assert len(table) - 2 <= 14, table[0]
     assert md.count("<details>") == md.count("</details>")
 
 
@@ -122,35 +126,36 @@ def test_github_renders_every_table_with_its_rows(rendered):
     import cmarkgfm
     from cmarkgfm.cmark import Options
 
-    _, _, md, blocks = rendered
+    _, _, md, tables = rendered
     parser = _Tables()
     parser.feed(cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE))
-    assert parser.rows == [len(b.value) for b in _flat(blocks) if b.kind == "table"]
+    assert parser.rows == [len(t) for t in tables]
 
 
 def test_html_has_the_same_tables_and_every_figure_embedded(rendered):
-    run, _, _, blocks = rendered
+    run, names, md, tables = rendered
     fragment = render_fragment(run)
     parser = _Tables()
     parser.feed(fragment)
-    assert parser.rows == [len(b.value) for b in _flat(blocks) if b.kind == "table"]
-    assert fragment.count("data:image/png;base64,") == sum(b.kind == "image" for b in _flat(blocks))
+    assert parser.rows == [len(t) for t in tables]
+    assert fragment.count("data:image/png;base64,") == md.count("](plots/") == len(names)
     assert fragment.startswith("<style>") and f'<div class="{SCOPE}">' in fragment
     assert "<th>item</th><th>value</th>" in fragment  # text columns carry no right-aligning class
     assert "Figures are the run folder" not in fragment  # the note on relative links is for report.md only
 
 
-def test_a_section_is_one_builder_in_the_list(monkeypatch, rendered):
-    run, names, _, _ = rendered
-
-    def marker(r):
-        return [Block("md", "## A section of another notebook")]
-
-    sections = list(report_blocks.SECTIONS)
-    sections.insert(sections.index(report_blocks.test_plan_section), marker)
-    monkeypatch.setattr(report_blocks, "SECTIONS", sections)
-    md = render_markdown(run, names)
-    assert md.index("## A section of another notebook") < md.index("## Test plan")
+def test_a_section_is_one_module_plugged_in_with_one_line(monkeypatch, rendered):
+    run, _, _, _ = rendered
+    marker = Section("marker", lambda c: c.run.name, "## A section of another notebook\n\nRun `{{ d }}`.")
+    sections = list(report_sections.SECTIONS)
+    sections.insert(sections.index(report_sections.plan.SECTION), marker)
+    monkeypatch.setattr(report_sections, "SECTIONS", sections)
+    md = _md(run)
+    assert md.index("## A section of another notebook") < md.index("## Test Plan")
+    assert f"Run `{run.name}`." in md
+    report = render_run(run)
+    report.close()
+    assert "## A section of another notebook" not in report.comment  # no comment template: not in the comment
 
 
 def test_markdown_cells_are_one_line_and_pipes_escaped():
@@ -163,14 +168,15 @@ def test_markdown_cells_are_one_line_and_pipes_escaped():
 def test_an_incomplete_run_says_so_first(tmp_path):
     run = load_run(H200 / "gpu-profile")
     unfinished = RunData(tmp_path, {**run.manifest, "status": "interrupted"}, run.tables, run.facts, run.files)
-    md = render_markdown(unfinished, [])
+    md = _md(unfinished)
     assert md.startswith("# Incomplete: the run is 'interrupted', not finished")
 
 
 def test_figures_are_sharp_and_legends_stay_off_the_data():
     run = load_run(H200 / "gpu-profile")
     assert plots.DPI >= 150
-    figures = plots.draw_all(run, outside_names(run))
+    drawn = draw(analyse(run))
+    figures = {f.name: f.figure for f in drawn}
     assert list(figures)[:3] == ["01-reshape-overrun", "02-gather-mismatches", "02-sanitizer-errors"]
     assert list(figures).index("03-time-graph") < list(figures).index("03-time-eager")
     try:
@@ -203,7 +209,7 @@ def test_the_environment_shows_what_was_loaded(tmp_path):
     }
     manifest = {**run.manifest, "implementations": {"implementation": info}}
     manifest["environment"] = {**run.environment, "git_dirty": False}
-    md = render_markdown(RunData(tmp_path, manifest, run.tables, run.facts, run.files), [])
+    md = _md(RunData(tmp_path, manifest, run.tables, run.facts, run.files))
     assert md.startswith("# Reproduced: vllm 0.22.0's dequantize_and_gather_k_cache_triton is wrong from 2 requests")
     env = md[md.index("## Environment") :]
     assert "| git_dirty | no |" in env
@@ -246,7 +252,7 @@ def test_gpu_only_sections_are_compact(tmp_path):
     )
     tables = {**run.tables, "03-performance-vs-ceiling": vs, "03-performance-gap": gap, "03-jit-summary": jit}
     facts = {**run.facts, "03-jit": {"mode": "predicted"}}
-    md = render_markdown(RunData(tmp_path, run.manifest, tables, facts, run.files), [])
+    md = _md(RunData(tmp_path, run.manifest, tables, facts, run.files))
     assert md.index("## gather_fast") < md.index("## Against the streaming ceiling") < md.index("## JIT compilations")
     for table in _md_tables(md):
         assert table[0].count("|") - 1 <= MAX_COLUMNS, table[0]
@@ -276,12 +282,12 @@ def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
     ]
     run = load_run(H200 / "vllm-0.22.0-under-test")
     tables = {**run.tables, "04-release-matrix": pd.DataFrame(rows)}
-    figures = plots.draw_all(RunData(tmp_path, run.manifest, tables, run.facts, run.files))
-    assert "04-release-matrix" in figures
-    for fig in figures.values():
-        plt.close(fig)
-    md = render_markdown(RunData(tmp_path, run.manifest, tables, run.facts, run.files), list(figures))
-    section = md[md.index("## Affected releases and kernels") : md.index("## Checks")]
+    report = render_run(RunData(tmp_path, run.manifest, tables, run.facts, run.files))
+    report.close()
+    assert "04-release-matrix" in [f.name for f in report.figures]
+    md = report.markdown.text
+    start = md.index("## Affected releases and kernels")
+    section = md[start : md.index("\n## ", start + 1)]
     assert md.index("## vllm-project/vllm#55109") < md.index("## Affected releases and kernels")
     assert "| v4 per-block | 0.22.0 .. 0.33.0 | wrong ≥2 | ok | fixed |" in section and "![" in section
 
@@ -301,9 +307,7 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
     )
     status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
     facts = {**run.facts, "03-cutedsl": cutedsl.headline(status, table)}
-    md = render_markdown(
-        RunData(tmp_path, run.manifest, {**run.tables, "03-cutedsl-vs-fast": table}, facts, run.files), []
-    )
+    md = _md(RunData(tmp_path, run.manifest, {**run.tables, "03-cutedsl-vs-fast": table}, facts, run.files))
     assert md.index("## Against the streaming ceiling") < md.index("## vLLM's CuTe-DSL gather") < md.index("## JIT")
     assert "at 256 x 2,048 tokens 2,560.0 us on the narrowed view, 1.03x gather_fast's time, 95% of the" in md
     assert "| 2048 | 256 | 2560.00 | 1.000 | 1.035 | 1.000 | 0.951 |" in md
@@ -316,6 +320,6 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
             pd.DataFrame(),
         ),
     }
-    md = render_markdown(RunData(tmp_path, run.manifest, run.tables, not_run, run.files), [])
+    md = _md(RunData(tmp_path, run.manifest, run.tables, not_run, run.files))
     assert "vLLM 0.33.0's CuTe-DSL gather: not run: nvidia-cutlass-dsl not importable" in md
-    assert "## vLLM's CuTe-DSL gather" not in render_markdown(run, [])  # runs from before the arm existed
+    assert "## vLLM's CuTe-DSL gather" not in _md(run)  # runs from before the arm existed

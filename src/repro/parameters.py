@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from repro.registry import RECORD_GATHERS
+
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
 MAX_REQUESTS = 256
@@ -111,6 +113,16 @@ SCHEMA: dict[str, Param] = {
         "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
         "the contiguous table beside the project's kernels",
     ),
+    "reshape_releases": Param(
+        str,
+        "'default' (vLLM 0.22.0 and 0.23.0 on a CPU, none on a GPU), 'all' (every release from the first that "
+        "ships _reshape_kv_cache, found on the registry), 'none', or comma-separated release numbers such as "
+        "'0.22.0,0.23.0'",
+        lambda v: (
+            v in ("default", "all", "none")
+            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
+        ),
+    ),
     # notebook 04
     "releases": Param(
         str,
@@ -137,7 +149,24 @@ SCHEMA: dict[str, Param] = {
         item_kind=str,
     ),
     "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
+    "record_gathers": Param(
+        list,
+        "[] (none) or distinct values drawn from "
+        + " and ".join(f"'{e.label}'" for e in RECORD_GATHERS.values())
+        + " (the repository's V4.1 gathers, run on the records of every release whose own gathers read their "
+        "page layout)",
+        lambda v: _distinct(v) and set(v) <= {e.label for e in RECORD_GATHERS.values()},
+        item_kind=str,
+    ),
     "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
+    "matrix": Param(
+        bool, "true or false (false: skip the release matrix; the patches and the regression test still run)"
+    ),
+    "upstream_test": Param(
+        bool,
+        "true or false (write each release's patch and run upstream-tests/ against its modules, as released "
+        "and patched)",
+    ),
     "bench_variants": Param(
         list,
         "a non-empty list of distinct values drawn from 'fixed' and 'fast'",

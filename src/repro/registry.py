@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -122,9 +123,75 @@ FAST = Implementation(
     _style(color="#e67e22", marker="D"),
     role=ROLE_OWN,
 )
+#: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
+#: signature of vLLM's V4.1 dispatcher, one per page layout. Not in notebook 02's V4 sweep; notebook 03 times
+#: them beside vLLM's V4.1 kernels and notebook 04 runs them on each release's records.
+FAST_V41 = Implementation(
+    "fast-v41",
+    "repro.kernels.fast_v41:dequantize_and_gather_k_cache",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (scales after each token, vLLM 0.33)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+FAST_V41_PAGE_SPLIT = Implementation(
+    "fast-v41-page-split",
+    "repro.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P", linestyle="--", markerfacecolor="none"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+#: The V4.1 gathers by the page layout they read (True: each token's scales after its data).
+RECORD_GATHERS: Mapping[bool, Implementation] = MappingProxyType({True: FAST_V41, False: FAST_V41_PAGE_SPLIT})
+
+
+def record_gather(label: str) -> Implementation:
+    """The V4.1 gather labelled ``label``."""
+    for entry in RECORD_GATHERS.values():
+        if entry.label == label:
+            return entry
+    known = ", ".join(e.label for e in RECORD_GATHERS.values())
+    raise KeyError(f"no V4.1 gather labelled {label!r}; known: {known}")
+
+
+def reads_interleaved(entry: Implementation) -> bool:
+    """The page layout a V4.1 gather reads."""
+    return next(k for k, v in RECORD_GATHERS.items() if v == entry)
+
+
 #: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
 RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"
 RESHAPE_VARIANTS = (RESHAPE_BUGGY, RESHAPE_FIXED)
+
+#: Which code produced a row: the repository's model, or a vLLM release's own code (``code_label``).
+CODE_MODEL = "model"
+
+
+def code_label(release: str) -> str:
+    """``vLLM 0.22.0`` for a release's own code, ``model`` for the repository's."""
+    return f"vLLM {release}" if release else CODE_MODEL
+
+
+#: What became of a release's ``_reshape_kv_cache`` (bug 1 on vLLM's own function).
+RESHAPE_RAN = "ran"
+RESHAPE_NO_FUNCTION = "release has no _reshape_kv_cache"
+RESHAPE_NO_COMPRESSED_PATH = "no compressed-spec path"
+RESHAPE_NOT_LOADED = "could not load"
+RESHAPE_NOT_CACHED = "not in the cache"
+#: The kernel block size handed in for a group: what the runner selects from the DeepSeek-V4 backends'
+#: declared sizes (256 for the compressed groups at --block-size 256), or the group's storage rows (what
+#: PR #43988's runner used for compressed specs).
+KBS_SELECTED = "backends' selection"
+KBS_STORAGE = "storage rows"
+#: Outcomes of one call.
+OUTCOME_VIEW, OUTCOME_RAISED = "view", "raised"
 #: Label of the implementation a user names with the ``implementation`` parameter.
 UNDER_TEST_LABEL = "under-test"
 UNDER_TEST_STYLE = _style(color="#8e44ad", marker="x", linestyle="--")
@@ -464,6 +531,27 @@ def role(label: str) -> str:
         if entry.label == label:
             return entry.role
     return ROLE_UNDER_TEST
+
+
+# --------------------------------------------------------------------------------------------
+# The regression test written for vLLM's suite (upstream-tests/), run against each release's modules.
+
+
+class SuiteOutcome(StrEnum):
+    """One test's outcome, typed from the phase that decided it (repro.upstream.regression)."""
+
+    PASSED = "passed"
+    MISMATCH = "failed: bitwise mismatch"  # the test's own assert_close
+    OUT_OF_BOUNDS = "failed: reads outside every tensor"  # that assertion, and the interpreter counted wild lanes
+    FAULT = "failed: device fault"  # an illegal memory access (or the process died in the test)
+    OTHER = "failed: other exception"
+    ERROR = "error"  # setup, collection or import
+    SKIPPED = "skipped"  # the release has no such gather
+    NOT_RUN = "not run"
+
+
+#: Outcomes that mean the test's own assertion named the defect (or the device faulted on it).
+SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, SuiteOutcome.FAULT)
 
 
 def _describe(fn: Callable[..., Any]) -> str:

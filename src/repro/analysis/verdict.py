@@ -21,6 +21,7 @@ from repro.analysis.checks import ChecksFailed, truthy
 from repro.analysis.gather import case_ok, memcheck_expectation
 from repro.analysis.rundata import RunData
 from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.tables import Table
 
 BUG_RESHAPE = "vllm-project/vllm#43988"
 BUG_GATHER = "vllm-project/vllm#55109"
@@ -368,16 +369,14 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     """Findings per bug, completeness, and the one-line title the report leads with."""
     names = implementation_names(run)
     findings: list[Finding] = []
-    checks = run.tables.get("01-reshape-checks")
+    checks = run.table(Table.RESHAPE_CHECKS)
     if checks is not None and len(checks):
-        findings.append(reshape_finding(checks, run.tables.get("01-reshape-groups"), split_check))
-    sweep = run.tables.get("02-gather-sweep")
+        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
+    sweep = run.table(Table.SWEEP)
     if sweep is not None and len(sweep):
-        finding, _ = gather_finding(
-            sweep, run.tables.get("02-interpreter-memory-safety"), names.get("implementation", "")
-        )
+        finding, _ = gather_finding(sweep, run.table(Table.MEMORY_SAFETY), names.get("implementation", ""))
         findings.append(finding)
-    matrix = run.tables.get("04-release-matrix")
+    matrix = run.table(Table.RELEASE_MATRIX)
     if matrix is not None and len(matrix):
         findings.append(releases_finding(matrix))
     total = ok = 0
@@ -413,9 +412,9 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         measured = [
             what
             for table, what in (
-                ("03-performance-medians", "the cost of the fix"),
-                ("03-vllm-ratios", "the fix's cost on vLLM's own kernel"),
-                ("03-jit-summary", "JIT compilations per block-table width"),
+                (Table.PERF_MEDIANS, "the cost of the fix"),
+                (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
+                (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
             )
             if table in run.tables and len(run.tables[table])
         ]

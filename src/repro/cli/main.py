@@ -226,7 +226,7 @@ def report(run_dir: str, against: str | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print(f"wrote {md} and {html}")
+    print(f"wrote {md}, {md.parent / 'pr-comment.md'} and {html}")
     return 0
 
 

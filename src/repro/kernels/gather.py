@@ -166,8 +166,10 @@ def check_gather_args(
     block_table: torch.Tensor,
     block_size: int,
     offset: int,
+    token_bytes: int = DSV4.token_bytes,
 ) -> None:
-    """Reject inputs the kernel would silently misread, naming the argument and what is accepted."""
+    """Reject inputs the kernel would silently misread, naming the argument and what is accepted
+    (``token_bytes``: the record's bytes per token, the V4 record's by default)."""
     head = DSV4.head_dim
     if out.dtype != torch.bfloat16 or out.dim() != 3 or out.shape[-1] != head or out.stride(-1) != 1:
         raise ValueError(
@@ -176,10 +178,10 @@ def check_gather_args(
         )
     if k_cache.dtype != torch.uint8:
         raise ValueError(f"k_cache must be uint8, got {k_cache.dtype}")
-    if k_cache.stride(0) < block_size * DSV4.token_bytes:
+    if k_cache.stride(0) < block_size * token_bytes:
         raise ValueError(
             f"k_cache.stride(0) = {k_cache.stride(0)} is smaller than block_size * "
-            f"{DSV4.token_bytes} = {block_size * DSV4.token_bytes} bytes"
+            f"{token_bytes} = {block_size * token_bytes} bytes"
         )
     if block_table.dtype != torch.int32 or block_table.dim() != 2 or block_table.stride(-1) != 1:
         raise ValueError(

@@ -1,10 +1,12 @@
 """The report as a reader sees it, checked in a real browser (headless Chromium through Playwright).
 
-Two pages per run folder: ``report.html`` as written, and ``report.md`` as GitHub renders it
-(cmark-gfm, GitHub's own Markdown library, under GitHub's rules for tables, images and code, in a
-comment column as wide as a pull request's). For each: every image decoded, no table wider than the
-column (GitHub scrolls such a table and cuts columns off), the headline inside the first screen, and
-the number of rows of every table. A screenshot of each first screen is kept in ``screenshots/``.
+Three pages per run folder: ``report.html`` as written, and ``report.md`` and ``pr-comment.md`` as GitHub
+renders them (cmark-gfm, GitHub's own Markdown library, under GitHub's rules for tables, images and code,
+in a comment column as wide as a pull request's; the comment with GitHub's line breaks and its Mermaid
+charts parsed and drawn by Mermaid itself, as GitHub draws them). For each: every image decoded (and none
+relative in the comment), no table or chart wider than the column (GitHub scrolls such a table and cuts
+columns off), the headline inside the first screen (and, in the comment, its first table: the verdict),
+and the number of rows of every table. A screenshot of each first screen is kept in ``screenshots/``.
 
 ``python -m repro.report.browser RUN_DIR...`` checks run folders and refreshes their screenshots.
 """
@@ -19,6 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.paths import repo_root
+
 #: The browser: ``REPRO_CHROMIUM`` if set, else the first of these on PATH.
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
@@ -26,6 +30,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 VIEWPORT = {"width": 1280, "height": 900}
 #: Width of a pull-request comment's body on github.com at that window width (CSS pixels).
 GITHUB_COLUMN_PX = 760
+#: The comment body's padding on each side: an image is at most the column less twice this wide.
+GITHUB_PADDING_PX = 16
 SCREENSHOTS = "screenshots"
 
 #: GitHub's rules for rendered Markdown that decide widths and the first screen (its markdown-body styles).
@@ -34,8 +40,8 @@ body {{ margin: 0; background: #fff; }}
 .comment {{ width: {GITHUB_COLUMN_PX}px; margin: 24px auto; border: 1px solid #d1d9e0; border-radius: 6px; }}
 .comment-header {{ background: #f6f8fa; border-bottom: 1px solid #d1d9e0; padding: 8px 16px; font: 14px sans-serif;
   color: #59636e; }}
-.markdown-body {{ padding: 16px; font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial,
-  sans-serif; color: #1f2328; word-wrap: break-word; }}
+.markdown-body {{ padding: {GITHUB_PADDING_PX}px; font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica,
+  Arial, sans-serif; color: #1f2328; word-wrap: break-word; }}
 .markdown-body h1 {{ font-size: 2em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;
   margin: .67em 0 16px; line-height: 1.25; }}
 .markdown-body h2 {{ font-size: 1.5em; font-weight: 600; padding-bottom: .3em; border-bottom: 1px solid #d1d9e0;
@@ -78,26 +84,68 @@ def find_browser() -> str:
     )
 
 
-def github_page(markdown: str, base: Path, title: str) -> str:
-    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's,
-    relative links resolved against ``base`` (the run folder, as in a repository view)."""
-    import cmarkgfm
+def find_mermaid() -> Path | None:
+    """Mermaid's browser build (``REPRO_MERMAID``, else what ``scripts/setup-mermaid.sh`` installed); None
+    when there is none here."""
+    env = os.environ.get("REPRO_MERMAID")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    found = sorted((repo_root() / ".venv" / "mermaid").glob("mermaid-*.min.js"))
+    return found[-1] if found else None
+
+
+def github_page(markdown: str, base: Path | None, title: str, comment: bool = False) -> str:
+    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's.
+    ``base``: relative links resolve against it (a run folder, as in a repository view); a posted comment has
+    none. ``comment``: a line break inside a paragraph is a line break, as GitHub renders comments."""
+    import cmarkgfm  # lazy, with the line below: GitHub's renderer is a development extra
     from cmarkgfm.cmark import Options
 
-    body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    options = Options.CMARK_OPT_UNSAFE | (Options.CMARK_OPT_HARDBREAKS if comment else 0)
+    body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=options)
+    head = f'<base href="{base.resolve().as_uri()}/">' if base is not None else ""
     return (
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"><base href="{base.resolve().as_uri()}/">'
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">{head}'
         f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}</style></head><body>"
         f'<div class="comment"><div class="comment-header">{html.escape(title)}</div>'
         f'<div class="markdown-body">{body}</div></div></body></html>'
     )
 
 
+#: Every mermaid block of the page parsed and drawn by Mermaid in place of its code, as GitHub shows it;
+#: returns what Mermaid said about each.
+DRAW_MERMAID = """async () => {
+  mermaid.initialize({startOnLoad: false, securityLevel: 'strict'});
+  const blocks = [...document.querySelectorAll('pre > code.language-mermaid, pre[lang="mermaid"] > code')];
+  const out = [];
+  for (const [i, code] of blocks.entries()) {
+    const text = code.textContent;
+    try {
+      await mermaid.parse(text);
+      const {svg} = await mermaid.render('chart' + i, text);
+      const figure = document.createElement('div');
+      figure.className = 'mermaid-chart';
+      figure.innerHTML = svg;
+      code.parentElement.replaceWith(figure);
+      const box = figure.querySelector('svg').getBoundingClientRect();
+      const cut = [...figure.querySelectorAll('svg text')].map(t => [t.textContent, t.getBoundingClientRect()])
+        .filter(([, b]) => b.width && (b.left < box.left - 1 || b.right > box.right + 1)).map(([s]) => s);
+      const kind = text.split('\\n').map(l => l.trim()).find(l => l && !l.startsWith('%%'));
+      out.push({ok: true, kind: kind, width: box.width, height: box.height, cut: cut});
+    } catch (e) {
+      out.push({ok: false, error: String(e.message || e).split('\\n').slice(0, 3).join(' ')});
+    }
+  }
+  return out;
+}"""
+
 #: Measured in the page: every ``<details>`` opened first, so folded tables and figures count too.
 MEASURE = """() => {
+  const heading = document.querySelector('h1, h2');
+  const box = heading ? heading.getBoundingClientRect() : null;
+  const first = document.querySelector('table');
+  const column = (document.querySelector('.markdown-body, .repro-report') || document.body).getBoundingClientRect();
   document.querySelectorAll('details').forEach(d => d.open = true);
-  const h1 = document.querySelector('h1');
-  const box = h1 ? h1.getBoundingClientRect() : null;
   return {
     images: [...document.images].map(i => ({src: i.getAttribute('src').slice(0, 60), complete: i.complete,
                                              width: i.naturalWidth})),
@@ -107,7 +155,10 @@ MEASURE = """() => {
       right: t.getBoundingClientRect().right,
       container: (t.closest('.markdown-body, .repro-report') || document.body).getBoundingClientRect().right,
     })),
-    headline: box ? {text: h1.innerText, top: box.top, bottom: box.bottom} : null,
+    charts: [...document.querySelectorAll('.mermaid-chart svg')].map(s => ({
+      right: s.getBoundingClientRect().right, container: column.right})),
+    headline: box ? {text: heading.innerText, top: box.top, bottom: box.bottom} : null,
+    first_table_bottom: first ? first.getBoundingClientRect().bottom : null,
     page: {scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth},
   };
 }"""
@@ -122,14 +173,17 @@ class PageCheck:
     images: int = 0
     table_rows: list[int] = field(default_factory=list)
     headline: str = ""
+    charts: list[str] = field(default_factory=list)  # each mermaid chart Mermaid drew, by its diagram type
     problems: list[str] = field(default_factory=list)
 
 
-def _judge(name: str, shot: Path, measured: dict, first_screen_px: int) -> PageCheck:
+def _judge(name: str, shot: Path, measured: dict, first_screen_px: int, comment: bool = False) -> PageCheck:
     check = PageCheck(name, shot, images=len(measured["images"]))
     for img in measured["images"]:
         if not img["complete"] or img["width"] == 0:
             check.problems.append(f"{name}: image not decoded: {img['src']}")
+        if comment and not img["src"].startswith(("https://", "data:")):
+            check.problems.append(f"{name}: relative image {img['src']}: a posted comment cannot show it")
     for k, t in enumerate(measured["tables"]):
         check.table_rows.append(t["rows"])
         if t["scroll"] > t["client"] + 1 or t["right"] > t["container"] + 1:
@@ -137,49 +191,78 @@ def _judge(name: str, shot: Path, measured: dict, first_screen_px: int) -> PageC
                 f"{name}: table {k + 1} is {t['scroll']} px wide in a {t['client']} px column "
                 f"(its right edge at {t['right']:.0f} px, the column's at {t['container']:.0f} px)"
             )
+    for k, c in enumerate(measured["charts"]):
+        if c["right"] > c["container"] + 1:
+            check.problems.append(
+                f"{name}: chart {k + 1} reaches {c['right']:.0f} px, the column ends at {c['container']:.0f} px"
+            )
     page = measured["page"]
     if page["scroll"] > page["client"] + 1:
         check.problems.append(f"{name}: the page scrolls sideways ({page['scroll']} px in {page['client']} px)")
     h = measured["headline"]
     if h is None:
-        check.problems.append(f"{name}: no headline (h1)")
+        check.problems.append(f"{name}: no headline (h1, or h2 in a comment)")
     else:
         check.headline = h["text"]
         if h["top"] < 0 or h["bottom"] > first_screen_px:
             check.problems.append(f"{name}: the headline is not inside the first screen ({h['top']}-{h['bottom']} px)")
+    bottom = measured["first_table_bottom"]
+    if comment and (bottom is None or bottom > first_screen_px):
+        check.problems.append(f"{name}: the first table (the verdict) ends at {bottom} px, below the first screen")
     return check
 
 
+#: The pages of a run folder: (name, source file, screenshot file, rendered as a comment).
+PAGES = (
+    ("report.md (GitHub)", "report.md", "report-md-github.png", False),
+    ("pr-comment.md (GitHub comment)", "pr-comment.md", "pr-comment-github.png", True),
+    ("report.html", "report.html", "report-html.png", False),
+)
+
+
 def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> list[PageCheck]:
-    """Open a run folder's report.html and its report.md as GitHub renders it; screenshot each first screen
-    into ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found."""
+    """Open a run folder's report.md and pr-comment.md as GitHub renders them (the comment's mermaid charts
+    drawn by Mermaid where it is installed) and its report.html; screenshot each first screen into
+    ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found."""
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # lazy: a development extra, and it may be missing
     except ImportError as exc:
         raise BrowserUnavailable(f"the playwright package is not installed ({exc}); pip install -e '.[dev]'") from None
     run_dir = Path(run_dir)
     out = Path(screenshots) if screenshots else run_dir / SCREENSHOTS
     out.mkdir(parents=True, exist_ok=True)
     executable = find_browser()
+    mermaid = find_mermaid()
     checks = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport=VIEWPORT)
-            pages = []
-            if (run_dir / "report.md").is_file():
-                rendered = Path(tmp) / "report-md-github.html"
-                rendered.write_text(
-                    github_page((run_dir / "report.md").read_text(), run_dir, f"{run_dir.name}/report.md")
-                )
-                pages.append(("report.md (GitHub)", rendered, out / "report-md-github.png"))
-            if (run_dir / "report.html").is_file():
-                pages.append(("report.html", run_dir / "report.html", out / "report-html.png"))
-            for name, path, shot in pages:
+            for name, source, shot_name, comment in PAGES:
+                path = run_dir / source
+                if not path.is_file():
+                    continue
+                if source.endswith(".md"):
+                    rendered = Path(tmp) / f"{path.stem}-github.html"
+                    base = None if comment else run_dir
+                    rendered.write_text(github_page(path.read_text(), base, f"{run_dir.name}/{source}", comment))
+                    path = rendered
                 page.goto(path.resolve().as_uri(), wait_until="load")
                 page.wait_for_function("[...document.images].every(i => i.complete)", timeout=15000)
+                drawn = []
+                if comment and mermaid is not None:
+                    page.add_script_tag(path=str(mermaid))
+                    drawn = page.evaluate(DRAW_MERMAID)
+                shot = out / shot_name
                 page.screenshot(path=str(shot))
-                checks.append(_judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"]))
+                check = _judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"], comment)
+                check.charts = [d["kind"] for d in drawn if d["ok"]]
+                for k, d in enumerate(drawn):
+                    if not d["ok"]:
+                        check.problems.append(f"{name}: Mermaid cannot draw chart {k + 1}: {d['error']}")
+                    elif d["cut"]:
+                        check.problems.append(f"{name}: chart {k + 1} cuts off its text: {d['cut']}")
+                checks.append(check)
         finally:
             browser.close()
     return checks
@@ -199,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         for c in checks:
-            print(f"{run_dir}: {c.name}: {c.images} images, tables with {c.table_rows} rows; screenshot {c.screenshot}")
+            charts = f", {len(c.charts)} Mermaid charts drawn" if c.charts else ""
+            print(
+                f"{run_dir}: {c.name}: {c.images} images, tables with {c.table_rows} rows{charts}; "
+                f"screenshot {c.screenshot}"
+            )
             for p in c.problems:
                 print(f"  PROBLEM {p}")
                 bad += 1

@@ -1,41 +1,67 @@
-"""``python -m repro report RUN_DIR``: figures, ``report.md`` and ``report.html`` from one loaded run."""
+"""``python -m repro report RUN_DIR``: the run analysed once, then figures, ``report.md``,
+``pr-comment.md`` and ``report.html`` drawn from that analysis."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-import matplotlib.pyplot as plt
 
 from repro.analysis.rundata import RunData
 from repro.report import plots
-from repro.report.blocks import outside_names
+from repro.report.analyse import analyse, draw
+from repro.report.comment import render_comment
+from repro.report.comparison import render_comparison
 from repro.report.html import build_html
-from repro.report.markdown import render_comparison, render_markdown
+from repro.report.markdown import render_report
+from repro.report.model import Analysis, Drawn
+from repro.report.template import Rendered
+
+REPORT, COMMENT = "report.md", "pr-comment.md"
+
+
+@dataclass
+class Report:
+    """A run's report in memory: the analysis, the figures drawn from it, ``report.md`` (with the tables
+    and figures it shows) and ``pr-comment.md``. Close the figures when done (:meth:`close`)."""
+
+    analysis: Analysis
+    figures: list[Drawn]
+    markdown: Rendered
+    comment: str
+
+    def close(self) -> None:
+        plots.close_all(self.figures)
+
+
+def render_run(run: RunData) -> Report:
+    """Analyse the run once and render its report from that analysis."""
+    analysis = analyse(run)
+    figures = draw(analysis)
+    try:
+        return Report(analysis, figures, render_report(analysis, figures), render_comment(analysis))
+    except BaseException:
+        plots.close_all(figures)
+        raise
 
 
 def write_markdown(run: RunData) -> Path:
-    """Redraw every figure from the tables and write ``report.md``: all drawn and rendered in memory
+    """Redraw every figure and write ``report.md`` and ``pr-comment.md``: all drawn and rendered in memory
     first, so a table the report cannot use raises before any file of the folder is replaced. PNGs of
     figures no longer drawn are removed."""
-    figures = plots.draw_all(run, outside_names(run))
+    report = render_run(run)
     try:
-        text = render_markdown(run, list(figures))
-        for name, fig in figures.items():
-            plots.save(fig, run.path, name)
+        plots.save_all(report.figures, run.path)
     finally:
-        for fig in figures.values():
-            plt.close(fig)
-    for stale in (run.path / "plots").glob("*.png"):
-        if stale.stem not in figures:
-            stale.unlink()
-    md_path = run.path / "report.md"
-    md_path.write_text(text)
+        report.close()
+    (run.path / COMMENT).write_text(report.comment)
+    md_path = run.path / REPORT
+    md_path.write_text(report.markdown.text)
     return md_path
 
 
 def build_report(run: RunData, progress: bool = False, **engine) -> tuple[Path, Path]:
-    """Write the figures and ``report.md``, then ``report.html``; ``engine`` goes to papermill (the
-    command line's quiet kernel)."""
+    """Write the figures, ``report.md`` and ``pr-comment.md``, then ``report.html``; ``engine`` goes to
+    papermill (the command line's quiet kernel)."""
     return write_markdown(run), build_html(run, progress, **engine)
 
 

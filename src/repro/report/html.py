@@ -1,21 +1,23 @@
 """``report.html``: the report notebook (``notebooks/90-report.ipynb``) executed on a run folder and
-exported without code. The notebook shows one HTML fragment, :func:`render_fragment`: the same blocks
-as ``report.md``, figures embedded as 160-dpi PNGs, under a small stylesheet scoped to the report (so
-it looks the same in JupyterLab and in the exported page).
+exported without code. The notebook shows one HTML fragment, :func:`render_fragment`: the same sections
+as ``report.md`` through the same templates, figures embedded as 160-dpi PNGs, under a small stylesheet
+scoped to the report (so it looks the same in JupyterLab and in the exported page).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import struct
+from collections.abc import Sequence
 from pathlib import Path
+
+import mistune
 
 from repro.analysis.rundata import RunData, RunFolderError, load_run
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.report import plots
-from repro.report.blocks import Block, build_blocks, outside_names
-from repro.report.tables import html_table
+from repro.report.analyse import analyse, draw
+from repro.report.model import Analysis, Drawn
+from repro.report.template import Page, Rendered, Target, render_page
 
 REPORT_NOTEBOOK = "90-report.ipynb"
 #: The class every rule of the stylesheet is scoped to.
@@ -59,52 +61,26 @@ PAGE = """<!DOCTYPE html>
 
 
 def _markdown(text: str) -> str:
-    import mistune
-
-    return mistune.create_markdown(escape=True)(text)
-
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    return struct.unpack(">II", png[16:24])
+    """The report's Markdown as HTML; the raw HTML in it (tables, figures, folds) is the renderers' own."""
+    return mistune.create_markdown(escape=False)(text)
 
 
-def _figure(png: bytes, caption: str) -> str:
-    width = round(_png_size(png)[0] * plots.CSS_PX_PER_INCH / plots.DPI)
-    data = base64.b64encode(png).decode()
-    return (
-        f'<figure><img src="data:image/png;base64,{data}" width="{width}" alt="{html.escape(caption)}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
-
-
-def _render(blocks: list[Block], pngs: dict[str, bytes]) -> str:
-    parts = []
-    for b in blocks:
-        if b.only and b.only != "html":
-            continue
-        if b.kind == "md":
-            parts.append(_markdown(str(b.value)))
-        elif b.kind == "table":
-            parts.append(html_table(b.value))
-        elif b.kind == "image":
-            parts.append(_figure(pngs[str(b.value)], b.caption))
-        elif b.kind == "fold":
-            parts.append(
-                f"<details><summary>{html.escape(str(b.value))}</summary>{_render(b.children, pngs)}</details>"
-            )
-    return "\n".join(parts)
+def fragment(analysis: Analysis, figures: Sequence[Drawn]) -> Rendered:
+    """The report as one HTML fragment: the scoped stylesheet, then every section, figures embedded."""
+    page = Page(Target.HTML, {f.name: f.caption for f in figures}, {f.name: plots.png_bytes(f.figure) for f in figures})
+    rendered = render_page(analysis, page)
+    body = _markdown(rendered.text)
+    return Rendered(f'<style>{STYLE}</style>\n<div class="{SCOPE}">\n{body}\n</div>', rendered.tables, rendered.images)
 
 
 def render_fragment(run: RunData) -> str:
-    """The report as one HTML fragment: the scoped stylesheet, then every block, figures embedded."""
-    import matplotlib.pyplot as plt
-
-    figures = plots.draw_all(run, outside_names(run))
-    pngs = {name: plots.png_bytes(fig) for name, fig in figures.items()}
-    for fig in figures.values():
-        plt.close(fig)
-    body = _render(build_blocks(run, list(figures)), pngs)
-    return f'<style>{STYLE}</style>\n<div class="{SCOPE}">\n{body}\n</div>'
+    """:func:`fragment` of a loaded run (what the report notebook shows)."""
+    analysis = analyse(run)
+    figures = draw(analysis)
+    try:
+        return fragment(analysis, figures).text
+    finally:
+        plots.close_all(figures)
 
 
 def resolve_run(run_dir: str | Path = "") -> RunData | None:
@@ -130,7 +106,7 @@ NO_RUN = (
 
 def display_report(run_dir: str | Path = "") -> None:
     """Show the report inside a notebook; with no ``run_dir``, the latest run's (or how to make one)."""
-    from IPython.display import HTML, Markdown, display
+    from IPython.display import HTML, Markdown, display  # lazy: only a notebook kernel shows the report
 
     try:
         run = resolve_run(run_dir)
@@ -146,7 +122,7 @@ def display_report(run_dir: str | Path = "") -> None:
 def build_html(run: RunData, progress: bool = False, **engine) -> Path:
     """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
     goes to papermill."""
-    import nbformat
+    import nbformat  # lazy, with the three below: the notebook machinery loads only to write report.html
     import papermill as pm
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor

@@ -8,16 +8,20 @@ do not hide each other.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Mapping
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from repro import registry
-from repro.analysis.rundata import RunData
+from repro.report.model import Drawn
+from repro.tables import Plot
 
 #: Resolution of the PNGs written into a run folder and embedded in report.html.
 DPI = 160
@@ -29,8 +33,6 @@ LAUNCH_ORDER = ("graph", "eager")
 
 def _request_axis(ax) -> None:
     """Log-2 request axis labelled 1, 2, 4, ... 256 rather than powers of two."""
-    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
-
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator([2**k for k in range(0, 9)]))
     ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -57,9 +59,9 @@ def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
 
 
 def _legend_under(ax) -> None:
-    """A panel's own legend, under its axis labels (panels whose variants group differently)."""
-    legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=8, frameon=False, ncol=1)
-    legend.set_in_layout(False)  # outside the axes: the saved PNG's tight box takes it in, the layout does not
+    """A panel's own legend, under its axis labels (panels whose variants group differently). It stays in the
+    figure's layout, so every tight crop keeps it: JupyterLab's inline display crops without extra artists."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False, ncol=1)
 
 
 def _legend_right(ax) -> None:
@@ -98,8 +100,6 @@ def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -
 
 def _group_label(labels: list[str], width: int = 60) -> str:
     """A legend entry for series drawn once: ``a = b``, or a wrapped list when there are more."""
-    import textwrap
-
     if len(labels) <= 2:
         return " = ".join(labels)
     return textwrap.fill(f"identical: {', '.join(labels)}", width)
@@ -117,8 +117,6 @@ def reshape_overrun(frame: pd.DataFrame) -> Figure:
         ax.bar(xs, ratio, width, label=variant, color=registry.style(variant)["color"])
         for x, v in zip(xs, ratio):
             ax.annotate(f"{v:.1f}x" if v >= 1.05 else "fits", (x, v), ha="center", va="bottom", fontsize=7)
-    from matplotlib.ticker import FuncFormatter
-
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -135,7 +133,9 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
     variants with identical results share one line."""
     modes = list(dict.fromkeys(frame["mode"]))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
+    )
     f = frame.assign(
         fraction=(frame["mismatched_tokens"].astype(float) / frame["total_tokens"].astype(float)).where(
             frame["status"] == "ok"
@@ -163,7 +163,6 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     for ax in axes[0]:
         _legend_under(ax)
     fig.suptitle("Gather through a column-narrowed block table")
-    fig.tight_layout()
     return fig
 
 
@@ -172,7 +171,9 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
     with identical counts share one line, and an in-range panel says what memcheck cannot see."""
     modes = list(dict.fromkeys(san["mode"]))
     s = san.assign(errors=san["error_count"].astype(float).fillna(0))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
+    )
     for ax, mode in zip(axes[0], modes):
         sub = s[s["mode"] == mode]
         for labels, g in _identical_groups(sub, "variant", "num_reqs", ["errors"]):
@@ -195,8 +196,6 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
         _request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
         _legend_under(ax)
-    from matplotlib.ticker import FixedLocator, FuncFormatter
-
     top = max(1.0, float(s["errors"].max()))
     ticks = [0] + [10**k for k in range(0, len(str(int(top))) + 1)]
     for ax in axes[0]:
@@ -206,15 +205,12 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
         ax.set_ylim(-0.3, ticks[-1] * 1.5)
     axes[0][0].set_ylabel("memcheck errors")
     fig.suptitle("compute-sanitizer memcheck, one process per case")
-    fig.tight_layout()
     return fig
 
 
 def arm_style(label: str) -> dict:
-    """An arm's style; arms from outside this repository share the outside arm's."""
-    from repro.analysis.performance import outside_arms
-
-    return dict(registry.OUTSIDE_ARM.style if outside_arms([label]) else registry.style(label))
+    """An arm's style from the registry (the outside arm's for a kernel named by ``reference_gather``)."""
+    return dict(registry.style(label))
 
 
 def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: bool = True) -> None:
@@ -231,8 +227,6 @@ def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: 
         )
     _request_axis(ax)
     if log:
-        from matplotlib.ticker import FuncFormatter
-
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
@@ -267,14 +261,16 @@ def counts_by_request(
 
 
 def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
-    """Legend names of timed arms: the registry's display names, outside arms by their loaded name."""
-    from repro.analysis.performance import outside_arms
+    """Legend names of timed arms: outside arms by their loaded name (``outside_names``), the others by the
+    registry's display names (a label the registry does not know as itself)."""
 
-    outside = set(outside_arms(labels))
-    return {
-        label: (outside_names or {}).get(label, label) if label in outside else registry.arm(label).display
-        for label in labels
-    }
+    def display(label: str) -> str:
+        try:
+            return registry.arm(label).display
+        except KeyError:
+            return label
+
+    return {label: (outside_names or {}).get(label) or display(label) for label in labels}
 
 
 def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> Figure:
@@ -324,14 +320,12 @@ def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | No
     fig.suptitle("Each gather against the streaming ceiling (CUDA-graph replays)")
     _legend_below(fig, axes[0])
     fig.tight_layout()
-    return [("03-ceiling-fraction", fig)]
+    return [(Plot.CEILING, fig)]
 
 
 def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
     """Compilations (and, where measured, cumulative compile time) against distinct table widths, one
     line per kernel variant and table kind (``repro.analysis.jit.cumulative_by_width``)."""
-    from matplotlib.ticker import MaxNLocator
-
     has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
     fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(10 if has_time else 5.5, 3.4), squeeze=False)
     colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
@@ -370,57 +364,34 @@ def performance_figures(
     med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None
 ) -> list[tuple[str, Figure]]:
     """(name, figure) of notebook 03: graph-replay times, the share of the copy ceiling, eager times."""
-    figs = [("03-time-graph", time_per_launch(med, "graph", outside_names))]
-    figs.append(("03-bandwidth-fraction", bandwidth_fraction(med, ceiling_tbps, outside_names)))
-    figs.append(("03-time-eager", time_per_launch(med, "eager", outside_names)))
+    figs = [(Plot.TIME_GRAPH, time_per_launch(med, "graph", outside_names))]
+    figs.append((Plot.BANDWIDTH, bandwidth_fraction(med, ceiling_tbps, outside_names)))
+    figs.append((Plot.TIME_EAGER, time_per_launch(med, "eager", outside_names)))
     return figs
 
 
-def draw_all(run: RunData, outside_names: dict[str, str] | None = None) -> dict[str, Figure]:
-    """Every standard figure of a run, drawn from its tables, by name (in report order)."""
-    tables = run.tables
-    figures: dict[str, Figure] = {}
-    if "01-reshape-groups" in tables:
-        figures["01-reshape-overrun"] = reshape_overrun(tables["01-reshape-groups"])
-    if "02-gather-sweep" in tables:
-        figures["02-gather-mismatches"] = gather_mismatches(tables["02-gather-sweep"])
-    if "02-sanitizer" in tables and len(tables["02-sanitizer"]):
-        figures["02-sanitizer-errors"] = sanitizer_errors(tables["02-sanitizer"])
-    med, rat = tables.get("03-performance-medians"), tables.get("03-performance-ratios")
-    if med is not None and rat is not None and len(med):
-        for name, fig in performance_figures(med, float(rat["copy_ceiling_tbps"].iloc[0]), outside_names):
-            figures[name] = fig
-    vs = tables.get("03-performance-vs-ceiling")
-    if vs is not None and len(vs):
-        for name, fig in ceiling_figures(vs, outside_names):
-            figures[name] = fig
-    jit = tables.get("03-jit-fingerprint")
-    if jit is not None and len(jit):
-        from repro.analysis.jit import cumulative_by_width, split_by_code
-
-        ours = split_by_code(jit)[0]
-        if len(ours):
-            figures["03-jit-fingerprint"] = jit_fingerprint(cumulative_by_width(ours, phase="inference"))
-    from repro.report import upstream_plots
-
-    figures.update(upstream_plots.draw(tables))
-    matrix = tables.get("04-release-matrix")
-    if matrix is not None and len(matrix):
-        from repro.analysis.releases import complete_matrix, verdicts
-        from repro.report.releases import release_matrix
-
-        figures["04-release-matrix"] = release_matrix(complete_matrix(verdicts(matrix)))
-    return figures
+def close_all(figures: Sequence[Drawn]) -> None:
+    for f in figures:
+        plt.close(f.figure)
 
 
-def write_all(run: RunData, outside_names: dict[str, str] | None = None) -> list[str]:
-    """Redraw every figure of a run folder from its tables into ``plots/`` (PNGs of figures no longer
-    drawn are removed); their names, in order."""
-    figures = draw_all(run, outside_names)
-    for name, fig in figures.items():
-        save(fig, run.path, name)
-        plt.close(fig)
-    for stale in (run.path / "plots").glob("*.png"):
-        if stale.stem not in figures:
+def save_all(figures: Sequence[Drawn], run_dir: str | Path) -> None:
+    """Write every figure into ``plots/`` and remove PNGs of figures no longer drawn."""
+    for f in figures:
+        save(f.figure, run_dir, f.name)
+    names = {f.name for f in figures}
+    for stale in (Path(run_dir) / "plots").glob("*.png"):
+        if stale.stem not in names:
             stale.unlink()
-    return list(figures)
+
+
+def font_px(fig: Figure, dpi: float, shown_width_px: float) -> list[tuple[str, float]]:
+    """Every visible text of ``fig`` with its font size in screen pixels when the figure, saved at ``dpi``
+    and cropped as :func:`png_bytes` crops it, is shown ``shown_width_px`` wide at most (a narrower PNG is
+    shown at its own width, as GitHub's and JupyterLab's image styles do)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    width = int.from_bytes(buf.getvalue()[16:20], "big")
+    scale = min(1.0, shown_width_px / width)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return [(t.get_text(), t.get_fontsize() * dpi / 72 * scale) for t in texts]

@@ -6,6 +6,7 @@ Drawing and tables are pure functions of the verdict table of :mod:`repro.analys
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from repro.analysis.releases import (
     version_key,
 )
 from repro.analysis.rundata import FINISHED, RunData
+from repro.report.plots import save
+from repro.report.tables import formatted, markdown_table
+from repro.tables import Table
 
 COLOURS = {
     "correct": "#4c9a2a",
@@ -51,45 +55,85 @@ def _cell_text(verdict: str) -> str:
     }.get(verdict_class(v), v[:8])
 
 
-def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> Figure:
-    """One panel per variant: rows are releases, columns kernels, colour the verdict class."""
-    panels = [v for v in variants if (verdict_frame["variant"] == v).any()]
+#: Font size of every text in the release-matrix figure: at least 10 px where it is shown (GitHub's comment
+#: column, JupyterLab's output area), whatever the number of releases and kernels.
+MATRIX_FONT_PT = 10
+
+
+@dataclass(frozen=True)
+class ReleaseGrid:
+    """What the release-matrix figure draws: per variant, a release x kernel frame of verdict classes."""
+
+    releases: list[str]
+    kernels: list[str]
+    classes: dict[str, pd.DataFrame]  # variant -> release x kernel -> verdict class
+
+
+def release_grid(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> ReleaseGrid:
+    shown = [v for v in variants if (verdict_frame["variant"] == v).any()] or list(variants[:1])
     kernels = sorted(k for k in verdict_frame["kernel"].unique() if k)
     releases = sorted(verdict_frame["release"].unique(), key=version_key)
-    fig, axes = plt.subplots(
-        1,
-        max(1, len(panels)),
-        figsize=(1.2 + 1.3 * len(kernels) * max(1, len(panels)), 1.2 + 0.32 * len(releases)),
-        squeeze=False,
-    )
-    for ax, variant in zip(axes[0], panels):
-        grid = matrix_table(verdict_frame, variant).reindex(index=releases, columns=kernels).fillna("")
-        for i, release in enumerate(releases):
-            for j, kernel in enumerate(kernels):
-                verdict = grid.loc[release, kernel]
-                klass = verdict_class(verdict) if verdict else "not present"
+    classes = {}
+    for v in shown:
+        grid = matrix_table(verdict_frame, v) if (verdict_frame["variant"] == v).any() else pd.DataFrame()
+        grid = grid.reindex(index=releases, columns=kernels).fillna("")
+        classes[v] = grid.map(lambda x: verdict_class(x) if x else "not present")
+    return ReleaseGrid(releases, kernels, classes)
+
+
+def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> Figure:
+    """The release matrix of a verdict table (:func:`draw_release_grid` of :func:`release_grid`)."""
+    return draw_release_grid(release_grid(verdict_frame, variants))
+
+
+def draw_release_grid(grid: ReleaseGrid) -> Figure:
+    """Rows are releases, columns kernels; each cell's left half is the kernel as released, its right half
+    with the row-pitch change, coloured by verdict class (the "Affected releases and kernels" table gives the
+    request counts). One panel, so its labels stay legible at a comment's width."""
+    releases, kernels, shown = grid.releases, grid.kernels, list(grid.classes)
+    cell_w, cell_h = 0.55, 0.3
+    fig, ax = plt.subplots(figsize=(1.2 + cell_w * max(1, len(kernels)), 1.6 + cell_h * len(releases)))
+    half = 1 / len(shown)
+    for i, release in enumerate(releases):
+        for j, kernel in enumerate(kernels):
+            for k, variant in enumerate(shown):
+                klass = grid.classes[variant].loc[release, kernel]
                 ax.add_patch(
                     plt.Rectangle(
-                        (j, i),
-                        1,
+                        (j + k * half, i),
+                        half,
                         1,
                         facecolor=COLOURS[klass],
-                        edgecolor="#999999",
-                        lw=0.5,
+                        edgecolor="#999999" if klass == "not run" else "#ffffff",  # the hatch's colour
+                        lw=0.6,
                         hatch="//" if klass == "not run" else None,
                     )
                 )
-                ax.text(j + 0.5, i + 0.5, _cell_text(verdict), ha="center", va="center", fontsize=7)
-        ax.set_xlim(0, len(kernels))
-        ax.set_ylim(len(releases), 0)
-        ax.set_xticks([j + 0.5 for j in range(len(kernels))])
-        ax.set_xticklabels([short_kernel(k) for k in kernels], rotation=45, ha="right", fontsize=7)
-        ax.set_yticks([i + 0.5 for i in range(len(releases))])
-        ax.set_yticklabels(releases, fontsize=8)
-        ax.set_title(f"vLLM {variant}" + (" + PR #55109" if variant.startswith("patched") else ""), fontsize=9)
-    handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k != "other"]
-    # above the panels: below them it would run into the rotated kernel names
-    fig.legend(handles=handles, loc="lower center", ncol=7, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 1.0))
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="none", edgecolor="#999999", lw=0.6))
+    ax.set_xlim(0, max(1, len(kernels)))
+    ax.set_ylim(len(releases), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(kernels))])
+    ax.set_xticklabels([short_kernel(k) for k in kernels], rotation=50, ha="right", fontsize=MATRIX_FONT_PT)
+    ax.set_yticks([i + 0.5 for i in range(len(releases))])
+    ax.set_yticklabels(releases, fontsize=MATRIX_FONT_PT)
+    ax.tick_params(length=0)
+    words = {"released": "as released", "patched": "with PR #55109"}
+    halves = ("left half: ", "right half: ") if len(shown) == 2 else ("",)
+    ax.set_title(", ".join(h + words.get(v, v) for h, v in zip(halves, shown)), fontsize=MATRIX_FONT_PT, loc="left")
+    used = {x for g in grid.classes.values() for x in g.to_numpy().ravel()}
+    handles = [Patch(facecolor=c, edgecolor="#999999", label=k) for k, c in COLOURS.items() if k in used]
+    # above the panel: below it would run into the rotated kernel names
+    fig.legend(
+        handles=handles,
+        loc="lower left",
+        ncol=3,
+        fontsize=MATRIX_FONT_PT,
+        frameon=False,
+        bbox_to_anchor=(0.0, 1.0),
+        handlelength=1.2,
+        columnspacing=1.0,
+    )
+    fig.tight_layout()
     return fig
 
 
@@ -105,7 +149,7 @@ def short_kernel(label: str) -> str:
 GRID_NOTE = (
     "Per kernel and run of consecutive releases with the same outcome: the kernel as released, and with "
     "vllm-project/vllm#55109's row pitch (`block_table.stride(0)`); `wrong ≥N` / `faults ≥N`: from N requests on. "
-    "Releases that do not ship a kernel are left out; the figure shows the whole grid."
+    "Releases that do not ship a kernel are left out."
 )
 
 
@@ -146,8 +190,6 @@ def affected_table(verdict_frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str,
 
 def markdown_section(verdict_frame: pd.DataFrame) -> str:
     """ "Affected releases and kernels" as Markdown (the merge command's releases.md)."""
-    from repro.report.tables import formatted, markdown_table
-
     table, counts = affected_table(verdict_frame)
     if table.empty:
         return "## Affected releases and kernels\n\nNo release matrix in this run.\n"
@@ -164,7 +206,7 @@ def markdown_section(verdict_frame: pd.DataFrame) -> str:
 
 
 #: The notebook-04 table a merge reads from every run.
-MATRIX_TABLE = "04-release-matrix"
+MATRIX_TABLE = Table.RELEASE_MATRIX
 #: What a merge folder holds besides its tables: which runs went in (a merge folder is not a run folder).
 MERGE_RECORD = "merge.json"
 
@@ -181,8 +223,6 @@ class Merged:
 
 def merge(runs: list[RunData]) -> Merged:
     """The merge of runs already read (and checked) once; pure, so the committed merge can be re-derived."""
-    from repro.report.tables import formatted, markdown_table
-
     merged = merge_matrices([(run.name, run.table(MATRIX_TABLE)) for run in runs])
     inputs = merge_inputs([(run.name, run.status, run.table(MATRIX_TABLE)) for run in runs], merged)
     v = complete_matrix(verdicts(merged))
@@ -211,15 +251,11 @@ def merge(runs: list[RunData]) -> Merged:
 def merge_command(out_dir: str | Path, runs: list[RunData]) -> int:
     """``repro report OUT --merge RUN...``: writes the merge's table, verdicts, ``releases.md``,
     ``merge.json`` and figure into ``OUT``."""
-    import json
-
-    from repro.report.plots import save
-
     result = merge(runs)
     out = Path(out_dir)
     (out / "results").mkdir(parents=True, exist_ok=True)
     result.rows.to_csv(out / "results" / f"{MATRIX_TABLE}.csv", index=False)
-    result.verdicts.to_csv(out / "results" / "04-release-verdicts.csv", index=False)
+    result.verdicts.to_csv(out / "results" / f"{Table.RELEASE_VERDICTS}.csv", index=False)
     (out / "releases.md").write_text(result.markdown)
     (out / MERGE_RECORD).write_text(json.dumps(result.record, indent=2) + "\n")
     save(release_matrix(result.verdicts), out, MATRIX_TABLE)

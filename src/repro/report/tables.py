@@ -17,6 +17,9 @@ import pandas as pd
 #: leading zero before a digit (``01``, a notebook's number) is a name, not a number.
 NUMBER = re.compile(r"^(?!0\d)[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s?(x|%|us|ms|s|TB/s)?$")
 
+#: An inline code span in a cell's text.
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
 
 def cell_text(value: object) -> str:
     """One line of display text: empty for missing values, whitespace (newlines included) collapsed."""
@@ -73,7 +76,8 @@ def html_table(frame: pd.DataFrame) -> str:
     numeric = numeric_columns(frame)
 
     def td(tag: str, text: object, num: bool) -> str:
-        return f"<{tag}{' class=num' if num else ''}>{html.escape(cell_text(text))}</{tag}>"
+        shown = CODE_SPAN.sub(r"<code>\1</code>", html.escape(cell_text(text)))  # `x` as GitHub shows it
+        return f"<{tag}{' class=num' if num else ''}>{shown}</{tag}>"
 
     head = "".join(td("th", c, n) for c, n in zip(frame.columns, numeric))
     body = "".join(

@@ -6,11 +6,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from repro import registry
 from repro.analysis.performance import NO_COST_BAND
 from repro.analysis.upstream_cost import BAND_RATIOS
 from repro.report.plots import _request_axis, counts_by_request
+from repro.tables import Plot
 
 
 def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str, Figure]]:
@@ -21,7 +23,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
     for L in sorted(set(graph["seq_len"])):
         figs.append(
             (
-                f"03-vllm-time-graph-{L}",
+                f"{Plot.VLLM_TIME}-{L}",
                 counts_by_request(
                     graph[graph["seq_len"] == L],
                     "median_us",
@@ -54,7 +56,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
         axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         fig.suptitle("PR #55109 on vLLM's own kernel (CUDA-graph replays)", y=1.02)
         fig.tight_layout()
-        figs.append(("03-vllm-ratios", fig))
+        figs.append((Plot.VLLM_RATIOS, fig))
     return figs
 
 
@@ -67,8 +69,6 @@ def jit_releases_figure(cumulative: pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(
         len(codes), ncols, figsize=(5.4 * ncols + 2.6, 3.2 * len(codes)), squeeze=False, sharex=True
     )
-    from matplotlib.ticker import MaxNLocator
-
     predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
     for row, code in zip(axes, codes):
         mine = cumulative[cumulative["code"] == code] if "code" in cumulative else cumulative
@@ -105,19 +105,3 @@ def jit_releases_figure(cumulative: pd.DataFrame) -> Figure:
         axes[0][1].set_title("Triton's own compile time, cumulative")
     fig.tight_layout()
     return fig
-
-
-def draw(tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
-    """Every vLLM-arm figure a run's tables allow, by name."""
-    from repro.analysis.jit import cumulative_by_width, split_by_code
-
-    figures: dict[str, Figure] = {}
-    med, rat = tables.get("03-vllm-medians"), tables.get("03-vllm-ratios")
-    if med is not None and rat is not None and len(med):
-        figures.update(cost_figures(med, rat))
-    jit = tables.get("03-jit-fingerprint")
-    if jit is not None and len(jit):
-        _, theirs = split_by_code(jit)
-        if len(theirs):
-            figures["03-jit-fingerprint-vllm"] = jit_releases_figure(cumulative_by_width(theirs, phase="inference"))
-    return figures

@@ -33,22 +33,16 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from repro.upstream.members import PRODUCTION_PATH, PRODUCTION_PATH_PACKAGE
+
 #: The gather's public entry point in every release that has it.
 GATHER_ENTRY = "dequantize_and_gather_k_cache"
 #: The decorator of vLLM's breakable CUDA graph that turns a function into an eager segment.
 EAGER_BREAK = "eager_break_during_capture"
 #: The model architecture whose defaults are read.
 ARCHITECTURE = "DeepseekV4ForCausalLM"
-#: What this study reads from a release's wheel: the config modules and the model's package.
-MEMBERS = ("vllm/config/vllm.py", "vllm/config/compilation.py", "vllm/envs.py")
-PATTERNS = ("vllm/models/deepseek_v4/*.py",)
 #: The gather's own module (its definition is not a call site).
 _OPS_SUFFIX = "/ops/cache_utils.py"
-
-
-def wanted(member: str) -> bool:
-    """True for a wheel member this study reads."""
-    return member in MEMBERS or any(fnmatch.fnmatchcase(member, p) for p in PATTERNS)
 
 
 @dataclass(frozen=True)
@@ -232,7 +226,7 @@ def scan_model(sources: Mapping[str, str]) -> ModelScan:
     """Scan every model module of ``sources`` (members under ``vllm/models/deepseek_v4/``)."""
     scan = ModelScan([], {}, {}, set(), {}, {}, {}, {})
     for member in sorted(sources):
-        if not fnmatch.fnmatchcase(member, PATTERNS[0]):
+        if not fnmatch.fnmatchcase(member, PRODUCTION_PATH_PACKAGE):
             continue
         s = _Scanner(member)
         s.visit(ast.parse(sources[member], filename=member))
@@ -402,5 +396,6 @@ def _verdict(reached: list[str], d: GraphDefaults) -> str:
 
 
 def release_sources(entry: object) -> dict[str, str]:
-    """The study's files of a cache entry (:class:`repro.upstream.wheelcache.CacheEntry`), as text."""
-    return {m: entry.read_study(m) for m in entry.study_members()}
+    """The study's files of a cache entry (:class:`repro.upstream.wheelcache.CacheEntry` holding the
+    :data:`~repro.upstream.members.PRODUCTION_PATH` member set), as text."""
+    return {m: entry.read(m) for m in entry.members_of(PRODUCTION_PATH)}

@@ -28,6 +28,7 @@ from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.upstream.cases import case_command, reference_for, run_arm_case
 from repro.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
+from repro.upstream.members import GATHER
 from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_file, rewrite_row_pitch
 from repro.upstream.stubs import STUBS, stub_digest
 from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
@@ -123,7 +124,7 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
     got = ensure_release(version, cfg.cache_root, download=cfg.download)
     if isinstance(got, CacheMiss):
         return ReleasePlan(version, None, got, None)
-    sources = {m: got.read(m) for m in got.members() if "deepseek_v4" in m}
+    sources = {m: got.read(m) for m in got.members_of(GATHER) if "deepseek_v4" in m}
     disc = discover(sources)
     plan = ReleasePlan(version, got, None, disc)
     root = str(cfg.cache_root or "")
@@ -202,7 +203,7 @@ def _source_key(plan: ReleasePlan, arm: Arm) -> str:
 
 def used_helpers(entry: CacheEntry, text: str) -> list[str]:
     """Cached helper modules a source imports, directly or through another helper (by dotted name)."""
-    helpers = {m[:-3].replace("/", "."): m for m in entry.members() if "deepseek_v4" not in m}
+    helpers = {m[:-3].replace("/", "."): m for m in entry.members_of(GATHER) if "deepseek_v4" not in m}
     used, texts = set(), [text]
     while texts:
         t = texts.pop()
@@ -231,6 +232,20 @@ def run_isolated(arm: Arm, spec: ScenarioSpec, checked: bool, timeout_s: float) 
     return run_isolated_case(case_command(arm, spec, checked), label, timeout_s, dict(os.environ))[0]
 
 
+def sweep_spec(cfg: MatrixConfig, record: str, interleaved: bool) -> ScenarioSpec:
+    """The sweep's scenario at one request (``replace`` sets the count and the sentinel mode)."""
+    return ScenarioSpec(
+        num_reqs=1,
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+        seed=cfg.seed,
+        max_reqs=max(cfg.request_counts),
+        device=cfg.device,
+        record=record,
+        interleaved=interleaved,
+    )
+
+
 def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Callable[[dict], None]) -> list[dict]:
     """The sweep of one arm; returns its rows (also emitted)."""
     rows = []
@@ -249,16 +264,7 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
     except Exception as exc:
         out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
-    spec0 = ScenarioSpec(
-        num_reqs=1,
-        block_size=cfg.block_size,
-        seq_len_max=cfg.seq_len_max,
-        seed=cfg.seed,
-        max_reqs=max(cfg.request_counts),
-        device=cfg.device,
-        record=arm.record,
-        interleaved=arm.interleaved,
-    )
+    spec0 = sweep_spec(cfg, arm.record, arm.interleaved)
     for mode in cfg.modes:
         isolated = []
         for n in cfg.request_counts:
@@ -279,10 +285,16 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
 
 
 def run_matrix(
-    releases: list[str], cfg: MatrixConfig, sink: Callable[[dict], None], progress: Callable[[str], None] | None = None
+    releases: list[str],
+    cfg: MatrixConfig,
+    sink: Callable[[dict], None],
+    progress: Callable[[str], None] | None = None,
+    arm_done: Callable[[Arm], None] | None = None,
 ) -> list[ReleasePlan]:
-    """Plan every release, then run every arm; rows go to ``sink``. Returns the plans (rewrites, discovery)."""
+    """Plan every release, then run every arm; rows go to ``sink``, each finished (or shared) arm to
+    ``arm_done``. Returns the plans (rewrites, discovery)."""
     say = progress or (lambda text: None)
+    finished = arm_done or (lambda arm: None)
     plans = [plan_release(v, cfg) for v in releases]
     labels: dict[str, str] = {}
     for p in plans:
@@ -332,11 +344,54 @@ def run_matrix(
                 for r in rows:
                     sink({**r, **base, "shared_from": origin})
                 say(f"{arm.release} {arm.kernel} {arm.variant}: same launch-path source as {origin}, rows shared")
+                finished(arm)
                 continue
             say(f"{arm.release} {arm.kernel} {arm.variant}: running")
             rows = run_arm(p, arm, cfg, base, sink)
             done[key] = (arm.release, rows)
+            finished(arm)
     return plans
+
+
+#: The ``variant`` of a repository gather's rows: it is under test on the release's records, not the release's code.
+UNDER_TEST = "under test"
+
+
+def record_layouts(plan: ReleasePlan) -> list[tuple[str, bool]]:
+    """(record, interleaved) of every V4.1 record the release's own gathers read, in discovery order."""
+    if plan.discovery is None:
+        return []
+    found = [(k.record, k.interleaved) for k in plan.discovery.kernels if k.record != "v4"]
+    return list(dict.fromkeys(found))
+
+
+def run_record_gather(
+    version: str, label: str, target: str, record: str, interleaved: bool, cfg: MatrixConfig
+) -> list[dict]:
+    """A repository gather (``"package.module:function"``, correct by its registry entry, so every case runs in
+    this process, bounds-checked in the interpreter) over the matrix's sweep on release ``version``'s
+    ``record`` pages: rows with :data:`ROW_COLUMNS`, ``variant`` :data:`UNDER_TEST`."""
+    from repro.evidence.cases import run_case
+
+    base = dict(
+        release=version,
+        kernel=label,
+        variant=UNDER_TEST,
+        record=record,
+        layout=_layout_word(record, interleaved),
+        how=f"this repository's {target}",
+        block_size=cfg.block_size,
+        seq_len_max=cfg.seq_len_max,
+    )
+    spec0 = sweep_spec(cfg, record, interleaved)
+    rows = []
+    for mode in cfg.modes:
+        for n in cfg.request_counts:
+            spec = replace(spec0, num_reqs=n, mode=mode)
+            scenario = build_scenario(spec)
+            r = run_case(spec, target, cfg.interpreted, scenario, reference_for(scenario), cfg.timeout_s)
+            rows.append(row(**base, mode=mode, num_reqs=n, **_result_fields(r)))
+    return rows
 
 
 def write_rewrites(plans: list[ReleasePlan], folder: Path) -> list[Path]:

@@ -9,7 +9,12 @@ module's source text:
   and becomes ``block_table.stride(0)``;
 * with ``runtime=True`` (the PR's form) the kernel's pitch parameter also loses its ``tl.constexpr``
   annotation, so every table width shares one compiled kernel; with ``runtime=False`` it stays a
-  ``tl.constexpr`` (every distinct width compiles a new kernel, which issue 11 measures).
+  ``tl.constexpr`` (every distinct width compiles a new kernel, which issue 11 measures);
+* with ``runtime=True``, a JIT-warmup class (vLLM 0.30.0 on) whose ``CompileKey`` is built with the pitch
+  as a keyword (``dispatch``: ``max_blocks_per_seq=ceil(max_model_len / block_size)``) gets that value
+  wrapped in the module's own ``triton_scalar_specialization_rep``, as the class already does for its
+  other runtime integer, ``offset``: a runtime pitch compiles one kernel per Triton specialization class
+  (1, a multiple of 16, anything else), so the warm-up keys name those classes, not table widths.
 
 Edits are made at the AST nodes' exact source positions, the result is re-parsed and re-scanned to
 prove each launch now passes the stride, and the unified diff is returned for the run folder.
@@ -27,6 +32,8 @@ from repro.upstream.discovery import KernelInfo, launch_keywords, scan_module
 
 RELEASED_PITCH = "block_table.shape[-1]"
 PATCHED_PITCH = "block_table.stride(0)"
+#: vLLM's helper (jit_warmup_triton_helper) mapping a runtime int to its Triton specialization class.
+SPECIALIZATION_REP = "triton_scalar_specialization_rep"
 #: Variant names used in tables.
 RELEASED, PATCHED, PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
 
@@ -98,6 +105,24 @@ def rewrite_row_pitch(source: str, member: str, runtime: bool = True) -> Rewrite
                 PATCHED_PITCH.encode(),
                 f"line {kw.value.lineno}: {k.pitch_param}={RELEASED_PITCH} -> {PATCHED_PITCH}",
             )
+        if runtime and k.class_name:
+            for value in compile_key_pitch_values(tree, k):
+                if SPECIALIZATION_REP not in _module_names(tree):
+                    raise PatchError(
+                        f"{member} line {value.lineno}: {k.class_name}'s CompileKey takes {k.pitch_param}, which "
+                        f"becomes a runtime argument, but the module has no {SPECIALIZATION_REP} to key it by"
+                    )
+                span = (at(value.lineno, value.col_offset), at(value.end_lineno, value.end_col_offset))
+                old = data[span[0] : span[1]].decode()
+                if "\n" in old:  # one argument line between the call's own lines, as ruff formats it
+                    line = source.splitlines()[value.lineno - 1]
+                    indent = line[: len(line) - len(line.lstrip())]
+                    old = f"\n{indent}    {ast.unparse(value)}\n{indent}"
+                edits[span] = (
+                    f"{SPECIALIZATION_REP}({old})".encode(),
+                    f"line {value.lineno}: {k.class_name}'s CompileKey.{k.pitch_param} is the runtime pitch's "
+                    f"specialization class ({SPECIALIZATION_REP}, as for offset)",
+                )
         if runtime and k.pitch_is_constexpr:
             fn = _find_function(tree, k)
             arg = next(a for a in fn.args.args if a.arg == k.pitch_param)
@@ -127,6 +152,31 @@ def rewrite_row_pitch(source: str, member: str, runtime: bool = True) -> Rewrite
     return rewrite
 
 
+def compile_key_pitch_values(tree: ast.Module, k: KernelInfo) -> list[ast.expr]:
+    """The values the kernel's JIT-warmup class gives its ``CompileKey`` for the pitch, as keywords
+    (``self.CompileKey(..., max_blocks_per_seq=...)``); empty for a module-level kernel."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == k.class_name:
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and ast.unparse(call.func).split(".")[-1] == "CompileKey":
+                    found += [kw.value for kw in call.keywords if kw.arg == k.pitch_param]
+    return found
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Names bound at module level (imports, definitions, assignments)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 def _find_function(tree: ast.Module, k: KernelInfo) -> ast.FunctionDef:
     for node in tree.body:
         if not k.class_name and isinstance(node, ast.FunctionDef) and node.name == k.name:
@@ -154,3 +204,12 @@ def verify(rewrite: Rewrite, runtime: bool) -> None:
             raise PatchError(f"{rewrite.member}: {k.qualname} still launched with {bad or 'no pitch'}")
         if k.pitch_is_constexpr == runtime:
             raise PatchError(f"{rewrite.member}: {k.qualname}'s {k.pitch_param} constexpr={k.pitch_is_constexpr}")
+        if runtime and k.class_name:
+            tree = ast.parse(rewrite.rewritten)
+            unkeyed = [
+                v.lineno
+                for v in compile_key_pitch_values(tree, k)
+                if not (isinstance(v, ast.Call) and ast.unparse(v.func) == SPECIALIZATION_REP)
+            ]
+            if unkeyed:
+                raise PatchError(f"{rewrite.member}: {k.class_name}'s CompileKey pitch not keyed at lines {unkeyed}")

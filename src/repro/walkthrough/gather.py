@@ -22,13 +22,14 @@ from repro.evidence.sweep import run_sanitizer_sweep, run_sweep
 from repro.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
 from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
+from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session
 
-NOTEBOOK = "02-strided-block-table-gather"
-CONTIGUOUS = "02-contiguous-checks"
-SWEEP = "02-gather-sweep"
-SAFETY = "02-interpreter-memory-safety"
-MEMCHECK = "02-sanitizer"
+NOTEBOOK = Notebook.GATHER
+CONTIGUOUS = Table.CONTIGUOUS_CHECKS
+SWEEP = Table.SWEEP
+SAFETY = Table.MEMORY_SAFETY
+MEMCHECK = Table.SANITIZER
 #: The small example of section 3: requests, rows of the backing table, blocks per request.
 EXAMPLE_REQUESTS, EXAMPLE_ROWS, EXAMPLE_BLOCKS = 3, 4, 3
 
@@ -200,7 +201,7 @@ class GatherWalkthrough:
         if policy == "off":
             return None, "compute-sanitizer: off (sanitizer='off')"
         if find_compute_sanitizer() is None:
-            self.session.write_facts(MEMCHECK, {"status": "unavailable"})
+            self.session.write_facts(Facts.SANITIZER, {"status": "unavailable"})
             return None, "compute-sanitizer: unavailable on this machine; memcheck evidence not recorded"
         table = self.session.table(MEMCHECK)
         if progress is True:

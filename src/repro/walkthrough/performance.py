@@ -24,37 +24,38 @@ from repro.analysis import performance as rules
 from repro.analysis import upstream_cost
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.registry import OUTSIDE_ARM, bench_arms, load_implementation, provenance, provenance_name
+from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 
-NOTEBOOK = "03-performance"
-MEDIANS = "03-performance-medians"
-CHECKS = "03-performance-checks"
-RATIOS = "03-performance-ratios"
-CEILING = "03-performance-ceiling"
-DECOMPOSITION = "03-performance-decomposition"
-VS_CEILING = "03-performance-vs-ceiling"
-GAP = "03-performance-gap"
-CEILING_CHECKS = "03-performance-ceiling-checks"
-JIT = "03-jit-fingerprint"
-JIT_SUMMARY = "03-jit-summary"
-JIT_CHECKS = "03-jit-checks"
-VLLM_LOADS = "03-vllm-loads"
-VLLM_CHECKS = "03-vllm-checks"
-VLLM_MEDIANS = "03-vllm-medians"
-VLLM_RATIOS = "03-vllm-ratios"
+NOTEBOOK = Notebook.PERFORMANCE
+MEDIANS = Table.PERF_MEDIANS
+CHECKS = Table.PERF_CHECKS
+RATIOS = Table.PERF_RATIOS
+CEILING = Table.CEILING
+DECOMPOSITION = Table.DECOMPOSITION
+VS_CEILING = Table.VS_CEILING
+GAP = Table.GAP
+CEILING_CHECKS = Table.CEILING_CHECKS
+JIT = Table.JIT
+JIT_SUMMARY = Table.JIT_SUMMARY
+JIT_CHECKS = Table.JIT_CHECKS
+VLLM_LOADS = Table.VLLM_LOADS
+VLLM_CHECKS = Table.VLLM_CHECKS
+VLLM_MEDIANS = Table.VLLM_MEDIANS
+VLLM_RATIOS = Table.VLLM_RATIOS
 #: vLLM's CuTe-DSL gather beside gather_fast: one status row per release, its checks, medians, the table.
 CUTEDSL, CUTEDSL_CHECKS, CUTEDSL_MEDIANS, CUTEDSL_VS_FAST = (
-    "03-cutedsl",
-    "03-cutedsl-checks",
-    "03-cutedsl-medians",
-    "03-cutedsl-vs-fast",
+    Table.CUTEDSL,
+    Table.CUTEDSL_CHECKS,
+    Table.CUTEDSL_MEDIANS,
+    Table.CUTEDSL_VS_FAST,
 )
 #: Where each release's model calls the gather and how its default CUDA-graph setup runs those calls.
-PRODUCTION_PATH, PRODUCTION_SUMMARY = "03-vllm-production-path", "03-vllm-production-summary"
+PRODUCTION_PATH, PRODUCTION_SUMMARY = Table.PRODUCTION_PATH, Table.PRODUCTION_SUMMARY
 #: Host and device time per eager call of every timed arm (``eager_costs``).
-EAGER_COSTS = "03-eager-costs"
+EAGER_COSTS = Table.EAGER_COSTS
 #: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
-VLLM_FACTS, VLLM_COST, VLLM_JIT = "03-vllm", "03-vllm-cost", "03-vllm-jit"
+VLLM_FACTS, VLLM_COST, VLLM_JIT = Facts.VLLM, Facts.VLLM_COST, Facts.VLLM_JIT
 #: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
 DSV4_COMPRESS_RATIOS = (4, 128)
 SKIPPED = "timing skipped: the CPU profile runs kernels in the interpreter"
@@ -89,7 +90,7 @@ class PerformanceWalkthrough:
         """None on a GPU; on the CPU, why nothing is timed (also recorded for the report)."""
         if self.on_gpu:
             return None
-        self.session.write_facts(NOTEBOOK, {"headline": SKIPPED})
+        self.session.write_facts(Facts.PERFORMANCE, {"headline": SKIPPED})
         return SKIPPED
 
     def measure(self) -> pd.DataFrame:
@@ -126,7 +127,7 @@ class PerformanceWalkthrough:
     def finish(self) -> str:
         """The headline figures (written for the report) as one paragraph."""
         self.facts = rules.headline(self.medians(), self.ratios, self.outside_names)
-        self.session.write_facts(NOTEBOOK, self.facts)
+        self.session.write_facts(Facts.PERFORMANCE, self.facts)
         return self.facts["headline"]
 
     # -- the streaming ceiling (GPU) ---------------------------------------------------------------
@@ -164,7 +165,7 @@ class PerformanceWalkthrough:
         self.session.record(EAGER_COSTS, costs.to_dict("records"))
         summary = rules.eager_cost_summary(costs)
         self.session.write_facts(
-            EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
+            Facts.EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
         )
         return summary
 
@@ -191,7 +192,7 @@ class PerformanceWalkthrough:
             tokens = gaps["num_reqs"] * gaps["seq_len"]
             at = gaps[tokens == tokens.max()]
         facts = ceiling_rules.ceiling_headline(self.session.table(VS_CEILING).frame(), at)
-        self.session.write_facts(CEILING, facts)
+        self.session.write_facts(Facts.CEILING, facts)
         return facts["headline"]
 
     # -- vLLM's own kernel, as shipped and with PR #55109's change --------------------------------
@@ -252,13 +253,14 @@ class PerformanceWalkthrough:
         default CUDA-graph setup for DeepSeek-V4 replays it in a graph or runs it eagerly (recorded; the
         per-function summary is returned)."""
         from repro.upstream import callsites
+        from repro.upstream.members import PRODUCTION_PATH
         from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
         from repro.upstream.wheelcache import CacheMiss, ensure_release
 
         p = self.session.params
         sites = self.session.table(PRODUCTION_PATH)
         for version in p["vllm_releases"]:
-            entry = ensure_release(version, download=p["download"])
+            entry = ensure_release(version, download=p["download"], sets=(PRODUCTION_PATH,))
             if isinstance(entry, CacheMiss):
                 sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
                 continue
@@ -280,7 +282,7 @@ class PerformanceWalkthrough:
         if len(summary):
             self.session.record(PRODUCTION_SUMMARY, summary.to_dict("records"))
         self.production_facts = {"headline": upstream_cost.production_path_text(summary)}
-        self.session.write_facts(PRODUCTION_PATH, self.production_facts)
+        self.session.write_facts(Facts.PRODUCTION_PATH, self.production_facts)
         return summary if len(summary) else frame
 
     def production_headline(self) -> str:
@@ -357,7 +359,7 @@ class PerformanceWalkthrough:
         if len(table):
             self.session.record(CUTEDSL_VS_FAST, table.to_dict("records"))
         self.cutedsl_facts = cutedsl_rules.headline(status.frame(), table)
-        self.session.write_facts(CUTEDSL, self.cutedsl_facts)
+        self.session.write_facts(Facts.CUTEDSL, self.cutedsl_facts)
         return table if len(table) else status.frame()
 
     def cutedsl_headline(self) -> str:
@@ -435,7 +437,7 @@ class PerformanceWalkthrough:
         """Per kernel and table kind: inference-path compilations, compile time, first-call latency."""
         summary = jit_rules.compile_summary(self.session.table(JIT).frame(), phase="inference")
         self.session.write_facts(
-            "03-jit",
+            Facts.JIT,
             {
                 "mode": "observed" if self.on_gpu else "predicted",
                 "summary": summary.to_dict("records"),

@@ -22,16 +22,19 @@ class Progress:
     """A progress bar for a long loop, called once per finished case (a sweep's ``progress`` callback):
     a widget in JupyterLab, a text bar on a terminal; it closes itself on the last case."""
 
-    def __init__(self, total: int, what: str):
+    def __init__(self, total: int, what: str, unit: str = "case"):
         try:
             import ipywidgets  # noqa: F401  (tqdm.auto draws a widget only where ipywidgets is installed)
             from tqdm.auto import tqdm
         except ImportError:
             from tqdm import tqdm
-        self.bar = tqdm(total=total, desc=what, unit="case", mininterval=0.5)
+        self.bar = tqdm(total=total, desc=what, unit=unit, mininterval=0.5, unit_scale=unit == "B")
 
     def __call__(self, *case: Any) -> None:
-        self.bar.update()
+        self.advance(1)
+
+    def advance(self, amount: int) -> None:
+        self.bar.update(amount)
         if self.bar.n >= (self.bar.total or 0):
             self.bar.close()
 

@@ -1,0 +1,64 @@
+"""``report RUN --against OTHER``: two runs, check by check, as Markdown: counts, a per-check summary and
+every row whose verdict changed, with the columns that say which case it is."""
+
+from __future__ import annotations
+
+from repro.analysis.compare import changed_rows, compare_runs, comparison_counts, comparison_summary
+from repro.analysis.rundata import RunData
+from repro.report.markdown import fit
+from repro.report.tables import formatted
+from repro.report.template import Page, Target, link_issues, render
+
+COMPARISON = """
+# Before/after: `{{ a.name }}` (A) vs `{{ b.name }}` (B)
+
+- A: {{ params(a) }} on {{ a.environment.get("device", "?") }}
+- B: {{ params(b) }} on {{ b.environment.get("device", "?") }}
+
+{{ n.both }} checks ran in both runs; {{ n.changed }} changed verdict. {{ n.a_only }} ran only in A and {{ n.b_only }}
+only in B (other notebooks, implementations or parameters); they are left out below. A check is one row of a result
+table, paired with the other run's row by that table's identity columns (release, kernel, record, arm, variant, mode,
+case, seq_len, num_reqs, ...), never by its position.
+
+{{ table(summary) }}
+{% if changed is not none %}
+
+## Checks whose verdict changed
+
+{{ table(changed) }}
+{% endif %}
+"""
+
+
+def _params(run: RunData) -> str:
+    params = run.manifest.get("parameters") or {}
+    return ", ".join(f"`{k}={v}`" for k, v in params.items()) or "default parameters"
+
+
+def _short(text: object, limit: int = 140) -> str:
+    one = " ".join(str(text).split()) if text is not None and str(text) != "nan" else ""
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def render_comparison(run_a: RunData, run_b: RunData) -> str:
+    """Before/after, check by check: counts, a per-check summary, and every row whose verdict changed,
+    with the columns that say which case it is."""
+    cmp = compare_runs(run_a, run_b)
+    summary = comparison_summary(cmp)
+    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
+    changed = changed_rows(cmp).head(200)
+    if len(changed):
+        changed = changed.assign(**{c: changed[c].map(_short) for c in ("observed (A)", "observed (B)")})
+        changed = formatted(changed.assign(check=changed["check"].map(link_issues)))
+    page = Page(Target.MARKDOWN)
+    text = render(
+        COMPARISON,
+        page,
+        a=run_a,
+        b=run_b,
+        n=comparison_counts(cmp),
+        params=_params,
+        summary=formatted(summary),
+        changed=changed if len(changed) else None,
+    )
+    return fit(text)

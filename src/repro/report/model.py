@@ -1,0 +1,82 @@
+"""What the report is made of: sections, each deriving its tables from a run once and reading them
+through templates, and the analysed run every renderer draws from.
+
+Rendering walks one way: :func:`repro.analysis.rundata.load_run` reads a run folder once,
+:func:`repro.report.analyse.analyse` computes every section's tables once (an :class:`Analysis`), and
+``report.md``, ``report.html``, ``pr-comment.md`` and the figures are drawn from that bundle; no renderer
+reads the run's tables again.
+
+A section is one small module under :mod:`repro.report.sections` that defines one :class:`Section`, plugged
+into the report with one line in :data:`repro.report.sections.SECTIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from repro.analysis.rundata import RunData
+from repro.analysis.verdict import Behaviour, RunVerdict
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported where figures are drawn
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class Common:
+    """What several sections read: the run, its verdict and the names of what it loaded."""
+
+    run: RunData
+    verdict: RunVerdict
+    names: dict[str, str]  # parameter (implementation, reference_gather) -> loaded name
+    arm_columns: dict[str, str]  # outside arm label -> short column name
+    arm_prose: dict[str, str]  # outside arm label -> its name in a sentence
+    behaviours: dict[str, Behaviour]  # notebook 02's sweep: each implementation's record, by variant label
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A figure a section drew, by the name of its PNG (``plots/<name>.png``) and its caption."""
+
+    name: str
+    caption: str
+    figure: Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report.
+
+    ``derive`` computes what the section shows from the run (once; ``None`` leaves the section out of
+    this run's report). ``markdown`` is its Jinja2 template for ``report.md`` and ``report.html`` and
+    ``comment`` the one for ``pr-comment.md`` (empty: not in the comment); both read the derived value as
+    ``d`` and the shared facts as ``c`` (:class:`Common`), and ``helpers`` are further names the templates
+    call. ``figures`` draws the section's figures from the derived value.
+    """
+
+    name: str
+    derive: Callable[[Common], Any]
+    markdown: str
+    comment: str = ""
+    figures: Callable[[Any, Common], list[Drawn]] | None = None
+    helpers: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Analysis:
+    """A run analysed once: the shared facts and each section's derived tables, in report order."""
+
+    common: Common
+    parts: list[tuple[Section, Any]] = field(default_factory=list)
+
+    @property
+    def run(self) -> RunData:
+        return self.common.run
+
+    def __iter__(self) -> Iterator[tuple[Section, Any]]:
+        return iter(self.parts)
+
+    def data(self, name: str) -> Any:
+        """The derived value of the section ``name`` (``None`` when the run has nothing for it)."""
+        return next((d for s, d in self.parts if s.name == name), None)

@@ -1,0 +1,49 @@
+"""The report's sections, in order; each is one module defining a :class:`repro.report.model.Section`.
+
+A new section is a module here and one line in :data:`SECTIONS`. The order follows vLLM's pull-request
+template: *Purpose* (the first screen), *Test Plan*, *Test Result*, then the evidence per bug and study,
+the environment and the raw data.
+"""
+
+from __future__ import annotations
+
+from repro.report.model import Section
+from repro.report.sections import (
+    affected_releases,
+    ceiling,
+    checks,
+    cutedsl,
+    environment,
+    fix_cost,
+    gather,
+    gather_fast,
+    jit,
+    plan,
+    raw_data,
+    reshape,
+    reshape_releases,
+    results,
+    summary,
+    vllm_kernel,
+    vllm_suite,
+)
+
+SECTIONS: list[Section] = [
+    summary.SECTION,
+    plan.SECTION,
+    results.SECTION,
+    checks.SECTION,
+    reshape.SECTION,
+    reshape_releases.SECTION,
+    gather.SECTION,
+    affected_releases.SECTION,
+    vllm_suite.SECTION,
+    fix_cost.SECTION,
+    gather_fast.SECTION,
+    ceiling.SECTION,
+    cutedsl.SECTION,
+    jit.SECTION,
+    vllm_kernel.SECTION,
+    environment.SECTION,
+    raw_data.SECTION,
+]

@@ -1,0 +1,72 @@
+"""Notebook 03 (GPU): every gather against the streaming ceiling, and what the remaining gap is made of."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry
+from repro.analysis import performance
+from repro.report import plots
+from repro.report.model import Common, Drawn, Section
+from repro.tables import Facts, Plot, Table
+
+FIGURE = Plot.CEILING
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    vs: pd.DataFrame
+    headline: str
+    fractions: pd.DataFrame | None  # per shape, one column per gather
+    gap: pd.DataFrame | None
+
+
+def derive(c: Common) -> Ceiling | None:
+    vs = c.run.table(Table.VS_CEILING)
+    if vs is None or not len(vs):
+        return None
+    graph = vs[(vs["launch"] == "graph") & (vs["requests"] == "equal")]
+    fractions = None
+    if len(graph):
+        piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
+        ours = [a.label for a in registry.ARMS if a.label in piv.columns]
+        piv = piv[ours + performance.outside_arms(piv.columns)]
+        fractions = piv.rename(columns=plots.arm_names(list(piv.columns), c.arm_columns)).reset_index()
+    gap = c.run.table(Table.GAP)
+    if gap is not None and len(gap):
+        cols = [col for col in ("num_reqs", "seq_len", "step", "ratio", "added_us", "share_of_gap") if col in gap]
+        gap = gap[cols].rename(columns={"added_us": "added us", "share_of_gap": "share of gap"})
+    else:
+        gap = None
+    return Ceiling(vs, str((c.run.facts.get(Facts.CEILING) or {}).get("headline", "")), fractions, gap)
+
+
+def figures(d: Ceiling, c: Common) -> list[Drawn]:
+    caption = "each gather's fraction of the streaming ceiling, CUDA-graph replays"
+    return [Drawn(name, caption, fig) for name, fig in plots.ceiling_figures(d.vs, c.arm_columns)]
+
+
+MARKDOWN = """
+## Against the streaming ceiling
+
+The streaming kernel reads contiguous 584-byte records and writes 1,024-byte bf16 rows with the gather's dtype work
+and no block table (this repository's code); a gather's fraction is the best streaming arm's time over the gather's
+at the same shape.{% if d.headline %} {{ d.headline }}{% endif %}
+
+{{ image(figure) }}
+{% if d.fractions is not none %}
+{% call fold("Fraction of the streaming ceiling per gather, CUDA-graph replays (%d shapes)" % (d.fractions | length)) %}
+{{ table(d.fractions, 3) }}
+{% endcall %}
+{% endif %}
+{% if d.gap is not none %}
+{% call fold("What separates gather_fast from the streaming ceiling: each step a ratio of two arms timed in the same "
+             "rounds; the chained steps multiply to the total (%d rows)" % (d.gap | length)) %}
+{{ table(d.gap, {"ratio": 3, "added us": 2, "share of gap": 2}) }}
+{% endcall %}
+{% endif %}
+"""
+
+SECTION = Section("streaming ceiling", derive, MARKDOWN, figures=figures, helpers={"figure": FIGURE})

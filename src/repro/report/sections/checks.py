@@ -1,0 +1,84 @@
+"""*Test Result*, second part: every check of the run, grouped, and each failure named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro.analysis.checks import check_summary, failed_checks
+from repro.report.model import Common, Section
+from repro.report.template import link_issues
+
+#: Failed checks listed in full; the rest are counted (``results/*.csv`` hold them all).
+LISTED_FAILURES = 60
+
+
+@dataclass(frozen=True)
+class Checks:
+    summary: pd.DataFrame  # notebook, check, variant, passed, total, verdict
+    failures: tuple[str, ...]
+
+
+def _merge_passing_variants(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per check whose every variant passed (variants listed, or counted when many); a check
+    with a failing variant keeps one row per variant."""
+    rows = []
+    for (notebook, check), g in summary.groupby(["notebook", "check"], sort=False):
+        if (g["verdict"] == "PASS").all() and len(g) > 1:
+            names = list(g["variant"])
+            variants = ", ".join(names) if len(names) <= 3 else f"{len(names)} variants"
+            rows.append(
+                {
+                    "notebook": notebook,
+                    "check": check,
+                    "variant": variants,
+                    "passed": int(g["passed"].sum()),
+                    "total": int(g["total"].sum()),
+                    "verdict": "PASS",
+                }
+            )
+        else:
+            rows += g.to_dict("records")
+    return pd.DataFrame(rows, columns=list(summary.columns))
+
+
+def derive(c: Common) -> Checks | None:
+    summary = check_summary(c.run.tables)
+    if not len(summary):
+        return None
+    summary = _merge_passing_variants(summary)
+    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
+    failures = [" ".join(link_issues(f).split()) for t in c.run.check_tables().values() for f in failed_checks(t)]
+    return Checks(summary, tuple(failures))
+
+
+MARKDOWN = """
+### Checks
+
+{% set v = c.verdict %}
+{{ v.checks }} checks:
+{% if v.checks == 0 %}none recorded.
+{% elif v.failed == 0 %}all {{ v.checks }} as expected.
+{% else %}{{ v.checks_ok }} of {{ v.checks }} passed;
+{% if v.failed_explained == v.failed %}the other {{ v.failed }} are the implementation under test's, each failing
+exactly where the bug's expectation passes it: they are the reproduction.
+{% else %}{{ v.failed }} failed.{% endif %}
+{% endif %}
+
+{% call fold("Verdict per check (%d groups)" % (d.summary | length)) %}
+{{ table(d.summary) }}
+{% endcall %}
+{% if d.failures %}
+{% call fold("Failed checks (%d)" % (d.failures | length)) %}
+{% for f in d.failures[:LISTED] %}
+- {{ f }}
+{% endfor %}
+{% if d.failures | length > LISTED %}
+- ... and {{ (d.failures | length) - LISTED }} more (results/*.csv)
+{% endif %}
+{% endcall %}
+{% endif %}
+""".replace("LISTED", str(LISTED_FAILURES))
+
+SECTION = Section("checks", derive, MARKDOWN, MARKDOWN)

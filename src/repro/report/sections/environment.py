@@ -1,0 +1,96 @@
+"""Where the run ran: the device and software versions, the commit, and what parameters loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry
+from repro.report.model import Common, Section
+
+#: Environment entries shown, in order (the manifest records them).
+ITEMS = (
+    "device",
+    "driver",
+    "cuda_runtime",
+    "python",
+    "torch",
+    "triton",
+    "compute_sanitizer",
+    "compute_sanitizer_version",
+    "git_sha",
+)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An implementation a parameter named: its provenance as recorded, or only its target."""
+
+    parameter: str
+    name: str
+    target: str
+    details: tuple[tuple[str, str], ...]  # (key, value) recorded beside the target
+    recorded: bool
+
+
+@dataclass(frozen=True)
+class Environment:
+    table: pd.DataFrame
+    loaded: tuple[Loaded, ...]
+
+
+def _value(v: object) -> str:
+    return "not recorded" if v is None or v == "" else str(v)
+
+
+def derive(c: Common) -> Environment:
+    env, m = c.run.environment, c.run.manifest
+    rows = [{"item": "profile", "value": _value(m.get("profile"))}]
+    rows += [{"item": k, "value": _value(env.get(k))} for k in ITEMS]
+    rows.append({"item": "git_dirty", "value": {True: "yes", False: "no"}.get(env.get("git_dirty"), "not recorded")})
+    rows.append({"item": "platform", "value": _value(env.get("platform"))})
+    recorded, params = m.get("implementations") or {}, m.get("parameters") or {}
+    loaded = []
+    for param in ("implementation", "reference_gather"):
+        info = recorded.get(param)
+        if info:
+            details = tuple(
+                (key, _value(info[key])) for key in sorted(info) if key not in ("target", "package", "version")
+            )
+            loaded.append(Loaded(param, registry.provenance_name(info), str(info.get("target", "")), details, True))
+        elif params.get(param):
+            loaded.append(Loaded(param, "", str(params[param]), (), False))
+    return Environment(pd.DataFrame(rows), tuple(loaded))
+
+
+MARKDOWN = """
+## Environment
+
+{{ table(d.table) }}
+{% if d.loaded %}
+
+Implementations named by parameters, as loaded:
+
+{% for x in d.loaded %}
+{% if x.recorded %}
+- `{{ x.parameter }}`: {{ x.name }}, `{{ x.target }}`
+{% for key, value in x.details %}
+  - {{ key }}: `{{ value }}`
+{% endfor %}
+{% else %}
+- `{{ x.parameter }}`: `{{ x.target }}` (version and hash not recorded by this run)
+{% endif %}
+{% endfor %}
+{% endif %}
+"""
+
+COMMENT = """
+<details><summary>Environment</summary>
+
+{{ table(d.table) }}
+
+</details>
+"""
+
+SECTION = Section("environment", derive, MARKDOWN, COMMENT)

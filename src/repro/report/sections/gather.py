@@ -1,0 +1,183 @@
+"""Evidence of vLLM PR #55109 in notebook 02: what each implementation did over the request-count sweep,
+per case, under compute-sanitizer memcheck and in the bounds-checked interpreter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry
+from repro.analysis import gather
+from repro.analysis.verdict import BUG_GATHER, describe
+from repro.report import mermaid, plots
+from repro.report.model import Common, Drawn, Section
+from repro.tables import Plot, Table
+
+MISMATCHES, MEMCHECK = Plot.MISMATCHES, Plot.MEMCHECK
+
+
+@dataclass(frozen=True)
+class Gather:
+    sweep: pd.DataFrame
+    implementations: pd.DataFrame  # one row per implementation: role, what it did, memcheck, as expected
+    first: int
+    last: int
+    modes: tuple[str, ...]
+    per_case: pd.DataFrame
+    sanitizer: pd.DataFrame | None
+    memcheck_per_case: pd.DataFrame | None
+    first_access: dict | None
+    memory_per_case: pd.DataFrame | None
+    chart: str  # the sweep as a Mermaid xychart (the PR comment)
+
+
+def variant_order(labels: Iterable[str]) -> list[str]:
+    known = [e.label for e in registry.IMPLEMENTATIONS]
+    return sorted(labels, key=lambda v: known.index(v) if v in known else len(known))
+
+
+def _per_case(pivot: pd.DataFrame) -> pd.DataFrame:
+    pivot = pivot.reset_index()
+    return pivot[["mode", "num_reqs", *variant_order([c for c in pivot.columns if c not in ("mode", "num_reqs")])]]
+
+
+def _implementations(c: Common, sweep: pd.DataFrame, memcheck: dict[str, str]) -> pd.DataFrame:
+    rows = []
+    for v in variant_order(sweep["variant"].unique()):
+        b = c.behaviours[v]
+        expect = registry.expectation(v) if v != registry.UNDER_TEST_LABEL else registry.EXPECT_CORRECT
+        role = registry.role(v)
+        if v == registry.UNDER_TEST_LABEL:
+            target = str(sweep[sweep.variant == v]["implementation"].iloc[0])
+            role = f"under test: {c.names.get('implementation', f'`{target}`')}"
+        shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
+        verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
+        row = {"implementation": v, "role": role, "observed": describe(b, short=True).removeprefix("is ")}
+        if memcheck:
+            row["memcheck"] = memcheck.get(v, "")
+        row["as expected"] = verdict
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _chart(sweep: pd.DataFrame) -> str:
+    """Share of tokens differing from the reference per request count, in-range ids (every case ran)."""
+    mode = "in-range" if (sweep["mode"] == "in-range").any() else str(sweep["mode"].iloc[0])
+    rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == "ok")]
+    share = 100 * pd.to_numeric(rows["mismatched_tokens"]) / pd.to_numeric(rows["total_tokens"])
+    table = rows.assign(share=share).pivot_table(index="num_reqs", columns="variant", values="share", aggfunc="first")
+    series, colours = [], []
+    for entry, kind in ((registry.BUGGY, "bar"), (registry.FIXED, "line")):
+        if entry.label in table:
+            series.append((kind, [round(float(v), 1) for v in table[entry.label]]))
+            colours.append(entry.style["color"])
+    if not series:
+        return ""
+    return mermaid.xychart(
+        f"% of tokens wrong, {mode} ids (bars: before the fix, line: fixed)",
+        "requests",
+        [str(int(n)) for n in table.index],
+        "% wrong",
+        (0, 100),
+        series,
+        colours,
+    )
+
+
+def derive(c: Common) -> Gather | None:
+    sweep = c.run.table(Table.SWEEP)
+    if sweep is None:
+        return None
+    san = c.run.table(Table.SANITIZER)
+    san = san if san is not None and len(san) else None
+    memory = c.run.table(Table.MEMORY_SAFETY)
+    memory = memory if memory is not None and len(memory) else None
+    counts = sorted(set(pd.to_numeric(sweep["num_reqs"]).astype(int)))
+    return Gather(
+        sweep=sweep,
+        implementations=_implementations(c, sweep, gather.memcheck_by_variant(san) if san is not None else {}),
+        first=counts[0],
+        last=counts[-1],
+        modes=tuple(dict.fromkeys(sweep["mode"].astype(str))),
+        per_case=_per_case(gather.mismatch_pivot(sweep)),
+        sanitizer=san,
+        memcheck_per_case=_per_case(gather.memcheck_pivot(san)) if san is not None else None,
+        first_access=gather.first_memcheck_access(san) if san is not None else None,
+        memory_per_case=_per_case(gather.memory_pivot(memory)) if memory is not None else None,
+        chart=_chart(sweep),
+    )
+
+
+def figures(d: Gather, c: Common) -> list[Drawn]:
+    out = [
+        Drawn(
+            MISMATCHES,
+            "tokens differing from the reference per request count (X: the process faulted)",
+            plots.gather_mismatches(d.sweep),
+        )
+    ]
+    if d.sanitizer is not None:
+        out.append(Drawn(MEMCHECK, "compute-sanitizer memcheck errors per case", plots.sanitizer_errors(d.sanitizer)))
+    return out
+
+
+MARKDOWN = """
+## BUG_GATHER: strided block-table gather
+
+`_dequantize_and_gather_k_kernel` reads request `b`'s block `j` at `block_table_ptr + b * shape[-1] + j`. A
+column-narrowed view `backing[:n, :w]` has `stride(0) = W > w`, so every request after the first reads flat element
+`b*w + j` of the backing table: wrong ids, and with sentinel ids an address outside the K cache. Fix: pass
+`block_table.stride(0)` as the row pitch (identical for contiguous tables). What each implementation did over the
+sweep ({{ d.first }}..{{ d.last }} requests, sentinel ids {% for m in d.modes %}`{{ m }}`{{ " and " if not loop.last
+}}{% endfor %}):
+
+{{ table(d.implementations) }}
+{{ image(mismatches) }}
+{% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
+{{ table(d.per_case) }}
+{% endcall %}
+{% if d.sanitizer is not none %}
+
+Under compute-sanitizer memcheck (each case in its own process) the poison reads are invalid accesses; in-range
+misreads stay inside the allocations, so memcheck cannot see them although the output is wrong.
+{% if d.first_access %}
+First invalid access reported ({{ d.first_access.variant }}, {{ d.first_access.mode }},
+{{ d.first_access.num_reqs }} requests): {{ d.first_access.first_access }}.
+{% endif %}
+{{ image(memcheck) }}
+{% call fold("memcheck errors / tokens differing from the reference, per case (%d rows)"
+             % (d.memcheck_per_case | length)) %}
+{{ table(d.memcheck_per_case) }}
+{% endcall %}
+{% endif %}
+{% if d.memory_per_case is not none %}
+{% call fold("Bounds-checked interpreter: lanes outside the view / outside every argument, per case (%d rows)"
+             % (d.memory_per_case | length)) %}
+{{ table(d.memory_per_case) }}
+{% endcall %}
+{% endif %}
+""".replace("BUG_GATHER", BUG_GATHER)
+
+COMMENT = """
+### BUG_GATHER over the request-count sweep
+
+{{ d.first }}..{{ d.last }} requests, sentinel ids {% for m in d.modes %}`{{ m }}`{{ " and " if not loop.last
+}}{% endfor %}; each implementation:
+
+{{ table(d.implementations) }}
+{% if d.chart %}
+
+```mermaid
+{{ d.chart }}
+```
+{% endif %}
+{% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
+{{ table(d.per_case) }}
+{% endcall %}
+""".replace("BUG_GATHER", BUG_GATHER)
+
+SECTION = Section(
+    "gather", derive, MARKDOWN, COMMENT, figures=figures, helpers={"mismatches": MISMATCHES, "memcheck": MEMCHECK}
+)

@@ -1,0 +1,88 @@
+"""gather_fast, this repository's own kernel, in neither pull request: kept apart from the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry
+from repro.analysis import gather, performance
+from repro.analysis.checks import truthy
+from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe
+from repro.report.model import Common, Section
+from repro.report.sections.fix_cost import BANDWIDTH
+from repro.tables import Table
+
+
+@dataclass(frozen=True)
+class Fast:
+    name: str
+    target: str
+    behaviour: str  # what it did in notebook 02's sweep ("" when not in it)
+    contiguous: tuple[int, int] | None  # (bitwise equal, cases) on vLLM's own contiguous cases
+    memcheck: str
+    facts: dict | None  # notebook 03's headline figures (timed runs)
+    table: pd.DataFrame | None
+    digits: dict[str, int]
+
+
+def derive(c: Common) -> Fast | None:
+    own = [e for e in registry.IMPLEMENTATIONS if e.role == registry.ROLE_OWN]
+    if not own:
+        return None
+    label = own[0].label
+    med, rat = c.run.table(Table.PERF_MEDIANS), c.run.table(Table.PERF_RATIOS)
+    timed = med is not None and rat is not None and len(rat) and "fast of ceiling_fraction" in rat
+    behaviour = c.behaviours.get(label)
+    if behaviour is None and not timed:
+        return None
+    contiguous = memcheck = None
+    if behaviour is not None:
+        cases = c.run.table(Table.CONTIGUOUS_CHECKS)
+        if cases is not None:
+            mine = cases[cases["variant"] == label]
+            contiguous = (int(mine["ok"].map(truthy).sum()), len(mine))
+        san = c.run.table(Table.SANITIZER)
+        memcheck = gather.memcheck_by_variant(san).get(label) if san is not None and len(san) else None
+    table, digits = None, {}
+    if timed:
+        table = performance.fast_table(med, rat, "graph", c.arm_columns)
+        digits = {col: 2 for col in table.columns} | {"narrowed / contig": 3, "of ceiling": 3}
+    return Fast(
+        own[0].display,
+        own[0].target,
+        describe(behaviour) if behaviour is not None else "",
+        contiguous,
+        memcheck or "",
+        performance.headline(med, rat, c.arm_prose) if timed else None,
+        table,
+        digits,
+    )
+
+
+MARKDOWN = """
+## {{ d.name }} (in neither pull request)
+
+`{{ d.target }}` is a stride-aware gather of this repository's own, tiled for bandwidth. Neither BUG_GATHER nor
+BUG_RESHAPE contains it; it shows how far a gather can get toward the copy ceiling, and it is not part of the fix or
+its cost.
+{% if d.behaviour %}
+
+Correctness: it {{ d.behaviour }}
+{%- if d.contiguous %}; is bitwise equal on {{ d.contiguous[0] }} of {{ d.contiguous[1] }} of vLLM's own contiguous
+cases{% endif %}
+{%- if d.memcheck %}; memcheck: {{ d.memcheck }}{% endif %}.
+{% endif %}
+{% if d.facts %}
+
+{{ d.facts.fast }}
+{{ image(bandwidth) }}
+{% call fold("%s, CUDA-graph replays: median us, ratios and speed-ups (%d shapes)" % (d.name, d.table | length)) %}
+{{ table(d.table, d.digits) }}
+{% endcall %}
+{% endif %}
+""".replace("BUG_GATHER", BUG_GATHER).replace("BUG_RESHAPE", BUG_RESHAPE)
+
+
+SECTION = Section("gather_fast", derive, MARKDOWN, helpers={"bandwidth": BANDWIDTH})

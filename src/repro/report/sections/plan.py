@@ -1,0 +1,50 @@
+"""*Test Plan*: how to run this again, with the parameters this run used."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from repro.report.model import Common, Section
+
+
+@dataclass(frozen=True)
+class Plan:
+    commands: tuple[str, ...]
+    out_given: bool  # the manifest's command names its --out folder
+    parameters: tuple[str, ...]  # `name=value` as run
+
+
+def derive(c: Common) -> Plan:
+    """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it; a
+    manifest written before the command kept ``--out`` gets the folder's name."""
+    m = c.run.manifest
+    cmd = str(m.get("command") or "python -m repro run")
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = []
+    given = "--out" in words[:-1]
+    out = words[words.index("--out") + 1] if given else c.run.name
+    run = cmd if given else f"{cmd} --out {c.run.name}"
+    params = m.get("parameters") or {}
+    listed = tuple(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in params.items())
+    return Plan(("make test", run, f"python -m repro report {shlex.quote(out) if given else out}"), given, listed)
+
+
+MARKDOWN = """
+## Test Plan
+
+{% if d.out_given %}From the checkout root, into a folder that does not exist yet:{% endif %}
+
+```
+{{ d.commands | join("\\n") }}
+```
+
+Every notebook ran through papermill
+{% if d.parameters %} with {% for p in d.parameters %}`{{ p }}`{{ "; " if not loop.last }}{% endfor %}, other
+parameters at their defaults.{% else %} with its default parameters.{% endif %}
+"""
+
+SECTION = Section("test plan", derive, MARKDOWN, MARKDOWN)

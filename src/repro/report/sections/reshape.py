@@ -1,0 +1,98 @@
+"""Evidence of vLLM PR #43988: the reshape overrun per cache group, PyTorch's error and the figure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry
+from repro.analysis import reshape
+from repro.analysis.verdict import BUG_RESHAPE
+from repro.report import plots
+from repro.report.model import Common, Drawn, Section
+from repro.tables import Facts, Plot, Table
+
+FIGURE = Plot.RESHAPE
+
+
+@dataclass(frozen=True)
+class Reshape:
+    error: str
+    groups: pd.DataFrame | None  # the per-variant rows (for the figure)
+    summary: pd.DataFrame | None  # one row per cache group
+
+
+@dataclass(frozen=True)
+class ReportedGroup:
+    """The cache group PR #43988's error identifies (the most over-asked one when it names none or several):
+    its buggy and fixed rows of the per-group table, and every group's fixed row."""
+
+    name: str
+    buggy: pd.Series
+    fixed: pd.Series
+    all_fixed: pd.DataFrame
+
+
+def reported_group(c: Common) -> ReportedGroup | None:
+    groups = c.run.table(Table.RESHAPE_GROUPS)
+    if groups is None or not len(groups):
+        return None
+    named = c.run.facts.get(Facts.RESHAPE, {}).get("identified_groups") or []
+    buggy = groups[groups["variant"] == registry.RESHAPE_BUGGY]
+    fixed = groups[groups["variant"] == registry.RESHAPE_FIXED]
+    name = named[0] if len(named) == 1 else str(buggy.loc[pd.to_numeric(buggy["overrun"]).idxmax(), "cache group"])
+    row = buggy[buggy["cache group"] == name].iloc[0]
+    return ReportedGroup(name, row, fixed[fixed["cache group"] == name].iloc[0], fixed)
+
+
+def derive(c: Common) -> Reshape | None:
+    if c.run.table(Table.RESHAPE_CHECKS) is None:
+        return None
+    groups = c.run.table(Table.RESHAPE_GROUPS)
+    summary = None
+    if groups is not None and len(groups):
+        summary = reshape.group_summary(groups)
+        for col in ("buggy: required / pool", "fixed: required / pool"):
+            summary[col] = summary[col].map(lambda v: f"{v:.3f}x")
+    return Reshape(str(c.run.facts.get(Facts.RESHAPE, {}).get("error_text") or ""), groups, summary)
+
+
+def figures(d: Reshape, c: Common) -> list[Drawn]:
+    if d.groups is None or not len(d.groups):
+        return []
+    caption = "required / available bytes per cache group, buggy and fixed view"
+    return [Drawn(FIGURE, caption, plots.reshape_overrun(d.groups))]
+
+
+#: PyTorch's error and the per-group table: the report's section and the comment's both show them.
+EVIDENCE = """
+{% if d.error %}
+
+PyTorch's error, captured in this run:
+
+```
+{{ d.error }}
+```
+{% endif %}
+{% if d.summary is not none %}
+{{ table(d.summary) }}
+{% if target != "comment" %}{{ image(figure) }}{% endif %}
+{% endif %}
+"""
+
+MARKDOWN = (
+    """
+## BUG_RESHAPE: reshape overrun
+
+`_reshape_kv_cache` (V2 model runner) computed kernel blocks per logical block as `block_size // kernel_block_size`.
+For a compressed spec the kernel block size is overridden to `storage_block_size = block_size // compress_ratio`, so
+the quotient *is* the compress ratio and the padded branch's `as_strided` view spans `compress_ratio` times the pool.
+Fix: `storage_block_size // kernel_block_size`.
+""".replace("BUG_RESHAPE", BUG_RESHAPE)
+    + EVIDENCE
+)
+
+COMMENT = f"\n### {BUG_RESHAPE} per cache group\n" + EVIDENCE
+
+SECTION = Section("reshape", derive, MARKDOWN, COMMENT, figures=figures, helpers={"figure": FIGURE})

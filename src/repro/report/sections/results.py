@@ -1,0 +1,197 @@
+"""*Test Result*, first part: every figure the two pull requests quote beside this run's, so a reviewer
+checks the reproduction number by number (the PRs' figures are the seeds in ``data/seeds/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro import registry, seeds
+from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
+from repro.report.model import Common, Section
+from repro.report.sections.reshape import reported_group
+from repro.tables import Facts, Table
+
+
+@dataclass(frozen=True)
+class ReshapeFigures:
+    """PR #43988's figures (``pr``) and this run's at the cache group its error identifies."""
+
+    pr: dict
+    error: str  # the PR's error line
+    same_pool: bool  # this run's pool is the PR's: the figures can be equal
+    group: str
+    sizes: str
+    strides: str
+    required: int
+    pool: int
+    blocks: int
+    fixed_blocks: int
+    fixed_required: int
+    raised: str  # PyTorch's error as captured ("" when not raised)
+
+
+@dataclass(frozen=True)
+class GatherFigures:
+    pr: dict
+    error: str
+    correct_at: tuple[int, ...]  # request counts where the kernel as before the fix matched the reference
+    wrong_at: tuple[int, ...]
+    fixed_correct_at: tuple[int, ...]
+    fixed_cases: int
+    fault: str  # the first line of a faulted case's error ("" when none faulted)
+    memcheck_bug: tuple[int, int, int] | None  # (total errors, cases with errors, cases) of the buggy kernel
+    memcheck_fix: tuple[int, int] | None  # (total errors, cases) of the fixed kernel
+    jit_kernel: str  # the kernel the PR's log names
+    jit: tuple[str, str, int, int] | None  # (release, Triton's kernel name, narrowed compilations, widths)
+
+
+@dataclass(frozen=True)
+class Figures:
+    reshape: ReshapeFigures | None
+    gather: GatherFigures | None
+
+
+def _reshape(c: Common) -> ReshapeFigures | None:
+    reported = reported_group(c)
+    if reported is None:
+        return None
+    seed = seeds.load(43988)
+    b, f, group = reported.buggy, reported.fixed, reported.name
+    facts = c.run.facts.get(Facts.RESHAPE, {})
+    return ReshapeFigures(
+        pr=seed["reported"],
+        error=seed["reported_error"],
+        same_pool=int(b["available_bytes"]) == seed["reported"]["available_bytes"],
+        group=group,
+        sizes=str(b["shape"]),
+        strides=str(b["strides"]),
+        required=int(b["required_bytes"]),
+        pool=int(b["available_bytes"]),
+        blocks=int(b["blocks_per_kv_block"]),
+        fixed_blocks=int(f["blocks_per_kv_block"]),
+        fixed_required=int(f["required_bytes"]),
+        raised=str(facts.get("error_text") or ""),
+    )
+
+
+def _counts(rows: pd.DataFrame) -> pd.Series:
+    """Per request count: every case of it matched the reference."""
+    mism = pd.to_numeric(rows["mismatched_tokens"], errors="coerce").fillna(0)
+    stray = pd.to_numeric(rows["stray_writes"], errors="coerce").fillna(0)
+    ok = (rows["status"].astype(str) == "ok") & (mism == 0) & (stray == 0)
+    return ok.groupby(pd.to_numeric(rows["num_reqs"]).astype(int)).all()
+
+
+def _gather(c: Common) -> GatherFigures | None:
+    sweep = c.run.table(Table.SWEEP)
+    if sweep is None or not len(sweep):
+        return None
+    seed = seeds.load(55109)
+    bug = sweep[sweep["variant"] == registry.BUGGY.label]
+    fix = sweep[sweep["variant"] == registry.FIXED.label]
+    by_count = _counts(bug) if len(bug) else pd.Series(dtype=bool)
+    fixed_by_count = _counts(fix) if len(fix) else pd.Series(dtype=bool)
+    faulted = bug[bug["status"].astype(str).isin(FAULT_STATUSES)]
+    fault = str(faulted["error"].iloc[0]).splitlines()[0] if len(faulted) and "error" in faulted else ""
+    san = c.run.table(Table.SANITIZER)
+    memcheck_bug = memcheck_fix = None
+    if san is not None and len(san):
+        ran = san[san["sanitizer_status"].astype(str).isin(("clean", "errors"))]
+        errors = pd.to_numeric(ran["error_count"], errors="coerce").fillna(0)
+        mine = ran["variant"] == registry.BUGGY.label
+        memcheck_bug = (int(errors[mine].sum()), int((errors[mine] > 0).sum()), int(mine.sum()))
+        theirs = ran["variant"] == registry.FIXED.label
+        memcheck_fix = (int(errors[theirs].sum()), int(theirs.sum()))
+    jit = None
+    story = (c.run.facts.get(Facts.VLLM_JIT) or {}).get("releases") or {}
+    for code, s in story.items():
+        shipped = (s.get("forms") or {}).get("constexpr width") or {}
+        if s.get("names_the_logged_kernel") and shipped:
+            jit = (code, s["kernel_name"], int(shipped["narrowed_compiles"]), int(shipped["narrowed_widths"]))
+            break
+    return GatherFigures(
+        pr=seed["reported"],
+        error=seed["reported_error"],
+        correct_at=tuple(int(n) for n, ok in by_count.items() if ok),
+        wrong_at=tuple(int(n) for n, ok in by_count.items() if not ok),
+        fixed_correct_at=tuple(int(n) for n, ok in fixed_by_count.items() if ok),
+        fixed_cases=len(fixed_by_count),
+        fault=fault,
+        memcheck_bug=memcheck_bug,
+        memcheck_fix=memcheck_fix,
+        jit_kernel=str(seed.get("reported_jit_kernel", "")),
+        jit=jit,
+    )
+
+
+def derive(c: Common) -> Figures:
+    """The PRs' figures beside this run's; both parts ``None`` for a run of neither notebook 01 nor 02 (the
+    section then holds only the heading the checks sit under)."""
+    return Figures(_reshape(c), _gather(c))
+
+
+TEMPLATE = """
+{% macro same(a, b, comparable=True) %}{{ ("yes" if a == b else "no") if comparable else "other pool" }}{% endmacro %}
+{% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
+{% if d.reshape or d.gather %}
+### What the pull requests quote, and this run
+{% endif %}
+{% if d.reshape %}{% set r = d.reshape %}{% set p = r.pr %}{% set eq = r.same_pool %}
+
+#### BUG_RESHAPE
+
+{% call grid("figure", "the PR quotes", "this run", "equal") %}
+{{ row }}`as_strided` sizes | `{{ p.sizes }}` | `{{ r.sizes }}` ({{ r.group }}) |
+{{ same(p.sizes | string, r.sizes, eq) }}
+{{ row }}`as_strided` strides | `{{ p.strides }}` | `{{ r.strides }}` |
+{{ same(p.strides | string, r.strides, eq) }}
+{{ row }}storage the view requires (bytes) | {{ p.required_bytes | thousands }} |
+{{ r.required | thousands }} | {{ same(p.required_bytes, r.required, eq) }}
+{{ row }}storage available (bytes) | {{ p.available_bytes | thousands }} | {{ r.pool | thousands }}
+| {{ same(p.available_bytes, r.pool) }}
+{{ row }}kernel blocks per block, buggy / fixed | {{ p.buggy_blocks_per_kv_block }} /
+{{ p.fixed_blocks_per_kv_block }} | {{ r.blocks }} / {{ r.fixed_blocks }}
+| {{ same([p.buggy_blocks_per_kv_block, p.fixed_blocks_per_kv_block], [r.blocks, r.fixed_blocks], eq) }}
+{{ row }}storage the fixed view requires (bytes) | {{ p.fixed_required_bytes | thousands }} |
+{{ r.fixed_required | thousands }} | {{ same(p.fixed_required_bytes, r.fixed_required, eq) }}
+{{ row }}the error | `RuntimeError: setStorage: ... out of bounds` |
+{% if r.raised %}PyTorch raised it: `{{ r.raised | short(90) }}`{% else %}not raised{% endif %} |
+{{ same(True, r.raised != "" and (r.required | string) in r.raised and (r.pool | string) in r.raised) }}
+{% endcall %}
+{% endif %}
+{% if d.gather %}{% set g = d.gather %}{% set p = g.pr %}
+
+#### BUG_GATHER
+
+{% call grid("figure", "the PR quotes", "this run", "equal") %}
+{{ row }}requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
+{{ counts(g.correct_at) }} | {{ same(p.buggy_passes_at, g.correct_at | list) }}
+{{ row }}requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
+| {{ same(p.buggy_fails_at, g.wrong_at | list) }}
+{{ row }}requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
+{{ counts(g.fixed_correct_at) }} | {{ same(p.fixed_passes_at, g.fixed_correct_at | list) }}
+{{ row }}the error | `{{ g.error }}` |
+{% if g.fault %}`{{ g.fault | short(90) }}`{% else %}no process faulted (on the CPU the bounds-checked interpreter
+flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fault else "not comparable" }}
+{% if g.memcheck_bug %}
+{{ row }}compute-sanitizer memcheck errors, kernel before the fix |
+{{ p.sanitizer_errors_buggy_a100 | thousands }} (A100) | {{ g.memcheck_bug[0] | thousands }} in
+{{ g.memcheck_bug[1] }} of {{ g.memcheck_bug[2] }} cases (this run's device and sizes) |
+{{ "invalid accesses in both" if g.memcheck_bug[0] and p.sanitizer_errors_buggy_a100 else "no" }}
+{{ row }}memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
+{{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }}
+{% endif %}
+{% if g.jit %}
+{{ row }}the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | {{ g.jit[0] }}'s
+`{{ g.jit[1] }}` compiled {{ g.jit[2] }} times for {{ g.jit[3] }} narrowed widths after the warm-up |
+{{ same(True, g.jit[2] > 0) }}
+{% endif %}
+{% endcall %}
+{% endif %}
+""".replace("BUG_RESHAPE", BUG_RESHAPE).replace("BUG_GATHER", BUG_GATHER)
+
+MARKDOWN = "## Test Result\n" + TEMPLATE
+
+SECTION = Section("test result", derive, MARKDOWN, MARKDOWN)

@@ -1,0 +1,207 @@
+"""The report's sentences are Jinja2 templates over the analysed run; this module renders them for one
+target: ``report.md``, ``report.html`` or ``pr-comment.md``.
+
+A template writes Markdown and calls three functions: ``table(frame, digits)`` (a compact GitHub table, or
+an HTML table for ``report.html``), ``image(name)`` (a figure: a relative PNG link in ``report.md``, the
+PNG embedded in ``report.html``; a comment holds no image) and ``fold(summary)`` as a call block (a
+``<details>`` GitHub renders folded). Paragraphs may be wrapped in the template's source; the rendered
+text has one line per paragraph, because GitHub renders a line break inside a comment's paragraph as a
+line break.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from repro.report.model import Analysis
+from repro.report.plots import CSS_PX_PER_INCH, DPI
+from repro.report.tables import formatted, html_table, markdown_table
+
+#: What ``{{ row }}`` renders to in a template: where a row of a ``grid`` table starts (the ASCII record separator).
+ROW = "\x1e"
+#: ``vLLM #54877`` / ``vLLM PR #43988`` / ``PR #55109`` in recorded text: written so it links from any repository.
+_VLLM_REF = re.compile(r"(?:vLLM (?:PR |issue )?|PR )#(\d+)")
+
+
+class Target(StrEnum):
+    """What a render is for."""
+
+    MARKDOWN = "md"
+    HTML = "html"
+    COMMENT = "comment"
+
+
+def link_issues(text: object) -> str:
+    """``vllm-project/vllm#N`` for vLLM references in prose (``vLLM #N``, ``vLLM PR #N``, ``PR #N``): GitHub
+    links that form from any repository. Code blocks are left as they are."""
+    parts = str(text).split("```")
+    for k in range(0, len(parts), 2):  # outside fenced code
+        parts[k] = _VLLM_REF.sub(r"vllm-project/vllm#\1", parts[k])
+    return "```".join(parts)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels, from the PNG header."""
+    return struct.unpack(">II", png[16:24])
+
+
+@dataclass
+class Page:
+    """One render in progress: its target, the figures it may show (name -> caption, and for HTML the
+    PNG bytes), and every table and figure it rendered, in order (what a reader's browser should find)."""
+
+    target: Target
+    captions: Mapping[str, str] = field(default_factory=dict)
+    pngs: Mapping[str, bytes] = field(default_factory=dict)
+    tables: list[pd.DataFrame] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+
+    def table(self, frame: pd.DataFrame, digits: Mapping[str, int] | int = 3, thousands: bool = False) -> str:
+        shown = formatted(frame, digits, thousands)
+        self.tables.append(shown)
+        text = html_table(shown) if self.target is Target.HTML else markdown_table(shown)
+        return f"\n\n{text}\n\n"
+
+    def image(self, name: str) -> str:
+        if self.target is Target.COMMENT:
+            raise ValueError(f"image {name!r} in a comment template: a posted comment cannot show a relative image")
+        if name not in self.captions:
+            return ""  # a figure this run did not draw is left out with its caption
+        self.images.append(name)
+        caption = self.captions[name]
+        if self.target is Target.MARKDOWN:
+            return f"\n\n![{caption}](plots/{name}.png)\n\n"
+        png = self.pngs[name]
+        width = round(png_size(png)[0] * CSS_PX_PER_INCH / DPI)
+        data = base64.b64encode(png).decode()
+        return (
+            f'\n\n<figure><img src="data:image/png;base64,{data}" width="{width}" alt="{html.escape(caption)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>\n\n"
+        )
+
+    def grid(self, *columns: str, caller: Callable[[], str]) -> str:
+        """A table written in the template: each row starts with ``{{ row }}`` and may run on over several
+        lines; its cells are apart by `` | ``. Rendered as :meth:`table` renders a frame."""
+        head, *rows = caller().split(ROW)
+        if head.strip():
+            raise ValueError(f"text before the first {{{{ row }}}} of a table: {head.strip()!r}")
+        cells = [[cell.strip() for cell in f" {' '.join(r.split())} ".split(" | ")] for r in rows]
+        for row in cells:
+            if len(row) != len(columns):
+                raise ValueError(f"a row of {len(row)} cells under {len(columns)} columns {columns}: {row!r}")
+        return self.table(pd.DataFrame(cells, columns=list(columns)))
+
+    def fold(self, summary: str, caller: Callable[[], str]) -> str:
+        # GitHub shows a summary's text as is (no Markdown there); the body is Markdown again after a blank line
+        body = caller().strip()
+        return f"\n\n<details><summary>{html.escape(summary)}</summary>\n\n{body}\n\n</details>\n\n"
+
+
+def _thousands(value: object) -> str:
+    return f"{int(value):,}"
+
+
+def _capital(text: object) -> str:
+    text = str(text)
+    return text[:1].upper() + text[1:]
+
+
+def _short(text: object, limit: int = 140) -> str:
+    one = " ".join(str(text).split()) if not (isinstance(text, float) and pd.isna(text)) else ""
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,  # a name the template misspells is an error, not an empty string
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,  # Markdown, not HTML: cells are escaped by the table renderers, summaries by fold()
+    keep_trailing_newline=False,
+)
+ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short)
+
+
+@cache
+def compile_template(text: str) -> jinja2.Template:
+    return ENV.from_string(text)
+
+
+#: A line that starts a Markdown block of its own (never joined to the line before it).
+_BLOCK_START = re.compile(r"^(\s*([-*+>|#<]|\d+\.\s|```)|\s{4})")
+
+
+def unwrap(text: str) -> str:
+    """Join each paragraph's (and list item's) source lines into one line; tables, headings, HTML lines and
+    fenced code stay as they are, headings and fenced code set apart by blank lines. Runs of blank lines
+    become one."""
+    out: list[str] = []
+    fenced = False
+
+    def blank() -> None:
+        if out and out[-1] != "":
+            out.append("")
+
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            if not fenced:
+                blank()
+            out.append(line.rstrip())
+            fenced = not fenced
+            if not fenced:
+                out.append("")
+            continue
+        if fenced:
+            out.append(line)
+            continue
+        if not line.strip():
+            blank()
+            continue
+        prev = out[-1] if out else ""
+        if line.startswith("#"):
+            blank()
+            out += [line.rstrip(), ""]
+            continue
+        joinable = prev.strip() and not prev.lstrip().startswith(("|", "<"))
+        if joinable and not _BLOCK_START.match(line):
+            out[-1] = prev.rstrip() + " " + line.strip()
+        else:
+            out.append(line.rstrip())
+    return "\n".join(out).strip() + "\n"
+
+
+def render(template: str, page: Page, **context: Any) -> str:
+    """One template rendered for ``page`` (its ``table``, ``image`` and ``fold`` in reach), unwrapped."""
+    text = compile_template(template).render(
+        table=page.table, grid=page.grid, row=ROW, image=page.image, fold=page.fold, target=str(page.target), **context
+    )
+    return unwrap(text)
+
+
+@dataclass
+class Rendered:
+    """A rendered page: its text, and every table (as shown) and figure it holds, in order."""
+
+    text: str
+    tables: list[pd.DataFrame]
+    images: list[str]
+
+
+def render_page(analysis: Analysis, page: Page) -> Rendered:
+    """Every section of ``analysis`` through its template for ``page``'s target, in order."""
+    parts = []
+    for section, data in analysis:
+        template = section.comment if page.target is Target.COMMENT else section.markdown
+        if template:
+            parts.append(render(template, page, d=data, c=analysis.common, **section.helpers).strip())
+    return Rendered("\n\n".join(p for p in parts if p) + "\n", page.tables, page.images)

@@ -1,0 +1,181 @@
+"""The names of a run folder's files, defined once: notebooks, result tables (``results/<name>.csv``),
+facts files (``results/<name>.json``) and figures (``plots/<name>.png``).
+
+The notebooks' walkthroughs write these tables and the report reads them; both import the names from
+here (torch-free, so the report never loads the evidence machinery). Each table also declares its
+identity columns: the columns that say which case a row is (release, kernel, record, arm, mode, case,
+sequence length, request count, ...), so two runs are compared row by row on what the rows are, never
+on their position.
+
+The members are :class:`enum.StrEnum` values: a member *is* its file stem, so ``run.tables[Table.SWEEP]``
+and ``results/02-gather-sweep.csv`` name the same thing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Notebook(StrEnum):
+    """A notebook of ``notebooks/``, by file stem (also the ``notebook`` column of its rows)."""
+
+    RESHAPE = "01-reshape-overrun"
+    GATHER = "02-strided-block-table-gather"
+    PERFORMANCE = "03-performance"
+    RELEASES = "04-upstream-releases"
+    REPORT = "90-report"
+
+
+class Table(StrEnum):
+    """A result table, ``results/<value>.csv``; ``keys`` are its identity columns (besides ``notebook``)."""
+
+    keys: tuple[str, ...]
+
+    def __new__(cls, stem: str, keys: tuple[str, ...] = ()) -> Table:
+        member = str.__new__(cls, stem)
+        member._value_ = stem
+        member.keys = keys
+        return member
+
+    @property
+    def notebook(self) -> Notebook:
+        """The notebook that writes the table (its number prefix)."""
+        return next(n for n in Notebook if n.value[:3] == self.value[:3])
+
+    # notebook 01
+    RESHAPE_CHECKS = "01-reshape-checks", ("check", "variant")
+    RESHAPE_GROUPS = "01-reshape-groups", ("variant", "cache group")
+    #: vLLM's own ``_reshape_kv_cache``, one row per release x cache group x kernel block size handed in.
+    RESHAPE_RELEASES = "01-reshape-releases", ("code", "cache group", "kbs input")
+    RESHAPE_RELEASE_CHECKS = "01-reshape-release-checks", ("check", "variant", "code", "cache group", "kbs input")
+    # notebook 02
+    CONTIGUOUS_CHECKS = "02-contiguous-checks", ("check", "variant", "case", "num_reqs")
+    SWEEP = "02-gather-sweep", ("check", "variant", "mode", "num_reqs")
+    MEMORY_SAFETY = "02-interpreter-memory-safety", ("check", "variant", "mode", "num_reqs")
+    SANITIZER = "02-sanitizer", ("check", "variant", "mode", "num_reqs")
+    # notebook 03: the fix's cost on this repository's kernels
+    PERF_CHECKS = "03-performance-checks", ("check", "variant", "seq_len", "num_reqs")
+    PERF_MEDIANS = "03-performance-medians", ("arm", "code", "launch", "seq_len", "num_reqs")
+    PERF_RATIOS = "03-performance-ratios", ("launch", "seq_len", "num_reqs")
+    # notebook 03: the streaming ceiling
+    CEILING = "03-performance-ceiling", ("arm", "launch", "table", "requests", "seq_len", "num_reqs")
+    CEILING_CHECKS = "03-performance-ceiling-checks", ("check", "variant", "seq_len", "num_reqs")
+    DECOMPOSITION = "03-performance-decomposition", ("arm", "launch", "table", "requests", "seq_len", "num_reqs")
+    VS_CEILING = "03-performance-vs-ceiling", ("arm", "launch", "table", "requests", "seq_len", "num_reqs")
+    GAP = "03-performance-gap", ("step", "seq_len", "num_reqs")
+    # notebook 03: Triton's JIT
+    JIT = "03-jit-fingerprint", ("code", "variant", "table", "phase", "call")
+    JIT_SUMMARY = "03-jit-summary", ("variant", "table")
+    JIT_CHECKS = "03-jit-checks", ("check", "variant", "table", "pitch", "num_reqs")
+    # notebook 03: vLLM's own kernel, per release
+    VLLM_LOADS = "03-vllm-loads", ("check", "variant", "release", "code", "kernel")
+    VLLM_CHECKS = "03-vllm-checks", ("check", "variant", "code", "seq_len", "num_reqs")
+    VLLM_MEDIANS = "03-vllm-medians", ("arm", "code", "launch", "seq_len", "num_reqs")
+    VLLM_RATIOS = "03-vllm-ratios", ("code", "launch", "seq_len", "num_reqs")
+    # notebook 03: vLLM's CuTe-DSL gather
+    CUTEDSL = "03-cutedsl", ("code",)
+    CUTEDSL_CHECKS = "03-cutedsl-checks", ("check", "variant", "code", "seq_len", "num_reqs")
+    CUTEDSL_MEDIANS = "03-cutedsl-medians", ("arm", "code", "launch", "seq_len", "num_reqs")
+    CUTEDSL_VS_FAST = "03-cutedsl-vs-fast", ("code", "launch", "seq_len", "num_reqs")
+    # notebook 03: what vLLM's production path pays per call (the model's call sites, its graph defaults)
+    PRODUCTION_PATH = "03-vllm-production-path", ("release", "module", "function", "line")
+    PRODUCTION_SUMMARY = "03-vllm-production-summary", ("release", "module", "function")
+    #: Host and device time per eager call of every timed arm.
+    EAGER_COSTS = "03-eager-costs", ("arm", "code", "seq_len", "num_reqs")
+    # notebook 03: the V4.1 records (528-B MXFP8, 288-B NVFP4), the repository's gathers beside vLLM's
+    V41_LOADS = "03-v41-loads", ("release", "record")
+    V41_CHECKS = "03-v41-checks", ("check", "variant", "release", "record", "layout", "num_reqs")
+    V41_MEDIANS = "03-v41-medians", ("arm", "record", "layout", "launch", "seq_len", "num_reqs")
+    V41_VS_COPY = "03-v41-vs-copy", ("arm", "record", "layout", "seq_len", "num_reqs")
+    # notebook 04: every release
+    #: ``run``: in a merge of several runs' matrices, the run a row comes from.
+    RELEASE_MATRIX = (
+        "04-release-matrix",
+        ("run", "release", "kernel", "record", "layout", "variant", "mode", "num_reqs"),
+    )
+    RELEASE_INDEX = "04-release-index", ("release",)
+    KERNEL_INVENTORY = "04-kernel-inventory", ("release", "kernel", "record", "layout")
+    RELEASE_CHECKS = "04-release-checks", ("check", "release", "kernel", "variant", "num_reqs")
+    WRITER_CHECKS = "04-writer-checks", ("check", "release", "layout", "variant", "num_reqs")
+    #: vLLM's regression test (``upstream-tests/``) per release, as released and with the release's patch.
+    PATCHES = "04-patches", ("release",)
+    UPSTREAM_TEST = "04-upstream-test", ("release", "form", "test")
+    UPSTREAM_TEST_SUMMARY = "04-upstream-test-summary", ("release", "form")
+    #: The repository's V4.1 gathers as implementations under test on each release's records.
+    RECORD_GATHERS = "04-record-gathers", ("release", "kernel", "record", "layout", "variant", "mode", "num_reqs")
+    RECORD_GATHER_CHECKS = "04-record-gather-checks", ("check", "release", "variant", "record")
+    #: Written by ``repro report --merge`` beside the merged matrix (a merge folder, not a run folder).
+    RELEASE_VERDICTS = "04-release-verdicts", ("release", "kernel", "variant")
+
+
+class Facts(StrEnum):
+    """A facts file, ``results/<value>.json``: what a notebook measured that is not a table."""
+
+    RESHAPE = "01-reshape"
+    SANITIZER = "02-sanitizer"
+    PERFORMANCE = "03-performance"
+    CEILING = "03-performance-ceiling"
+    JIT = "03-jit"
+    VLLM = "03-vllm"
+    VLLM_COST = "03-vllm-cost"
+    VLLM_JIT = "03-vllm-jit"
+    CUTEDSL = "03-cutedsl"
+    PRODUCTION_PATH = "03-vllm-production-path"
+    EAGER_COSTS = "03-eager-costs"
+    V41 = "03-v41"
+
+
+class Plot(StrEnum):
+    """A figure of the report, ``plots/<value>.png``."""
+
+    RESHAPE = "01-reshape-overrun"
+    MISMATCHES = "02-gather-mismatches"
+    MEMCHECK = "02-sanitizer-errors"
+    TIME_GRAPH = "03-time-graph"
+    BANDWIDTH = "03-bandwidth-fraction"
+    TIME_EAGER = "03-time-eager"
+    CEILING = "03-ceiling-fraction"
+    JIT = "03-jit-fingerprint"
+    #: One figure per tokens per request: ``03-vllm-time-graph-<seq_len>``.
+    VLLM_TIME = "03-vllm-time-graph"
+    VLLM_RATIOS = "03-vllm-ratios"
+    VLLM_JIT = "03-jit-fingerprint-vllm"
+    RELEASE_MATRIX = "04-release-matrix"
+
+
+#: Identity columns every table may carry, in the order a comparison shows them.
+IDENTITY_ORDER = (
+    "notebook",
+    "run",
+    "check",
+    "release",
+    "code",
+    "kernel",
+    "record",
+    "layout",
+    "cache group",
+    "kbs input",
+    "arm",
+    "variant",
+    "form",
+    "test",
+    "table",
+    "pitch",
+    "requests",
+    "launch",
+    "mode",
+    "case",
+    "step",
+    "phase",
+    "call",
+    "seq_len",
+    "num_reqs",
+)
+
+
+def table_keys(stem: str) -> tuple[str, ...]:
+    """Identity columns of the table ``results/<stem>.csv``; ``()`` for a table this module does not name."""
+    try:
+        return Table(stem).keys
+    except ValueError:
+        return ()

@@ -1,0 +1,91 @@
+"""What a vLLM reviewer gets from every committed run: ``pr-comment.md`` posts whole (PR-template headings,
+at most 16 KB, no relative image, well-formed charts, long tables folded, the verdict first), and
+``report.md`` keeps every figure the two pull requests quote, in the PR template's order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from repro import seeds
+from repro.analysis.rundata import load_run
+from repro.report import mermaid
+from repro.report.analyse import analyse
+from repro.report.comment import COMMENT_LIMIT_BYTES, render_comment
+from repro.report.markdown import render_markdown
+from repro.tables import Table
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RUNS = sorted(p for p in DATA.glob("*/*") if (p / "manifest.json").is_file())
+#: A comment table longer than this sits in a <details>.
+UNFOLDED_ROWS = 12
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
+def analysed(request):
+    run = load_run(request.param)
+    analysis = analyse(run)
+    return run, render_markdown(analysis, []), render_comment(analysis)
+
+
+def _tables(md: str) -> list[list[str]]:
+    return [block.splitlines() for block in re.findall(r"(?:^\|.*\n?)+", md, flags=re.M)]
+
+
+def test_the_comment_posts_whole(analysed):
+    _, _, comment = analysed
+    assert len(comment.encode()) <= COMMENT_LIMIT_BYTES
+    heads = [h for h in re.findall(r"^## (.+)$", comment, flags=re.M)]
+    assert heads[:3] == ["Purpose", "Test Plan", "Test Result"], heads
+    assert "![" not in comment and "<img" not in comment and "](plots/" not in comment
+    for block in mermaid.blocks(comment):
+        assert mermaid.check_xychart(block) == [], block
+    unfolded = re.sub(r"<details>.*?</details>", "", comment, flags=re.S)
+    for table in _tables(unfolded):
+        assert len(table) - 2 <= UNFOLDED_ROWS, table[0]
+    assert comment.count("<details>") == comment.count("</details>")
+    assert "Left out to stay within" not in comment  # every section fits
+
+
+def test_the_comments_first_screen_says_bug_hardware_verdict_and_cost(analysed):
+    run, _, comment = analysed
+    first = comment[: comment.index("## Test Plan")]
+    device = str(run.environment.get("device"))
+    assert f"**{device}**" in first
+    assert re.search(r"\*\*(Reproduced|Incomplete|Measurements|Unexpected)", first)
+    assert "vllm-project/vllm#" in first
+    if run.table(Table.PERF_MEDIANS) is not None or run.table(Table.VLLM_RATIOS) is not None:
+        assert "| cost of the fix (vllm-project/vllm#55109) on " in first
+    if run.table(Table.RELEASE_MATRIX) is not None:
+        assert "| vllm-project/vllm#55109 in vLLM " in first  # which releases and kernels
+
+
+def test_the_report_follows_the_pr_template(analysed):
+    _, md, _ = analysed
+    order = [md.index(h) for h in ("## Purpose", "## Test Plan", "## Test Result", "## Environment", "## Raw data")]
+    assert order == sorted(order)
+    evidence = [m.start() for m in re.finditer(r"^## vllm-project/vllm#", md, flags=re.M)]
+    assert all(order[2] < e < order[3] for e in evidence)
+
+
+def test_the_report_keeps_every_figure_the_prs_quote(analysed):
+    run, md, _ = analysed
+    groups = run.table(Table.RESHAPE_GROUPS)
+    if groups is not None:
+        pr = seeds.load(43988)["reported"]
+        for key in ("sizes", "strides"):
+            assert f"`{pr[key]}`" in md, key
+        for key in ("required_bytes", "available_bytes", "fixed_required_bytes"):
+            assert f"{pr[key]:,}" in md, key  # 53,254,672: the fixed view's figure among them
+        assert f"| {pr['buggy_blocks_per_kv_block']} / {pr['fixed_blocks_per_kv_block']} |" in md
+    sweep = run.table(Table.SWEEP)
+    if sweep is not None:
+        pr = seeds.load(55109)
+        counts = ", ".join(map(str, pr["reported"]["buggy_fails_at"]))
+        assert f"| requests where it fails | {counts} | {counts} | yes |" in md
+        assert f"{pr['reported']['sanitizer_errors_buggy_a100']:,} (A100)" in md or run.table(Table.SANITIZER) is None
+        assert pr["reported_error"] in md
