@@ -253,14 +253,14 @@ class PerformanceWalkthrough:
         default CUDA-graph setup for DeepSeek-V4 replays it in a graph or runs it eagerly (recorded; the
         per-function summary is returned)."""
         from repro.upstream import callsites
-        from repro.upstream.members import PRODUCTION_PATH
+        from repro.upstream.members import PRODUCTION_PATH as MODEL_FILES
         from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
         from repro.upstream.wheelcache import CacheMiss, ensure_release
 
         p = self.session.params
         sites = self.session.table(PRODUCTION_PATH)
         for version in p["vllm_releases"]:
-            entry = ensure_release(version, download=p["download"], sets=(PRODUCTION_PATH,))
+            entry = ensure_release(version, download=p["download"], sets=(MODEL_FILES,))
             if isinstance(entry, CacheMiss):
                 sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
                 continue
