@@ -84,6 +84,12 @@ class Missing:
     def __repr__(self) -> str:
         return f"<missing {self.qualified}>"
 
+    def __instancecheck__(self, obj: Any) -> bool:
+        return False  # nothing the study makes is an instance of a class it does not provide
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return False
+
 
 def _module_of(member: str) -> str:
     name = member[:-3].replace("/", ".")
@@ -178,6 +184,14 @@ class ClassRef:
         if name.startswith("__") or name.startswith("_code") or name in ("_member", "_node"):
             raise AttributeError(name)
         return self._attribute(name, None)
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        if isinstance(obj, ReleasedObject):
+            return object.__getattribute__(obj, "_cls").is_subclass_of(self.__name__)
+        return False
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return isinstance(cls, ClassRef) and cls.is_subclass_of(self.__name__)
 
     def instance(self, **attrs: Any) -> ReleasedObject:
         """An object of this class without running ``__init__``: ``attrs`` are its instance attributes."""
@@ -640,6 +654,13 @@ class ReleasedCode:
         return ClassRef(self, member, node)
 
     # ---- helpers for studies -------------------------------------------------------------------------------
+    def class_ref(self, member: str, name: str) -> ClassRef:
+        """The released class ``name`` of ``member`` read from its body (never a stand-in, never executed)."""
+        node = self.toplevel(member, name)
+        if not isinstance(node, ast.ClassDef):
+            raise NotProvided(f"{member} defines no class {name}")
+        return ClassRef(self, member, node)
+
     def function(self, member: str, qualname: str) -> Callable[..., Any]:
         """A released top-level function, or ``Class.method`` as an unbound function."""
         if "." in qualname:
@@ -703,3 +724,108 @@ def _resolve_class_level_names(g: _Globals, node: ast.ClassDef) -> None:
 
 def _copy(node: ast.AST) -> Any:
     return copy.deepcopy(node)
+
+
+# ---- backward slices of a released method --------------------------------------------------------------------
+def _defined(stmt: ast.stmt) -> set[str]:
+    """Names a statement binds: plain names, ``self.<attr>``, and lists it appends to."""
+    out: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                out.add(f"self.{node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+        ):
+            out.add(node.func.value.id)
+    return out
+
+
+def _used(stmt: ast.stmt) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                out.add(f"self.{node.attr}")
+    return out
+
+
+def backward_slice(body: list[ast.stmt], target: ast.stmt, given: Iterable[str] = ()) -> list[ast.stmt]:
+    """The statements of ``body`` before ``target`` that ``target`` depends on (by the names they bind),
+    followed by ``target``: what runs to reproduce ``target``'s effect without the rest of the method.
+    Names in ``given`` are supplied by the study: statements binding only those are left out."""
+    given = set(given)
+    index = body.index(target)
+    needed = _used(target) - given
+    chosen = [target]
+    for stmt in reversed(body[:index]):
+        if _defined(stmt) & needed:
+            chosen.append(stmt)
+            needed |= _used(stmt) - given
+    return list(reversed(chosen))
+
+
+def statement_binding(body: list[ast.stmt], name: str) -> ast.stmt | None:
+    """The last top-level statement of ``body`` that binds ``name`` (``self.x`` for an attribute)."""
+    found = None
+    for stmt in body:
+        if name in _defined(stmt):
+            found = stmt
+    return found
+
+
+class ReleasedDefaults:
+    """A configuration object of the release (``CacheConfig``, ``ParallelConfig``, ...) at its defaults:
+    a field the study does not set reads the default written in the release's class body (``x: T = v``,
+    ``field(default=v)``, ``Field(default=v)``, ``default_factory=f`` called)."""
+
+    def __init__(self, code: ReleasedCode, member: str, class_name: str, **overrides: Any):
+        object.__setattr__(self, "_code", code)
+        object.__setattr__(self, "_where", (member, class_name))
+        object.__setattr__(self, "_values", dict(overrides))
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        if name.startswith("__"):
+            raise AttributeError(name)
+        code = object.__getattribute__(self, "_code")
+        member, class_name = object.__getattribute__(self, "_where")
+        node = code.toplevel(member, class_name) if member in code.members else None
+        if not isinstance(node, ast.ClassDef):
+            raise AttributeError(f"{class_name} is not in this release's {member}")
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+                if stmt.value is None:
+                    break
+                value = _field_default(stmt.value)
+                if value is None:
+                    break
+                result = code.evaluate(member, ast.unparse(value[1]))
+                values[name] = result() if value[0] == "factory" else result
+                return values[name]
+        raise AttributeError(f"{member}:{class_name} declares no default for {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__getattribute__(self, "_values")[name] = value
+
+
+def _field_default(value: ast.expr) -> tuple[str, ast.expr] | None:
+    if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in ("field", "Field"):
+        for kw in value.keywords:
+            if kw.arg == "default":
+                return ("value", kw.value)
+            if kw.arg == "default_factory":
+                return ("factory", kw.value)
+        if value.args:
+            return ("value", value.args[0])
+        return None
+    return ("value", value)
