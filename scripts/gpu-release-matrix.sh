@@ -4,7 +4,10 @@
 # whatever part of .cutedsl-wheels this call carries is first copied to $CUTEDSL_STASH (default ~/cutedsl), which
 # outlives the working-tree copy while the host stays up; once the stash holds every part and SHA256SUMS, the
 # wheels are joined, checked and installed into $CUTEDSL_SITE. Without them the CuTe-DSL rows say "not run".
-# REPRO_VLLM_CACHE may name a cache copied out of the tree by an earlier call (default: the carried .vllm-cache).
+# REPRO_VLLM_CACHE may name a cache copied out of the tree by an earlier call (default: the carried .vllm-cache-gpu,
+# else .vllm-cache). Fill the small carry where the registry is reachable (every release from the first with a
+# DeepSeek gather, gather modules only, the derived release list; a few MB):
+#   .venv/bin/python -m repro.upstream.wheelcache --export .vllm-cache-gpu
 # Usage: scripts/gpu-release-matrix.sh RUN_DIR [python -m repro run options, e.g. -p releases=0.22.0,0.33.0]
 # A later --notebooks wins over the default 04: `--notebooks 03 -p vllm_releases=[0.33.0]` times vLLM's CuTe-DSL
 # gather beside gather_fast with the same CuTe-DSL install.
@@ -37,6 +40,9 @@ if [ -d "$CSITE" ]; then
   # package on sys.path through one) are not read. Let site.addsitedir read them and keep what they add.
   dirs=$(python3 -c 'import os, site, sys; d = sys.argv[1]; site.addsitedir(d); print(os.pathsep.join(p for p in sys.path if p.startswith(d)))' "$CSITE")
   export PYTHONPATH="$dirs${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if [ -z "${REPRO_VLLM_CACHE:-}" ] && [ -d .vllm-cache-gpu ]; then
+  REPRO_VLLM_CACHE=$PWD/.vllm-cache-gpu
 fi
 export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache}"
 exec scripts/run-gpu-profile.sh "$RUN_DIR" --notebooks 04 -p download=false "$@"

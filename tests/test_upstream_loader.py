@@ -218,3 +218,61 @@ def test_helper_packages_load_as_packages_with_their_submodules(tmp_path, monkey
     module = release.import_module(V4_MEMBER)
     assert module.twice(4) == 8
     assert release.helpers_used == {"vllm/cute_utils/__init__.py", "vllm/cute_utils/cvt.py"}
+
+
+STUDY_MEMBER = "vllm/v1/worker/gpu/attn_utils.py"
+STUDY_SOURCE = """
+from vllm.config import VllmConfig, get_layers_from_vllm_config
+from vllm.utils.math_utils import cdiv
+
+
+def blocks(tokens: int, config: VllmConfig | None = None) -> int:
+    return cdiv(tokens, 16)
+
+
+def needs_config():
+    return VllmConfig()
+"""
+
+
+def test_a_study_loads_its_own_member_set_with_its_own_stubs(tmp_path, monkeypatch):
+    from upstream_fakes import fake_pip, make_wheel
+
+    from repro.upstream import members, wheelcache
+    from repro.upstream.stubs import STUBS, StubNotProvided, placeholder_stub
+
+    study = members.MemberSet("test-study", members=(STUDY_MEMBER, "vllm/utils/math_utils.py"), anchor=(STUDY_MEMBER,))
+    files = {
+        V4_MEMBER: fixture_source(),
+        STUDY_MEMBER: STUDY_SOURCE,
+        "vllm/utils/math_utils.py": "def cdiv(a, b):\n    return -(-a // b)\n",
+    }
+    fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path, "0.99.0", files)})
+    entry = wheelcache.ensure_release("0.99.0", tmp_path / "cache", sets=("gather", study))
+    # the gather path keeps its stubs and does not see the study's files
+    gather = LoadedRelease(entry)
+    assert gather.stubs is STUBS and gather.serves("vllm.v1.worker.gpu.attn_utils") == ""
+    with pytest.raises(LoadError, match="not in the cache"):
+        gather.import_module(STUDY_MEMBER)
+    # the study: its file and helper as released, vllm.config a placeholder module
+    release = LoadedRelease(entry, stubs={"vllm.config": placeholder_stub()}, sets=(study,))
+    module = release.import_module(STUDY_MEMBER)
+    assert module.blocks(33) == 3 and release.stubs_used == {"vllm.config"}
+    with pytest.raises(StubNotProvided, match=r"vllm\.config\.VllmConfig is a placeholder"):
+        module.needs_config()
+    # without the stub, the import nobody provides is named
+    with pytest.raises(LoadError, match=r"vllm\.config is neither in vLLM 0\.99\.0's cache nor stubbed") as info:
+        LoadedRelease(entry, stubs={}, sets=(study,)).import_module(STUDY_MEMBER)
+    assert info.value.missing == "vllm.config"
+
+
+def test_placeholders_only_exist():
+    from repro.upstream.stubs import StubNotProvided, placeholder
+
+    cg = placeholder("vllm.v1.attention.backend", "AttentionCGSupport")
+    assert placeholder("vllm.v1.attention.backend", "AttentionCGSupport") is cg
+    assert cg.ALWAYS is placeholder("vllm.v1.attention.backend.AttentionCGSupport", "ALWAYS")
+    assert (cg | None) is not None  # usable in annotations
+    with pytest.raises(StubNotProvided):
+        cg()
+    assert not hasattr(cg, "__wrapped__")  # dunder look-ups are not placeholders

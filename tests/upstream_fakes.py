@@ -33,13 +33,22 @@ def make_wheel(folder: Path, version: str, files: dict[str, str], corrupt: str =
     return path
 
 
-def fake_pip(monkeypatch, wheels: dict[str, Path], calls: list | None = None):
-    """Route the cache's ``pip download`` to prepared wheels; unknown versions fail as pip does."""
+def fake_pip(monkeypatch, wheels: dict[str, Path], calls: list | None = None, platforms: list | None = None):
+    """Route the cache's ``pip download`` to prepared wheels; unknown versions fail as pip does.
+
+    The registry is not asked for platform tags (every tag the fake is given is recorded in ``platforms``).
+    """
     import shutil
 
-    def download(version, dest, timeout_s):
+    from repro.upstream import releases
+
+    monkeypatch.setattr(releases, "release_platforms", lambda version, document=None: ["manylinux_2_28_x86_64"])
+
+    def download(version, dest, timeout_s, platform_tags):
         if calls is not None:
             calls.append(version)
+        if platforms is not None:
+            platforms.append(list(platform_tags))
         if version not in wheels:
             return None, f"ERROR: No matching distribution found for vllm=={version}"
         target = Path(dest) / wheels[version].name

@@ -111,6 +111,16 @@ SCHEMA: dict[str, Param] = {
         "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
         "the contiguous table beside the project's kernels",
     ),
+    "reshape_releases": Param(
+        str,
+        "'default' (vLLM 0.22.0 and 0.23.0 on a CPU, none on a GPU), 'all' (every release from the first that "
+        "ships _reshape_kv_cache, found on the registry), 'none', or comma-separated release numbers such as "
+        "'0.22.0,0.23.0'",
+        lambda v: (
+            v in ("default", "all", "none")
+            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
+        ),
+    ),
     # notebook 04
     "releases": Param(
         str,

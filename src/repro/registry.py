@@ -125,6 +125,29 @@ FAST = Implementation(
 #: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
 RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"
 RESHAPE_VARIANTS = (RESHAPE_BUGGY, RESHAPE_FIXED)
+
+#: Which code produced a row: the repository's model, or a vLLM release's own code (``code_label``).
+CODE_MODEL = "model"
+
+
+def code_label(release: str) -> str:
+    """``vLLM 0.22.0`` for a release's own code, ``model`` for the repository's."""
+    return f"vLLM {release}" if release else CODE_MODEL
+
+
+#: What became of a release's ``_reshape_kv_cache`` (bug 1 on vLLM's own function).
+RESHAPE_RAN = "ran"
+RESHAPE_NO_FUNCTION = "release has no _reshape_kv_cache"
+RESHAPE_NO_COMPRESSED_PATH = "no compressed-spec path"
+RESHAPE_NOT_LOADED = "could not load"
+RESHAPE_NOT_CACHED = "not in the cache"
+#: The kernel block size handed in for a group: what the runner selects from the DeepSeek-V4 backends'
+#: declared sizes (256 for the compressed groups at --block-size 256), or the group's storage rows (what
+#: PR #43988's runner used for compressed specs).
+KBS_SELECTED = "backends' selection"
+KBS_STORAGE = "storage rows"
+#: Outcomes of one call.
+OUTCOME_VIEW, OUTCOME_RAISED = "view", "raised"
 #: Label of the implementation a user names with the ``implementation`` parameter.
 UNDER_TEST_LABEL = "under-test"
 UNDER_TEST_STYLE = _style(color="#8e44ad", marker="x", linestyle="--")

@@ -51,6 +51,8 @@ class KVCacheSpec:
     alignment: int | None = None
     #: kernel block sizes the group's attention backend declares (ints or ``MultipleOf``)
     backend_block_sizes: tuple = field(default=(), compare=False)
+    #: tokens a sliding-window spec keeps (None for the full-attention specs); no effect on the layout
+    sliding_window: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.block_size <= 0 or self.compress_ratio <= 0:
@@ -131,12 +133,18 @@ C4_RATIO = 4
 C128_RATIO = 128
 #: Compressor state pages are sized to 32 KiB (source comment): block = 32 KiB // state row.
 STATE_PAGE_BYTES = 32 * 1024
+#: The sliding window of DeepSeek-V4's SWA layers (model config ``sliding_window``).
+SWA_WINDOW = 128
+
+
+def compressor_overlap(compress_ratio: int) -> int:
+    """Windows a compressor state keeps per compressed row: 2 for ratio 4 (overlapping), else 1."""
+    return 2 if compress_ratio == C4_RATIO else 1
 
 
 def compressor_state_row_bytes(compress_ratio: int, head_dim: int) -> int:
     """kv state + score state, ``coff`` windows each: ``2 * coff * head_dim`` fp32 values."""
-    coff = 2 if compress_ratio == C4_RATIO else 1  # ratio 4 uses overlapping windows
-    return 2 * coff * head_dim * FP32_BYTES
+    return 2 * compressor_overlap(compress_ratio) * head_dim * FP32_BYTES
 
 
 def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
@@ -152,7 +160,13 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
     return [
         # SWA block size equals the C4A stored rows per block so both share one page size.
         KVCacheSpec(
-            "SWA KV", "SlidingWindowMLASpec", c4_storage, token, alignment=align, backend_block_sizes=(MultipleOf(64),)
+            "SWA KV",
+            "SlidingWindowMLASpec",
+            c4_storage,
+            token,
+            alignment=align,
+            backend_block_sizes=(MultipleOf(64),),
+            sliding_window=SWA_WINDOW,
         ),
         KVCacheSpec(
             "C4A KV",
@@ -189,6 +203,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             dtype=torch.float32,
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
+            sliding_window=compressor_overlap(C4_RATIO) * C4_RATIO,
         ),
         KVCacheSpec(
             "C128 main compressor state",
@@ -198,6 +213,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             dtype=torch.float32,
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
+            sliding_window=compressor_overlap(C128_RATIO) * C128_RATIO,
         ),
         # The indexer's state shares the C4 main state's block size; its page pads to pack
         # with the indexer K pages.
@@ -209,6 +225,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             dtype=torch.float32,
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
+            sliding_window=compressor_overlap(C4_RATIO) * C4_RATIO,
         ),
     ]
 

@@ -192,7 +192,9 @@ def check_aliasing(raw: torch.Tensor, view: torch.Tensor, spec: KVCacheSpec, sen
     and its padding tail must still hold the sentinel.
     """
     raw.fill_(sentinel)
-    pattern = (torch.arange(view.numel(), device=view.device, dtype=torch.int64) % 251 + 1).to(view.dtype)
+    # the payload pattern 1, 2, ..., 251, 1, 2, ...: tiled, not computed per element
+    cycle = torch.arange(1, 252, device=view.device, dtype=torch.int16).to(view.dtype)
+    pattern = cycle.repeat(-(-view.numel() // cycle.numel()))[: view.numel()]
     view.copy_(pattern.view(view.shape))
     pages = raw.numel() // spec.page_size_bytes
     page_view = raw.view(pages, spec.page_size_bytes)

@@ -1,10 +1,10 @@
 """Import a release's own gather module from the wheel cache, as released or rewritten.
 
 The module runs as ``vllm.<...>`` exactly as in the wheel, but only inside :meth:`LoadedRelease.active`:
-there a finder serves the release's cached files (the gather modules and the pure-Python helpers in
-:data:`~repro.upstream.wheelcache.HELPER_MODULES`), the stubs of :mod:`repro.upstream.stubs`, and
-empty parent packages; anything else is a ``ModuleNotFoundError`` naming the module, which the matrix
-reports as "could not load". Any ``vllm`` modules already imported are set aside and restored on exit,
+there a finder serves the release's cached files (the member sets the study asked the cache for), the
+stub table the study declares (default: the gather path's :data:`repro.upstream.stubs.STUBS`), and
+empty parent packages; anything else is a ``ModuleNotFoundError`` naming the module, which a study
+reports as "could not load: <module>". Any ``vllm`` modules already imported are set aside and restored on exit,
 so several releases (and an installed vLLM) can live in one process.
 
 A rewritten source (the patcher's output) gets its own file name, registered with ``linecache`` so
@@ -21,12 +21,13 @@ import linecache
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.upstream.members import GATHER, HELPER_MODULES, HELPER_PACKAGES, MemberSet, resolve
 from repro.upstream.stubs import STUBS
-from repro.upstream.wheelcache import HELPER_MODULES, HELPER_PACKAGES, CacheEntry
+from repro.upstream.wheelcache import CacheEntry
 
 _active_lock = threading.RLock()
 
@@ -38,22 +39,37 @@ def member_to_module(member: str) -> str:
 
 
 class LoadError(RuntimeError):
-    """The release's module could not be imported; the message says which import failed."""
+    """The release's module could not be imported; the message says which import failed.
+
+    ``missing`` names the module nobody provides when that was the cause ("" otherwise).
+    """
+
+    def __init__(self, message: str, missing: str = ""):
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass
 class LoadedRelease:
-    """A release's modules, importable only inside :meth:`active`."""
+    """A release's modules, importable only inside :meth:`active`.
+
+    ``stubs``: module name -> stub source, the stand-ins this study declares (default: the gather path's);
+    ``sets``: the member sets whose cached files it serves (default: the gather set), so what one study
+    loads does not depend on what other studies put into the same cache entry.
+    """
 
     entry: CacheEntry
     overrides: dict[str, str] = field(default_factory=dict)  # member -> rewritten source
     tag: str = "released"
+    stubs: Mapping[str, str] = field(default_factory=lambda: STUBS)
+    sets: tuple[MemberSet | str, ...] = (GATHER,)
     modules: dict[str, types.ModuleType] = field(default_factory=dict)
     stubs_used: set[str] = field(default_factory=set)
     helpers_used: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self._files = {member_to_module(m): m for m in self.entry.members()}
+        served = {m for s in resolve(self.sets) for m in self.entry.members_of(s)}
+        self._files = {member_to_module(m): m for m in sorted(served)}
 
     def filename(self, member: str) -> str:
         real = str(self.entry.path_of(member))
@@ -64,12 +80,12 @@ class LoadedRelease:
 
     def serves(self, name: str) -> str:
         """What the finder does for ``name``: stub, file, package, or "" (not provided)."""
-        if name in STUBS:
+        if name in self.stubs:
             return "stub"
         if name in self._files:
             return "package-file" if self._files[name].endswith("/__init__.py") else "file"
         prefix = name + "."
-        if any(k.startswith(prefix) for k in list(self._files) + list(STUBS)):
+        if any(k.startswith(prefix) for k in list(self._files) + list(self.stubs)):
             return "package"
         return ""
 
@@ -96,11 +112,15 @@ class LoadedRelease:
 
     def import_module(self, member: str) -> types.ModuleType:
         """Import a cached member (e.g. ``vllm/models/.../cache_utils.py``); LoadError says why not."""
-        if not self.entry.has(member):
+        if member not in self._files.values():
             raise LoadError(f"{member} is not in the cache of vLLM {self.entry.version}")
         with self.active():
             try:
                 return importlib.import_module(member_to_module(member))
+            except ModuleNotFoundError as exc:
+                raise LoadError(
+                    f"importing {member_to_module(member)} failed: {type(exc).__name__}: {exc}", missing=exc.name or ""
+                ) from exc
             except Exception as exc:
                 raise LoadError(f"importing {member_to_module(member)} failed: {type(exc).__name__}: {exc}") from exc
 
@@ -142,7 +162,7 @@ class _Loader(importlib.abc.Loader):
             return
         if self.kind == "stub":
             self.release.stubs_used.add(name)
-            code = compile(STUBS[name], f"<repro stub {name}>", "exec")
+            code = compile(self.release.stubs[name], f"<repro stub {name}>", "exec")
         else:
             member = self.release._files[name]
             if self.kind == "package-file":

@@ -28,6 +28,7 @@ from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.upstream.cases import case_command, reference_for, run_arm_case
 from repro.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
+from repro.upstream.members import GATHER
 from repro.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_file, rewrite_row_pitch
 from repro.upstream.stubs import STUBS, stub_digest
 from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
@@ -123,7 +124,7 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
     got = ensure_release(version, cfg.cache_root, download=cfg.download)
     if isinstance(got, CacheMiss):
         return ReleasePlan(version, None, got, None)
-    sources = {m: got.read(m) for m in got.members() if "deepseek_v4" in m}
+    sources = {m: got.read(m) for m in got.members_of(GATHER) if "deepseek_v4" in m}
     disc = discover(sources)
     plan = ReleasePlan(version, got, None, disc)
     root = str(cfg.cache_root or "")
@@ -202,7 +203,7 @@ def _source_key(plan: ReleasePlan, arm: Arm) -> str:
 
 def used_helpers(entry: CacheEntry, text: str) -> list[str]:
     """Cached helper modules a source imports, directly or through another helper (by dotted name)."""
-    helpers = {m[:-3].replace("/", "."): m for m in entry.members() if "deepseek_v4" not in m}
+    helpers = {m[:-3].replace("/", "."): m for m in entry.members_of(GATHER) if "deepseek_v4" not in m}
     used, texts = set(), [text]
     while texts:
         t = texts.pop()

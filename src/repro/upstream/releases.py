@@ -1,42 +1,29 @@
-"""Which vLLM releases to test: a small committed default list, or the registry's own index.
+"""Which vLLM releases to test: every release from the first that ships a DeepSeek gather, from the registry.
 
-The registry's JSON API lists every release with its files; a release is a candidate when it is at
-least :data:`FIRST_RELEASE` (the first with DeepSeek-V4 gather code) and has an x86_64 wheel. The
-committed :data:`DEFAULT_RELEASES` are the releases known to matter, so a host without a registry can
-still name them (its cache then has to be carried in).
+The registry's JSON API lists every release with its files. A release is a candidate when it has an
+x86_64 Linux wheel; its wheel's platform tags (``manylinux_2_35_x86_64``, ...) are what ``pip download``
+is asked for. The first release that ships a DeepSeek-V4 gather is found by bisecting the candidates
+with the wheel cache's scan (:func:`first_release`), and the GPU default list is every candidate from
+there on. Both are recorded in ``<cache>/releases.json``, so a host without a registry that carries the
+cache still knows the list. The CPU profile keeps a short committed list.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import json
 import re
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-#: The first vLLM release that ships DeepSeek-V4 gather code.
-FIRST_RELEASE = "0.21.0"
-#: Releases known to ship DeepSeek-V4 gather code (0.21.0 and 0.22.0 .. 0.33.0 with patch releases).
-DEFAULT_RELEASES = (
-    "0.21.0",
-    "0.22.0",
-    "0.22.1",
-    "0.23.0",
-    "0.24.0",
-    "0.25.0",
-    "0.25.1",
-    "0.26.0",
-    "0.27.0",
-    "0.27.1",
-    "0.28.0",
-    "0.29.0",
-    "0.30.0",
-    "0.31.0",
-    "0.32.0",
-    "0.33.0",
-)
-#: The CPU profile's short list: the release of the existing evidence and the newest (every kernel kind).
+#: The CPU profile's short list: a release with the V4 Triton gather only and the newest (every kernel kind).
 CPU_DEFAULT_RELEASES = ("0.22.0", "0.33.0")
 INDEX_URL = "https://pypi.org/pypi/{package}/json"
+#: Where the derived release list is recorded in a cache root (carried with it).
+RELEASES_FILE = "releases.json"
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 
 
@@ -51,6 +38,22 @@ class IndexedRelease:
     size: int
     sha256: str
     uploaded: str
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """The wheel's platform tags, as ``pip download --platform`` takes them."""
+        return wheel_platforms(self.wheel)
+
+
+def wheel_platforms(filename: str) -> tuple[str, ...]:
+    """Platform tags of a wheel file name (a compressed tag set ``a.b`` is both ``a`` and ``b``)."""
+    return tuple(filename.removesuffix(".whl").split("-")[-1].split("."))
+
+
+def is_linux_x86_64(filename: str) -> bool:
+    return filename.endswith(".whl") and any(
+        "linux" in tag and tag.endswith("x86_64") for tag in wheel_platforms(filename)
+    )
 
 
 def version_key(version: str) -> tuple:
@@ -69,13 +72,21 @@ def fetch_index(package: str = "vllm", timeout_s: float = 30.0) -> dict:
         return json.load(resp)
 
 
-def releases_from_index(document: dict, first: str = FIRST_RELEASE) -> list[IndexedRelease]:
-    """Final releases from ``first`` on, each with its x86_64 wheel (the highest build tag if several)."""
+@functools.lru_cache(maxsize=1)
+def _index_once() -> dict | None:
+    try:
+        return fetch_index(timeout_s=20)
+    except OSError:
+        return None
+
+
+def releases_from_index(document: dict, first: str | None = None) -> list[IndexedRelease]:
+    """Final releases (from ``first`` on, when given) with an x86_64 Linux wheel (the highest build tag)."""
     found = []
     for version, files in document.get("releases", {}).items():
-        if not is_plain_version(version) or version_key(version) < version_key(first):
+        if not is_plain_version(version) or (first is not None and version_key(version) < version_key(first)):
             continue
-        wheels = [f for f in files if f.get("filename", "").endswith("x86_64.whl") and not f.get("yanked")]
+        wheels = [f for f in files if is_linux_x86_64(f.get("filename", "")) and not f.get("yanked")]
         if not wheels:
             continue
         best = max(wheels, key=lambda f: (len(f["filename"].split("-")), f["filename"]))
@@ -91,17 +102,145 @@ def releases_from_index(document: dict, first: str = FIRST_RELEASE) -> list[Inde
     return sorted(found, key=lambda r: version_key(r.version))
 
 
-def resolve_releases(selection: str | list[str], profile: str, index_versions: list[str] | None = None) -> list[str]:
+def generic_platforms() -> list[str]:
+    """Every manylinux x86_64 tag (PEP 600, glibc 2.17 to 2.40): asked for when the index is unavailable."""
+    return [f"manylinux_2_{minor}_x86_64" for minor in range(40, 16, -1)] + ["manylinux2014_x86_64"]
+
+
+def release_platforms(version: str, document: dict | None = None) -> list[str]:
+    """The platform tags of ``version``'s x86_64 wheel on the index (every manylinux tag without one)."""
+    document = document if document is not None else _index_once()
+    for r in releases_from_index(document or {}):
+        if r.version == version:
+            return list(r.platforms)
+    return generic_platforms()
+
+
+def first_release(versions: list[str], ships: Callable[[str], bool]) -> str | None:
+    """The first of ``versions`` (ascending) for which ``ships`` is true, by bisection.
+
+    Assumes a release that ships the code is followed only by releases that ship it (each probe costs a
+    wheel download); None when the newest does not ship it.
+    """
+    if not versions or not ships(versions[-1]):
+        return None
+    lo, hi = 0, len(versions) - 1  # versions[hi] ships; everything below lo does not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ships(versions[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return versions[lo]
+
+
+@dataclass(frozen=True)
+class DerivedReleases:
+    """The first release shipping a DeepSeek gather and every indexed release from it, as found."""
+
+    first: str
+    releases: list[str]
+    probed: dict[str, bool]  # release -> shipped a gather (the bisection's probes)
+    member_set: str
+    set_digest: str
+    checked: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+
+def recorded_releases(cache_root: Path) -> DerivedReleases | None:
+    """The release list recorded in a cache root (None when absent or unreadable)."""
+    try:
+        return DerivedReleases(**json.loads((cache_root / RELEASES_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def derive_releases(cache_root: Path | None = None, document: dict | None = None) -> DerivedReleases:
+    """Bisect the index's releases for the first that ships a DeepSeek gather; record the result.
+
+    Reuses the recorded result when it was made with the same gather member set and its first release
+    is still on the index (a new release only extends the list). Raises ``OSError`` when the registry
+    cannot be reached and ``ReleaseListError`` when a probe could not download a wheel.
+    """
+    from repro.upstream.members import GATHER
+    from repro.upstream.wheelcache import MISS_UNKNOWN, CacheMiss, default_cache_root, ensure_release
+
+    cache_root = cache_root or default_cache_root()
+    document = document if document is not None else fetch_index(timeout_s=20)
+    indexed = releases_from_index(document)
+    versions = [r.version for r in indexed]
+    known = recorded_releases(cache_root)
+    if known is not None and known.set_digest == GATHER.digest() and known.first in versions:
+        first, probed = known.first, known.probed
+    else:
+        probed: dict[str, bool] = {}
+
+        def ships(version: str) -> bool:
+            r = next(r for r in indexed if r.version == version)
+            got = ensure_release(version, cache_root, sets=(GATHER,), platforms=r.platforms)
+            if isinstance(got, CacheMiss) and got.status != MISS_UNKNOWN:
+                raise ReleaseListError(f"releases: probing vLLM {version} failed: {got.status}: {got.reason}")
+            probed[version] = not isinstance(got, CacheMiss)
+            return probed[version]
+
+        first = first_release(versions, ships)
+        if first is None:
+            raise ReleaseListError("releases: no release on the registry ships a DeepSeek-V4 gather")
+    derived = DerivedReleases(
+        first,
+        versions[versions.index(first) :],
+        probed,
+        GATHER.name,
+        GATHER.digest(),
+        dt.date.today().isoformat(),
+    )
+    cache_root.mkdir(parents=True, exist_ok=True)
+    (cache_root / RELEASES_FILE).write_text(derived.to_json())
+    return derived
+
+
+def gpu_default_releases(cache_root: Path | None = None, download: bool = True) -> list[str]:
+    """The GPU profile's default: every release from the first with a DeepSeek gather.
+
+    From the registry when downloads are on (recorded in the cache), else from the carried cache's record.
+    """
+    from repro.upstream.wheelcache import default_cache_root
+
+    cache_root = cache_root or default_cache_root()
+    if download:
+        try:
+            return derive_releases(cache_root).releases
+        except OSError:
+            pass
+    known = recorded_releases(cache_root)
+    if known is None:
+        raise ReleaseListError(
+            f"releases: 'default' needs the registry or a cache that records the list ({cache_root / RELEASES_FILE}, "
+            "written by `python -m repro.upstream.wheelcache` where the registry is reachable); "
+            "accepted otherwise: a list of release numbers such as ['0.22.0', '0.33.0']"
+        )
+    return list(known.releases)
+
+
+def resolve_releases(
+    selection: str | list[str],
+    profile: str,
+    index_versions: list[str] | None = None,
+    gpu_default: Callable[[], list[str]] | None = None,
+) -> list[str]:
     """Turn the notebook's ``releases`` parameter into version strings.
 
-    ``"default"``: the profile's default (every known release on a GPU, the short list on a CPU);
+    ``"default"``: the profile's default (on a GPU every release from the first with a DeepSeek gather,
+    as ``gpu_default`` finds it, default :func:`gpu_default_releases`; the short list on a CPU);
     ``"all"``: every release the registry index lists (``index_versions``); otherwise a list of
     versions or a comma-separated string. Unknown versions are kept: the matrix reports them as rows.
     """
     accepted = "accepted: 'default', 'all', or a list of release numbers such as ['0.22.0', '0.33.0']"
     if isinstance(selection, str):
         if selection == "default":
-            return list(DEFAULT_RELEASES if profile == "gpu" else CPU_DEFAULT_RELEASES)
+            return list((gpu_default or gpu_default_releases)() if profile == "gpu" else CPU_DEFAULT_RELEASES)
         if selection == "all":
             if index_versions is None:
                 raise ReleaseListError("releases: 'all' needs the registry index, which was not available; " + accepted)

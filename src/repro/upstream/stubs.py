@@ -12,7 +12,7 @@ ratios a release's JIT warm-up reads from the model config (set only by the JIT 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 class StubNotProvided(RuntimeError):
@@ -67,9 +67,51 @@ STUBS: dict[str, str] = {
 }
 
 
-def stub_digest(names: Iterable[str]) -> str:
+def stub_digest(names: Iterable[str], table: Mapping[str, str] = STUBS) -> str:
     """A short hash of the stubs a load used, for result rows."""
     h = hashlib.sha256()
     for name in sorted(names):
-        h.update(name.encode() + b"\0" + STUBS[name].encode() + b"\0")
+        h.update(name.encode() + b"\0" + table[name].encode() + b"\0")
     return h.hexdigest()[:12]
+
+
+class _PlaceholderType(type):
+    """Attribute access on a placeholder (``AttentionCGSupport.ALWAYS``) gives another placeholder."""
+
+    def __getattr__(cls, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return placeholder(f"{cls.__module__}.{cls.__qualname__}", attr)
+
+
+_PLACEHOLDERS: dict[tuple[str, str], type] = {}
+
+
+def placeholder(module: str, name: str) -> type:
+    """A class named ``name`` that only exists: a module imports it, a signature annotates with it, a class
+    derives from it; calling or instantiating it raises :class:`StubNotProvided` naming it."""
+    key = (module, name)
+    if key not in _PLACEHOLDERS:
+
+        def refuse(cls, *args, **kwargs):
+            raise StubNotProvided(f"{module}.{name} is a placeholder of the repro loader (not on the studied path)")
+
+        _PLACEHOLDERS[key] = _PlaceholderType(name, (), {"__module__": module, "__new__": refuse})
+    return _PLACEHOLDERS[key]
+
+
+def placeholder_stub(preamble: str = "", **attributes: str) -> str:
+    """A stub module whose every name is a :func:`placeholder`, except what ``preamble`` (source) defines
+    and ``attributes`` (name -> expression)."""
+    lines = ["from repro.upstream.stubs import placeholder as _placeholder", "", preamble]
+    lines += [f"{name} = {expr}" for name, expr in attributes.items()]
+    lines += [
+        "",
+        "",
+        "def __getattr__(name):",
+        "    if name.startswith('__'):",
+        "        raise AttributeError(name)",
+        "    return _placeholder(__name__, name)",
+        "",
+    ]
+    return "\n".join(lines)

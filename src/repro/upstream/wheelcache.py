@@ -1,13 +1,17 @@
-"""A cache of the few vLLM source files the matrix needs, taken from each release's wheel.
+"""A cache of the few vLLM source files the studies need, taken from each release's wheel.
 
-A release's x86_64 wheel is fetched once with ``pip download --no-deps --only-binary=:all:`` (so the
-user's pip configuration applies and pip checks the index's hash), its SHA-256 is recorded, and only
-the needed ``.py`` members are extracted, each checked against the wheel's own ``RECORD``. The wheel
-itself is deleted: the cache holds modules only (a few hundred KB per release), so it can be carried
-to a host without a registry. Layout::
+A release's x86_64 wheel is fetched with ``pip download --no-deps --only-binary=:all:`` and the
+platform tags the registry index shows for it (so the user's pip configuration applies and pip checks
+the index's hash), its SHA-256 is recorded, and only the ``.py`` members of the asked member sets
+(:mod:`repro.upstream.members`) are extracted, each checked against the wheel's own ``RECORD``. Asking
+for another set later extends the entry from the same wheel. The wheel itself is deleted: the cache
+holds modules only (a few hundred KB per release), so it can be carried to a host without a registry.
+Layout::
 
-    <cache>/<version>/provenance.json      wheel name, sha256, size, every extracted file and its hash
+    <cache>/<version>/provenance.json      wheel name, sha256, size, every extracted file and its hash,
+                                           the members found per set
     <cache>/<version>/files/vllm/...py     the extracted modules, as released
+    <cache>/releases.json                  the derived release list (:mod:`repro.upstream.releases`)
 
 A failure (unknown release, no registry, a wheel whose files do not match its RECORD) is a
 :class:`CacheMiss` carrying the reason, never an exception.
@@ -22,30 +26,21 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from repro.upstream.members import GATHER, MEMBER_SETS, MemberSet, resolve
 
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
 CACHE_FORMAT = 2
 CACHE_ENV = "REPRO_VLLM_CACHE"
-#: Wheel platforms accepted for the x86_64 wheel (vLLM 0.21.0 ships manylinux_2_24, later ones 2_28).
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 PYTHON_VERSION = "3.12"
-#: vLLM helper modules loaded as released when a gather module imports them (pure Python, small).
-HELPER_MODULES = (
-    "vllm/model_executor/warmup/jit_warmup.py",
-    "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
-    "vllm/model_executor/warmup/jit_warmup_cutedsl_helper.py",
-    "vllm/utils/math_utils.py",
-)
-#: vLLM helper packages extracted whole (the CuTe-DSL gather imports ``vllm.cute_utils``).
-HELPER_PACKAGES = ("vllm/cute_utils/",)
 
 
 def default_cache_root() -> Path:
@@ -56,25 +51,6 @@ def default_cache_root() -> Path:
     from repro.paths import repo_root
 
     return repo_root() / ".vllm-cache"
-
-
-#: A definition whose name says "dequantise and gather K" (Triton functions, JIT classes, CuTe-DSL classes).
-GATHER_DEFINITION = re.compile(
-    rb"^\s*(?:def|class)\s+\w*(?:dequantize_and_gather_k|dequant_gather_k|"
-    rb"DequantizeAndGatherK|DequantGatherK)\w*",
-    re.MULTILINE,
-)
-
-
-def is_gather_candidate(member: str, text: bytes) -> bool:
-    """A DeepSeek-V4 module defining a K-cache gather: extracted for discovery to read."""
-    return (
-        member.startswith("vllm/")
-        and member.endswith(".py")
-        and "deepseek_v4" in member
-        and b"block_table" in text
-        and GATHER_DEFINITION.search(text) is not None
-    )
 
 
 def sha256_hex(data: bytes) -> str:
@@ -110,6 +86,28 @@ class CacheEntry:
     def members(self) -> list[str]:
         return sorted(self.provenance.get("files", {}))
 
+    @property
+    def current_format(self) -> bool:
+        return self.provenance.get("format") == CACHE_FORMAT
+
+    def sets(self) -> dict[str, list[str]]:
+        """Members found per member set (an entry made before sets were recorded holds the gather set)."""
+        return self.provenance.get("sets") or {GATHER.name: self.members()}
+
+    def set_digests(self) -> dict[str, str]:
+        return self.provenance.get("set_digests") or {GATHER.name: GATHER.digest()}
+
+    def covers(self, member_set: MemberSet) -> bool:
+        """Was ``member_set`` (as defined now) extracted into this entry?"""
+        return self.set_digests().get(member_set.name) == member_set.digest()
+
+    def ships(self, member_set: MemberSet) -> bool:
+        """Does the release ship the set's subject (its anchors found something)?"""
+        return bool(member_set.anchored(self.sets().get(member_set.name, [])))
+
+    def members_of(self, member_set: MemberSet) -> list[str]:
+        return list(self.sets().get(member_set.name, []))
+
 
 @dataclass
 class CacheMiss:
@@ -140,7 +138,7 @@ def load_entry(version: str, cache_root: Path | None = None) -> CacheEntry | Non
     return CacheEntry(version, root, data)
 
 
-def _pip_download(version: str, dest: Path, timeout_s: float) -> tuple[Path | None, str]:
+def _pip_download(version: str, dest: Path, timeout_s: float, platforms: Sequence[str]) -> tuple[Path | None, str]:
     cmd = [
         sys.executable,
         "-m",
@@ -154,7 +152,7 @@ def _pip_download(version: str, dest: Path, timeout_s: float) -> tuple[Path | No
         "-d",
         str(dest),
     ]
-    for platform in PLATFORMS:
+    for platform in platforms:
         cmd += ["--platform", platform]
     cmd.append(f"vllm=={version}")
     try:
@@ -176,37 +174,46 @@ def _read_record(zf: zipfile.ZipFile) -> dict[str, str]:
     return {r[0]: r[1] for r in rows if len(r) >= 2}
 
 
-def extract_members(wheel: Path, dest_files: Path) -> tuple[dict, str]:
-    """Extract the gather candidates and helper modules of ``wheel``; each file checked against RECORD.
+@dataclass
+class Extraction:
+    """What :func:`extract_members` took from one wheel."""
 
-    Returns ``(files, error)``: ``files`` maps member -> {sha256, size, record}; ``error`` is "" or why
-    the wheel cannot be trusted.
-    """
+    files: dict[str, dict]  # member -> {sha256, size, record}
+    sets: dict[str, list[str]]  # set name -> its members found in the wheel
+    python_files: int
+    error: str = ""  # why the wheel cannot be trusted ("" when every file matched its RECORD)
+
+
+def extract_members(wheel: Path, dest_files: Path, sets: Sequence[MemberSet | str] = (GATHER,)) -> Extraction:
+    """Extract the members of ``sets`` from ``wheel``, each checked against the wheel's ``RECORD``."""
+    wanted = resolve(sets)
     files: dict[str, dict] = {}
     with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".py")]
+        found = {s.name: s.choose(names, zf.read) for s in wanted}
         record = _read_record(zf)
         if not record:
-            return {}, "the wheel has no RECORD"
-        names = set(zf.namelist())
-        chosen = [n for n in HELPER_MODULES if n in names]
-        chosen += sorted(n for n in names if n.endswith(".py") and n.startswith(HELPER_PACKAGES))
-        for name in sorted(names):
-            if name.endswith(".py") and "deepseek_v4" in name and name not in chosen:
-                data = zf.read(name)
-                if is_gather_candidate(name, data):
-                    chosen.append(name)
-        for name in chosen:
+            return Extraction({}, found, len(names), "the wheel has no RECORD")
+        for name in sorted({m for members in found.values() for m in members}):
             data = zf.read(name)
             want = record.get(name)
             got = record_digest(data)
             if want != got:
-                return {}, f"{name}: RECORD says {want}, the file hashes to {got}"
+                return Extraction({}, found, len(names), f"{name}: RECORD says {want}, the file hashes to {got}")
             target = dest_files / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             files[name] = {"sha256": sha256_hex(data), "size": len(data), "record": want}
-        files_scanned = sum(1 for n in names if n.endswith(".py"))
-    return files, "" if files else f"no DeepSeek-V4 gather module among {files_scanned} Python files"
+    return Extraction(files, found, len(names))
+
+
+def _outcome(entry: CacheEntry, wanted: list[MemberSet]) -> CacheEntry | CacheMiss:
+    """The entry when the release ships every wanted set, else a miss naming the first it does not ship."""
+    for s in wanted:
+        if not entry.ships(s):
+            scanned = entry.provenance.get("python_files", "its")
+            return CacheMiss(entry.version, MISS_UNKNOWN, f"no {s.description} among {scanned} Python files")
+    return entry
 
 
 def ensure_release(
@@ -215,16 +222,38 @@ def ensure_release(
     download: bool = True,
     expected_sha256: str = "",
     timeout_s: float = 900.0,
+    sets: Sequence[MemberSet | str] = (GATHER,),
+    platforms: Sequence[str] | None = None,
 ) -> CacheEntry | CacheMiss:
-    """The cached entry for ``version``, downloading and extracting it once if needed."""
+    """The cached entry for ``version`` holding ``sets``, downloading and extracting once if needed.
+
+    An entry that lacks one of ``sets`` is extended from the same wheel (the other sets' files are kept);
+    a release that does not ship a set's subject is a :class:`CacheMiss` (recorded, so it is not fetched
+    again). ``platforms``: the ``pip download --platform`` tags (default: the tags of the release's
+    x86_64 wheel on the registry index).
+    """
     cache_root = cache_root or default_cache_root()
+    wanted = resolve(sets)
     entry = load_entry(version, cache_root)
-    if entry is not None and (entry.provenance.get("format") == CACHE_FORMAT or not download):
-        return entry
+    if entry is not None and (entry.current_format or not download):
+        lacking = [s.name for s in wanted if not entry.covers(s)]
+        if not lacking:
+            return _outcome(entry, wanted)
+        if not download:
+            return CacheMiss(
+                version,
+                MISS_DOWNLOAD,
+                f"the cache {cache_root} holds vLLM {version} without the member set(s) {', '.join(lacking)} "
+                "and downloads are off",
+            )
     if not download:
         return CacheMiss(version, MISS_DOWNLOAD, f"not in the cache {cache_root} and downloads are off")
+    if platforms is None:
+        from repro.upstream.releases import release_platforms
+
+        platforms = release_platforms(version)
     with tempfile.TemporaryDirectory(prefix="vllm-wheel-") as tmp:
-        wheel, error = _pip_download(version, Path(tmp), timeout_s)
+        wheel, error = _pip_download(version, Path(tmp), timeout_s, platforms)
         if wheel is None:
             status = MISS_UNKNOWN if "No matching distribution" in error or "from versions" in error else MISS_DOWNLOAD
             return CacheMiss(version, status, error)
@@ -237,11 +266,21 @@ def ensure_release(
             return CacheMiss(
                 version, MISS_BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}"
             )
+        # Extend an entry of the same wheel; otherwise rebuild it.
+        keep = (
+            entry if entry is not None and entry.current_format and entry.provenance.get("sha256") == digest else None
+        )
+        # While the wheel is here, every registered set is taken too: a later study does not fetch it again.
+        todo = [s for s in [*wanted, *MEMBER_SETS.values()] if keep is None or not keep.covers(s)]
+        todo = list(dict.fromkeys(todo))
         staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=_ensure_dir(cache_root)))
         try:
-            files, error = extract_members(wheel, staging / "files")
-            if error and not files:
-                return CacheMiss(version, MISS_BAD_WHEEL if "RECORD" in error else MISS_UNKNOWN, error)
+            if keep is not None and keep.files_dir.exists():
+                shutil.copytree(keep.files_dir, staging / "files")
+            got = extract_members(wheel, staging / "files", todo)
+            if got.error:
+                return CacheMiss(version, MISS_BAD_WHEEL, got.error)
+            old = keep.provenance if keep is not None else {}
             provenance = {
                 "format": CACHE_FORMAT,
                 "version": version,
@@ -251,7 +290,11 @@ def ensure_release(
                 "fetched": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "how": "pip download --no-deps --only-binary=:all: (user's pip configuration; "
                 "pip checks the index hash)",
-                "files": files,
+                "platforms": list(platforms),
+                "python_files": got.python_files,
+                "files": {**old.get("files", {}), **got.files},
+                "sets": {**(keep.sets() if keep else {}), **got.sets},
+                "set_digests": {**(keep.set_digests() if keep else {}), **{s.name: s.digest() for s in todo}},
             }
             (staging / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
             final = cache_root / version
@@ -261,7 +304,10 @@ def ensure_release(
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    return load_entry(version, cache_root) or CacheMiss(version, MISS_BAD_WHEEL, "the cache entry did not read back")
+    entry = load_entry(version, cache_root)
+    if entry is None:
+        return CacheMiss(version, MISS_BAD_WHEEL, "the cache entry did not read back")
+    return _outcome(entry, wanted)
 
 
 def _ensure_dir(path: Path) -> Path:
@@ -279,14 +325,66 @@ def verify_entry(entry: CacheEntry) -> list[str]:
     return bad
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m repro.upstream.wheelcache [VERSION ...]``: fill the cache (default: every known release)."""
-    from repro.upstream.releases import DEFAULT_RELEASES
+def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None = None) -> list[str]:
+    """Copy the cache's entries into ``dest`` restricted to ``sets`` (a small cache to carry to a host
+    without a registry), with the recorded release list. Returns the versions copied."""
+    from repro.upstream.releases import RELEASES_FILE
 
-    versions = (sys.argv[1:] if argv is None else argv) or list(DEFAULT_RELEASES)
+    cache_root = cache_root or default_cache_root()
+    wanted = resolve(sets)
+    copied = []
+    for prov in sorted(cache_root.glob("*/provenance.json")):
+        entry = load_entry(prov.parent.name, cache_root)
+        if entry is None or not all(entry.covers(s) for s in wanted):
+            continue
+        keep = sorted({m for s in wanted for m in entry.members_of(s)})
+        target = dest / entry.version
+        if target.exists():
+            shutil.rmtree(target)
+        for member in keep:
+            (target / "files" / member).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(entry.path_of(member), target / "files" / member)
+        provenance = dict(entry.provenance)
+        provenance["files"] = {m: entry.provenance["files"][m] for m in keep}
+        provenance["sets"] = {s.name: entry.members_of(s) for s in wanted}
+        provenance["set_digests"] = {s.name: entry.set_digests()[s.name] for s in wanted}
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+        copied.append(entry.version)
+    if (cache_root / RELEASES_FILE).exists():
+        shutil.copy2(cache_root / RELEASES_FILE, dest / RELEASES_FILE)
+    return copied
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repro.upstream.wheelcache [--sets gather,reshape] [VERSION ...]``: fill the cache.
+
+    Default: every release from the first that ships a DeepSeek gather (found on the registry, recorded
+    in the cache so a host without one can carry it), with the gather member set.
+    """
+    import argparse
+
+    from repro.upstream.releases import derive_releases
+
+    parser = argparse.ArgumentParser(prog="python -m repro.upstream.wheelcache")
+    parser.add_argument("--sets", default=GATHER.name, help="comma-separated member sets (default: gather)")
+    parser.add_argument(
+        "--export", metavar="DEST", type=Path, help="after filling, copy the entries restricted to --sets into DEST"
+    )
+    parser.add_argument("versions", nargs="*")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        sets = resolve(s.strip() for s in args.sets.split(",") if s.strip())
+    except KeyError as exc:
+        parser.error(f"--sets: {exc.args[0]}")
+    versions = args.versions
+    if not versions:
+        derived = derive_releases()
+        print(f"first release with a DeepSeek gather: {derived.first} (probed {derived.probed or 'earlier'})")
+        versions = derived.releases
     failed = 0
     for version in versions:
-        got = ensure_release(version)
+        got = ensure_release(version, sets=sets)
         if isinstance(got, CacheMiss):
             failed += 1
             print(f"{version}: {got.status}: {got.reason}")
@@ -294,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
             wheel, digest = got.provenance["wheel"], got.provenance["sha256"][:16]
             print(f"{version}: {wheel} sha256 {digest}, {len(got.members())} files")
     print(f"cache: {default_cache_root()}")
+    if args.export:
+        copied = export(args.export, sets)
+        print(f"exported {len(copied)} releases ({', '.join(s.name for s in sets)} only) to {args.export}")
     return 1 if failed else 0
 
 

@@ -64,7 +64,10 @@ class Context:
         sizes = SIZES[prof.name]
         try:
             chosen = idx.resolve_releases(
-                p["releases"], prof.name, _index_versions() if p["releases"] == "all" else None
+                p["releases"],
+                prof.name,
+                _index_versions() if p["releases"] == "all" else None,
+                gpu_default=lambda: idx.gpu_default_releases(download=p["download"]),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
@@ -86,8 +89,9 @@ class Context:
 
 
 def _index_versions() -> list[str] | None:
+    """Every indexed release from the first that ships a DeepSeek gather (None: no registry)."""
     try:
-        return [r.version for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))]
+        return idx.derive_releases().releases
     except OSError:
         return None
 
@@ -115,13 +119,13 @@ def sizes_table(ctx: Context) -> pd.DataFrame:
 
 def release_index(ctx: Context) -> pd.DataFrame:
     """The asked releases: on the registry (when reachable), in the cache, with the wheel's hash."""
-    listed, source = {}, "committed default list (downloads off: registry not asked)"
+    listed, source = {}, "the parameter or the carried cache's record (downloads off: registry not asked)"
     if ctx.cfg.download:
         try:
             listed = {r.version: r for r in idx.releases_from_index(idx.fetch_index(timeout_s=20))}
             source = "registry index"
         except OSError as exc:
-            source = f"registry not reachable ({type(exc).__name__}); committed default list"
+            source = f"registry not reachable ({type(exc).__name__}); the parameter or the cache's record"
     rows = []
     for v in ctx.releases:
         got = ensure_release(v, ctx.cfg.cache_root, download=ctx.cfg.download)

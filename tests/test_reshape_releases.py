@@ -1,0 +1,185 @@
+"""Bug 1 on vLLM's own function: the analysis rules on hand-made rows, and one real release on the CPU."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from repro import seeds
+from repro.analysis import reshape_releases as rules
+from repro.registry import (
+    KBS_SELECTED,
+    KBS_STORAGE,
+    OUTCOME_RAISED,
+    OUTCOME_VIEW,
+    RESHAPE_NO_FUNCTION,
+    RESHAPE_NOT_LOADED,
+    RESHAPE_RAN,
+)
+
+SEED = seeds.load(43988)
+PR_ERROR = (
+    "setStorage: sizes [3944832, 2, 584], strides [1728, 584, 1], storage offset 0, and itemsize 1 requiring a "
+    "storage size of 6816669136 are out of bounds for storage of size 53255232 (at vllm/v1/worker/gpu/x.py:1)"
+)
+
+
+def row(**changes):
+    """A C128A row at the PR's geometry that returned the fixed view (every figure as the model says)."""
+    base = {
+        "code": "vLLM 0.99.0",
+        "release": "0.99.0",
+        "cache group": "C128A KV",
+        "kbs input": KBS_SELECTED,
+        "pr_geometry": True,
+        "status": RESHAPE_RAN,
+        "reason": "",
+        "count expression": "x.storage_block_size // kernel_block_size",
+        "outcome": OUTCOME_VIEW,
+        "error_type": "",
+        "error": "",
+        "sizes": json.dumps([30819, 2, 584]),
+        "strides": json.dumps([1728, 584, 1]),
+        "required_bytes": 53254672,
+        "available_bytes": 53255232,
+        "unused_tail_bytes": 560,
+        "page_tail_bytes": 560,
+        "payload_mismatches": 0,
+        "padding_bytes_changed": 0,
+        "spec_page_bytes": 1728,
+        "spec_real_page_bytes": 1168,
+        "model_page_bytes": 1728,
+        "model_real_page_bytes": 1168,
+        "model_buggy_sizes": json.dumps([3944832, 2, 584]),
+        "model_buggy_strides": json.dumps([1728, 584, 1]),
+        "model_buggy_required": 6816669136,
+        "model_fixed_sizes": json.dumps([30819, 2, 584]),
+        "model_fixed_strides": json.dumps([1728, 584, 1]),
+        "model_fixed_required": 53254672,
+    }
+    return {**base, **changes}
+
+
+def raised(**changes):
+    """The same row where the release raised PyTorch's error with the PR's figures."""
+    fields = {
+        "outcome": OUTCOME_RAISED,
+        "error_type": "RuntimeError",
+        "error": PR_ERROR,
+        "sizes": "",
+        "strides": "",
+        "required_bytes": None,
+        "unused_tail_bytes": None,
+        "payload_mismatches": None,
+        "padding_bytes_changed": None,
+        "kbs input": KBS_STORAGE,
+    }
+    return row(**{**fields, **changes})
+
+
+def oks(checks):
+    return {c["check"]: c["ok"] for c in checks}
+
+
+def test_a_fitting_view_passes_only_when_every_figure_and_byte_is_right():
+    good = rules.observation_checks(row()) + rules.pr_figure_checks(row(), SEED)
+    assert all(c["ok"] for c in good) and len(good) == 6
+    assert {c["code"] for c in good} == {"vLLM 0.99.0"}
+    assert not oks(rules.observation_checks(row(payload_mismatches=3)))[
+        "the view aliases exactly the right bytes (written through the view, read from the raw pool)"
+    ]
+    assert not oks(rules.observation_checks(row(unused_tail_bytes=0)))["unused tail is the last page's padding"]
+    wrong_view = row(sizes=json.dumps([30819, 2, 512]), strides=json.dumps([1728, 512, 1]))
+    assert not oks(rules.observation_checks(wrong_view))["returns the fixed model's view"]
+    assert not oks(rules.observation_checks(row(spec_page_bytes=1168)))[
+        "the release's spec class computes the catalogue's page"
+    ]
+    assert not rules.pr_figure_checks(row(required_bytes=53254671), SEED)[0]["ok"]
+
+
+def test_a_raise_passes_only_as_pytorchs_setstorage_error_with_the_buggy_figures():
+    checks = rules.observation_checks(raised()) + rules.pr_figure_checks(raised(), SEED)
+    assert all(c["ok"] for c in checks) and len(checks) == 6
+    # another kind of error is a failed check, not a pass
+    for error_type, text in [
+        ("OutOfMemoryError", "CUDA out of memory"),
+        ("RuntimeError", "shape '[3944832, 2, 584]' is invalid for input of size 53255232"),
+        ("AssertionError", ""),
+    ]:
+        bad = raised(error_type=error_type, error=text)
+        assert not oks(rules.observation_checks(bad))[
+            "raises PyTorch's setStorage error with the buggy model's figures"
+        ]
+        assert not any(c["ok"] for c in rules.pr_figure_checks(bad, SEED))
+    other_figures = raised(error=PR_ERROR.replace("6816669136", "6816669137"))
+    assert not all(c["ok"] for c in rules.pr_figure_checks(other_figures, SEED))
+
+
+def test_rows_that_did_not_run_are_findings_or_failures():
+    finding = rules.observation_checks(row(status=RESHAPE_NO_FUNCTION, reason="no def"))
+    assert [c["ok"] for c in finding] == [True]
+    failure = rules.observation_checks(row(status=RESHAPE_NOT_LOADED, reason="could not load: vllm.x"))
+    assert [c["ok"] for c in failure] == [False] and "vllm.x" in failure[0]["observed"]
+
+
+def test_verdicts_per_release_come_from_the_rows():
+    frame = pd.DataFrame(
+        [
+            row(),
+            raised(),
+            row(code="vLLM 0.98.0", release="0.98.0"),
+            row(code="vLLM 0.98.0", release="0.98.0", **{"kbs input": KBS_STORAGE}),
+            row(code="vLLM 0.97.0", release="0.97.0", status=RESHAPE_NO_FUNCTION, reason="defines no function"),
+            raised(code="vLLM 0.96.0", release="0.96.0", error_type="MemoryError", error="no memory"),
+        ]
+    )
+    v = rules.release_verdicts(frame).set_index("release")
+    assert v.loc["0.99.0", "verdict"] == "bug 1: overruns"
+    assert (v.loc["0.99.0", "overruns with"], v.loc["0.99.0", "fits with"]) == (KBS_STORAGE, KBS_SELECTED)
+    assert v.loc["0.98.0", "verdict"] == "fits"
+    assert v.loc["0.97.0", "verdict"] == RESHAPE_NO_FUNCTION
+    assert v.loc["0.96.0", "verdict"] == "does what neither model variant does"
+    sentence = rules.verdict_sentence(rules.release_verdicts(frame))
+    assert "vLLM 0.99.0: bug 1 (overruns with the storage rows kernel block size" in sentence
+    assert "vLLM 0.98.0: every group fits" in sentence
+
+
+def test_verdicts_read_rows_back_from_csv(tmp_path):
+    path = tmp_path / "rows.csv"
+    pd.DataFrame([row(), raised()]).to_csv(path, index=False)
+    frame = pd.read_csv(path, keep_default_na=False)
+    checks = rules.release_checks(frame, SEED, "C128A KV")
+    assert len(checks) == 12 and all(c["ok"] for c in checks)
+
+
+@pytest.mark.integration
+def test_one_real_release_raises_the_prs_error_and_fits_with_the_backends_kernel_block_size(tmp_path):
+    import torch
+
+    from repro.geometry.specs import dsv4_catalogue
+    from repro.upstream import reshape as vllm_reshape
+    from repro.upstream.releases import fetch_index
+
+    try:
+        fetch_index(timeout_s=20)
+    except OSError as exc:
+        pytest.skip(f"the registry is not reachable here ({type(exc).__name__})")
+    loaded = vllm_reshape.load_release("0.22.0", tmp_path)
+    assert loaded.status == RESHAPE_RAN, loaded.reason
+    assert vllm_reshape.blocks_per_kv_block_lines(loaded.source()) == [
+        "num_blocks *= kv_cache_spec.block_size // kernel_block_size"
+    ]
+    assert [c.expression for c in vllm_reshape.count_sites(loaded.source())] == [
+        "kv_cache_spec.block_size // kernel_block_size"
+    ]
+    assert len(vllm_reshape.as_strided_sites(loaded.source())) == 2  # the padded attention view and Mamba's
+    spec = next(s for s in dsv4_catalogue(256) if s.name == "C128A KV")
+    pool = torch.empty(SEED["reported"]["available_bytes"], dtype=torch.uint8)
+    rows = [
+        vllm_reshape.observe(loaded, spec, pool, label, kbs, True)
+        for label, kbs in vllm_reshape.kernel_block_inputs(spec).items()
+    ]
+    assert [r["outcome"] for r in rows] == [OUTCOME_VIEW, OUTCOME_RAISED]
+    checks = rules.release_checks(pd.DataFrame(rows), SEED, "C128A KV")
+    assert all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    assert rules.release_verdicts(pd.DataFrame(rows))["verdict"].tolist() == ["bug 1: overruns"]
