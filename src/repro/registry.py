@@ -489,6 +489,30 @@ def role(label: str) -> str:
     return ROLE_UNDER_TEST
 
 
+# --------------------------------------------------------------------------------------------
+# Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
+
+#: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.
+DISPATCH_RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
+DISPATCH_NOT_SHIPPED = "not shipped"  # the release has no code for this model
+DISPATCH_NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
+DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
+DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
+DISPATCH_RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
+NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+#: Where a block table is recorded on its way to a gather.
+STAGE_RUNNER = "runner table"
+STAGE_KERNEL = "kernel-block table"
+STAGE_CALL = "gather call site"
+TABLE_RAN = "ran"
+TABLE_NOT_RUN = "could not run"
+RUNNER_V1, RUNNER_V2 = "V1", "V2"
+#: Does stock vLLM hand a gather a column-narrowed table (per release and runner)?
+REACHED = "reached"  # some configuration hands one to a call site
+LATENT = "latent"  # every configuration ran; no call-site table is narrowed
+UNDECIDED = "undecided"  # some configuration could not run and none reached
+
+
 def _describe(fn: Callable[..., Any]) -> str:
     try:
         return f"{fn.__name__}{inspect.signature(fn)}"

@@ -15,7 +15,7 @@ C128A, built with the release's own spec classes) go through the release's own t
   table the metadata builder passes through.
 
 Every table is recorded with its shape, ``stride(0)`` and whether ``stride(0) != shape[-1]`` (narrowed).
-A release reaches the bug when some call-site table is narrowed; it is latent when every one ran and none is.
+Whether a release reaches the bug is :mod:`repro.analysis.affected`'s reading of these rows.
 """
 
 from __future__ import annotations
@@ -29,25 +29,24 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from repro.registry import (
+    NOT_LOADED,
+    RUNNER_V1,
+    RUNNER_V2,
+    STAGE_CALL,
+    STAGE_KERNEL,
+    STAGE_RUNNER,
+    TABLE_NOT_RUN,
+    TABLE_RAN,
+)
 from repro.upstream import platforms as pf
 from repro.upstream.dispatch import DISPATCHER, triton_utils
+from repro.upstream.members import BLOCK_TABLES
 from repro.upstream.released_code import ClassRef, ReleasedCode, ReleasedDefaults, backward_slice, statement_binding
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 
-RUNNER_V1 = "V1"
-RUNNER_V2 = "V2"
 RUNNERS = (RUNNER_V1, RUNNER_V2)
-#: Stages a table passes on its way to a gather.
-STAGE_RUNNER = "runner table"
-STAGE_KERNEL = "kernel-block table"
-STAGE_CALL = "gather call site"
-#: Row status values.
-RAN = "ran"
-NOT_RUN = "could not run"
-NOT_SHIPPED = "not shipped"
-#: The answer per release.
-REACHED = "reached"
-LATENT = "latent"
-UNDECIDED = "undecided"
+RAN, NOT_RUN = TABLE_RAN, TABLE_NOT_RUN
 
 COLUMNS = (
     "release",
@@ -63,32 +62,6 @@ COLUMNS = (
     "how",
 )
 
-MEMBER_PREFIXES = (
-    "vllm/v1/worker/block_table.py",
-    "vllm/v1/worker/gpu_input_batch.py",
-    "vllm/v1/worker/gpu_model_runner.py",
-    "vllm/v1/worker/gpu/block_table.py",
-    "vllm/v1/worker/gpu/buffer_utils.py",
-    "vllm/v1/worker/gpu/model_runner.py",
-    "vllm/v1/worker/utils.py",
-    "vllm/v1/worker/ubatch_utils.py",
-    "vllm/v1/kv_cache_interface.py",
-    "vllm/v1/kv_cache_layout.py",
-    "vllm/v1/kv_cache_spec_registry.py",
-    "vllm/v1/attention/backends/utils.py",
-    "vllm/v1/attention/backends/registry.py",
-    "vllm/v1/utils.py",
-    "vllm/utils/math_utils.py",
-    "vllm/platforms/interface.py",
-    "vllm/model_executor/warmup/",
-    "vllm/envs.py",
-    "vllm/config/cache.py",
-    "vllm/config/parallel.py",
-    "vllm/config/scheduler.py",
-    "vllm/models/deepseek_v4/",
-    "vllm/models/deepseek_v41/",
-    "vllm/model_executor/layers/deepseek_v4_attention.py",
-)
 V1_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 V1_TABLES = "vllm/v1/worker/block_table.py"
 INPUT_BATCH = "vllm/v1/worker/gpu_input_batch.py"
@@ -177,16 +150,12 @@ class NotRun(RuntimeError):
     """A step of the release's code could not run; the message names it."""
 
 
-def members_needed(member: str) -> bool:
-    return member.startswith(MEMBER_PREFIXES) and member.endswith(".py")
-
-
 def _host_family() -> pf.GpuFamily:
     return pf.SM90
 
 
 def released_code(read: Callable[[str], str], members: Iterable[str], release: str, parsed: dict) -> ReleasedCode:
-    code = ReleasedCode(read, [m for m in members if members_needed(m)], label=f"vLLM {release}", parsed=parsed)
+    code = ReleasedCode(read, list(members), label=f"vLLM {release}", parsed=parsed)
     pf.install(code, _host_family())
     code.standins["vllm.triton_utils"] = triton_utils()
     platform = code.standins["vllm.platforms.current_platform"]
@@ -702,4 +671,22 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
         rows.append(_row(release, runner, cfg, status=NOT_RUN, how=str(exc)))
     except Exception as exc:
         rows.append(_row(release, runner, cfg, status=NOT_RUN, how=f"{type(exc).__name__}: {exc}"))
+    return rows
+
+
+def study(
+    versions: Iterable[str], cache_root: Any = None, download: bool = True, sweep: Iterable[Config] = SWEEP
+) -> list[dict]:
+    """The sweep's rows for every release; a release the cache cannot provide is one row per runner."""
+    rows: list[dict] = []
+    sweep = list(sweep)
+    for version in versions:
+        entry = ensure_release(version, cache_root, download=download, sets=(BLOCK_TABLES,))
+        if isinstance(entry, CacheMiss):
+            for runner in RUNNERS:
+                rows.append(
+                    _row(version, runner, Config("—"), status=NOT_LOADED, how=f"{entry.status}: {entry.reason}")
+                )
+            continue
+        rows += study_release(version, entry.read, entry.members_of(BLOCK_TABLES), sweep)
     return rows

@@ -28,27 +28,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repro.registry import (
+    DISPATCH_NO_KERNEL,
+    DISPATCH_NOT_DECIDED,
+    DISPATCH_NOT_GATHERED,
+    DISPATCH_NOT_SHIPPED,
+    DISPATCH_RAISED,
+    DISPATCH_RAN,
+    NOT_LOADED,
+)
 from repro.upstream import platforms as pf
-from repro.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover
+from repro.upstream.arms import CUTEDSL_PREFIX
+from repro.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
+from repro.upstream.members import DISPATCH
 from repro.upstream.released_code import ClassRef, NotProvided, ReleasedCode
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 
 DISPATCHER = "dequantize_and_gather_k_cache"
-#: Wheel members the study reads (prefixes); the rest of vLLM is missing to the released code.
-MEMBER_PREFIXES = (
-    "vllm/models/deepseek_v4/",
-    "vllm/models/deepseek_v41/",
-    "vllm/model_executor/layers/deepseek_v4_attention.py",
-    "vllm/model_executor/models/deepseek_v4.py",
-    "vllm/v1/attention/ops/deepseek_v4_ops/",
-    "vllm/platforms/interface.py",
-    "vllm/utils/import_utils.py",
-    "vllm/utils/math_utils.py",
-    "vllm/v1/attention/ops/flashmla.py",
-    "vllm/v1/attention/backends/registry.py",
-    "vllm/model_executor/warmup/",
-    "vllm/config/cache.py",
-    "vllm/envs.py",
-)
 IMPORT_UTILS = "vllm/utils/import_utils.py"
 CACHE_CONFIG = "vllm/config/cache.py"
 SELECTOR = re.compile(r"^_select_\w*(attn|impl)\w*$")
@@ -77,13 +73,8 @@ MXFP8 = Record(528, "mxfp8", "528 B MXFP8")
 NVFP4 = Record(288, "nvfp4", "288 B NVFP4")
 RECORDS = (FP8_DS_MLA, MXFP8, NVFP4)
 
-#: Row status values.
-RAN = "ran"
-NOT_SHIPPED = "not shipped"
-NO_KERNEL = "no kernel for this record"
-NOT_GATHERED = "backend does not gather"
-NOT_DECIDED = "could not run"
-RAISED = "dispatcher raised"
+RAN, NOT_SHIPPED, NO_KERNEL = DISPATCH_RAN, DISPATCH_NOT_SHIPPED, DISPATCH_NO_KERNEL
+NOT_GATHERED, NOT_DECIDED, RAISED = DISPATCH_NOT_GATHERED, DISPATCH_NOT_DECIDED, DISPATCH_RAISED
 
 COLUMNS = (
     "release",
@@ -94,10 +85,10 @@ COLUMNS = (
     "gather_kernel",
     "default_record_for",
     "status",
+    "matrix_kernel",
     "how",
 )
-#: What a CuTe-DSL launch is called in ``gather_kernel``.
-CUTEDSL_PREFIX = "cutedsl:"
+#: What a Triton launch is called in ``gather_kernel`` (a CuTe-DSL launch starts with ``CUTEDSL_PREFIX``).
 TRITON_PREFIX = "triton:"
 
 
@@ -117,14 +108,10 @@ class Path:
     how: list[str] = field(default_factory=list)
 
 
-def members_needed(member: str) -> bool:
-    return member.startswith(MEMBER_PREFIXES) and member.endswith(".py")
-
-
 def released_code(
     read: Callable[[str], str], members: Iterable[str], release: str, family: pf.GpuFamily, parsed: dict | None = None
 ) -> ReleasedCode:
-    code = ReleasedCode(read, [m for m in members if members_needed(m)], label=f"vLLM {release}", parsed=parsed)
+    code = ReleasedCode(read, list(members), label=f"vLLM {release}", parsed=parsed)
     pf.install(code, family)
     code.standins["vllm.triton_utils"] = triton_utils()
     return code
@@ -367,8 +354,8 @@ def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launche
         if isinstance(owner, ClassRef):
             raise PathNotDecided(f"{dispatcher_member}: class {k.class_name} could not be executed as released")
 
-        def recording(*args: Any, _name: str = k.qualname, **kwargs: Any) -> None:
-            launched.append(f"{TRITON_PREFIX}{_name}")
+        def recording(*args: Any, _label: str = k.label, **kwargs: Any) -> None:
+            launched.append(_label)
 
         jit.run = recording
     fn = code.value(dispatcher_member, DISPATCHER)
@@ -499,11 +486,38 @@ def _record_row(
     if asks and IMPORT_UTILS in code.members and code.toplevel(IMPORT_UTILS, "has_cutedsl") is not None:
         cute_answer = f"{IMPORT_UTILS}:has_cutedsl() -> {code.function(IMPORT_UTILS, 'has_cutedsl')()}"
     try:
-        kernel = dispatch(code, path.dispatcher_member, record, launched)
+        launch = dispatch(code, path.dispatcher_member, record, launched)
     except PathNotDecided as exc:
         return _row(release, family, model, record, status=NOT_DECIDED, how="; ".join([*path.how, str(exc)]), **base)
     except Exception as exc:  # what the dispatcher raises is the finding
         how = "; ".join([*path.how, cute_answer, f"{DISPATCHER} raised {type(exc).__name__}: {exc}"])
         return _row(release, family, model, record, gather_kernel="", status=RAISED, how=how, **base)
+    if launch.startswith(CUTEDSL_PREFIX):
+        kernel = f"CuTe-DSL {launch[len(CUTEDSL_PREFIX) :]}"
+        matrix = f"{CUTEDSL_PREFIX}{family_of(path.dispatcher_member)}:{record.kind}"
+    else:
+        kernel, matrix = f"{TRITON_PREFIX}{launch.split(':', 1)[1]}", launch
     how = "; ".join(x for x in [*path.how, cute_answer, f"launched {kernel}"] if x)
-    return _row(release, family, model, record, gather_kernel=kernel, status=RAN, how=how, **base)
+    return _row(release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=RAN, how=how, **base)
+
+
+# ---- releases from the wheel cache ------------------------------------------------------------------------
+def study(
+    versions: Iterable[str],
+    cache_root: Any = None,
+    download: bool = True,
+    families: Iterable[pf.GpuFamily] = pf.FAMILIES,
+) -> list[dict]:
+    """The dispatch rows of every release; a release the cache cannot provide is one row per path saying why."""
+    rows: list[dict] = []
+    families = list(families)
+    for version in versions:
+        entry = ensure_release(version, cache_root, download=download, sets=(DISPATCH,))
+        if isinstance(entry, CacheMiss):
+            how = f"{entry.status}: {entry.reason}"
+            for family in families:
+                for model in MODELS:
+                    rows += [_row(version, family, model, r, status=NOT_LOADED, how=how) for r in RECORDS]
+            continue
+        rows += study_release(version, entry.read, entry.members_of(DISPATCH), families)
+    return rows
