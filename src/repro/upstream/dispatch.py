@@ -38,6 +38,7 @@ from repro.registry import (
     NOT_LOADED,
 )
 from repro.upstream import platforms as pf
+from repro.upstream import warmups
 from repro.upstream.arms import CUTEDSL_PREFIX
 from repro.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
 from repro.upstream.members import DISPATCH
@@ -377,15 +378,19 @@ def cutedsl_module(code: ReleasedCode) -> str:
 
 # ---- the study -------------------------------------------------------------------------------------------
 def study_release(
-    release: str, read: Callable[[str], str], members: Iterable[str], families: Iterable[pf.GpuFamily] = pf.FAMILIES
+    release: str,
+    read: Callable[[str], str],
+    members: Iterable[str],
+    families: Iterable[pf.GpuFamily] = pf.FAMILIES,
+    warmup_rows: list[dict] | None = None,
 ) -> list[dict]:
-    """Every (family, model, record) row of one release."""
+    """Every (family, model, record) row of one release (warm-up registrations appended to ``warmup_rows``)."""
     members = list(members)
     rows: list[dict] = []
     parsed: dict = {}
     for family in families:
         for model in MODELS:
-            rows.extend(study_path(release, read, members, family, model, parsed))
+            rows.extend(study_path(release, read, members, family, model, parsed, warmup_rows))
     return rows
 
 
@@ -403,7 +408,10 @@ def study_path(
     family: pf.GpuFamily,
     model: Model,
     parsed: dict | None = None,
+    warmup_rows: list[dict] | None = None,
 ) -> list[dict]:
+    """The rows of one (family, model); the warm-up registrations the selected class would run are appended
+    to ``warmup_rows``."""
     code = released_code(read, members, release, family, parsed)
     path = Path()
     try:
@@ -414,6 +422,8 @@ def study_path(
         cls, how_backend = backend(code, model, directory)
         path.backend, path.backend_member = cls.__name__, cls._member
         path.how += how_backend
+        if warmup_rows is not None:
+            warmup_rows += _warmups(code, release, family, model, cls)
         sites, holder = gather_sites(cls)
         if not sites:
             path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
@@ -462,6 +472,25 @@ def kernels_of(code: ReleasedCode, member: str) -> list:
     return code._trees[key]
 
 
+def _warmups(code: ReleasedCode, release: str, family: pf.GpuFamily, model: Model, cls: ClassRef) -> list[dict]:
+    dirs = (
+        (f"vllm/models/{model.package}/", "vllm/model_executor/layers/")
+        if not model.legacy_module
+        else (
+            f"vllm/models/{model.package}/",
+            "vllm/model_executor/layers/deepseek_v4",
+        )
+    )
+    base = {"release": release, "gpu_family": family.key, "model": model.name}
+    found = warmups.registrations(code, cls, default_config(code), dirs)
+    if not found:
+        none = f"no register_warmup() of a gather under {', '.join(dirs)}"
+        return [
+            {**base, "instance": "", "kind": "", "registered": warmups.NOT_REGISTERED, "condition": none, "site": ""}
+        ]
+    return [{**base, **row} for row in found]
+
+
 def _member_of_function(code: ReleasedCode, fn: Any) -> str | None:
     filename = getattr(getattr(fn, "__code__", None), "co_filename", "")
     prefix = f"{code.label}/" if code.label else ""
@@ -507,8 +536,10 @@ def study(
     cache_root: Any = None,
     download: bool = True,
     families: Iterable[pf.GpuFamily] = pf.FAMILIES,
+    warmup_rows: list[dict] | None = None,
 ) -> list[dict]:
-    """The dispatch rows of every release; a release the cache cannot provide is one row per path saying why."""
+    """The dispatch rows of every release; a release the cache cannot provide is one row per path saying why.
+    The warm-up registrations each path would run are appended to ``warmup_rows``."""
     rows: list[dict] = []
     families = list(families)
     for version in versions:
@@ -519,5 +550,5 @@ def study(
                 for model in MODELS:
                     rows += [_row(version, family, model, r, status=NOT_LOADED, how=how) for r in RECORDS]
             continue
-        rows += study_release(version, entry.read, entry.members_of(DISPATCH), families)
+        rows += study_release(version, entry.read, entry.members_of(DISPATCH), families, warmup_rows)
     return rows

@@ -587,7 +587,8 @@ class ReleasedCode:
 
     def execute(self, member: str, statement: ast.stmt, local: dict[str, Any]) -> dict[str, Any]:
         """Run one released statement with ``local`` as its local names (updated in place)."""
-        module = ast.Module(body=[_ImportsToLookups(self, member).visit(statement)], type_ignores=[])
+        visited = _ImportsToLookups(self, member).visit(_copy(statement))
+        module = ast.Module(body=visited if isinstance(visited, list) else [visited], type_ignores=[])
         ast.fix_missing_locations(module)
         g = self.globals_of(member)
         scope = _Locals(g, local)
