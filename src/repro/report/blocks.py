@@ -30,7 +30,7 @@ from repro.analysis.verdict import (
     implementation_names,
     run_verdict,
 )
-from repro.report import reshape_releases
+from repro.report import affected, reshape_releases
 from repro.report.plots import arm_names as plots_arm_names
 from repro.report.tables import formatted
 
@@ -684,6 +684,7 @@ def raw_data_section(r: Report) -> list[Block]:
 #: The report, in order. Insert a builder to add a section (e.g. releases after the gather section).
 SECTIONS: list[Callable[[Report], list[Block]]] = [
     summary_section,
+    affected.section,
     reshape_section,
     reshape_releases.section,
     gather_section,
