@@ -191,14 +191,33 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
             run = [r]
         if run:
             out.append(_range(run, key, path_cols, outcome_cols))
-    frame = pd.DataFrame(out, columns=AFFECTED_COLUMNS)
-    return frame.sort_values(["first", "gpu_family", "model", "record"], key=_first_sort, kind="stable").reset_index(
-        drop=True
-    )
+    families = list(dict.fromkeys(dispatch["gpu_family"]))
+    frame = merge_families(pd.DataFrame(out, columns=AFFECTED_COLUMNS), families)
+    frame["_first"] = frame["first"].map(version_key)
+    frame["_family"] = frame["gpu_family"].map(lambda f: families.index(f.split(FAMILY_JOIN)[0]))
+    frame["_model"] = frame["model"].map(list(dict.fromkeys(dispatch["model"])).index)
+    frame = frame.sort_values(["_first", "_model", "_family", "record"], ascending=[True, True, True, False])
+    return frame.drop(columns=["_first", "_family", "_model"]).reset_index(drop=True)
 
 
-def _first_sort(col: pd.Series) -> pd.Series:
-    return col.map(version_key) if col.name == "first" else col
+#: Joins GPU families that share one outcome in one cell.
+FAMILY_JOIN = "+"
+
+
+def merge_families(frame: pd.DataFrame, families: list[str]) -> pd.DataFrame:
+    """Rows that differ only in the GPU family become one row naming every family (in ``families`` order)."""
+    if frame.empty:
+        return frame
+    same = ["first", "last", "releases", "model", "record", "stored_in", "backend", "kernel", "bug", "stock_vllm"]
+    out = []
+    for _, g in frame.groupby(same, sort=False):
+        g = g.assign(_order=g["gpu_family"].map(families.index)).sort_values("_order")
+        row = g.iloc[0].drop(labels="_order").to_dict()
+        row["gpu_family"] = FAMILY_JOIN.join(g["gpu_family"])
+        for col in ("dispatch_rows", "matrix_rows", "runner_rows"):
+            row[col] = sorted({i for cell in g[col] for i in cell})
+        out.append(row)
+    return pd.DataFrame(out, columns=frame.columns)
 
 
 def _range(run: list[pd.Series], key: tuple, path_cols: list[str], outcome_cols: list[str]) -> dict:
