@@ -177,3 +177,21 @@ def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
     readme = (ROOT / "README.md").read_text()
     start, end = readme.index(render.README_START), readme.index(render.README_END) + len(render.README_END)
     assert readme[start:end] == render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+
+
+def warm(release, family, model, kind, registered):
+    return {"release": release, "gpu_family": family, "model": model, "kind": kind, "registered": registered}
+
+
+def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
+    rows = [warm(r, f, "V4", "", "no") for r in ("1.0.0", "1.1.0") for f in ("sm90", "rocm", "nocut")]
+    for r in ("1.2.0", "1.3.0", "1.4.0"):
+        rows += [warm(r, "sm90", "V4", "CuTe-DSL", "yes"), warm(r, "sm90", "V4", "Triton", "no")]
+        rows += [warm(r, "rocm", "V4", "Triton", "no"), warm(r, "nocut", "V4", "Triton", "yes")]
+        rows += [warm(r, "sm90", "V4.1", "", "no")]
+    text = rules.warmup_sentence(pd.DataFrame(rows), {"nocut": "CUDA without cutlass"})
+    assert text.startswith("Of the releases notebook 05 read (1.0.0-1.4.0), ")
+    assert "V4's Triton gather registers its warm-up only on CUDA without cutlass in 1.2.0-1.4.0" in text
+    assert "(never on sm90, rocm)" in text
+    assert "V4.1's Triton gathers register no warm-up in any release read (1.2.0-1.4.0)" in text
+    assert rules.warmup_sentence(pd.DataFrame()) == ""

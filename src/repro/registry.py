@@ -215,8 +215,8 @@ UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXP
 #: How an upstream arm's label names its table.
 TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
 COPY_WORDS = " + .contiguous()"
-#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``), what vLLM runs on NVIDIA GPUs when
-#: the package is installed: as released only (it takes no row pitch, so PR #55109 has nothing to change).
+#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``; where vLLM dispatches to it is notebook
+#: 05's table): as released only (it takes no row pitch, so PR #55109 has nothing to change).
 UPSTREAM_CUTEDSL = "CuTe-DSL"
 _UPSTREAM_LABEL = re.compile(
     r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched|CuTe-DSL)"

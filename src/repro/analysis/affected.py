@@ -233,3 +233,49 @@ def _range(run: list[pd.Series], key: tuple, path_cols: list[str], outcome_cols:
     row["runner_rows"] = sorted({i for r in run for i in r["_runner_rows"]})
     del releases
     return row
+
+
+# ---- warm-ups ------------------------------------------------------------------------------------------
+WARMED = "yes"  # the words repro.upstream.warmups writes in ``registered``
+TRITON = "Triton"
+
+
+def _ranges(releases: list[str], order: list[str]) -> str:
+    """``0.30.0-0.33.0`` style runs of releases consecutive in ``order`` (the releases read, in order)."""
+    pos = sorted(order.index(r) for r in set(releases))
+    runs: list[list[int]] = []
+    for p in pos:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    words = []
+    for r in runs:
+        words += [f"{order[r[0]]}-{order[r[-1]]}"] if len(r) > 2 else [order[i] for i in r]
+    return ", ".join(words)
+
+
+def warmup_sentence(warmups: pd.DataFrame, family_names: dict[str, str] | None = None) -> str:
+    """Which releases warm their Triton gather up, on which GPU families and for which model, from the
+    warm-up table of notebook 05 ("" without one)."""
+    if warmups is None or not len(warmups):
+        return ""
+    names = family_names or {}
+    order = sorted(dict.fromkeys(warmups["release"]), key=version_key)
+    triton = warmups[(warmups["kind"] == TRITON) & (warmups["registered"] == WARMED)]
+    parts = []
+    for model in dict.fromkeys(warmups["model"]):
+        mine = triton[triton["model"] == model]
+        if mine.empty:
+            read = sorted(set(warmups[warmups["model"] == model]["release"]), key=version_key)
+            parts.append(f"{model}'s Triton gathers register no warm-up in any release read ({_ranges(read, order)})")
+            continue
+        by_family = mine.groupby("gpu_family", sort=False)["release"].apply(list)
+        where = "; ".join(f"{names.get(f, f)} in {_ranges(r, order)}" for f, r in by_family.items())
+        families = set(warmups[warmups["model"] == model]["gpu_family"])
+        never = sorted(families - set(by_family.index), key=list(dict.fromkeys(warmups["gpu_family"])).index)
+        text = f"{model}'s Triton gather registers its warm-up only on {where}"
+        if never:
+            text += f" (never on {', '.join(names.get(f, f) for f in never)})"
+        parts.append(text)
+    return f"Of the releases notebook 05 read ({_ranges(order, order)}), " + "; ".join(parts) + "."

@@ -439,7 +439,7 @@ def streaming_ceiling_section(r: Report) -> list[Block]:
 
 
 def cutedsl_section(r: Report) -> list[Block]:
-    """Notebook 03: vLLM's CuTe-DSL gather (what vLLM runs on NVIDIA GPUs) beside gather_fast, or why not."""
+    """Notebook 03: vLLM's CuTe-DSL gather beside gather_fast, or why not."""
     facts = r.run.facts.get("03-cutedsl")
     if not facts:
         return []
@@ -447,8 +447,8 @@ def cutedsl_section(r: Report) -> list[Block]:
         _md(
             "## vLLM's CuTe-DSL gather beside gather_fast",
             "",
-            "vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`, what vLLM "
-            "runs on NVIDIA GPUs when `nvidia-cutlass-dsl` is installed); it takes no row pitch, so "
+            "vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`; which "
+            "releases, GPUs, models and records dispatch to it: *Who is affected*); it takes no row pitch, so "
             f"{BUG_GATHER} does not change it. {facts.get('headline', '')}",
         )
     ]

@@ -40,8 +40,16 @@ def root_cause_jit(run: RunData) -> str:
         return ""
     logged = _logged_kernel()
     story = jit_rules.release_story(rows, logged)
-    text = jit_rules.root_cause_text(story, logged, _backing_width(theirs))
+    text = jit_rules.root_cause_text(story, logged, _backing_width(theirs), _warmups(run))
     return "#### The JIT compilation in PR #55109's log\n\n" + text if text else ""
+
+
+def _warmups(run: RunData) -> str:
+    """Which releases warm their Triton gather up where (notebook 05's table, when the run has it)."""
+    from repro.analysis.affected import warmup_sentence
+    from repro.report.affected import FAMILY_NAMES, WARMUPS
+
+    return warmup_sentence(run.tables.get(WARMUPS), FAMILY_NAMES)
 
 
 def cost_summary_line(run: RunData) -> str:
