@@ -42,7 +42,14 @@ from repro.registry import (
 from repro.upstream import platforms as pf
 from repro.upstream.dispatch import DISPATCHER, triton_utils
 from repro.upstream.members import BLOCK_TABLES
-from repro.upstream.released_code import ClassRef, ReleasedCode, ReleasedDefaults, backward_slice, statement_binding
+from repro.upstream.released_code import (
+    ClassRef,
+    ReleasedCode,
+    ReleasedDefaults,
+    StatementFailed,
+    backward_slice,
+    statement_binding,
+)
 from repro.upstream.wheelcache import CacheMiss, ensure_release
 
 RUNNERS = (RUNNER_V1, RUNNER_V2)
@@ -270,13 +277,10 @@ def run_slice(
         raise NotRun(f"{owner.__name__}.{method} binds no {binds}")
     for param, default in _defaults(code, owner._member, node).items():
         local.setdefault(param, default)
-    for stmt in backward_slice(node.body, target, given):
-        try:
-            code.execute(owner._member, stmt, local)
-        except Exception as exc:
-            raise NotRun(
-                f"{owner._member}:{owner.__name__}.{method} line {stmt.lineno}: {type(exc).__name__}: {exc}"
-            ) from exc
+    try:
+        code.execute_all(owner._member, backward_slice(node.body, target, given), local, f"{owner.__name__}.{method}")
+    except StatementFailed as exc:
+        raise NotRun(str(exc)) from exc
     return local
 
 
@@ -311,7 +315,6 @@ def _tensor(t: Any) -> dict:
 
 # ---- the runners ----------------------------------------------------------------------------------------
 def runner_tables_v1(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs: int) -> tuple[list[Any], str]:
-    import torch
 
     if V1_RUNNER not in code.members:
         raise NotRun(f"{V1_RUNNER} is not in this release")
@@ -322,19 +325,10 @@ def runner_tables_v1(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs
     code.standins["vllm.distributed.parallel_state.get_pcp_group"] = _group(1)
     code.standins["vllm.v1.worker.cp_utils.get_total_cp_world_size"] = lambda: cfg.dcp
     runner = code.class_ref(V1_RUNNER, "GPUModelRunner")
-    vc = vllm_config(code, cfg)
     ns = types.SimpleNamespace
     self_obj = runner.instance(
-        vllm_config=vc,
-        model_config=vc.model_config,
-        cache_config=vc.cache_config,
-        parallel_config=vc.parallel_config,
-        scheduler_config=vc.scheduler_config,
-        max_model_len=cfg.max_model_len,
+        **_runner_attributes(code, cfg),
         max_encoder_len=0,
-        max_num_reqs=cfg.max_num_seqs,
-        max_num_tokens=vc.scheduler_config.max_num_batched_tokens,
-        device=torch.device("cpu"),
         pin_memory=False,
         num_spec_tokens=cfg.num_spec_tokens,
         input_batch=ns(logitsprocs=None, logitsprocs_need_output_token_ids=False),
@@ -356,6 +350,24 @@ def runner_tables_v1(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs
         tables,
         "GPUModelRunner.may_reinitialize_input_batch -> InputBatch.block_table[g].get_device_tensor(num_reqs)",
     )
+
+
+def _runner_attributes(code: ReleasedCode, cfg: Config) -> dict[str, Any]:
+    """What both runners read from ``self`` before their tables exist: the configuration and its sizes."""
+    import torch
+
+    vc = vllm_config(code, cfg)
+    return {
+        "vllm_config": vc,
+        "model_config": vc.model_config,
+        "cache_config": vc.cache_config,
+        "parallel_config": vc.parallel_config,
+        "scheduler_config": vc.scheduler_config,
+        "max_model_len": cfg.max_model_len,
+        "max_num_reqs": cfg.max_num_seqs,
+        "max_num_tokens": vc.scheduler_config.max_num_batched_tokens,
+        "device": torch.device("cpu"),
+    }
 
 
 def _group(size: int) -> Callable[[], Any]:
@@ -391,18 +403,9 @@ def runner_tables_v2(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs
     if V2_RUNNER not in code.members or V2_TABLES not in code.members:
         raise NotRun(f"{V2_RUNNER} is not in this release")
     runner, method = _find_v2_builder(code)
-    vc = vllm_config(code, cfg)
     ns = types.SimpleNamespace
     self_obj = runner.instance(
-        vllm_config=vc,
-        model_config=vc.model_config,
-        cache_config=vc.cache_config,
-        scheduler_config=vc.scheduler_config,
-        parallel_config=vc.parallel_config,
-        max_model_len=cfg.max_model_len,
-        max_num_reqs=cfg.max_num_seqs,
-        max_num_tokens=vc.scheduler_config.max_num_batched_tokens,
-        device=torch.device("cpu"),
+        **_runner_attributes(code, cfg),
         dcp_size=cfg.dcp,
         dcp_rank=0,
         cp_interleave=1,

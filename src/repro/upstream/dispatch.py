@@ -42,7 +42,7 @@ from repro.upstream import warmups
 from repro.upstream.arms import CUTEDSL_PREFIX
 from repro.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
 from repro.upstream.members import DISPATCH
-from repro.upstream.released_code import ClassRef, NotProvided, ReleasedCode
+from repro.upstream.released_code import ClassRef, NotProvided, ReleasedCode, StatementFailed
 from repro.upstream.wheelcache import CacheMiss, ensure_release
 
 DISPATCHER = "dequantize_and_gather_k_cache"
@@ -234,16 +234,7 @@ def backend(code: ReleasedCode, model: Model, directory: str) -> tuple[ClassRef,
 
 def gather_sites(cls: ClassRef) -> tuple[list[str], ClassRef | None]:
     """``Class.method`` names along the class's bases that call the dispatcher, and the class holding them."""
-    seen: list[ClassRef] = []
-
-    def walk(c: Any) -> None:
-        if isinstance(c, ClassRef) and c not in seen:
-            seen.append(c)
-            for b in c.bases():
-                walk(b)
-
-    walk(cls)
-    for c in seen:
+    for c in cls.lineage():
         methods = [
             f"{c.__name__}.{n.name}" for n in c._node.body if isinstance(n, ast.FunctionDef) and _calls_dispatcher(n)
         ]
@@ -275,16 +266,7 @@ def _assigns_self(stmt: ast.stmt, names: Iterable[str]) -> bool:
 
 def record_widths(code: ReleasedCode, cls: ClassRef) -> tuple[dict[str, int], list[str]]:
     """The record widths the class's ``__init__`` assigns, by running those statements as released."""
-    chain: list[ClassRef] = []
-
-    def walk(c: Any) -> None:
-        if isinstance(c, ClassRef) and c not in chain:
-            chain.append(c)
-            for b in c.bases():
-                walk(b)
-
-    walk(cls)
-    for owner in chain:
+    for owner in cls.lineage():
         init = owner.own("__init__")
         if init is None:
             continue
@@ -295,13 +277,10 @@ def record_widths(code: ReleasedCode, cls: ClassRef) -> tuple[dict[str, int], li
         asked = cfg.cache_config.cache_dtype
         self_obj = cls.instance()
         local = {"self": self_obj, "cache_config": cfg.cache_config, "vllm_config": cfg}
-        for stmt in stmts:
-            try:
-                code.execute(owner._member, stmt, local)
-            except Exception as exc:
-                raise PathNotDecided(
-                    f"{owner._member}:{owner.__name__}.__init__ line {stmt.lineno} raised {type(exc).__name__}: {exc}"
-                ) from None
+        try:
+            code.execute_all(owner._member, stmts, local, f"{owner.__name__}.__init__")
+        except StatementFailed as exc:
+            raise PathNotDecided(str(exc)) from None
         attrs = object.__getattribute__(self_obj, "_attrs")
         swa = attrs.get("swa_bytes_per_token", attrs.get("kv_bytes_per_token"))
         compressed = attrs.get("compressed_bytes_per_token", swa)

@@ -51,6 +51,10 @@ class _Cycle(RuntimeError):
     """A name whose definition is guarded by a test that reads the name itself."""
 
 
+class StatementFailed(RuntimeError):
+    """A released statement raised; the message names where and the error."""
+
+
 class NotProvided(RuntimeError):
     """A released definition used a name the study neither provided nor could compile."""
 
@@ -146,6 +150,19 @@ class ClassRef:
             elif isinstance(base, type) and hasattr(base, name):
                 return base, None
         return self, None
+
+    def lineage(self) -> list[ClassRef]:
+        """This class and its released bases, depth first (plain Python bases left out)."""
+        seen: list[ClassRef] = []
+
+        def walk(c: Any) -> None:
+            if isinstance(c, ClassRef) and c not in seen:
+                seen.append(c)
+                for b in c.bases():
+                    walk(b)
+
+        walk(self)
+        return seen
 
     def defines(self, name: str) -> bool:
         owner, stmt = self.lookup(name)
@@ -607,6 +624,15 @@ class ReleasedCode:
         text = self.source(member)
         name = self.filename(member)
         linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
+
+    def execute_all(self, member: str, statements: Iterable[ast.stmt], local: dict[str, Any], where: str) -> None:
+        """Run released statements in order; the first that raises is a :class:`StatementFailed` naming
+        ``where`` (e.g. ``Class.method``) and its line."""
+        for stmt in statements:
+            try:
+                self.execute(member, stmt, local)
+            except Exception as exc:
+                raise StatementFailed(f"{member}:{where} line {stmt.lineno}: {type(exc).__name__}: {exc}") from exc
 
     def filename(self, member: str) -> str:
         return f"{self.label}/{member}" if self.label else member
