@@ -61,7 +61,7 @@ PAGE = """<!DOCTYPE html>
 def _markdown(text: str) -> str:
     import mistune
 
-    return mistune.create_markdown(escape=True)(text)
+    return mistune.create_markdown(escape=True, plugins=["table"])(text)  # GitHub-style tables, as in report.md
 
 
 def _png_size(png: bytes) -> tuple[int, int]:
