@@ -53,7 +53,6 @@ from repro.upstream.released_code import (
 from repro.upstream.wheelcache import CacheMiss, ensure_release
 
 RUNNERS = (RUNNER_V1, RUNNER_V2)
-RAN, NOT_RUN = TABLE_RAN, TABLE_NOT_RUN
 
 COLUMNS = (
     "release",
@@ -157,13 +156,9 @@ class NotRun(RuntimeError):
     """A step of the release's code could not run; the message names it."""
 
 
-def _host_family() -> pf.GpuFamily:
-    return pf.SM90
-
-
 def released_code(read: Callable[[str], str], members: Iterable[str], release: str, parsed: dict) -> ReleasedCode:
     code = ReleasedCode(read, list(members), label=f"vLLM {release}", parsed=parsed)
-    pf.install(code, _host_family())
+    pf.install(code, pf.SM90)  # the sweep is per release and configuration; the runners see the SM90 facts
     code.standins["vllm.triton_utils"] = triton_utils()
     platform = code.standins["vllm.platforms.current_platform"]
     type(platform).device_type = "cpu"  # the tables live in this host's memory; their shapes are the point
@@ -632,7 +627,16 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
             raise NotRun(f"no class method of this release calls {DISPATCHER} with block_table=")
         for g, (group, spec, table) in enumerate(zip(GROUPS, specs, tables, strict=False)):
             rows.append(
-                _row(release, runner, cfg, group=group.name, stage=STAGE_RUNNER, status=RAN, how=how, **_tensor(table))
+                _row(
+                    release,
+                    runner,
+                    cfg,
+                    group=group.name,
+                    stage=STAGE_RUNNER,
+                    status=TABLE_RAN,
+                    how=how,
+                    **_tensor(table),
+                )
             )
             mapped = kernel_tables(code, cfg, group, spec, g, table)
             handed = [("", table)] if mapped is None else mapped
@@ -647,7 +651,7 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                             group=group.name,
                             stage=STAGE_KERNEL,
                             site=site,
-                            status=RAN,
+                            status=TABLE_RAN,
                             how=f"{WORKER_UTILS}:AttentionGroup.create_metadata_builders, map_to_kernel_block_table",
                             **_tensor(t),
                         )
@@ -665,15 +669,15 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                             group=group.name,
                             stage=STAGE_CALL,
                             site=where,
-                            status=RAN,
+                            status=TABLE_RAN,
                             how=how_site,
                             **_tensor(at),
                         )
                     )
     except NotRun as exc:
-        rows.append(_row(release, runner, cfg, status=NOT_RUN, how=str(exc)))
+        rows.append(_row(release, runner, cfg, status=TABLE_NOT_RUN, how=str(exc)))
     except Exception as exc:
-        rows.append(_row(release, runner, cfg, status=NOT_RUN, how=f"{type(exc).__name__}: {exc}"))
+        rows.append(_row(release, runner, cfg, status=TABLE_NOT_RUN, how=f"{type(exc).__name__}: {exc}"))
     return rows
 
 

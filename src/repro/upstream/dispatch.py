@@ -49,7 +49,6 @@ DISPATCHER = "dequantize_and_gather_k_cache"
 IMPORT_UTILS = "vllm/utils/import_utils.py"
 CACHE_CONFIG = "vllm/config/cache.py"
 SELECTOR = re.compile(r"^_select_\w*(attn|impl)\w*$")
-PLATFORM_SUBPACKAGES = ("nvidia", "amd", "xpu", "cpu")
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,6 @@ FP8_DS_MLA = Record(584, "v4", "584 B fp8_ds_mla")
 MXFP8 = Record(528, "mxfp8", "528 B MXFP8")
 NVFP4 = Record(288, "nvfp4", "288 B NVFP4")
 RECORDS = (FP8_DS_MLA, MXFP8, NVFP4)
-
-RAN, NOT_SHIPPED, NO_KERNEL = DISPATCH_RAN, DISPATCH_NOT_SHIPPED, DISPATCH_NO_KERNEL
-NOT_GATHERED, NOT_DECIDED, RAISED = DISPATCH_NOT_GATHERED, DISPATCH_NOT_DECIDED, DISPATCH_RAISED
 
 COLUMNS = (
     "release",
@@ -396,7 +392,7 @@ def study_path(
     try:
         directory, how = implementation(code, model)
         if not directory:
-            return [_row(release, family, model, r, status=NOT_SHIPPED, how=how) for r in RECORDS]
+            return [_row(release, family, model, r, status=DISPATCH_NOT_SHIPPED, how=how) for r in RECORDS]
         path.how.append(how)
         cls, how_backend = backend(code, model, directory)
         path.backend, path.backend_member = cls.__name__, cls._member
@@ -406,8 +402,17 @@ def study_path(
         sites, holder = gather_sites(cls)
         if not sites:
             path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
+            how = "; ".join(path.how)
             return [
-                _row(release, family, model, r, backend=path.backend, status=NOT_GATHERED, how="; ".join(path.how))
+                _row(
+                    release,
+                    family,
+                    model,
+                    r,
+                    backend=path.backend,
+                    status=DISPATCH_NOT_GATHERED,
+                    how="; ".join(path.how),
+                )
                 for r in RECORDS
             ]
         dispatcher_fn = code.value(holder._member, DISPATCHER)
@@ -435,7 +440,7 @@ def study_path(
                 model,
                 r,
                 backend=path.backend,
-                status=NOT_DECIDED,
+                status=DISPATCH_NOT_DECIDED,
                 how="; ".join([*path.how, str(exc)]),
             )
             for r in RECORDS
@@ -484,7 +489,7 @@ def _record_row(
     kinds = {k.record for k in kernels_of(code, path.dispatcher_member)}
     if record.kind not in kinds:
         how = f"{path.dispatcher_member} has no gather kernel for the {record.display} record"
-        return _row(release, family, model, record, status=NO_KERNEL, how=how, **base)
+        return _row(release, family, model, record, status=DISPATCH_NO_KERNEL, how=how, **base)
     launched: list[str] = []
     cute = cutedsl_module(code)
     if cute and family.cutlass == pf.CUTLASS_IMPORTS:
@@ -496,17 +501,21 @@ def _record_row(
     try:
         launch = dispatch(code, path.dispatcher_member, record, launched)
     except PathNotDecided as exc:
-        return _row(release, family, model, record, status=NOT_DECIDED, how="; ".join([*path.how, str(exc)]), **base)
+        return _row(
+            release, family, model, record, status=DISPATCH_NOT_DECIDED, how="; ".join([*path.how, str(exc)]), **base
+        )
     except Exception as exc:  # what the dispatcher raises is the finding
         how = "; ".join([*path.how, cute_answer, f"{DISPATCHER} raised {type(exc).__name__}: {exc}"])
-        return _row(release, family, model, record, gather_kernel="", status=RAISED, how=how, **base)
+        return _row(release, family, model, record, gather_kernel="", status=DISPATCH_RAISED, how=how, **base)
     if launch.startswith(CUTEDSL_PREFIX):
         kernel = f"CuTe-DSL {launch[len(CUTEDSL_PREFIX) :]}"
         matrix = f"{CUTEDSL_PREFIX}{family_of(path.dispatcher_member)}:{record.kind}"
     else:
         kernel, matrix = f"{TRITON_PREFIX}{launch.split(':', 1)[1]}", launch
     how = "; ".join(x for x in [*path.how, cute_answer, f"launched {kernel}"] if x)
-    return _row(release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=RAN, how=how, **base)
+    return _row(
+        release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=DISPATCH_RAN, how=how, **base
+    )
 
 
 # ---- releases from the wheel cache ------------------------------------------------------------------------
