@@ -507,6 +507,19 @@ STAGE_CALL = "gather call site"
 TABLE_RAN = "ran"
 TABLE_NOT_RUN = "could not run"
 RUNNER_V1, RUNNER_V2 = "V1", "V2"
+#: The GPU families notebook 05 tells a release's code about (``repro.upstream.platforms`` holds their facts).
+GPU_FAMILY_NAMES = {
+    "sm90": "SM90 (H100/H200)",
+    "sm100": "SM100 (B200/GB200)",
+    "rocm": "ROCm (MI300)",
+    "xpu": "XPU (Intel)",
+    "cuda-no-cutlass": "CUDA without cutlass",
+    "cuda-cutlass-fails": "CUDA whose cutlass import fails",
+}
+#: Notebook 05's result tables.
+TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
+    f"05-{n}" for n in ("gather-dispatch", "gather-warmups", "runner-tables", "runner-answers", "who-is-affected")
+)
 #: Does stock vLLM hand a gather a column-narrowed table (per release and runner)?
 REACHED = "reached"  # some configuration hands one to a call site
 LATENT = "latent"  # every configuration ran; no call-site table is narrowed

@@ -47,9 +47,8 @@ def root_cause_jit(run: RunData) -> str:
 def _warmups(run: RunData) -> str:
     """Which releases warm their Triton gather up where (notebook 05's table, when the run has it)."""
     from repro.analysis.affected import warmup_sentence
-    from repro.report.affected import FAMILY_NAMES, WARMUPS
 
-    return warmup_sentence(run.tables.get(WARMUPS), FAMILY_NAMES)
+    return warmup_sentence(run.tables.get(registry.TABLE_WARMUPS), registry.GPU_FAMILY_NAMES)
 
 
 def cost_summary_line(run: RunData) -> str:

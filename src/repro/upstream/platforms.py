@@ -15,6 +15,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from repro.registry import GPU_FAMILY_NAMES
 from repro.upstream.released_code import ImportFailure, ReleasedCode
 
 CUTLASS_IMPORTS = "imports"
@@ -28,12 +29,15 @@ PLATFORM_MEMBER = "vllm/platforms/interface.py"
 
 @dataclass(frozen=True)
 class GpuFamily:
-    key: str
-    display: str
+    key: str  # a key of repro.registry.GPU_FAMILY_NAMES
     platform: str  # a PlatformEnum member name of the release: CUDA, ROCM, XPU
     capability: tuple[int, int] | None
     cutlass: str  # CUTLASS_IMPORTS | CUTLASS_ABSENT | CUTLASS_IMPORT_FAILS
     cuda_extensions: bool  # vLLM's CUDA wheel's compiled extensions (FlashMLA and its ops) are present
+
+    @property
+    def display(self) -> str:
+        return GPU_FAMILY_NAMES[self.key]
 
     @property
     def facts(self) -> str:
@@ -42,14 +46,12 @@ class GpuFamily:
         return f"{self.platform}, capability {cap}, cutlass {self.cutlass}, {ext}"
 
 
-SM90 = GpuFamily("sm90", "SM90 (H100/H200)", "CUDA", (9, 0), CUTLASS_IMPORTS, True)
-SM100 = GpuFamily("sm100", "SM100 (B200/GB200)", "CUDA", (10, 0), CUTLASS_IMPORTS, True)
-ROCM = GpuFamily("rocm", "ROCm (MI300)", "ROCM", (9, 4), CUTLASS_ABSENT, False)
-XPU = GpuFamily("xpu", "XPU (Intel)", "XPU", None, CUTLASS_ABSENT, False)
-CUDA_NO_CUTLASS = GpuFamily("cuda-no-cutlass", "CUDA SM90, cutlass absent", "CUDA", (9, 0), CUTLASS_ABSENT, True)
-CUDA_BROKEN_CUTLASS = GpuFamily(
-    "cuda-cutlass-fails", "CUDA SM90, cutlass import fails", "CUDA", (9, 0), CUTLASS_IMPORT_FAILS, True
-)
+SM90 = GpuFamily("sm90", "CUDA", (9, 0), CUTLASS_IMPORTS, True)
+SM100 = GpuFamily("sm100", "CUDA", (10, 0), CUTLASS_IMPORTS, True)
+ROCM = GpuFamily("rocm", "ROCM", (9, 4), CUTLASS_ABSENT, False)
+XPU = GpuFamily("xpu", "XPU", None, CUTLASS_ABSENT, False)
+CUDA_NO_CUTLASS = GpuFamily("cuda-no-cutlass", "CUDA", (9, 0), CUTLASS_ABSENT, True)
+CUDA_BROKEN_CUTLASS = GpuFamily("cuda-cutlass-fails", "CUDA", (9, 0), CUTLASS_IMPORT_FAILS, True)
 FAMILIES: tuple[GpuFamily, ...] = (SM90, SM100, ROCM, XPU, CUDA_NO_CUTLASS, CUDA_BROKEN_CUTLASS)
 FAMILY_BY_KEY = {f.key: f for f in FAMILIES}
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from repro.analysis import affected as analysis
 from repro.parameters import ParameterError
+from repro.registry import TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH, TABLE_RUNNER, TABLE_WARMUPS
 from repro.upstream import blocktables as bt
 from repro.upstream import dispatch as dp
 from repro.upstream import releases as idx
@@ -24,7 +25,11 @@ from repro.walkthrough.session import Session
 
 NOTEBOOK = "05-who-is-affected"
 DISPATCH, WARMUPS, TABLES, ANSWERS, AFFECTED = (
-    f"05-{n}" for n in ("gather-dispatch", "gather-warmups", "runner-tables", "runner-answers", "who-is-affected")
+    TABLE_DISPATCH,
+    TABLE_WARMUPS,
+    TABLE_RUNNER,
+    TABLE_ANSWERS,
+    TABLE_AFFECTED,
 )
 #: Notebook 04's matrix, whose verdicts say which kernels have the bug.
 MATRIX = "04-release-matrix"
