@@ -9,6 +9,7 @@ README's copy is generated from committed runs by :func:`readme_block` and check
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,16 @@ def derive(run: RunData, verdicts: pd.DataFrame | None = None) -> pd.DataFrame:
     return analysis.who_is_affected(dispatch, answers, verdicts if verdicts is not None else verdicts_of(run))
 
 
+#: Where a long identifier may wrap in a narrow column (a zero-width space after each ``_``, ``.`` and ``:``).
+_WRAP = "\u200b"
+
+
+def breakable(name: str) -> str:
+    """A kernel name that wraps inside a table cell instead of widening the table."""
+    name = name.replace("_", "_" + _WRAP).replace(".", "." + _WRAP).replace(":", ":" + _WRAP)
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", _WRAP, name)  # and between the words of a CamelCase name
+
+
 def _line(csv: str, position: int) -> str:
     return f"{csv}#L{position + 2}"  # header on line 1, row 0 on line 2
 
@@ -53,7 +64,8 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
     rows = []
     for _, r in frame.iterrows():
         d, m, a = list(r["dispatch_rows"]), list(r["matrix_rows"]), list(r["runner_rows"])
-        kernel = f"[{r['kernel']}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else r["kernel"]
+        name = breakable(r["kernel"])
+        kernel = f"[{name}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else name
         bug = f"[{r['bug']}]({_line(verdict_csv, m[0])})" if m and verdict_csv else r["bug"]
         stock = f"[{r['stock_vllm']}]({_line(f'{results}/{TABLE_ANSWERS}.csv', a[0])})" if a else r["stock_vllm"]
         rows.append(
@@ -62,7 +74,6 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
                 "GPU": "; ".join(GPU_FAMILY_NAMES.get(f, f) for f in r["gpu_family"].split(analysis.FAMILY_JOIN)),
                 "model": r["model"],
                 "record (stored in)": f"{r['record']} B ({r['stored_in']})",
-                "backend": r["backend"],
                 "gather kernel": kernel,
                 "bug in that kernel": bug,
                 "stock vLLM": stock,
@@ -76,6 +87,7 @@ def markdown(frame: pd.DataFrame, results: str, verdict_csv: str) -> str:
 
 
 NOTE = (
+    "*gather kernel* links the dispatch row (the backend the release selected and how each link decided); "
     "*stock vLLM*: **reached** when a release's own runner code hands a gather call site a table with "
     "`stride(0) != shape[-1]` in some configuration of the sweep, **latent** when every configuration ran and none "
     "does (the kernel is wrong only for forks, plugins and direct callers that pass narrowed views). Each link opens "
