@@ -195,3 +195,21 @@ def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
     assert "(never on sm90, rocm)" in text
     assert "V4.1's Triton gathers register no warm-up in any release read (1.2.0-1.4.0)" in text
     assert rules.warmup_sentence(pd.DataFrame()) == ""
+
+
+def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
+    from repro.analysis import jit
+
+    story = {
+        "vLLM 9.9.9": {
+            "forms": {},
+            "mode": "predicted",
+            "warm_up": "one full-width launch",
+            "kernel_name": "k",
+            "names_the_logged_kernel": True,
+        }
+    }
+    text = jit.root_cause_text(story, "k", 64, warmups="Of the releases notebook 05 read (9.9.9), V4's ...")
+    assert "is consistent with a first launch on a narrowed table" in text and "it is not proof of one" in text
+    assert "Of the releases notebook 05 read (9.9.9), V4's ... A gather without a warm-up compiles" in text
+    assert "Of the releases" not in jit.root_cause_text(story, "k", 64)

@@ -95,6 +95,20 @@ NOTE = (
 )
 
 
+def _matrix_lines(run: RunData, verdicts: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each verdict position replaced by the position of its first case in the run's
+    ``04-release-matrix`` (a run folder holds the matrix; its verdicts are computed)."""
+    matrix = run.tables[MATRIX]
+    keys = ["release", "kernel", "variant"]
+    first = matrix.reset_index().drop_duplicates(keys).set_index(keys)["index"]
+    out = frame.copy()
+    out["matrix_rows"] = [
+        [int(first[tuple(verdicts.loc[i, keys])]) for i in cell if tuple(verdicts.loc[i, keys]) in first.index]
+        for cell in frame["matrix_rows"]
+    ]
+    return out
+
+
 def section(r: Any) -> list[Any]:
     """The report's block (``[]`` when the run has no dispatch table). ``r`` is
     :class:`repro.report.blocks.Report`; ``Block`` is imported here since blocks imports this module."""
@@ -105,8 +119,10 @@ def section(r: Any) -> list[Any]:
     if not len(frame):
         return []
     verdicts = verdicts_of(run)
-    verdict_csv = "results/04-release-verdicts.csv" if verdicts is not None else ""
-    text = "\n\n".join(["## Who is affected", markdown(frame, "results", verdict_csv), NOTE])
+    matrix_csv = ""
+    if verdicts is not None:
+        frame, matrix_csv = _matrix_lines(run, verdicts, frame), f"results/{MATRIX}.csv"
+    text = "\n\n".join(["## Who is affected", markdown(frame, "results", matrix_csv), NOTE])
     return [Block("md", text)]
 
 
