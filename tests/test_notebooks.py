@@ -36,6 +36,7 @@ def test_every_notebook_runs_and_every_check_passes(fixed_run):
         "02-strided-block-table-gather",
         "03-performance",
         "04-upstream-releases",
+        "05-who-is-affected",
     }
     assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
     for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
@@ -46,6 +47,10 @@ def test_every_notebook_runs_and_every_check_passes(fixed_run):
     buggy = sweep[sweep.variant == "buggy"]
     assert (buggy[buggy.num_reqs == 1].mismatched_tokens == 0).all()
     assert (buggy[buggy.num_reqs > 1].mismatched_tokens > 0).all()
+    dispatch = pd.read_csv(out / "results" / "05-gather-dispatch.csv")
+    assert set(dispatch.release.astype(str)) == {"0.22.0", "0.33.0"} and len(dispatch) == 2 * 6 * 2 * 3
+    answers = pd.read_csv(out / "results" / "05-runner-answers.csv")
+    assert len(answers) == 4 and set(answers.answer) <= {"reached", "latent", "undecided"}
 
 
 def test_report_is_written_and_fits_a_pr_comment(fixed_run):
@@ -55,6 +60,7 @@ def test_report_is_written_and_fits_a_pr_comment(fixed_run):
     assert md.startswith("# Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109")
     assert "reads outside every allocation on poison ids" in md  # the interpreter's flagged lanes, not a fault
     for heading in (
+        "## Who is affected",
         "## vllm-project/vllm#43988: reshape overrun",
         "## vllm-project/vllm#55109: strided block-table gather",
         "## Cost of the fix",

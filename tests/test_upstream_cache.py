@@ -118,7 +118,10 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
     fake_pip(monkeypatch, {"0.99.0": wheel}, calls)
     root = tmp_path / "cache"
     entry = wheelcache.ensure_release("0.99.0", root)
-    assert entry.members() == sorted([V4_MEMBER, "vllm/utils/math_utils.py"])
+    assert entry.members_of(members.GATHER) == sorted([V4_MEMBER, "vllm/utils/math_utils.py"])
+    # every registered set is taken while the wheel is here; nothing outside them is
+    assert "vllm/big.py" not in entry.members()
+    assert set(entry.members()) == {m for members in entry.sets().values() for m in members}
     assert entry.provenance["sha256"] == wheelcache.sha256_hex(wheel.read_bytes())
     assert entry.provenance["files"][V4_MEMBER]["record"] == wheelcache.record_digest(files[V4_MEMBER].encode())
     assert not list(root.rglob("*.whl"))

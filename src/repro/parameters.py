@@ -133,6 +133,13 @@ SCHEMA: dict[str, Param] = {
             or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
         ),
     ),
+    # notebook 05
+    "runner_sweep": Param(
+        str,
+        "'default' (the profile's: three configurations on a CPU, every one on a GPU), 'short' or 'full' "
+        "(the runner configurations notebook 05 runs each release's table code through)",
+        lambda v: v in ("default", "short", "full"),
+    ),
     "matrix_request_counts": Param(
         list,
         f"[] (the profile's default) or a list of integers from 1 to {MAX_REQUESTS}",
