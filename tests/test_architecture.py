@@ -5,6 +5,8 @@ the reporting side (analysis, report) runs without torch, triton or the evidence
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import re
 import shutil
 import subprocess
@@ -88,6 +90,7 @@ PARTS = sorted({part(name) for name in MODULES})
 PARTS_WITH_CIRCLES = {"repro.report": "plots -> releases/upstream_plots -> plots; blocks <-> upstream_sections"}
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """Module -> the ``repro`` modules it imports at any depth (a function-level import is an edge too:
     hiding an import inside a function does not remove the dependency)."""
@@ -186,6 +189,31 @@ def test_function_level_imports_are_lazy_for_a_reason(name):
     assert not bad, f"{name}: " + "; ".join(bad)
 
 
+def defines_kernels(path: Path) -> bool:
+    """Does the module define a Triton kernel (``@triton.jit`` at its top level) when imported?"""
+    return any(
+        isinstance(node, ast.FunctionDef) and any("jit" in ast.dump(d) for d in node.decorator_list)
+        for node in ast.parse(path.read_text()).body
+    )
+
+
+KERNEL_MODULES = sorted(name for name, path in MODULES.items() if defines_kernels(path))
+
+
+@pytest.mark.integration
+def test_what_a_notebook_imports_first_defines_no_kernel():
+    """A notebook imports its walk-through and the report's plots before its first line chooses the profile, and
+    ``@triton.jit`` picks interpreter or compiler when a kernel is defined: none of them may define one (this is
+    the reason the kernel imports inside their functions stay there)."""
+    assert {"repro.kernels.gather", "repro.kernels.writer"} <= set(KERNEL_MODULES)
+    first = sorted(n for n in MODULES if n.startswith(("repro.walkthrough.", "repro.report.")))
+    code = "import sys\n" + "".join(f"import {n}\n" for n in first) + "print(' '.join(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not set(proc.stdout.split()) & set(KERNEL_MODULES)
+
+
 def test_the_hidden_import_check_reads_reasons(tmp_path):
     mod = tmp_path / "m.py"
     mod.write_text(
@@ -213,10 +241,33 @@ def test_reporting_side_imports_no_evidence_or_kernels(name):
     assert not bad, f"{name} imports {bad}"
 
 
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of every module outside ``repro`` a file imports, at any depth."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found - {"repro"}
+
+
+#: What the reporting side never imports: the GPU stack (``repro report`` runs where neither is installed).
+REPORTING_NEVER_IMPORTS = {"torch", "triton"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith(REPORTING_MAY_IMPORT)))
+def test_reporting_side_imports_no_torch_or_triton(name):
+    """Every module the reporting side may import, at any depth of its code: with the repro imports held to
+    REPORTING_MAY_IMPORT above, this covers every path ``repro report`` can take, whatever a run holds."""
+    assert not third_party_imports(MODULES[name]) & REPORTING_NEVER_IMPORTS
+
+
 @pytest.mark.notebook
 def test_report_command_never_imports_torch(tmp_path):
-    """``python -m repro report RUN`` on a committed GPU run, in a fresh process: torch stays unloaded."""
-    source = next(p for p in sorted((SRC.parent / "data" / "h200").iterdir()) if (p / "manifest.json").is_file())
+    """``python -m repro report RUN`` on a committed GPU run, in a fresh process: torch stays unloaded. (The
+    smallest one: the test above covers every module on every path; this one the command as it runs.)"""
+    source = SRC.parent / "data" / "h200" / "vllm-0.22.0-under-test"
     run = tmp_path / source.name
     shutil.copytree(source, run)
     code = (

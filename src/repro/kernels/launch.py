@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import triton
+from triton.runtime.interpreter import InterpretedFunction
 
 
 def is_interpreted(kernel: object) -> bool:
     """True when ``kernel`` was defined under ``TRITON_INTERPRET=1`` (the decorator decides)."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     return isinstance(kernel, InterpretedFunction)
 
 

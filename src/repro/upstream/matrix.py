@@ -56,15 +56,6 @@ ROW_COLUMNS = (
     "block_size",
     "seq_len_max",
 )
-ARM_STATUSES = (
-    "not present",
-    "could not load",
-    "not run",
-    "unknown release",
-    "download failed",
-    "bad wheel",
-    "not applicable",
-)
 
 
 @dataclass
@@ -112,8 +103,8 @@ def cutedsl_status(device: str) -> str:
     if not device.startswith("cuda"):
         return "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
-        import cutlass  # noqa: F401
-        import quack  # noqa: F401
+        import cutlass  # noqa: F401  lazy: optional CUDA-only packages, probed only for the CuTe-DSL arm
+        import quack  # noqa: F401  lazy: as cutlass
     except Exception as exc:
         return f"nvidia-cutlass-dsl / quack-kernels not importable here ({type(exc).__name__}: {exc})"[:300]
     return ""

@@ -31,6 +31,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.paths import repo_root
+from repro.upstream.releases import DEFAULT_RELEASES
+
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
 CACHE_FORMAT = 2
 CACHE_ENV = "REPRO_VLLM_CACHE"
@@ -53,8 +56,6 @@ def default_cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env)
-    from repro.paths import repo_root
-
     return repo_root() / ".vllm-cache"
 
 
@@ -281,8 +282,6 @@ def verify_entry(entry: CacheEntry) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.upstream.wheelcache [VERSION ...]``: fill the cache (default: every known release)."""
-    from repro.upstream.releases import DEFAULT_RELEASES
-
     versions = (sys.argv[1:] if argv is None else argv) or list(DEFAULT_RELEASES)
     failed = 0
     for version in versions:

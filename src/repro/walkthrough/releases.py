@@ -19,7 +19,7 @@ from repro.parameters import ParameterError
 from repro.upstream import matrix as mx
 from repro.upstream import releases as idx
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = "04-upstream-releases"
@@ -224,7 +224,7 @@ def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
     """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
-    from repro.upstream.writer_check import mxfp8_writer_rows
+    from repro.upstream.writer_check import mxfp8_writer_rows  # lazy: defines a kernel, under the profile
 
     table = ctx.session.table(WRITERS)
     for p in ctx.plans:
@@ -264,21 +264,3 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
                 }
             )
     return table.frame()
-
-
-def cache_summary() -> pd.DataFrame:
-    """The releases the cache holds, with their wheel and hash."""
-    root = default_cache_root()
-    rows = []
-    for d in sorted(root.glob("*/provenance.json")) if root.exists() else []:
-        e = load_entry(d.parent.name, root)
-        if e:
-            rows.append(
-                {
-                    "release": e.version,
-                    "wheel": e.provenance["wheel"],
-                    "sha256": e.provenance["sha256"][:16],
-                    "files": len(e.members()),
-                }
-            )
-    return pd.DataFrame(rows)
