@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from clitools import SMALL, run
+from clitools import SHARED_RUN, run
+
+#: The xdist group of every test that reads the session's CPU run: one worker makes the run once for all of them.
+CPU_RUN_GROUP = "cpu-run"
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if "cpu_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(CPU_RUN_GROUP))
 
 
 @dataclass(frozen=True)
@@ -25,4 +34,4 @@ def cpu_run(tmp_path_factory) -> CpuRun:
     """One ``python -m repro run --profile cpu`` of every notebook at the small sizes, made once per test session
     and read by every test that only reads a run folder (they must not write into it)."""
     out = tmp_path_factory.mktemp("cpu-run") / "run"
-    return CpuRun(out, run(["run", "--profile", "cpu", "--out", str(out), *SMALL], timeout=1200))
+    return CpuRun(out, run(["run", "--profile", "cpu", "--out", str(out), *SHARED_RUN], timeout=1200))

@@ -2,7 +2,8 @@
 in a kernel that still holds an earlier run's variables. Run All must stop at the check (the first code cell
 after the parameters) with the one line that names the parameter; no later cell may run on the earlier state.
 
-Written over ``notebooks/*.ipynb``, so a new notebook is covered the day it is added.
+Written over ``notebooks/*.ipynb``, so a new notebook is covered the day it is added. One kernel serves them all,
+one notebook after another, as one JupyterLab kernel would: each notebook finds the variables of the earlier ones.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from nbclient.exceptions import CellExecutionError
 
 from repro.parameters import SCHEMA
 
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("notebook-kernel")]
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -52,8 +53,18 @@ def outputs_text(cell) -> str:
     return "\n".join(parts)
 
 
+@pytest.fixture(scope="module")
+def kernel():
+    """One notebook kernel, started at the checkout root (a notebook's cells run in it one by one)."""
+    client = NotebookClient(
+        nbformat.v4.new_notebook(), kernel_name="python3", timeout=600, resources={"metadata": {"path": str(ROOT)}}
+    )
+    with client.setup_kernel():
+        yield client
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_run_all_after_a_bad_edit_stops_at_the_check(path):
+def test_run_all_after_a_bad_edit_stops_at_the_check(path, kernel):
     nb = nbformat.read(path, as_version=4)
     params = parameters_cell(nb)
     code = [k for k, c in enumerate(nb.cells) if c.cell_type == "code"]
@@ -61,22 +72,21 @@ def test_run_all_after_a_bad_edit_stops_at_the_check(path):
     assert code[0] == params, "no code runs before the parameters cell"
     name, edit = bad_edit(nb.cells[params].source)
 
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(ROOT)}})
-    with client.setup_kernel():
-        # An earlier run: the parameters as shipped, then the check cell, which leaves its objects behind.
-        for k in (params, check):
-            client.execute_cell(nb.cells[k], k)
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-        nb.cells[params].source += f"\n{edit}\n"
-        stopped = None
-        for k in code:  # Run All: cell by cell, stopping at the first error
-            try:
-                client.execute_cell(nb.cells[k], k)
-            except CellExecutionError:
-                stopped = k
-                break
+    kernel.nb = nb  # the client records outputs into the notebook it holds
+    # An earlier run: the parameters as shipped, then the check cell, which leaves its objects behind.
+    for k in (params, check):
+        kernel.execute_cell(nb.cells[k], k)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.cells[params].source += f"\n{edit}\n"
+    stopped = None
+    for k in code:  # Run All: cell by cell, stopping at the first error
+        try:
+            kernel.execute_cell(nb.cells[k], k)
+        except CellExecutionError:
+            stopped = k
+            break
 
     if name == "run_dir" and stopped is None:
         # The report notebook shows what it cannot read in its only cell, instead of failing.
