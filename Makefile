@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BROWSER := $(VENV)/.browser
 ARGS ?=
-# `make test` runs on this many pytest-xdist workers (tests reading the shared CPU run stay on one of them).
+# `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all).
 TEST_WORKERS ?= 2
 
 .PHONY: run test check lint lab report clean-venv
@@ -24,7 +24,7 @@ run: $(STAMP)
 
 # Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
 test: lint $(BROWSER)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(ARGS)
 
 # The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
 check: lint

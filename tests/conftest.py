@@ -6,21 +6,14 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("CI", "1")  # quiet progress bars in runner subprocesses
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from clitools import SHARED_RUN, run
-
-#: The xdist group of every test that reads the session's CPU run: one worker makes the run once for all of them.
-CPU_RUN_GROUP = "cpu-run"
-
-
-def pytest_collection_modifyitems(items) -> None:
-    for item in items:
-        if "cpu_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(CPU_RUN_GROUP))
+from filelock import FileLock
 
 
 @dataclass(frozen=True)
@@ -30,8 +23,18 @@ class CpuRun:
 
 
 @pytest.fixture(scope="session")
-def cpu_run(tmp_path_factory) -> CpuRun:
+def cpu_run(tmp_path_factory, worker_id) -> CpuRun:
     """One ``python -m repro run --profile cpu`` of every notebook at the small sizes, made once per test session
-    and read by every test that only reads a run folder (they must not write into it)."""
-    out = tmp_path_factory.mktemp("cpu-run") / "run"
-    return CpuRun(out, run(["run", "--profile", "cpu", "--out", str(out), *SHARED_RUN], timeout=1200))
+    and read by every test that only reads a run folder (they must not write into it). With pytest-xdist workers,
+    the first to ask makes it and the others wait for it (xdist's recipe for a session fixture they share)."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # the session's folder above every worker's own
+    out, record = root / "cpu-run" / "run", root / "cpu-run.json"
+    with FileLock(str(root / "cpu-run.lock")):
+        if not record.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            proc = run(["run", "--profile", "cpu", "--out", str(out), *SHARED_RUN], timeout=1200)
+            record.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
+        saved = json.loads(record.read_text())
+    return CpuRun(out, subprocess.CompletedProcess(["repro", "run"], **saved))

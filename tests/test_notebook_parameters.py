@@ -2,8 +2,8 @@
 in a kernel that still holds an earlier run's variables. Run All must stop at the check (the first code cell
 after the parameters) with the one line that names the parameter; no later cell may run on the earlier state.
 
-Written over ``notebooks/*.ipynb``, so a new notebook is covered the day it is added. One kernel serves them all,
-one notebook after another, as one JupyterLab kernel would: each notebook finds the variables of the earlier ones.
+Written over ``notebooks/*.ipynb``, so a new notebook is covered the day it is added. One kernel serves a test
+module's notebooks one after another, as one JupyterLab kernel would: each finds the variables of the earlier ones.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from nbclient.exceptions import CellExecutionError
 
 from repro.parameters import SCHEMA
 
-pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("notebook-kernel")]
+pytestmark = pytest.mark.notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
