@@ -28,7 +28,7 @@ test: lint $(BROWSER)
 
 # The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
 check: lint
-	$(PY) -m pytest -q -m "not notebook and not gpu and not integration" $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts
