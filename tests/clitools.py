@@ -14,11 +14,19 @@ import time
 import uuid
 from pathlib import Path
 
+import pandas as pd
+
+from repro.analysis.checks import is_timing_column
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 IMPLEMENTATIONS = Path(__file__).resolve().parent / "fixtures" / "implementations"
 #: A notebook-02 run that takes seconds on the CPU profile.
 SMALL_02 = ["-p", "request_counts=[1, 2]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+#: Notebooks 01 and 02 at the shared CPU run's sizes (tests/conftest.py): runs with the same seed write the same tables.
+SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+#: The shared CPU run: every notebook, notebook 04's release matrix at the two request counts that show the bug.
+SHARED_RUN = [*SMALL, "-p", "matrix_request_counts=[1, 2]"]
 
 
 def new_tag() -> str:
@@ -113,3 +121,23 @@ def kill_tagged(tag: str) -> None:
 
 def manifest(run_dir: Path) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
+
+
+def result_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every result table of a run folder without its timing columns (they differ between two runs)."""
+    out = {}
+    for p in sorted((run_dir / "results").glob("*.csv")):
+        frame = pd.read_csv(p)
+        out[p.name] = frame[[c for c in frame.columns if not is_timing_column(c)]]
+    return out
+
+
+def assert_same_tables(a: Path, b: Path, notebooks: tuple[str, ...] = ()) -> None:
+    """Two runs with the same seed and parameters hold the same tables (of ``notebooks``' prefixes, or all)."""
+    ta, tb = result_tables(a), result_tables(b)
+    if notebooks:
+        ta = {k: v for k, v in ta.items() if k.startswith(notebooks)}
+        tb = {k: v for k, v in tb.items() if k.startswith(notebooks)}
+    assert ta.keys() == tb.keys() and ta
+    for name in ta:
+        pd.testing.assert_frame_equal(ta[name], tb[name], obj=name)

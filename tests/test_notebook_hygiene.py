@@ -34,14 +34,23 @@ def test_committed_without_outputs(path):
     assert "widgets" not in nb["metadata"]
 
 
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Copies of every committed notebook after one run of the output filter over all of them."""
+    folder = tmp_path_factory.mktemp("filtered")
+    for path in NOTEBOOKS:
+        shutil.copy(path, folder / path.name)
+    cmd = [sys.executable, "-m", "nbstripout", "--keep-id", *(str(folder / p.name) for p in NOTEBOOKS)]
+    return folder, subprocess.run(cmd, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_output_filter_leaves_a_committed_notebook_unchanged(path, tmp_path):
+def test_the_output_filter_leaves_a_committed_notebook_unchanged(path, filtered):
     """The filter must be a no-op on a committed notebook, byte for byte (nbformat's layout), or every
     checkout would show it modified and every branch that touches it would conflict."""
-    copy = tmp_path / path.name
-    shutil.copy(path, copy)
-    proc = subprocess.run([sys.executable, "-m", "nbstripout", "--keep-id", str(copy)], capture_output=True, text=True)
+    folder, proc = filtered
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    copy = folder / path.name
     assert copy.read_bytes() == path.read_bytes(), f"save {path.name} with nbformat (or JupyterLab) and commit it"
 
 

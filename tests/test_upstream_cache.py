@@ -5,7 +5,7 @@ import json
 import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
-from repro.upstream import members, releases, wheelcache
+from repro.upstream import fetch, members, releases, wheelcache
 
 
 def test_index_keeps_final_releases_from_the_first_with_an_x86_wheel():
@@ -78,17 +78,17 @@ def test_derived_releases_are_recorded_and_reused(tmp_path, monkeypatch):
         }
     }
     root = tmp_path / "cache"
-    derived = releases.derive_releases(root, doc)
+    derived = fetch.derive_releases(root, doc)
     assert (derived.first, derived.releases) == ("0.20.0", ["0.20.0", "0.20.1", "0.21.0"])
     assert ["manylinux_2_35_x86_64"] in tags  # the index's own tag for a 0.20.x wheel
-    assert releases.recorded_releases(root) == derived
+    assert fetch.recorded_releases(root) == derived
     probes = len(calls)
-    again = releases.derive_releases(root, doc)
+    again = fetch.derive_releases(root, doc)
     assert again.releases == derived.releases and len(calls) == probes
     # a host without the registry uses the carried record; without one, one line naming the parameter
-    assert releases.gpu_default_releases(root, download=False) == ["0.20.0", "0.20.1", "0.21.0"]
+    assert fetch.gpu_default_releases(root, download=False) == ["0.20.0", "0.20.1", "0.21.0"]
     with pytest.raises(releases.ReleaseListError, match=r"^releases: 'default' needs the registry"):
-        releases.gpu_default_releases(tmp_path / "empty", download=False)
+        fetch.gpu_default_releases(tmp_path / "empty", download=False)
 
 
 def test_release_lists_resolve_per_profile_and_reject_bad_input():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import json
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -610,8 +611,6 @@ def _probe_main(argv: list[str]) -> int:
     The last stdout line is ``TOKEN ok {provenance as JSON}`` on success, ``TOKEN <the one-line error>``
     otherwise; a module that ends the process on import prints neither, which the caller reports.
     """
-    import json
-
     path, param, token = argv
     try:
         load_implementation(path, param)

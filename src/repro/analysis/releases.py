@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from repro.registry import UPSTREAM_RELEASED
+
 ARM_STATUSES = (
     "not present",
     "could not load",
@@ -291,8 +293,6 @@ def pitched_kernels(inventory: pd.DataFrame) -> set[tuple[str, str]]:
 
 def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], request_counts: list[int]) -> list[dict]:
     """One check row per (release, kernel, variant) of the matrix."""
-    from repro.registry import UPSTREAM_RELEASED
-
     both = 1 in request_counts and 2 in request_counts
     rows = []
     for r in verdict_frame.to_dict("records"):

@@ -49,8 +49,6 @@ DEFAULT_MAX_WORKERS = 8
 #: and a cached segment would hide accesses past a tensor but inside the segment. Line info kept
 #: so reports name ``gather.py:49`` rather than a bare program counter.
 SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_DISABLE_LINE_INFO": "0"}
-#: Overall statuses of a :class:`SanitizerResult`.
-STATUSES = ("clean", "errors", "timeout", "sanitizer-failed", "unavailable")
 #: Characters of child stderr kept in a result.
 STDERR_TAIL_CHARS = 2000
 
@@ -317,7 +315,7 @@ class SanitizerResult:
     variant: str
     mode: str
     num_reqs: int
-    status: str  # one of STATUSES: clean | errors | timeout | sanitizer-failed | unavailable
+    status: str  # clean | errors | timeout | sanitizer-failed | unavailable
     error_count: int | None = None
     errors_not_printed: int | None = None
     first_access: str | None = None  # describe_access() of the first reported error

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro.upstream.loader import LoadedRelease
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
 from repro.upstream.wheelcache import load_entry
@@ -95,8 +96,6 @@ def make_callable(arm: Arm, interpreted: bool) -> Callable[..., None]:
         scope = contextlib.ExitStack()
         with scope:
             if interpreted:
-                from repro.evidence.interp_compat import loaded_scalar_loop_bounds
-
                 scope.enter_context(loaded_scalar_loop_bounds())
             scope.enter_context(release.active())
             wrapper(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from repro.registry import (
     NOT_LOADED,
     RUNNER_V1,
@@ -176,7 +178,6 @@ def host_buffer(code: ReleasedCode) -> type:
     """vLLM's ``UvaBuffer`` is pinned host memory the GPU reads through a view of the same shape; on this
     host it is host memory, and its view the tensor itself (shapes and strides are what the study reads).
     The class keeps the release's interface: ``uva`` a method or an attribute, as its ``UvaBuffer`` has it."""
-    import torch
 
     released = code.class_ref("vllm/v1/worker/gpu/buffer_utils.py", "UvaBuffer")
     uva_is_method = isinstance(released.own("uva"), ast.FunctionDef)
@@ -228,7 +229,6 @@ def vllm_config(code: ReleasedCode, cfg: Config) -> Any:
 
 def make_spec(code: ReleasedCode, group: Group, cfg: Config) -> Any:
     """The group's spec, an instance of the release's own spec class (fields the class has are set)."""
-    import torch
 
     cls = code.value(SPECS, group.spec_class)
     if not isinstance(cls, type):
@@ -349,7 +349,6 @@ def runner_tables_v1(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs
 
 def _runner_attributes(code: ReleasedCode, cfg: Config) -> dict[str, Any]:
     """What both runners read from ``self`` before their tables exist: the configuration and its sizes."""
-    import torch
 
     vc = vllm_config(code, cfg)
     return {
@@ -393,7 +392,6 @@ def _intercepted(kernel: Any) -> Iterator[list]:
 
 
 def runner_tables_v2(code: ReleasedCode, cfg: Config, specs: list[Any], num_reqs: int) -> tuple[list[Any], str]:
-    import torch
 
     if V2_RUNNER not in code.members or V2_TABLES not in code.members:
         raise NotRun(f"{V2_RUNNER} is not in this release")
@@ -458,7 +456,6 @@ def kernel_tables(
 ) -> list[tuple[str, Any]] | None:
     """(label, table) per micro-batch after ``AttentionGroup.map_to_kernel_block_table``; None where the
     release maps kernel blocks inside the runner's own table instead."""
-    import torch
 
     if WORKER_UTILS not in code.members or code.toplevel(WORKER_UTILS, "AttentionGroup") is None:
         return None

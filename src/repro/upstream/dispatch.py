@@ -28,6 +28,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+import triton
+import triton.language as tl
+
 from repro.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_DECIDED,
@@ -116,8 +120,6 @@ def released_code(
 
 def triton_utils() -> types.ModuleType:
     """``vllm.triton_utils`` re-exports Triton (and probes GPU drivers, which a study host has none of)."""
-    import triton
-    import triton.language as tl
 
     module = types.ModuleType("vllm.triton_utils")
     module.triton, module.tl, module.HAS_TRITON = triton, tl, True
@@ -322,7 +324,6 @@ class _Recorder:
 
 def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launched: list[str]) -> str:
     """Call the release's dispatcher with a K cache of ``record``'s width; the kernel that launched."""
-    import torch
 
     for k in kernels_of(code, dispatcher_member):
         owner = code.value(dispatcher_member, k.class_name) if k.class_name else None

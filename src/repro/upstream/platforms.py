@@ -10,10 +10,16 @@ present. Everything else (``is_cuda()``, ``is_device_capability_family(100)``, .
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
 import logging
 import types
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from repro.registry import GPU_FAMILY_NAMES
 from repro.upstream.released_code import ImportFailure, ReleasedCode
@@ -105,7 +111,6 @@ class _TorchWithExtensions(types.ModuleType):
     """The real ``torch``, except that ``torch.ops`` answers for vLLM's compiled extension namespaces."""
 
     def __init__(self) -> None:
-        import torch
 
         super().__init__("torch")
         self._torch = torch
@@ -137,10 +142,6 @@ def install(code: ReleasedCode, family: GpuFamily) -> None:
 
 def _importlib_for(family: GpuFamily) -> types.ModuleType:
     """``importlib`` as the family's Python sees it: ``cutlass`` found or not, importing or raising."""
-    import importlib
-    import importlib.machinery
-    import importlib.metadata
-    import importlib.util
 
     def find_spec(name: str, package: str | None = None) -> Any:
         if name.split(".")[0] == "cutlass":

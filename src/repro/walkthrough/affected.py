@@ -8,6 +8,7 @@ from :mod:`repro.analysis.affected`. It is CPU work: nothing launches, every lau
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,16 @@ from typing import Any
 import pandas as pd
 
 from repro.analysis import affected as analysis
+from repro.analysis.releases import verdicts
 from repro.parameters import ParameterError
 from repro.registry import TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH, TABLE_RUNNER, TABLE_WARMUPS
 from repro.tables import Notebook
 from repro.upstream import blocktables as bt
 from repro.upstream import dispatch as dp
+from repro.upstream import fetch, members
 from repro.upstream import releases as idx
 from repro.upstream.platforms import FAMILIES
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.AFFECTED
@@ -60,7 +64,7 @@ class Context:
                 p["releases"],
                 name,
                 _index_versions() if p["releases"] == "all" else None,
-                gpu_default=lambda: idx.gpu_default_releases(download=p["download"]),
+                gpu_default=lambda: fetch.gpu_default_releases(download=p["download"]),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
@@ -71,7 +75,7 @@ class Context:
 def _index_versions() -> list[str] | None:
     """Every indexed release from the first that ships a DeepSeek gather (None: no registry)."""
     try:
-        return idx.derive_releases().releases
+        return fetch.derive_releases().releases
     except OSError:
         return None
 
@@ -110,7 +114,6 @@ def who_is_affected(ctx: Context, dispatch: pd.DataFrame, answers: pd.DataFrame)
 
 
 def _matrix_verdicts(run_dir: str) -> pd.DataFrame | None:
-    from repro.analysis.releases import verdicts
 
     path = Path(run_dir) / "results" / f"{MATRIX}.csv" if run_dir else None
     if path is None or not path.exists():
@@ -129,12 +132,8 @@ def shown(frame: pd.DataFrame, columns: list[str], **where: Any) -> pd.DataFrame
 def released_lines(release: str, member: str, function: str, contains: str, context: int = 3) -> str:
     """Lines of a release's own function around the first line containing ``contains``, numbered as in the
     wheel: the code the tables above ran, shown where it decides."""
-    import ast
 
-    from repro.upstream.members import BLOCK_TABLES, DISPATCH
-    from repro.upstream.wheelcache import CacheMiss, ensure_release
-
-    entry = ensure_release(release, sets=(DISPATCH, BLOCK_TABLES))
+    entry = ensure_release(release, sets=(members.DISPATCH, members.BLOCK_TABLES))
     if isinstance(entry, CacheMiss) or not entry.has(member):
         return f"vLLM {release} has no {member} in the cache"
     text = entry.read(member)
