@@ -38,6 +38,7 @@ REPORTING = ("repro.analysis", "repro.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
     "repro.registry",
+    "repro.outcomes",
     "repro.seeds",
     "repro.geometry.layout",
     "repro.analysis",

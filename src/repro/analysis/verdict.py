@@ -5,7 +5,11 @@ An implementation expected to reproduce a bug that does so is a reproduction, no
 implementation under test (``implementation=...``) that goes wrong exactly as the bug predicts
 reproduces the bug in that implementation; one that matches the reference verifies a fix there. A
 run whose manifest says it did not finish is *incomplete*, whatever its finished checks say.
-Pandas and the registry only: no torch, no evidence code.
+
+The headline and the checks come from one rule (:func:`repro.analysis.gather.case_ok`, the rule every
+sweep row's ``ok`` was written with): a case that raised, timed out, changed an input or ended any way
+but a named fault is neither *matches* nor *the bug's signature*, and a headline claims success only when
+every failed check is one the bug predicts. Pandas and the registry only: no torch, no evidence code.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from typing import Any
 import pandas as pd
 
 from repro import registry
-from repro.analysis.checks import ChecksFailed, truthy
-from repro.analysis.gather import case_ok, memcheck_expectation
+from repro.analysis.checks import ChecksFailed, failed_checks, truthy
+from repro.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
 from repro.analysis.rundata import RunData
-from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.outcomes import FAULTED, OK
+from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
 
 BUG_RESHAPE = "vllm-project/vllm#43988"
 BUG_GATHER = "vllm-project/vllm#55109"
@@ -33,8 +38,10 @@ FIX_VERIFIED = "fix verified"
 NOT_REPRODUCED = "not reproduced"
 FIX_NOT_VERIFIED = "fix not verified"
 INCOMPLETE = "incomplete"
-#: Case statuses that mean the process died (a GPU fault, a hang).
-FAULT_STATUSES = ("crashed", "timeout")
+#: Case statuses that are the bug's fault: a named one (an illegal address, SIGSEGV of the case, ...).
+FAULT_STATUSES = (FAULTED,)
+#: The sweep, whose rows the gather's behaviour is read from (other tables' failures are named apart).
+SWEEP_TABLE = "02-gather-sweep"
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,10 +61,14 @@ class Behaviour:
     faults_observed: bool  # a process really faulted (GPU); False: the bounds-checked interpreter flagged it
     bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
     mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of cases that ran
+    no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
+    no_result: str = ""  # that case's status and error
+    changed_inputs: tuple[str, ...] = ()  # inputs some case changed
+    every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
 
     @property
     def correct(self) -> bool:
-        return self.wrong_from is None and self.fault_from is None
+        return self.every_case_ok and self.wrong_from is None and self.fault_from is None
 
     @property
     def cases(self) -> int:
@@ -70,10 +81,12 @@ def _num(value: Any) -> int:
 
 
 def _obs(row: pd.Series) -> dict:
+    changed = row.get("changed_inputs")
     return {
         "status": str(row["status"]),
         "mismatched_tokens": _num(row.get("mismatched_tokens")),
         "stray_writes": _num(row.get("stray_writes")),
+        "changed_inputs": "" if changed is None or pd.isna(changed) else str(changed),
     }
 
 
@@ -84,7 +97,7 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     status = rows["status"].astype(str)
     mism = rows["mismatched_tokens"].map(_num)
     stray = rows["stray_writes"].map(_num)
-    wrong = (status == "ok") & ((mism > 0) | (stray > 0))
+    wrong = (status == OK) & ((mism > 0) | (stray > 0))
     faulted = status.isin(FAULT_STATUSES)
     flagged = pd.Series(False, index=rows.index)
     if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
@@ -93,10 +106,13 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
         keys = set(zip(far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
         flagged = pd.Series([(m, k) in keys for m, k in zip(rows["mode"].astype(str), n)], index=rows.index)
     bad_fault = faulted | flagged
-    signature = bool(len(rows)) and all(
-        case_ok(registry.EXPECT_BUG, int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())
-    )
-    ran = rows[status == "ok"]
+    observed = [(int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())]
+    signature = bool(len(rows)) and all(case_ok(registry.EXPECT_BUG, k, o) for k, o in observed)
+    every_ok = all(case_ok(EXPECT_CORRECT, k, o) for k, o in observed)
+    nothing = ~status.isin((OK, *FAULT_STATUSES))
+    first_nothing = rows[nothing].assign(_n=n[nothing]).sort_values("_n").head(1)
+    changed = sorted({name.strip() for o in (o for _, o in observed) for name in o["changed_inputs"].split(",")} - {""})
+    ran = rows[status == OK]
     return Behaviour(
         variant=variant,
         counts=tuple(sorted(set(n))),
@@ -110,6 +126,10 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
             (str(m), int(k), _num(v))
             for m, k, v in zip(ran["mode"], pd.to_numeric(ran["num_reqs"]), ran["mismatched_tokens"])
         ),
+        no_result_from=int(n[nothing].min()) if nothing.any() else None,
+        no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
+        changed_inputs=tuple(changed),
+        every_case_ok=every_ok,
     )
 
 
@@ -126,6 +146,10 @@ def describe(b: Behaviour, short: bool = False) -> str:
         modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
         return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
     parts = []
+    if b.changed_inputs:
+        parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
+    if b.no_result_from is not None:
+        parts.append(f"gives no result from {_requests(b.no_result_from)} ({b.no_result})")
     if b.wrong_from is not None:
         parts.append(f"is wrong from {_requests(b.wrong_from)}" if b.wrong_from > 1 else "is wrong at 1 request")
     if b.fault_from is not None:
@@ -133,6 +157,8 @@ def describe(b: Behaviour, short: bool = False) -> str:
         where = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
         when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
         parts.append(f"{verb} {where}{when}")
+    if not parts:  # every case observed and equal, yet a case failed the checks' rule
+        parts.append("fails a check of the sweep")
     return " and ".join(parts)
 
 
@@ -183,9 +209,15 @@ def _under_test_target(sweep: pd.DataFrame) -> str:
 
 
 def gather_finding(
-    sweep: pd.DataFrame, memory: pd.DataFrame | None = None, under_test_name: str = ""
+    sweep: pd.DataFrame,
+    memory: pd.DataFrame | None = None,
+    under_test_name: str = "",
+    under_test_elsewhere: list[str] | None = None,
 ) -> tuple[Finding, dict[str, Behaviour]]:
-    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour."""
+    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour.
+    ``under_test_elsewhere``: the implementation under test's failed checks in other tables (vLLM's
+    contiguous cases, ...): with any, it neither verifies a fix nor shows the bug's signature."""
+    elsewhere = list(under_test_elsewhere or [])
     variants = list(dict.fromkeys(sweep["variant"].astype(str)))
     seen = {v: behaviour(sweep, v, memory) for v in variants}
     problems, outcomes, controls = [], [], []
@@ -217,6 +249,11 @@ def gather_finding(
             controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
             if not u.correct:
                 problems.append(f"the implementation under test `{target}` {describe(u)}")
+        elif elsewhere:
+            what = "matches the reference in the sweep" if u.correct else describe(u)
+            subject = f"{name} {what} but fails {len(elsewhere)} other check(s) ({elsewhere[0]})"
+            lead = subject
+            problems.append(subject)
         elif u.bug_signature:
             like = [v for v in bug if same_mismatches(u, seen[v])]
             subject = f"{REPRODUCED}: {name} {describe(u)}"
@@ -350,18 +387,50 @@ def explained_failures(run: RunData) -> tuple[int, int]:
     for table in run.check_tables().values():
         bad = table[~table["ok"].map(truthy)]
         failed += len(bad)
-        for _, row in bad.iterrows():
-            if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
-                continue
-            n = _num(row.get("num_reqs"))
-            if "error_count" in row and "sanitizer_status" in row:
-                _, want = memcheck_expectation(registry.EXPECT_BUG, str(row["mode"]), n)
-                explained += int(
-                    str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
-                )
-            elif "status" in row and "mismatched_tokens" in row:
-                explained += int(case_ok(registry.EXPECT_BUG, n, _obs(row)))
+        explained += sum(_explained(row) for _, row in bad.iterrows())
     return failed, explained
+
+
+def _explained(row: pd.Series) -> bool:
+    """A failed check row of the implementation under test that passes the bug's expectation."""
+    if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
+        return False
+    n, mode = _num(row.get("num_reqs")), str(row["mode"])
+    if "error_count" in row and "sanitizer_status" in row:
+        _, want = memcheck_expectation(registry.EXPECT_BUG, mode, n)
+        return str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
+    if "status" in row and "mismatched_tokens" in row:
+        return case_ok(registry.EXPECT_BUG, n, _obs(row))
+    if "out_of_view_lanes" in row and "out_of_bounds_lanes" in row:
+        lanes = {
+            "out_of_view_lanes": _num(row["out_of_view_lanes"]),
+            "out_of_bounds_lanes": _num(row["out_of_bounds_lanes"]),
+        }
+        expectation = memory_expectation(registry.EXPECT_BUG, mode, n, lanes)
+        return expectation is not None and expectation[1]
+    return False
+
+
+def under_test_elsewhere(run: RunData) -> list[str]:
+    """Failed checks of the implementation under test outside the sweep (and its memory-safety record), each
+    named: vLLM's own cases on contiguous tables and the like, where the bug predicts no failure."""
+    out = []
+    for name, table in run.check_tables().items():
+        if name == SWEEP_TABLE or "variant" not in table:
+            continue
+        rows = table[table["variant"].astype(str) == registry.UNDER_TEST_LABEL]
+        bad = rows[~rows["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
+
+
+def unexplained_failures(run: RunData) -> list[str]:
+    """Every failed check the bug does not predict, named (what keeps a headline from claiming success)."""
+    out = []
+    for table in run.check_tables().values():
+        bad = table[~table["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
 
 
 def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
@@ -371,10 +440,13 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     checks = run.tables.get("01-reshape-checks")
     if checks is not None and len(checks):
         findings.append(reshape_finding(checks, run.tables.get("01-reshape-groups"), split_check))
-    sweep = run.tables.get("02-gather-sweep")
+    sweep = run.tables.get(SWEEP_TABLE)
     if sweep is not None and len(sweep):
         finding, _ = gather_finding(
-            sweep, run.tables.get("02-interpreter-memory-safety"), names.get("implementation", "")
+            sweep,
+            run.tables.get("02-interpreter-memory-safety"),
+            names.get("implementation", ""),
+            under_test_elsewhere(run),
         )
         findings.append(finding)
     matrix = run.tables.get("04-release-matrix")
@@ -388,7 +460,7 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished),
+        title=_title(run, findings, complete, unfinished, unexplained_failures(run)),
         complete=complete,
         findings=findings,
         not_finished=unfinished,
@@ -398,7 +470,7 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     )
 
 
-def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str]) -> str:
+def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
     if not complete:
         why = (
             f"the run is {run.status!r}, not finished"
@@ -406,6 +478,11 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+    problems = [p for f in findings for p in f.problems[:1]]
+    if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
+        return "Unexpected results: " + (
+            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
+        )
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
         return subject[0].upper() + subject[1:]
@@ -422,8 +499,6 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         if measured:
             return "Measurements, no reproduction in this run: " + ", ".join(measured)
         return "No verdict: this run holds no evidence of either bug"
-    if any(f.problems for f in findings):
-        return "Unexpected results: " + "; ".join(p for f in findings for p in f.problems[:1])
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
     return f"{' and '.join(outcomes).capitalize()}: {bugs}"
