@@ -250,8 +250,13 @@ def gather_finding(
             if not u.correct:
                 problems.append(f"the implementation under test `{target}` {describe(u)}")
         elif elsewhere:
-            what = "matches the reference in the sweep" if u.correct else describe(u)
-            subject = f"{name} {what} but fails {len(elsewhere)} other check(s) ({elsewhere[0]})"
+            if u.correct:
+                first = elsewhere[0].split(": ", 1)[-1][:160]
+                subject = (
+                    f"{name} matches the reference in the sweep but fails {len(elsewhere)} other check(s): {first}"
+                )
+            else:
+                subject = f"{name} {describe(u)}, and fails {len(elsewhere)} check(s) outside the sweep"
             lead = subject
             problems.append(subject)
         elif u.bug_signature:
