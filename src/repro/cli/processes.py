@@ -29,7 +29,8 @@ def become_subreaper(on: bool = True) -> bool:
     return _prctl is not None and _prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
-def _parents() -> dict[int, int]:
+def _processes() -> dict[int, tuple[int, bool]]:
+    """``{pid: (parent pid, is a zombie)}`` of every process."""
     out = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -39,7 +40,7 @@ def _parents() -> dict[int, int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        out[int(proc.name)] = int(fields[1])
+        out[int(proc.name)] = (int(fields[1]), fields[0] == "Z")
     return out
 
 
@@ -47,7 +48,7 @@ def descendants(pid: int | None = None, exclude: set[int] | frozenset[int] = fro
     """Every live process below ``pid`` (default: this one), those in ``exclude`` and below them left out."""
     root = os.getpid() if pid is None else pid
     children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
+    for child, (parent, _) in _processes().items():
         children.setdefault(parent, []).append(child)
     found, todo = [], [c for c in children.get(root, []) if c not in exclude]
     while todo:
@@ -67,9 +68,10 @@ def command_line(pid: int) -> str:
 
 def end_leftovers(exclude: set[int] | frozenset[int] = frozenset(), wait_s: float = 5.0) -> list[str]:
     """Kill every process still below this one (but ``exclude``), reap those that are our children, and
-    return ``"<command> (pid N)"`` for each."""
+    return ``"<command> (pid N)"`` for each that was still running (an ended one is only reaped)."""
     left = descendants(exclude=exclude)
-    named = [f"{command_line(p)} (pid {p})" for p in left]
+    state = _processes()
+    named = [f"{command_line(p)} (pid {p})" for p in left if not state.get(p, (0, True))[1]]  # zombies: reaped only
     for p in left:
         try:
             os.kill(p, signal.SIGKILL)
