@@ -179,7 +179,7 @@ def test_resume_of_a_finished_run_is_refused_and_changes_nothing(hostile, tmp_pa
     resumed = run_02(out, hostile.target, new_tag(), hostile.modules, "--resume")
     assert resumed.returncode == 2, resumed.stdout + resumed.stderr
     line = one_line(resumed.stderr)
-    assert line.startswith(f"error: --resume: {out} holds a finished run (status 'failed', 8 failure(s)")
+    assert line.startswith(f"error: --resume: {out} holds a finished run (status 'failed': 8 failed check(s), 0 ")
     assert resumed.stdout == ""
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before

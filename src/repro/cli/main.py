@@ -114,6 +114,14 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def is_folder(path: Path) -> bool:
+    """A folder that exists (a name too long to look up is none)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -164,7 +172,7 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
         with contextlib.ExitStack() as readers:
             runs = []
             for d in run_dirs:
-                if not Path(d).is_dir():
+                if not is_folder(Path(d)):
                     raise RunFolderError(f"--merge: {d}: no such run folder")
                 readers.enter_context(RunLock(Path(d), "report --merge", exclusive=False).acquire("--merge"))
                 runs.append(load_run(d))
@@ -194,7 +202,7 @@ def report(run_dir: str, against: str | None) -> int:
     from repro.report.html import build_html
 
     path = Path(run_dir)
-    if not path.is_dir():
+    if not is_folder(path):
         print(f"error: report: {path}: no such run folder", file=sys.stderr)
         return 2
     try:
@@ -206,7 +214,7 @@ def report(run_dir: str, against: str | None) -> int:
         with RunLock(path, "report").acquire("report") as lock:
             run = load_run(path)
             if against:
-                if not Path(against).is_dir():
+                if not is_folder(Path(against)):
                     print(f"error: --against: {against}: no such run folder", file=sys.stderr)
                     return 2
                 with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):

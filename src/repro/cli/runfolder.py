@@ -131,7 +131,8 @@ def check_room(run_dir: Path, option: str) -> None:
     """Refuse, before any work, a folder whose path leaves no room for the files a run writes in it: a name
     over the file system's limit, or a path too long for the run's own paths below it."""
     absolute = Path(os.path.abspath(run_dir))
-    existing = next(p for p in (absolute, *absolute.parents) if p.exists())
+    existing = next(p for p in (*reversed(absolute.parents), absolute) if not _is_dir(p))
+    existing = existing.parent if existing != existing.parent else existing
     try:
         name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
     except (OSError, ValueError):
@@ -148,6 +149,13 @@ def check_room(run_dir: Path, option: str) -> None:
             f"files below it (the file system allows {path_max} in all); accepted: a path of at most "
             f"{path_max - ROOM_INSIDE} bytes"
         )
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long to look up
+        return False
 
 
 def check_writable(run_dir: Path, option: str, folders: tuple[str, ...] = WRITTEN_FOLDERS) -> None:
@@ -171,7 +179,7 @@ def check_writable(run_dir: Path, option: str, folders: tuple[str, ...] = WRITTE
 
 def open_for_run(run_dir: Path, resume: bool) -> RunLock:
     """Create or take over ``run_dir`` for a run: the lock first, then what the folder holds is checked."""
-    check_room(run_dir, "--out")
+    check_room(run_dir, "--resume" if resume else "--out")
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--out: {run_dir} is a file; accepted: a new or empty folder")
     if resume and not run_dir.is_dir():

@@ -406,11 +406,11 @@ def _open_manifest(
         )
     status = data.get("status")
     if status not in RESUMABLE:
-        failed = len(data.get("failed_checks") or []) + len(data.get("failed_notebooks") or [])
+        checks = len(data.get("failed_checks") or [])
+        broke = len([n for n in data.get("failed_notebooks") or [] if ": ChecksFailed:" not in str(n)])
         raise RunFolderError(
-            f"--resume: {run_dir} holds a finished run (status {status!r}"
-            + (f", {failed} failure(s) named in its manifest" if failed else "")
-            + "), whose verdict stands; accepted: a run that was interrupted, killed or stopped "
+            f"--resume: {run_dir} holds a finished run (status {status!r}: {checks} failed check(s), {broke} "
+            "notebook(s) broke), whose verdict stands; accepted: a run that was interrupted, killed or stopped "
             "(status running, interrupted or stopped); to run it again, use a new --out"
         )
     environment = data.get("environment") or {}
