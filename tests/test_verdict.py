@@ -181,3 +181,14 @@ def test_failures_outside_the_sweep_keep_the_headline_from_claiming_the_fix():
     run.tables["02-contiguous-checks"] = contiguous
     v = run_verdict(run)
     assert v.title.startswith("Unexpected results: `x.y:gather` matches the reference in the sweep but fails 1")
+
+
+def test_an_ok_column_that_is_not_the_rules_is_a_failed_check():
+    """A process whose rule was patched by the code it ran (or an edited table) writes ok where the rule says
+    not: the verdict recomputes every sweep row and counts the disagreement as a failure."""
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {("in-range", 2): 7}}, {UNDER_TEST_LABEL: "x.y:gather"})
+    table["ok"] = True
+    v = run_verdict(run_of(table))
+    assert len(v.disagreements) == 1 and v.failed == 1
+    assert "ok is True but the checks' rule gives False" in v.disagreements[0]
+    assert v.title.startswith("Unexpected results")

@@ -360,10 +360,11 @@ class RunVerdict:
     checks: int
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
 
     @property
     def failed(self) -> int:
-        return self.checks - self.checks_ok
+        return self.checks - self.checks_ok + len(self.disagreements)
 
 
 def not_finished(manifest: Mapping[str, Any]) -> list[str]:
@@ -464,15 +465,36 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     failed, explained = explained_failures(run)
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
+    disagreements = rule_disagreements(run)
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished, unexplained_failures(run)),
+        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
         complete=complete,
         findings=findings,
         not_finished=unfinished,
         checks=total,
         checks_ok=ok,
         failed_explained=explained if failed else 0,
+        disagreements=disagreements,
     )
+
+
+def rule_disagreements(run: RunData) -> list[str]:
+    """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
+    by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
+    failed check, so the exit code, the checks and the headline cannot part."""
+    sweep = run.tables.get(SWEEP_TABLE)
+    if sweep is None or not len(sweep) or not {"status", "mismatched_tokens", "variant", "num_reqs"} <= set(sweep):
+        return []
+    out = []
+    for _, row in sweep.iterrows():
+        rule = case_ok(registry.expectation(str(row["variant"])), _num(row["num_reqs"]), _obs(row))
+        if truthy(row["ok"]) != rule:
+            out.append(
+                f"{row.get('notebook', '?')}: {row['check']} [{row['variant']}, {row.get('mode', '')}, "
+                f"n={row['num_reqs']}]: ok is {row['ok']} but the checks' rule gives {rule} for what it observed "
+                f"({row.get('observed', '')})"
+            )
+    return out
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:

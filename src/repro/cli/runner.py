@@ -544,9 +544,11 @@ def _run_locked(
 
     from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.analysis.rundata import load_run
+    from repro.analysis.verdict import rule_disagreements
 
     try:
-        failures = load_run(run_dir).failures()
+        written = load_run(run_dir)
+        failures = written.failures() + rule_disagreements(written)
     except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
         failures = [f"run folder: {exc}"]
     broken = [
