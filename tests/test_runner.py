@@ -191,8 +191,8 @@ def test_a_notebook_that_stops_early_without_an_error_failed(tmp_path):
     when every cell ran."""
     import nbformat
 
+    from repro.cli.execute import KernelWatch, execute_notebook
     from repro.cli.runfolder import RunLock
-    from repro.cli.runner import KernelWatch, execute_notebook
 
     cells = [nbformat.v4.new_code_cell(src) for src in ("x = 1", "import sys\nsys.exit(0)", "y = 2")]
     nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})

@@ -131,8 +131,11 @@ def check_room(run_dir: Path, option: str) -> None:
     """Refuse, before any work, a folder whose path leaves no room for the files a run writes in it: a name
     over the file system's limit, or a path too long for the run's own paths below it."""
     absolute = Path(os.path.abspath(run_dir))
-    existing = next(p for p in (*reversed(absolute.parents), absolute) if not _is_dir(p))
-    existing = existing.parent if existing != existing.parent else existing
+    existing = Path(absolute.anchor)  # the deepest folder of the path that exists (a name too long is none)
+    for p in (*reversed(absolute.parents), absolute):
+        if not _is_dir(p):
+            break
+        existing = p
     try:
         name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
     except (OSError, ValueError):
