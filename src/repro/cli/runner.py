@@ -159,9 +159,15 @@ class Manifest:
         return cls(path, data)
 
     def save(self) -> None:
+        """Write it whole or not at all; a write the folder refuses is a ``RunFolderWriteError`` naming it."""
+        from repro.evidence.results import RunFolderWriteError
+
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        tmp.replace(self.path)
+        try:
+            tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise RunFolderWriteError.of(self.path, exc) from None
 
 
 def point_latest(run_dir: Path) -> None:
@@ -338,6 +344,10 @@ def _stopped(manifest: Manifest, run_dir: Path, why: str) -> int:
     return 1
 
 
+def _cannot_write(exc: OSError, folder: Path) -> str:
+    return f"cannot write {exc.filename or f'into {folder}'} ({exc.strerror or exc})"
+
+
 def _results(run_dir: Path) -> set[str]:
     folder = run_dir / "results"
     return {p.relative_to(run_dir).as_posix() for p in folder.iterdir()} if folder.is_dir() else set()
@@ -380,7 +390,9 @@ def _run_locked(
         manifest.save()
         (run_dir / "notebooks").mkdir(exist_ok=True)
     except OSError as exc:
-        return _stopped(manifest, run_dir, f"cannot write {exc.filename or run_dir} ({exc.strerror or exc})")
+        return _stopped(
+            manifest, run_dir, str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
+        )
 
     try:
         for path in paths:
@@ -428,8 +440,7 @@ def _run_locked(
         )
         return 130
     except OSError as exc:  # the runner's own writes: the manifest, the executed notebook, the logs
-        name = exc.filename if exc.filename else ""
-        why = str(exc) if isinstance(exc, RunFolderWriteError) else f"cannot write {name} ({exc.strerror or exc})"
+        why = str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
         return _stopped(manifest, run_dir, why)
 
     from repro.analysis.rundata import RunFolderError as DamagedRun
@@ -455,7 +466,7 @@ def _run_locked(
     try:
         manifest.save()
     except OSError as exc:
-        return _stopped(manifest, run_dir, f"cannot write {manifest.path} ({exc.strerror or exc})")
+        return _stopped(manifest, run_dir, str(exc))
     if report:
         from repro.report.build import build_report
 
@@ -472,8 +483,8 @@ def _run_locked(
             )
             return 130
         except OSError as exc:
-            broken.append(f"report: cannot write {exc.filename or run_dir} ({exc.strerror or exc})")
-            say(f"[report] failed: cannot write {exc.filename or run_dir} ({exc.strerror or exc})")
+            broken.append(f"report: {_cannot_write(exc, run_dir)}")
+            say(f"[report] failed: {_cannot_write(exc, run_dir)}")
         except Exception as exc:
             broken.append(f"report: {type(exc).__name__}: {first_line(exc)}")
             say(f"[report] failed: {type(exc).__name__}: {first_line(exc)}")
