@@ -26,7 +26,7 @@ from repro import outcomes
 from repro.evidence.cases import CaseResult
 from repro.evidence.channel import ParentChannel
 from repro.evidence.scenarios import ScenarioSpec
-from repro.evidence.watchdog import CURRENT_CASE_ENV, die_with_parent
+from repro.evidence.watchdog import CURRENT_CASE_ENV, current_case, die_with_parent
 
 #: Limit for a case's process to reach its case: interpreter, torch, the implementation's import, the scenario.
 STARTUP_TIMEOUT_S = 300.0
@@ -163,7 +163,8 @@ def run_isolated_case(
 ) -> tuple[CaseResult, ChildRun]:
     """Run a case command (one that sends its :class:`CaseResult` through its channel) in a child; a child
     that sends nothing is a result whose status names how it ended."""
-    child = run_child(cmd, timeout_s, env, startup_s)
+    with current_case(f"{label} (a case in a process of its own)"):
+        child = run_child(cmd, timeout_s, env, startup_s)
     known = {f.name for f in fields(CaseResult)}
     if child.result is not None and child.result.keys() <= known and "status" in child.result:
         result = CaseResult(**child.result)

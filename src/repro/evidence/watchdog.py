@@ -18,6 +18,7 @@ runner can name the implementation and the case that took the kernel down.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import signal
 import sys
@@ -69,24 +70,36 @@ def _end_process(what: str, seconds: float, grace_s: float) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_running: dict[int, str] = {}
+_running_lock = threading.Lock()
+_keys = itertools.count()
+
+
+def _write_running(path: str) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write("; ".join(dict.fromkeys(_running.values())))
+    except OSError:
+        pass
+
+
 @contextmanager
 def current_case(what: str) -> Iterator[None]:
-    """While the block runs, the file named by :data:`CURRENT_CASE_ENV` (if any) says ``what``."""
+    """While the block runs, the file named by :data:`CURRENT_CASE_ENV` (if any) names ``what`` among the
+    cases running now (several threads may each run one)."""
     path = os.environ.get(CURRENT_CASE_ENV)
+    key = next(_keys)
     if path:
-        try:
-            with open(path, "w") as fh:
-                fh.write(what + "\n")
-        except OSError:
-            path = None
+        with _running_lock:
+            _running[key] = what
+            _write_running(path)
     try:
         yield
     finally:
         if path:
-            try:
-                open(path, "w").close()
-            except OSError:
-                pass
+            with _running_lock:
+                _running.pop(key, None)
+                _write_running(path)
 
 
 @contextmanager
