@@ -66,31 +66,30 @@ def compare_bitwise(out: torch.Tensor, ref: torch.Tensor, scenario: GatherScenar
     return int(differs[mask].sum()), int(differs[~mask].sum())
 
 
-#: The inputs of a gather, by their names in vLLM's signature (``block_table``: its whole backing table).
-INPUTS = ("k_cache", "seq_lens", "gather_lens", "block_table")
-
-
 def _storage_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """The whole storage under ``tensor`` as bytes: a view's gaps (other columns, page padding) included."""
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
 
 
-def input_snapshot(scenario: GatherScenario) -> dict[str, torch.Tensor]:
-    """A copy of every input's storage, to compare after the call."""
-    tensors = {"k_cache": scenario.k_cache, "seq_lens": scenario.seq_lens, "block_table": scenario.block_table}
-    if scenario.gather_lens is not None:
-        tensors["gather_lens"] = scenario.gather_lens
-    return {name: _storage_bytes(tensors[name]).clone() for name in INPUTS if name in tensors}
-
-
-def changed_inputs(scenario: GatherScenario, snapshot: dict[str, torch.Tensor]) -> list[str]:
-    """The inputs whose storage differs from ``snapshot``, each put back as it was."""
+def _inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
+    """A gather's inputs by their names in vLLM's signature (``block_table``: with its whole backing table)."""
     tensors = {
         "k_cache": scenario.k_cache,
         "seq_lens": scenario.seq_lens,
         "gather_lens": scenario.gather_lens,
         "block_table": scenario.block_table,
     }
+    return {name: t for name, t in tensors.items() if t is not None}
+
+
+def input_snapshot(scenario: GatherScenario) -> dict[str, torch.Tensor]:
+    """A copy of every input's storage, to compare after the call."""
+    return {name: _storage_bytes(t).clone() for name, t in _inputs(scenario).items()}
+
+
+def changed_inputs(scenario: GatherScenario, snapshot: dict[str, torch.Tensor]) -> list[str]:
+    """The inputs whose storage differs from ``snapshot``, each put back as it was."""
+    tensors = _inputs(scenario)
     changed = []
     for name, before in snapshot.items():
         now = _storage_bytes(tensors[name])
