@@ -40,8 +40,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts examples upstream-tests
 	$(VENV)/bin/ruff format --check src tests scripts examples upstream-tests
 
+# Jupyter refuses to serve as root (containers) unless told; the notebooks need no other privilege.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 report: $(STAMP)
 	$(PY) -m repro report runs/latest

@@ -33,26 +33,40 @@ def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def cli_env(tag: str, **extra: str) -> dict[str, str]:
-    path = os.pathsep.join([str(SRC), str(IMPLEMENTATIONS), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "REPRO_TEST_TAG": tag, "CI": "1", **extra}
+def cli_env(tag: str, modules: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a test's ``python -m repro``; ``modules``: a folder of implementation modules a
+    test wrote, importable first."""
+    path = [str(SRC), str(IMPLEMENTATIONS), os.environ.get("PYTHONPATH", "")]
+    if modules is not None:
+        path.insert(0, str(modules))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "REPRO_TEST_TAG": tag, "CI": "1", **extra}
 
 
 def repro_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "repro", *args]
 
 
-def start(args: list[str], tag: str, **popen) -> subprocess.Popen:
+def start(args: list[str], tag: str, modules: Path | None = None, env: dict | None = None, **popen) -> subprocess.Popen:
     """``python -m repro ARGS`` in a session of its own (signals reach it alone), output captured."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(repro_cmd(*args), text=True, start_new_session=True, env=cli_env(tag), cwd=ROOT, **popen)
-
-
-def run(args: list[str], tag: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        repro_cmd(*args), capture_output=True, text=True, env=cli_env(tag or new_tag()), cwd=ROOT, timeout=timeout
+    return subprocess.Popen(
+        repro_cmd(*args), text=True, start_new_session=True, env=env or cli_env(tag, modules), cwd=ROOT, **popen
     )
+
+
+def run(
+    args: list[str], tag: str | None = None, timeout: float = 600, modules: Path | None = None, **extra: str
+) -> subprocess.CompletedProcess:
+    env = cli_env(tag or new_tag(), modules, **extra)
+    return subprocess.run(repro_cmd(*args), capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def write_module(folder: Path, name: str, source: str) -> str:
+    """Write ``<folder>/<name>.py`` (an implementation under test) and return ``name:gather``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(source)
+    return f"{name}:gather"
 
 
 def tagged(tag: str) -> list[int]:

@@ -43,6 +43,7 @@ REPORTING = ("repro.analysis", "repro.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
     "repro.registry",
+    "repro.outcomes",
     "repro.seeds",
     "repro.tables",
     "repro.geometry.layout",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -603,23 +602,3 @@ def _describe(fn: Callable[..., Any]) -> str:
         return f"{fn.__name__}{inspect.signature(fn)}"
     except (TypeError, ValueError):
         return repr(fn)
-
-
-def _probe_main(argv: list[str]) -> int:
-    """``python -m repro.registry PATH PARAM TOKEN``: check one implementation in a throw-away process.
-
-    The last stdout line is ``TOKEN ok {provenance as JSON}`` on success, ``TOKEN <the one-line error>``
-    otherwise; a module that ends the process on import prints neither, which the caller reports.
-    """
-    path, param, token = argv
-    try:
-        load_implementation(path, param)
-    except ImplementationError as exc:
-        print(f"\n{token} {exc}", flush=True)
-        return 2
-    print(f"\n{token} ok {json.dumps(provenance(path), default=str)}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_probe_main(sys.argv[1:]))

@@ -305,7 +305,7 @@ def log_name(spec: ScenarioSpec, implementation: str) -> str:
     digest = hashlib.sha1(
         json.dumps([spec.to_dict(), implementation], sort_keys=True, default=str).encode()
     ).hexdigest()[:8]
-    stem = f"{variant_label(implementation)}-{spec.mode}-{spec.num_reqs}req-{digest}"
+    stem = f"{variant_label(implementation)[:160]}-{spec.mode}-{spec.num_reqs}req-{digest}"  # within NAME_MAX
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".log"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.evidence.isolate import FAULT_MARKERS
+from repro.outcomes import device_fault
 from repro.upstream.loader import LoadedRelease
 from repro.upstream.members import GATHER
 from repro.upstream.wheelcache import load_entry
@@ -125,7 +125,7 @@ def pytest_runtest_makereport(
     elif report.skipped and isinstance(report.longrepr, tuple):
         message = str(report.longrepr[2])
     out_of_view, out_of_bounds = item.stash.get(_LANES, (0, 0)) if call.when == "call" else (0, 0)
-    fault = exc is not None and any(m in message for m in FAULT_MARKERS)
+    fault = exc is not None and device_fault(message) is not None
     _write(
         {
             "event": "result",

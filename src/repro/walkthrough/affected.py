@@ -19,7 +19,7 @@ from repro.analysis import affected as analysis
 from repro.analysis.releases import verdicts
 from repro.parameters import ParameterError
 from repro.registry import TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH, TABLE_RUNNER, TABLE_WARMUPS
-from repro.tables import Notebook
+from repro.tables import Notebook, Table
 from repro.upstream import blocktables as bt
 from repro.upstream import dispatch as dp
 from repro.upstream import fetch, members
@@ -37,7 +37,7 @@ DISPATCH, WARMUPS, TABLES, ANSWERS, AFFECTED = (
     TABLE_AFFECTED,
 )
 #: Notebook 04's matrix, whose verdicts say which kernels have the bug.
-MATRIX = "04-release-matrix"
+MATRIX = Table.RELEASE_MATRIX
 #: The runner sweep per profile (``runner_sweep='default'``): every configuration on a GPU host, three on a CPU.
 SWEEPS = {"cpu": bt.SHORT_SWEEP, "gpu": bt.SWEEP}
 SWEEP_CHOICES = {"short": bt.SHORT_SWEEP, "full": bt.SWEEP}

@@ -82,6 +82,7 @@ class GatherWalkthrough:
                     o.whole_equal,
                     o.total_tokens,
                     o.error,
+                    o.changed_inputs,
                 )
             )
 
