@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
+# `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all).
+TEST_WORKERS ?= 2
 
 .PHONY: run test check lint lab report clean-venv
 
@@ -28,18 +30,19 @@ $(MERMAID): scripts/setup-mermaid.sh | $(STAMP)
 
 # Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
 test: lint $(BROWSER) $(MERMAID)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(ARGS)
 
 # The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
 check: lint
-	$(PY) -m pytest -q -m "not notebook and not gpu and not integration" $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts examples upstream-tests
 	$(VENV)/bin/ruff format --check src tests scripts examples upstream-tests
 
+# Jupyter refuses to serve as root (containers) unless told; the notebooks need no other privilege.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 report: $(STAMP)
 	$(PY) -m repro report runs/latest

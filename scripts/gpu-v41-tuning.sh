@@ -3,7 +3,7 @@
 # against vLLM 0.33.0's (interleaved) and 0.31.0's (page-split) V4.1 kernels with PR #55109's row pitch, then
 # CUDA-graph medians at 256..16 requests x 2,048 tokens beside the copy rate of the same run; the compact table
 # is printed last, CSVs go to $OUT when it is set. Nothing is downloaded: carry the module cache, filled with
-# `python -m repro.upstream.wheelcache 0.31.0 0.33.0` (.vllm-cache/, or $REPRO_VLLM_CACHE).
+# `python -m repro.upstream.fetch 0.31.0 0.33.0` (.vllm-cache/, or $REPRO_VLLM_CACHE).
 # Usage: scripts/gpu-v41-tuning.sh [python -m repro.evidence.v41_tuning options, e.g. --variants none]
 # CPU smoke run (interpreter, tiny sizes): TRITON_INTERPRET=1 PYTHON=.venv/bin/python scripts/gpu-v41-tuning.sh --device cpu
 set -euo pipefail

@@ -14,37 +14,59 @@ import time
 import uuid
 from pathlib import Path
 
+import pandas as pd
+
+from repro.analysis.checks import is_timing_column
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 IMPLEMENTATIONS = Path(__file__).resolve().parent / "fixtures" / "implementations"
 #: A notebook-02 run that takes seconds on the CPU profile.
 SMALL_02 = ["-p", "request_counts=[1, 2]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+#: Notebooks 01 and 02 at the shared CPU run's sizes (tests/conftest.py): runs with the same seed write the same tables.
+SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+#: The shared CPU run: every notebook, notebook 04's release matrix at the two request counts that show the bug.
+SHARED_RUN = [*SMALL, "-p", "matrix_request_counts=[1, 2]"]
 
 
 def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def cli_env(tag: str, **extra: str) -> dict[str, str]:
-    path = os.pathsep.join([str(SRC), str(IMPLEMENTATIONS), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "REPRO_TEST_TAG": tag, "CI": "1", **extra}
+def cli_env(tag: str, modules: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a test's ``python -m repro``; ``modules``: a folder of implementation modules a
+    test wrote, importable first."""
+    path = [str(SRC), str(IMPLEMENTATIONS), os.environ.get("PYTHONPATH", "")]
+    if modules is not None:
+        path.insert(0, str(modules))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "REPRO_TEST_TAG": tag, "CI": "1", **extra}
 
 
 def repro_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "repro", *args]
 
 
-def start(args: list[str], tag: str, **popen) -> subprocess.Popen:
+def start(args: list[str], tag: str, modules: Path | None = None, env: dict | None = None, **popen) -> subprocess.Popen:
     """``python -m repro ARGS`` in a session of its own (signals reach it alone), output captured."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(repro_cmd(*args), text=True, start_new_session=True, env=cli_env(tag), cwd=ROOT, **popen)
-
-
-def run(args: list[str], tag: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        repro_cmd(*args), capture_output=True, text=True, env=cli_env(tag or new_tag()), cwd=ROOT, timeout=timeout
+    return subprocess.Popen(
+        repro_cmd(*args), text=True, start_new_session=True, env=env or cli_env(tag, modules), cwd=ROOT, **popen
     )
+
+
+def run(
+    args: list[str], tag: str | None = None, timeout: float = 600, modules: Path | None = None, **extra: str
+) -> subprocess.CompletedProcess:
+    env = cli_env(tag or new_tag(), modules, **extra)
+    return subprocess.run(repro_cmd(*args), capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def write_module(folder: Path, name: str, source: str) -> str:
+    """Write ``<folder>/<name>.py`` (an implementation under test) and return ``name:gather``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(source)
+    return f"{name}:gather"
 
 
 def tagged(tag: str) -> list[int]:
@@ -113,3 +135,23 @@ def kill_tagged(tag: str) -> None:
 
 def manifest(run_dir: Path) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
+
+
+def result_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every result table of a run folder without its timing columns (they differ between two runs)."""
+    out = {}
+    for p in sorted((run_dir / "results").glob("*.csv")):
+        frame = pd.read_csv(p)
+        out[p.name] = frame[[c for c in frame.columns if not is_timing_column(c)]]
+    return out
+
+
+def assert_same_tables(a: Path, b: Path, notebooks: tuple[str, ...] = ()) -> None:
+    """Two runs with the same seed and parameters hold the same tables (of ``notebooks``' prefixes, or all)."""
+    ta, tb = result_tables(a), result_tables(b)
+    if notebooks:
+        ta = {k: v for k, v in ta.items() if k.startswith(notebooks)}
+        tb = {k: v for k, v in tb.items() if k.startswith(notebooks)}
+    assert ta.keys() == tb.keys() and ta
+    for name in ta:
+        pd.testing.assert_frame_equal(ta[name], tb[name], obj=name)

@@ -9,6 +9,8 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # must precede the @triton.jit definitions below
 
 import inspect
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +24,10 @@ from triton.runtime import interpreter as interp
 from repro.evidence.checked_interp import (
     OUT_OF_BOUNDS,
     OUT_OF_VIEW,
+    SUPPORTED_TRITON,
     _StridedView,
     checked_interpreter,
+    triton_minor,
 )
 
 POISON = -1_000_000
@@ -330,12 +334,21 @@ def test_nesting_raises_and_keeps_outer_active():
     assert all(a is b for a, b in zip(_current(), originals))
 
 
-def test_refuses_unsupported_triton(monkeypatch):
-    monkeypatch.setattr(triton, "__version__", "3.5.1")
-    with pytest.raises(RuntimeError, match=r"3\.5\.1.*|3\.6\.x") as exc:
+@pytest.mark.parametrize("version", ["3.5.1", "3.10.0", "4.0.0", "nightly"])
+def test_refuses_unsupported_triton(monkeypatch, version):
+    monkeypatch.setattr(triton, "__version__", version)
+    with pytest.raises(RuntimeError) as exc:
         with checked_interpreter():
             pass
-    assert "3.5.1" in str(exc.value) and "3.6.x" in str(exc.value)
+    assert version in str(exc.value) and ">=3.6,<3.10" in str(exc.value)
+
+
+def test_the_supported_range_is_the_declared_one():
+    """pyproject.toml allows exactly the triton releases the interpreter patches are tested against."""
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    (lo, hi) = SUPPORTED_TRITON
+    assert f"triton>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}" in project["dependencies"]
+    assert triton_minor("3.7.0+git1a2b") == (3, 7) and triton_minor("nightly") is None
 
 
 def test_refuses_without_interpreter(monkeypatch):

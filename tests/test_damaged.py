@@ -213,8 +213,8 @@ def test_report_of_a_killed_run_says_incomplete(run_copy, capsys):
     manifest["status"] = "running"
     manifest["finished"] = None
     (run_copy / "manifest.json").write_text(json.dumps(manifest))
-    assert main(["report", str(run_copy)]) == 0
+    assert main(["report", str(run_copy)]) == 1  # the report is written; the verdict is not a pass
     out = capsys.readouterr().out
-    assert "did not finish" in out
+    assert out.strip().splitlines()[-1] == "INCOMPLETE: the run did not finish (status 'running')"
     first = (run_copy / "report.md").read_text().splitlines()[0]
     assert first.startswith("# Incomplete") and "passed" not in first

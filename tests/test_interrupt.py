@@ -1,5 +1,5 @@
 """A run killed half-way keeps its finished rows, its partial notebook and a manifest that says so;
---resume finishes it without mixing rows."""
+--resume finishes it without mixing rows, into the tables the session's run with the same seed wrote."""
 
 import json
 import os
@@ -11,19 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from clitools import SMALL, assert_same_tables
 
 pytestmark = pytest.mark.notebook
 
-ARGS = [
-    "-p",
-    "request_counts=[1, 2, 3, 4, 5, 6, 7, 8]",
-    "-p",
-    "seq_len_max=48",
-    "-p",
-    "cache_block_size=16",
-    "-p",
-    "sentinel_modes=[in-range, poison]",
-]
+#: The shared run's sizes (both sentinel modes are its default), so the resumed tables must equal its tables.
+ARGS = [*SMALL, "-p", "sentinel_modes=[in-range, poison]"]
 
 
 def start(out: Path, *extra: str) -> subprocess.Popen:
@@ -55,7 +48,7 @@ def wait_for_rows(csv: Path, rows: int, proc: subprocess.Popen, timeout: float =
     raise AssertionError(f"{csv} never reached {rows} rows")
 
 
-def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path):
+def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path, cpu_run):
     out = tmp_path / "run"
     proc = start(out)
     sweep = out / "results" / "02-gather-sweep.csv"
@@ -108,6 +101,8 @@ def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path):
     assert resumed.returncode == 0, stdout[-2000:] + stderr[-2000:]
     assert "[01-reshape-overrun] already complete, kept" in stdout
     final = pd.read_csv(sweep)
-    assert len(final) == 8 * 2 * 5  # counts x modes x variants, each exactly once
+    assert len(final) == 3 * 2 * 5  # counts x modes x variants, each exactly once
     assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    assert cpu_run.proc.returncode == 0
+    assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))

@@ -34,14 +34,23 @@ def test_committed_without_outputs(path):
     assert "widgets" not in nb["metadata"]
 
 
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """Copies of every committed notebook after one run of the output filter over all of them."""
+    folder = tmp_path_factory.mktemp("filtered")
+    for path in NOTEBOOKS:
+        shutil.copy(path, folder / path.name)
+    cmd = [sys.executable, "-m", "nbstripout", "--keep-id", *(str(folder / p.name) for p in NOTEBOOKS)]
+    return folder, subprocess.run(cmd, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_output_filter_leaves_a_committed_notebook_unchanged(path, tmp_path):
+def test_the_output_filter_leaves_a_committed_notebook_unchanged(path, filtered):
     """The filter must be a no-op on a committed notebook, byte for byte (nbformat's layout), or every
     checkout would show it modified and every branch that touches it would conflict."""
-    copy = tmp_path / path.name
-    shutil.copy(path, copy)
-    proc = subprocess.run([sys.executable, "-m", "nbstripout", "--keep-id", str(copy)], capture_output=True, text=True)
+    folder, proc = filtered
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    copy = folder / path.name
     assert copy.read_bytes() == path.read_bytes(), f"save {path.name} with nbformat (or JupyterLab) and commit it"
 
 
@@ -80,6 +89,47 @@ def test_setup_installs_a_filter_that_strips_outputs_on_git_add(tmp_path):
     assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in staged["cells"])
     assert [c.get("id") for c in staged["cells"]] == [c.get("id") for c in nb["cells"]]
     assert "shown in JupyterLab" in saved.read_text()  # the working copy keeps what was shown
+
+
+def test_git_status_and_add_work_without_a_venv(tmp_path):
+    """After ``make clean-venv`` (no venv, no nbstripout): ``git status`` and ``git diff`` still work on a
+    checkout whose notebooks git must re-read, and ``git add`` still strips a notebook saved with outputs."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    for name in ("setup-nbstripout.sh", "nbstripout-filter"):
+        shutil.copy(ROOT / "scripts" / name, repo / "scripts")
+    shutil.copy(ROOT / ".gitattributes", repo)
+    for path in NOTEBOOKS[:2]:
+        shutil.copy(path, repo / "notebooks")
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "VENV": ".venv"}
+    env.pop("REPRO_VENV", None)
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        cmd = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+
+    assert git("init", "-q").returncode == 0
+    subprocess.run(["bash", "scripts/setup-nbstripout.sh"], cwd=repo, env=env, check=True, capture_output=True)
+    assert git("add", "-A").returncode == 0 and git("commit", "-qm", "notebooks").returncode == 0
+    for path in (repo / "notebooks").glob("*.ipynb"):  # a fresh checkout's stat data: git re-reads each one
+        os.utime(path, (1, 1))
+    status = git("status", "--porcelain")
+    assert status.returncode == 0 and status.stdout == "", status.stderr
+    saved = repo / "notebooks" / NOTEBOOKS[0].name
+    nb = _nb(saved)
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["shown in JupyterLab\n"]}]
+    code["execution_count"] = 3
+    saved.write_text(json.dumps(nb, indent=1))
+    assert git("status", "--porcelain").returncode == 0
+    diff = git("diff", "--stat")
+    assert diff.returncode == 0 and diff.stdout == ""  # outputs alone are no change
+    assert git("add", str(saved)).returncode == 0
+    staged = json.loads(git("show", f":notebooks/{saved.name}").stdout)
+    assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in staged["cells"])
 
 
 def _markdown(path: Path) -> str:

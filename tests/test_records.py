@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro.geometry import records
+from repro.geometry.layout import HEAD_DIM
 from repro.kernels import records_reference as rr
 
 
@@ -35,8 +36,8 @@ def bf16_bits(values) -> list[int]:
 
 def test_layouts_match_the_byte_counts_of_the_formats():
     assert (records.V4.token_bytes, records.MXFP8.token_bytes, records.NVFP4.token_bytes) == (584, 528, 288)
-    assert records.MXFP8.n_scales * records.MXFP8.quant_block == records.HEAD_DIM
-    assert records.NVFP4.n_scales * records.NVFP4.quant_block == records.HEAD_DIM == 2 * records.NVFP4.data_bytes
+    assert records.MXFP8.n_scales * records.MXFP8.quant_block == HEAD_DIM
+    assert records.NVFP4.n_scales * records.NVFP4.quant_block == HEAD_DIM == 2 * records.NVFP4.data_bytes
     assert records.MXFP8.scale_offset(16, 3) == 3 * 528 + 512
     assert records.MXFP8_PAGE_SPLIT.scale_offset(16, 3) == 16 * 512 + 3 * 16
     with pytest.raises(ValueError, match=r"^record: "):

@@ -293,3 +293,19 @@ def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch
 def test_patch_effect(released, patched, effect):
     v = pd.DataFrame([_verdict("0.33.0", "k", "released", released), _verdict("0.33.0", "k", "patched", patched)])
     assert rel.patch_effect(v)["patch"].tolist() == [effect]
+
+
+@pytest.mark.parametrize("status", ["timeout", "killed", "exited", "error"])
+def test_a_case_that_ends_without_a_result_could_not_run_and_is_no_fault(status):
+    k = "v4:_dequantize_and_gather_k_kernel"
+    frame = pd.DataFrame(
+        [
+            case("0.22.0", k, "released", "in-range", 1),
+            case("0.22.0", k, "released", "poison", 2, status=status, error=f"{status} here"),
+        ]
+    )
+    verdict = rel.verdicts(frame).iloc[0]
+    assert verdict.verdict == "could not run" and verdict.reason == f"{status}: {status} here"
+    assert verdict.first_fault is None and rel.verdict_class(verdict.verdict) == "could not run"
+    (check,) = rel.check_rows(rel.verdicts(frame), {("0.22.0", k)}, [1, 2])
+    assert not check["ok"]

@@ -1,18 +1,36 @@
 """One writer per run folder: a second run, a --resume or a report meets the lock with one line and
-exit code 2 and changes nothing; a lock left by a killed run is taken over by --resume."""
+exit code 2 and changes nothing; a lock left by a killed run is taken over by --resume. A run's recorded
+command reproduces it."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from clitools import SMALL_02, cli_env, kill_tagged, manifest, new_tag, run, start, tagged, wait_for, wait_gone
+from clitools import (
+    ROOT,
+    SMALL,
+    SMALL_02,
+    assert_same_tables,
+    cli_env,
+    kill_tagged,
+    manifest,
+    new_tag,
+    run,
+    start,
+    tagged,
+    wait_for,
+    wait_gone,
+)
 
 from repro.cli.runfolder import LOCK_NAME, RunFolderError, RunLock, holder_if_locked, new_default_folder
 
@@ -167,10 +185,14 @@ def test_unusable_run_folders_are_one_line(tmp_path, setup, args, fragment):
 
 
 @pytest.mark.notebook
-def test_two_runs_started_together_into_one_new_folder(tmp_path):
-    out = tmp_path / "run"
+def test_two_runs_started_together_then_the_winners_command_reproduces_it(tmp_path):
+    """Two runs race for one new folder: one writes it, the other is refused with one line. The winner's output is
+    one line per notebook and a verdict, and its recorded command, pasted into a shell at the checkout root,
+    reproduces its tables."""
+    out = tmp_path / "run dir 'quoted' $HOME"  # a path the shell would split, quote and expand
     tag = new_tag()
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02]
+    args += ["-p", "sentinel_modes=in-range,poison", "-p", "seed=7"]
     try:
         procs = [start(args, tag), start(args, tag)]
         results = [(p.wait(timeout=600), *p.communicate()) for p in procs]
@@ -185,12 +207,39 @@ def test_two_runs_started_together_into_one_new_folder(tmp_path):
     assert len(sweep) == 2 * 2 * sweep["variant"].nunique()
     assert manifest(out)["status"] == "complete"
 
+    # Noise: nothing on stderr; one line per notebook and for the report, then the folder and the verdict.
+    _, stdout, stderr = next(r for r in results if r[0] == 0)
+    assert stderr == ""
+    lines = stdout.strip().splitlines()
+    assert re.fullmatch(r"\[02-strided-block-table-gather\] ok in [0-9.]+ s", lines[0]), lines
+    assert re.fullmatch(r"\[report\] ok in [0-9.]+ s", lines[1]), lines
+    assert lines[2:] == [f"run folder: {out}", "all checks passed"]
+
+    command = manifest(out)["command"]
+    words = shlex.split(command)
+    assert words[:4] == ["python", "-m", "repro", "run"]
+    assert words[words.index("--out") + 1] == str(out)
+    assert words[words.index("--notebooks") + 1] == "02"
+    assert words.count("-p") == 5 and "sentinel_modes=[in-range, poison]" in words
+    assert command in (out / "report.md").read_text()  # the report's test plan shows the same command
+
+    first = tmp_path / "first"
+    out.rename(first)
+    env = cli_env(tag, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    pasted = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    kill_tagged(tag)
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    again = manifest(out)
+    assert again["command"] == command and again["parameters"] == manifest(first)["parameters"]
+    assert_same_tables(first, out)
+
 
 @pytest.mark.notebook
 def test_resume_and_report_while_the_run_is_writing_are_refused(tmp_path):
+    """On the smallest notebook: the refusals leave the writer to finish its run."""
     out = tmp_path / "run"
     tag = new_tag()
-    args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01", "02", *SMALL_02]
+    args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01"]
     proc = start(args, tag)
     try:
         wait_for(lambda: (out / "manifest.json").exists(), 120, proc, "the manifest")
@@ -203,15 +252,17 @@ def test_resume_and_report_while_the_run_is_writing_are_refused(tmp_path):
     assert resumed.returncode == 2 and "in use by another process" in one_line(resumed)
     assert report.returncode == 2 and "in use by another process" in one_line(report)
     assert proc.returncode == 0, stdout + stderr
-    assert {p.name for p in (out / "results").glob("*.csv")} >= {"01-reshape-checks.csv", "02-gather-sweep.csv"}
+    assert {p.name for p in (out / "results").glob("*.csv")} >= {"01-reshape-checks.csv", "01-reshape-groups.csv"}
     assert manifest(out)["status"] == "complete"
 
 
 @pytest.mark.notebook
-def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_path):
+def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_path, cpu_run):
+    """Killed in notebook 02's sweep, resumed: notebook 01 is kept, 02 runs again, and every table is the one the
+    session's run with the same seed and sizes wrote (a resumed run is the run; the same seed, the same tables)."""
     out = tmp_path / "run"
     tag = new_tag()
-    args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01", "02", *SMALL_02]
+    args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01", "02", *SMALL]
     proc = start(args, tag)
     sweep = out / "results" / "02-gather-sweep.csv"
     try:
@@ -234,8 +285,10 @@ def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_pa
     assert "taking over" in resumed.stdout and "[01-reshape-overrun] already complete, kept" in resumed.stdout
     final = pd.read_csv(sweep)
     assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
-    assert len(final) == 2 * 2 * final["variant"].nunique()
+    assert len(final) == 3 * 2 * final["variant"].nunique()
     assert manifest(out)["status"] == "complete"
+    assert cpu_run.proc.returncode == 0
+    assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))
 
 
 def test_tagged_processes_are_found():

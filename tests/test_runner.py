@@ -183,3 +183,25 @@ def test_notebook_machinery_logs_go_to_the_run_folder_not_stderr(tmp_path, capsy
                 handler.close()
             log.handlers[:] = handlers
             log.propagate = propagate
+
+
+@pytest.mark.notebook
+def test_a_notebook_that_stops_early_without_an_error_failed(tmp_path):
+    """papermill takes ``SystemExit(0)`` as success and runs no further cell: a notebook counts as run only
+    when every cell ran."""
+    import nbformat
+
+    from repro.cli.execute import KernelWatch, execute_notebook
+    from repro.cli.runfolder import RunLock
+
+    cells = [nbformat.v4.new_code_cell(src) for src in ("x = 1", "import sys\nsys.exit(0)", "y = 2")]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    src = tmp_path / "stops.ipynb"
+    nbformat.write(nb, src)
+    (tmp_path / "logs").mkdir()
+    kernel = KernelWatch(tmp_path, "stops", RunLock(tmp_path, "test"))
+    status = execute_notebook(src, tmp_path / "executed.ipynb", {}, False, kernel)
+    assert status["status"] == "failed"
+    assert status["error"] == (
+        "NotebookStopped: code cell 2 of 3 ended the notebook by SystemExit: 0; 1 cell(s) after it never ran"
+    )

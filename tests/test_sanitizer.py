@@ -260,7 +260,7 @@ def test_log_name():
 
 FAKE = r"""#!/bin/bash
 # Fake compute-sanitizer: records argv and env, writes a canned log, then runs the case (exec),
-# prints a canned result (canned) or sleeps (sleep).
+# sends a canned result through the case's channel (canned) or hangs in its case (sleep).
 printf '%s\n' "$@" > "$FAKE_SAN_DIR/argv-$$"
 echo "$PYTORCH_NO_CUDA_MEMORY_CACHING" > "$FAKE_SAN_DIR/env-$$"
 log=""
@@ -271,10 +271,11 @@ done
 [ -n "$FAKE_SAN_LOG" ] && cp "$FAKE_SAN_LOG" "$log"
 case "$FAKE_SAN_MODE" in
   exec) exec "$@" ;;
-  sleep) exec sleep 30 ;;
+  sleep) touch "$REPRO_CASE_CHANNEL/started"; exec sleep 30 ;;
   fail) echo "fake sanitizer: could not attach" >&2; exit 1 ;;
-  *) sleep "${FAKE_SAN_SLEEP:-0}"
-     echo "{\"implementation\": \"x\", \"status\": \"ok\", \"mismatched_tokens\": ${FAKE_SAN_MISMATCH:-0}}" ;;
+  *) touch "$REPRO_CASE_CHANNEL/started"; sleep "${FAKE_SAN_SLEEP:-0}"
+     echo "{\"implementation\": \"x\", \"status\": \"ok\", \"mismatched_tokens\": ${FAKE_SAN_MISMATCH:-0}}" \
+       > "$REPRO_CASE_CHANNEL/result.json" ;;
 esac
 """
 
@@ -352,7 +353,7 @@ def test_sanitizer_failed_ignores_stale_log(tmp_path, fake):
     res = run_under_sanitizer(spec, BUGGY, tmp_path, sanitizer_path=tool, env_extra=env(record, "fail"))
     assert res.status == "sanitizer-failed" and res.error_count is None
     assert "could not attach" in res.stderr_tail and "no log written" in res.error
-    assert res.case_status == "crashed" and res.returncode == 1
+    assert res.case_status == "did not start" and res.returncode == 1  # the tool failed before the case
 
 
 def test_tool_error_with_zero_count_is_not_clean(tmp_path, fake):

@@ -44,7 +44,7 @@ def test_sigterm_while_parameters_are_checked(tmp_path):
     tag = new_tag()
     proc = start(["run", "--profile", "cpu", "--out", str(out), "-p", "implementation=hang_on_import:gather"], tag)
     try:
-        wait_for(lambda: any("repro.registry" in c for c in tagged_cmdlines(tag)), 60, proc, "the import check")
+        wait_for(lambda: any("repro.evidence.probe" in c for c in tagged_cmdlines(tag)), 60, proc, "the import check")
         os.kill(proc.pid, signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
         left = wait_gone(tag, 10)

@@ -5,7 +5,7 @@ import json
 import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
-from repro.upstream import members, releases, wheelcache
+from repro.upstream import fetch, members, releases, wheelcache
 
 
 def test_index_keeps_final_releases_from_the_first_with_an_x86_wheel():
@@ -78,17 +78,17 @@ def test_derived_releases_are_recorded_and_reused(tmp_path, monkeypatch):
         }
     }
     root = tmp_path / "cache"
-    derived = releases.derive_releases(root, doc)
+    derived = fetch.derive_releases(root, doc)
     assert (derived.first, derived.releases) == ("0.20.0", ["0.20.0", "0.20.1", "0.21.0"])
     assert ["manylinux_2_35_x86_64"] in tags  # the index's own tag for a 0.20.x wheel
-    assert releases.recorded_releases(root) == derived
+    assert fetch.recorded_releases(root) == derived
     probes = len(calls)
-    again = releases.derive_releases(root, doc)
+    again = fetch.derive_releases(root, doc)
     assert again.releases == derived.releases and len(calls) == probes
     # a host without the registry uses the carried record; without one, one line naming the parameter
-    assert releases.gpu_default_releases(root, download=False) == ["0.20.0", "0.20.1", "0.21.0"]
+    assert fetch.gpu_default_releases(root, download=False) == ["0.20.0", "0.20.1", "0.21.0"]
     with pytest.raises(releases.ReleaseListError, match=r"^releases: 'default' needs the registry"):
-        releases.gpu_default_releases(tmp_path / "empty", download=False)
+        fetch.gpu_default_releases(tmp_path / "empty", download=False)
 
 
 def test_release_lists_resolve_per_profile_and_reject_bad_input():
@@ -119,7 +119,9 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
     root = tmp_path / "cache"
     entry = wheelcache.ensure_release("0.99.0", root)
     assert entry.members_of(members.GATHER) == sorted([V4_MEMBER, "vllm/utils/math_utils.py"])
-    assert "vllm/big.py" not in entry.members()  # in no registered member set
+    # every registered set is taken while the wheel is here; nothing outside them is
+    assert "vllm/big.py" not in entry.members()
+    assert set(entry.members()) == {m for members in entry.sets().values() for m in members}
     assert entry.provenance["sha256"] == wheelcache.sha256_hex(wheel.read_bytes())
     assert entry.provenance["files"][V4_MEMBER]["record"] == wheelcache.record_digest(files[V4_MEMBER].encode())
     assert not list(root.rglob("*.whl"))

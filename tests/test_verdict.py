@@ -27,19 +27,23 @@ COUNTS = (1, 2, 4)
 
 
 def sweep(outcomes: dict[str, dict[tuple[str, int], object]], targets: dict[str, str] | None = None) -> pd.DataFrame:
-    """Sweep rows: per variant, ``{(mode, n): mismatched tokens or "crashed"}`` (missing: 0 differ)."""
+    """Sweep rows: per variant, ``{(mode, n): mismatched tokens, or a status such as "crashed"}`` (missing: 0
+    differ); ``("changed", name)``: the output right, the input ``name`` changed."""
     rows = []
     for variant, cases in outcomes.items():
         for mode in ("in-range", "poison"):
             for n in COUNTS:
                 got = cases.get((mode, n), 0)
+                changed = got[1] if isinstance(got, tuple) else ""
+                status = got if isinstance(got, str) else "ok"
                 obs = {
-                    "status": "crashed" if got == "crashed" else "ok",
-                    "mismatched_tokens": None if got == "crashed" else got,
+                    "status": status,
+                    "mismatched_tokens": None if status != "ok" else (0 if changed else got),
                     "total_tokens": 100,
                     "stray_writes": 0,
                     "implementation": (targets or {}).get(variant, f"pkg.mod:{variant}"),
-                    "error": "",
+                    "error": f"{status} (synthetic)" if status != "ok" else "",
+                    "changed_inputs": changed,
                 }
                 rows.append(gather.sweep_row(variant, expectation(variant), mode, n, obs))
     return pd.DataFrame(rows).assign(notebook="02-strided-block-table-gather")
@@ -136,3 +140,55 @@ def test_the_committed_runs_lead_with_what_they_showed():
 def test_expectations_come_from_the_registry():
     assert expectation("buggy") == EXPECT_BUG
     assert expectation(UNDER_TEST_LABEL) != EXPECT_BUG
+
+
+def test_an_implementation_that_raises_is_neither_a_verified_fix_nor_the_bug():
+    """Raising at 4 requests fails those checks; the headline says so, from the same rule."""
+    raising = {("in-range", 4): "error", ("poison", 4): "error"}
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: raising}, {UNDER_TEST_LABEL: "x.y:gather"})
+    v = run_verdict(run_of(table))
+    assert v.failed == 2 and v.failed_explained == 0
+    assert v.title.startswith("Unexpected results: `x.y:gather` gives no result from 4 requests (error: ")
+    assert FIX_VERIFIED not in v.findings[0].outcomes[:1]
+
+
+@pytest.mark.parametrize("status", ["timeout", "killed", "exited", "out of memory", "did not start", "error"])
+def test_only_a_named_fault_is_the_bugs_signature(status):
+    """Wrong from 2 requests in range, and any ending but a named fault on poison ids: not a reproduction."""
+    ends = {("in-range", 2): 50, ("in-range", 4): 90, ("poison", 2): status, ("poison", 4): status}
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: ends}, {UNDER_TEST_LABEL: "x.y:gather"})
+    v = run_verdict(run_of(table))
+    assert not v.title.startswith("Reproduced") and "not the bug's signature" in v.title
+    assert v.failed_explained < v.failed
+
+
+def test_a_changed_input_is_never_a_verified_fix():
+    changed = {("in-range", 1): ("changed", "k_cache")}
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: changed}, {UNDER_TEST_LABEL: "x.y:gather"})
+    v = run_verdict(run_of(table))
+    assert "changes its input(s) k_cache" in v.title and v.failed == 1
+
+
+def test_failures_outside_the_sweep_keep_the_headline_from_claiming_the_fix():
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {}}, {UNDER_TEST_LABEL: "x.y:gather"})
+    contiguous = pd.DataFrame(
+        [
+            gather.contiguous_case_row("buggy", "a", 3, 0, 0, True, 39),
+            gather.contiguous_case_row(UNDER_TEST_LABEL, "a", 3, -1, -1, False, 39, "RuntimeError: no"),
+        ]
+    ).assign(notebook="02-strided-block-table-gather")
+    run = run_of(table)
+    run.tables["02-contiguous-checks"] = contiguous
+    v = run_verdict(run)
+    assert v.title.startswith("Unexpected results: `x.y:gather` matches the reference in the sweep but fails 1")
+
+
+def test_an_ok_column_that_is_not_the_rules_is_a_failed_check():
+    """A process whose rule was patched by the code it ran (or an edited table) writes ok where the rule says
+    not: the verdict recomputes every sweep row and counts the disagreement as a failure."""
+    table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {("in-range", 2): 7}}, {UNDER_TEST_LABEL: "x.y:gather"})
+    table["ok"] = True
+    v = run_verdict(run_of(table))
+    assert len(v.disagreements) == 1 and v.failed == 1
+    assert "ok is True but the checks' rule gives False" in v.disagreements[0]
+    assert v.title.startswith("Unexpected results")

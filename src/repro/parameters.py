@@ -14,7 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from repro.registry import RECORD_GATHERS
+from repro.evidence import environment
+from repro.geometry.layout import ceil_div
+from repro.profiles import PROFILES
+from repro.registry import BENCH_VARIANTS, RECORD_GATHERS, ImplementationError, load_implementation
+from repro.seeds import load
 
 #: Set by the runner itself; a user may not pass them with -p.
 RESERVED = ("profile", "run_dir")
@@ -133,6 +137,13 @@ SCHEMA: dict[str, Param] = {
             or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
         ),
     ),
+    # notebook 05
+    "runner_sweep": Param(
+        str,
+        "'default' (the profile's: three configurations on a CPU, every one on a GPU), 'short' or 'full' "
+        "(the runner configurations notebook 05 runs each release's table code through)",
+        lambda v: v in ("default", "short", "full"),
+    ),
     "matrix_request_counts": Param(
         list,
         f"[] (the profile's default) or a list of integers from 1 to {MAX_REQUESTS}",
@@ -170,7 +181,7 @@ SCHEMA: dict[str, Param] = {
     "bench_variants": Param(
         list,
         "a non-empty list of distinct values drawn from 'fixed' and 'fast'",
-        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"fixed", "fast"},
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= set(BENCH_VARIANTS),
         item_kind=str,
     ),
     "stream_ceiling": Param(
@@ -242,8 +253,6 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
 
 
 def _default_pool_bytes() -> int:
-    from repro.seeds import load
-
     return int(load(43988)["reported"]["available_bytes"])
 
 
@@ -254,7 +263,7 @@ def host_memory_bytes() -> int:
 def device_memory_bytes(profile: str) -> int:
     """The memory a profile allocates from: the host's RAM (``cpu``) or the CUDA device's (``gpu``)."""
     if profile == "gpu":
-        import torch
+        import torch  # lazy: seconds to import; only the gpu profile asks the device
 
         return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
     return host_memory_bytes()
@@ -264,7 +273,7 @@ def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | Non
     """Notebook 01 reshapes a pool of ``pool_bytes`` (0: the PR's) as the C128A cache at ``block_size``:
     the pool must be a whole number of that cache's padded pages, and it is allocated for real, so it
     must fit in half of ``memory_bytes`` (the device's memory) when that is given."""
-    from repro.geometry.specs import dsv4_catalogue
+    from repro.geometry.specs import dsv4_catalogue  # lazy: imports torch; --help and the CLI's checks do not
 
     if memory_bytes is not None and pool_bytes > memory_bytes // 2:
         raise ParameterError(
@@ -315,11 +324,6 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
     ``import_check(path, name)`` checks an implementation path (default: import it here); the CLI
     imports one from outside this package in a child process, so it cannot end or hang the run.
     """
-    from repro.evidence.environment import find_compute_sanitizer
-    from repro.geometry.layout import ceil_div
-    from repro.profiles import PROFILES
-    from repro.registry import ImplementationError, load_implementation
-
     for name in ("implementation", "reference_gather"):
         if params.get(name):
             try:
@@ -348,7 +352,7 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
                 f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
                 f"accepted: more than {max(widths)}"
             )
-    if params.get("sanitizer") == "required" and (profile != "gpu" or find_compute_sanitizer() is None):
+    if params.get("sanitizer") == "required" and (profile != "gpu" or environment.find_compute_sanitizer() is None):
         raise ParameterError(
             "sanitizer: 'required' but compute-sanitizer is not available here "
             f"(profile {profile}); accepted: 'auto' or 'off'"

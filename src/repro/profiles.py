@@ -37,7 +37,7 @@ PROFILES = {
 
 
 def cuda_available() -> bool:
-    import torch
+    import torch  # lazy: seconds to import; the cpu profile and the report never need it
 
     return torch.cuda.is_available()
 
@@ -63,7 +63,7 @@ def activate(name: str) -> Profile:
         os.environ.pop("TRITON_INTERPRET", None)
     gather = sys.modules.get("repro.kernels.gather")
     if gather is not None:
-        from repro.kernels.launch import is_interpreted
+        from repro.kernels.launch import is_interpreted  # lazy: triton; the report reads profiles without it
 
         if is_interpreted(gather._dequantize_and_gather_k_kernel) != profile.interpret:
             raise ProfileError(

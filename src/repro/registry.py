@@ -21,6 +21,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from repro.tables import Table
+
 GATHER_SIGNATURE = "fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)"
 GATHER_ARGS = ("out", "k_cache", "seq_lens", "gather_lens", "block_table", "block_size", "offset")
 
@@ -259,8 +261,8 @@ UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXP
 #: How an upstream arm's label names its table.
 TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
 COPY_WORDS = " + .contiguous()"
-#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``), what vLLM runs on NVIDIA GPUs when
-#: the package is installed: as released only (it takes no row pitch, so PR #55109 has nothing to change).
+#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``; where vLLM dispatches to it is notebook
+#: 05's table): as released only (it takes no row pitch, so PR #55109 has nothing to change).
 UPSTREAM_CUTEDSL = "CuTe-DSL"
 _UPSTREAM_LABEL = re.compile(
     r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched|CuTe-DSL)"
@@ -554,30 +556,49 @@ class SuiteOutcome(StrEnum):
 SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, SuiteOutcome.FAULT)
 
 
+# --------------------------------------------------------------------------------------------
+# Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
+
+#: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.
+DISPATCH_RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
+DISPATCH_NOT_SHIPPED = "not shipped"  # the release has no code for this model
+DISPATCH_NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
+DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
+DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
+DISPATCH_RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
+NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+#: Where a block table is recorded on its way to a gather.
+STAGE_RUNNER = "runner table"
+STAGE_KERNEL = "kernel-block table"
+STAGE_CALL = "gather call site"
+TABLE_RAN = "ran"
+TABLE_NOT_RUN = "could not run"
+RUNNER_V1, RUNNER_V2 = "V1", "V2"
+#: The GPU families notebook 05 tells a release's code about (``repro.upstream.platforms`` holds their facts).
+GPU_FAMILY_NAMES = {
+    "sm90": "SM90 (H100/H200)",
+    "sm100": "SM100 (B200/GB200)",
+    "rocm": "ROCm (MI300)",
+    "xpu": "XPU (Intel)",
+    "cuda-no-cutlass": "CUDA without cutlass",
+    "cuda-cutlass-fails": "CUDA whose cutlass import fails",
+}
+#: Notebook 05's result tables.
+TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
+    Table.GATHER_DISPATCH,
+    Table.GATHER_WARMUPS,
+    Table.RUNNER_TABLES,
+    Table.RUNNER_ANSWERS,
+    Table.WHO_IS_AFFECTED,
+)
+#: Does stock vLLM hand a gather a column-narrowed table (per release and runner)?
+REACHED = "reached"  # some configuration hands one to a call site
+LATENT = "latent"  # every configuration ran; no call-site table is narrowed
+UNDECIDED = "undecided"  # some configuration could not run and none reached
+
+
 def _describe(fn: Callable[..., Any]) -> str:
     try:
         return f"{fn.__name__}{inspect.signature(fn)}"
     except (TypeError, ValueError):
         return repr(fn)
-
-
-def _probe_main(argv: list[str]) -> int:
-    """``python -m repro.registry PATH PARAM TOKEN``: check one implementation in a throw-away process.
-
-    The last stdout line is ``TOKEN ok {provenance as JSON}`` on success, ``TOKEN <the one-line error>``
-    otherwise; a module that ends the process on import prints neither, which the caller reports.
-    """
-    import json
-
-    path, param, token = argv
-    try:
-        load_implementation(path, param)
-    except ImplementationError as exc:
-        print(f"\n{token} {exc}", flush=True)
-        return 2
-    print(f"\n{token} ok {json.dumps(provenance(path), default=str)}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_probe_main(sys.argv[1:]))

@@ -23,6 +23,7 @@ class Notebook(StrEnum):
     GATHER = "02-strided-block-table-gather"
     PERFORMANCE = "03-performance"
     RELEASES = "04-upstream-releases"
+    AFFECTED = "05-who-is-affected"
     REPORT = "90-report"
 
 
@@ -104,6 +105,12 @@ class Table(StrEnum):
     #: The repository's V4.1 gathers as implementations under test on each release's records.
     RECORD_GATHERS = "04-record-gathers", ("release", "kernel", "record", "layout", "variant", "mode", "num_reqs")
     RECORD_GATHER_CHECKS = "04-record-gather-checks", ("check", "release", "variant", "record")
+    # notebook 05: who is affected, from each release's own code
+    GATHER_DISPATCH = "05-gather-dispatch", ("release", "gpu_family", "model", "record")
+    GATHER_WARMUPS = "05-gather-warmups", ("release", "gpu_family", "model", "instance")
+    RUNNER_TABLES = "05-runner-tables", ("release", "runner", "config", "group", "stage", "site")
+    RUNNER_ANSWERS = "05-runner-answers", ("release", "runner")
+    WHO_IS_AFFECTED = "05-who-is-affected", ("releases", "gpu_family", "model", "record")
     #: Written by ``repro report --merge`` beside the merged matrix (a merge folder, not a run folder).
     RELEASE_VERDICTS = "04-release-verdicts", ("release", "kernel", "variant")
 
@@ -149,6 +156,15 @@ IDENTITY_ORDER = (
     "run",
     "check",
     "release",
+    "releases",
+    "runner",
+    "config",
+    "gpu_family",
+    "model",
+    "group",
+    "stage",
+    "site",
+    "instance",
     "code",
     "kernel",
     "record",

@@ -1,7 +1,7 @@
 """vLLM's CuTe-DSL gather beside gather_fast: what notebook 03's CuTe-DSL arms say. Pandas only.
 
-The CuTe-DSL gather is what vLLM runs on NVIDIA GPUs when ``nvidia-cutlass-dsl`` is installed, so it,
-not the Triton fallback, is ``gather_fast``'s real peer. Its arms (:func:`repro.registry.cutedsl_bench_arms`)
+Where vLLM dispatches to the CuTe-DSL gather (notebook 05's table says where), it, not a Triton gather, is
+``gather_fast``'s peer. Its arms (:func:`repro.registry.cutedsl_bench_arms`)
 are timed like every other arm; this module puts them beside ``gather_fast``'s arms of the same run and
 the streaming ceiling measured in it:
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_BUG
 
 MEMCHECK_BLIND_SPOT = (
@@ -27,20 +28,30 @@ def expected_text(expect: str, num_reqs: int) -> str:
     return "matches reference"
 
 
+def changed_inputs_text(changed: object) -> str:
+    """``"changed its input(s) k_cache (a gather writes only out)"``, or "" when nothing changed."""
+    names = str(changed or "").strip()
+    return f"changed its input(s) {names} (a gather writes only out)" if names and names != "nan" else ""
+
+
 def observed_text(obs: Mapping[str, Any]) -> str:
-    if obs["status"] != "ok":
-        return f"{obs['status']}: {obs.get('error', '')}"[:200]
+    changed = changed_inputs_text(obs.get("changed_inputs"))
+    if obs["status"] != OK:
+        return "; ".join(t for t in (f"{obs['status']}: {obs.get('error', '')}"[:200], changed) if t)
     text = f"{obs['mismatched_tokens']}/{obs['total_tokens']} tokens differ"
     if obs.get("stray_writes"):
         text += f", {obs['stray_writes']} stray rows written"
-    return text
+    return f"{changed}; {text}" if changed else text
 
 
 def case_ok(expect: str, num_reqs: int, obs: Mapping[str, Any]) -> bool:
-    """The verdict of one sweep case."""
-    clean = obs["status"] == "ok" and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
+    """The verdict of one sweep case. A case that changed an input fails whatever its output; only a named
+    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending."""
+    if changed_inputs_text(obs.get("changed_inputs")):
+        return False
+    clean = obs["status"] == OK and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
     if expect == EXPECT_BUG and num_reqs > 1:
-        return obs["status"] == "crashed" or (obs["status"] == "ok" and (obs["mismatched_tokens"] or 0) > 0)
+        return obs["status"] == FAULTED or (obs["status"] == OK and (obs["mismatched_tokens"] or 0) > 0)
     return clean
 
 
@@ -64,6 +75,7 @@ def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[st
         "total_tokens": obs["total_tokens"],
         "stray_writes": obs["stray_writes"],
         "error": obs.get("error", ""),
+        "changed_inputs": obs.get("changed_inputs", ""),
     }
 
 
@@ -142,21 +154,23 @@ def contiguous_case_row(
     whole_equal: bool,
     total_tokens: int,
     error: str = "",
+    changed_inputs: str = "",
 ) -> dict:
-    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal; an
-    implementation that raised or timed out (``error``) fails the check."""
+    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal and every input
+    unchanged; an implementation that raised or timed out (``error``) fails the check."""
+    observed = f"error: {error}"[:200] if error else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows"
+    changed = changed_inputs_text(changed_inputs)
     return {
         "check": "gather equals the reference on a contiguous table",
         "variant": label,
         "num_reqs": num_reqs,
         "case": case,
         "expected": "whole output buffer bitwise equal",
-        "observed": f"error: {error}"[:200]
-        if error
-        else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows",
-        "ok": not error and whole_equal and mismatched == 0 and stray == 0,
+        "observed": f"{changed}; {observed}" if changed else observed,
+        "ok": not error and not changed and whole_equal and mismatched == 0 and stray == 0,
         "mismatched_bytes": None,
         "total_bytes": None,
+        "changed_inputs": changed_inputs,
     }
 
 
@@ -171,6 +185,7 @@ def writer_row(case: str, num_reqs: int, differ: int, total_bytes: int) -> dict:
         "ok": differ == 0,
         "mismatched_bytes": differ,
         "total_bytes": total_bytes,
+        "changed_inputs": None,
     }
 
 

@@ -229,9 +229,10 @@ def release_story(rows: pd.DataFrame, seed_kernel: str = "") -> dict:
     return out
 
 
-def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = None) -> str:
-    """Why PR #55109's production log shows a JIT compilation right before the illegal access, told with the
-    measurements of :func:`release_story` ("" when the run fingerprinted no vLLM release)."""
+def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = None, warmups: str = "") -> str:
+    """What PR #55109's production log line (a JIT compilation right before the illegal access) is consistent
+    with, told with the measurements of :func:`release_story` ("" when the run fingerprinted no vLLM release).
+    ``warmups``: the sentence saying which releases warm their Triton gather up where (notebook 05)."""
     if not story:
         return ""
     wide = f"one {backing_width}-wide table" if backing_width else "one backing table"
@@ -269,12 +270,20 @@ def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = N
         else:
             text += "."
         parts.append(text)
+    if warmups:
+        parts.append(
+            warmups + " A gather without a warm-up compiles at its first launch whatever the table's width, and "
+            "vLLM's JIT monitor logs one line per kernel."
+        )
     parts.append(
-        "So the log's order, a compilation and then the illegal access, is what the first launch on a narrowed table "
-        "does: it brings a width never compiled, Triton compiles it, and the binary it then runs reads row `b` at "
-        "`b * shape[-1]` instead of `b * stride(0)`. With PR #55109's change every view of the "
-        "backing table passes the same `stride(0)`, a runtime argument of the class the warm-up compiled: no "
-        "compilation on the inference path and no wrong row. Left a `tl.constexpr`, the stride is stable on views "
-        "of one table but compiles once per width of contiguous tables: why the PR's runtime argument matters."
+        "So the log's order, a compilation and then the illegal access, is consistent with a first launch on a "
+        "narrowed table (it brings a width never compiled, Triton compiles it, and the binary then reads row `b` at "
+        "`b * shape[-1]` instead of `b * stride(0)`), but it is not proof of one: a kernel that was never warmed up, "
+        "an integer argument that changes its specialisation class (== 1, divisible by 16, as the contiguous counts "
+        "above show) or a pointer with another 16-byte alignment compile on the inference path too. With PR "
+        "#55109's change every view of the backing table passes the same `stride(0)`, a runtime argument of the "
+        "class the warm-up compiled: no compilation on the inference path for narrowed views and no wrong row. Left "
+        "a `tl.constexpr`, the stride is stable on views of one table but compiles once per width of contiguous "
+        "tables: why the PR's runtime argument matters."
     )
     return "\n\n".join(parts)

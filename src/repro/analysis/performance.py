@@ -228,19 +228,6 @@ def fast_text(facts: dict, outside_names: dict[str, str] | None = None) -> str:
     return text + "."
 
 
-def median_pivot(medians: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> pd.DataFrame:
-    """Median microseconds per shape, one column per arm in registry order, short display names."""
-    piv = medians[medians.launch == launch].pivot_table(
-        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
-    )
-    order = [a.label for a in ARMS if a.label in piv.columns] + outside_arms(piv.columns)
-    outside = set(outside_arms(order))
-    names = {
-        label: (outside_names or {}).get(label, label) if label in outside else arm(label).display for label in order
-    }
-    return piv[order].rename(columns=names)
-
-
 def outside_band(ratios: pd.DataFrame, kernel: str = "fixed") -> pd.DataFrame:
     lo, hi = NO_COST_BAND
     col = f"{kernel} narrowed/contiguous_ratio"

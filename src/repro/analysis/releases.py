@@ -5,11 +5,13 @@ Rules, per (release, kernel, variant):
 
 * an arm-level row decides alone: ``not present``, ``could not load``, ``not run``, ``not applicable``,
   ``unknown release``, ``download failed``, ``bad wheel`` (its reason is kept);
-* a case *faults* when its process crashed or timed out (a GPU illegal address), or when the bounds-
-  checked interpreter counted lanes outside every argument (an address that would fault);
+* a case *faults* when it ended in a named fault (an illegal address, SIGSEGV of the case, ...:
+  :data:`repro.outcomes.FAULTED`), or when the bounds-checked interpreter counted lanes outside every
+  argument (an address that would fault); a timeout or any other ending is not a fault;
 * a case is *wrong* when it ran and any gathered token differs bitwise from the reference, or a row
   outside the gather range was written;
-* a case that raised is ``could not run`` with the error;
+* a case that raised, timed out or ended without a result any other way is ``could not run`` with the
+  reason (a verdict of its own, not ``could not load``);
 * otherwise the arm is ``correct``.
 
 ``faults from N requests`` wins over ``wrong from N requests``; N is the smallest request count with
@@ -20,6 +22,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from repro.outcomes import FAULTED, NO_OBSERVATION
+from repro.registry import UPSTREAM_RELEASED
+
 ARM_STATUSES = (
     "not present",
     "could not load",
@@ -29,7 +34,7 @@ ARM_STATUSES = (
     "download failed",
     "bad wheel",
 )
-CASE_FAULTS = ("crashed", "timeout")
+CASE_FAULTS = (FAULTED,)
 KEY = ["release", "kernel", "variant"]
 VERDICT_COLUMNS = [
     "release",
@@ -69,7 +74,7 @@ def case_flags(frame: pd.DataFrame) -> pd.DataFrame:
     stray = _num(f["stray_writes"]).fillna(0)
     f["faults"] = status.isin(CASE_FAULTS) | ((status == "ok") & (oob > 0))
     f["wrong"] = (status == "ok") & ((mism > 0) | (stray > 0))
-    f["raised"] = status == "error"
+    f["raised"] = status.isin(NO_OBSERVATION)
     return f
 
 
@@ -107,8 +112,8 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
         first_wrong = int(n[c["wrong"]].min()) if c["wrong"].any() else None
         first_fault = int(n[c["faults"]].min()) if c["faults"].any() else None
         if c["raised"].any():
-            err = _text(c[c["raised"]].iloc[0].get("error"))
-            verdict, reason = "could not run", err
+            first = c[c["raised"]].iloc[0]
+            verdict, reason = "could not run", f"{first['status']}: {_text(first.get('error'))}"
         elif first_fault is not None:
             verdict, reason = f"faults from {first_fault} requests", ""
         elif first_wrong is not None:
@@ -139,13 +144,21 @@ def sort_releases(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict_class(verdict: str) -> str:
-    """correct | wrong | faults | not present | could not load | not run | other (for colours and counts)."""
+    """correct | wrong | faults | not present | could not load | could not run | not run | other (for colours
+    and counts)."""
     v = str(verdict)
-    for word in ("correct", "wrong", "faults", "not present", "could not load", "not run", "not applicable"):
+    for word in (
+        "correct",
+        "wrong",
+        "faults",
+        "not present",
+        "could not load",
+        "could not run",
+        "not run",
+        "not applicable",
+    ):
         if v.startswith(word):
             return word
-    if v == "could not run":
-        return "could not load"
     return "other"
 
 
@@ -156,7 +169,7 @@ def patch_effect(verdict_frame: pd.DataFrame, released: str = "released", patche
         by = dict(zip(g["variant"], g["verdict"]))
         r, p = by.get(released, ""), by.get(patched, "")
         rc, pc = verdict_class(r), verdict_class(p)
-        untested = not p or pc in ("not applicable", "not run", "could not load")
+        untested = not p or pc in ("not applicable", "not run", "could not load", "could not run")
         if rc in ("wrong", "faults"):
             effect = "fixed" if pc == "correct" else ("not tested" if untested else "not fixed")
         elif rc == "correct":
@@ -291,8 +304,6 @@ def pitched_kernels(inventory: pd.DataFrame) -> set[tuple[str, str]]:
 
 def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], request_counts: list[int]) -> list[dict]:
     """One check row per (release, kernel, variant) of the matrix."""
-    from repro.registry import UPSTREAM_RELEASED
-
     both = 1 in request_counts and 2 in request_counts
     rows = []
     for r in verdict_frame.to_dict("records"):

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from repro.analysis.checks import failed_checks, is_check_table
+from repro.analysis.written import lost_tables
 
 RESULTS = "results"
 MANIFEST = "manifest.json"
@@ -137,6 +138,9 @@ def load_run(path: str | Path) -> RunData:
     if not path.is_dir():
         raise RunFolderError(f"{path}: no such run folder")
     manifest = _read_manifest(path)
+    lost = lost_tables(path, manifest)
+    if lost:
+        raise RunFolderError(f"{path}: {lost[0]} is missing, though {MANIFEST} records it: a damaged folder")
     results = path / RESULTS
     tables = {p.stem: _read_table(p) for p in sorted(results.glob("*.csv"))}
     facts = {}

@@ -5,7 +5,11 @@ An implementation expected to reproduce a bug that does so is a reproduction, no
 implementation under test (``implementation=...``) that goes wrong exactly as the bug predicts
 reproduces the bug in that implementation; one that matches the reference verifies a fix there. A
 run whose manifest says it did not finish is *incomplete*, whatever its finished checks say.
-Pandas and the registry only: no torch, no evidence code.
+
+The headline and the checks come from one rule (:func:`repro.analysis.gather.case_ok`, the rule every
+sweep row's ``ok`` was written with): a case that raised, timed out, changed an input or ended any way
+but a named fault is neither *matches* nor *the bug's signature*, and a headline claims success only when
+every failed check is one the bug predicts. Pandas and the registry only: no torch, no evidence code.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from typing import Any
 import pandas as pd
 
 from repro import registry
-from repro.analysis.checks import ChecksFailed, truthy
-from repro.analysis.gather import case_ok, memcheck_expectation
+from repro.analysis.checks import ChecksFailed, failed_checks, truthy
+from repro.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
 from repro.analysis.rundata import RunData
-from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.outcomes import FAULTED, OK
+from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
 from repro.tables import Table
 
 BUG_RESHAPE = "vllm-project/vllm#43988"
@@ -34,8 +39,10 @@ FIX_VERIFIED = "fix verified"
 NOT_REPRODUCED = "not reproduced"
 FIX_NOT_VERIFIED = "fix not verified"
 INCOMPLETE = "incomplete"
-#: Case statuses that mean the process died (a GPU fault, a hang).
-FAULT_STATUSES = ("crashed", "timeout")
+#: Case statuses that are the bug's fault: a named one (an illegal address, SIGSEGV of the case, ...).
+FAULT_STATUSES = (FAULTED,)
+#: The sweep, whose rows the gather's behaviour is read from (other tables' failures are named apart).
+SWEEP_TABLE = Table.SWEEP
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,10 +62,14 @@ class Behaviour:
     faults_observed: bool  # a process really faulted (GPU); False: the bounds-checked interpreter flagged it
     bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
     mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of cases that ran
+    no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
+    no_result: str = ""  # that case's status and error
+    changed_inputs: tuple[str, ...] = ()  # inputs some case changed
+    every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
 
     @property
     def correct(self) -> bool:
-        return self.wrong_from is None and self.fault_from is None
+        return self.every_case_ok and self.wrong_from is None and self.fault_from is None
 
     @property
     def cases(self) -> int:
@@ -71,10 +82,12 @@ def _num(value: Any) -> int:
 
 
 def _obs(row: pd.Series) -> dict:
+    changed = row.get("changed_inputs")
     return {
         "status": str(row["status"]),
         "mismatched_tokens": _num(row.get("mismatched_tokens")),
         "stray_writes": _num(row.get("stray_writes")),
+        "changed_inputs": "" if changed is None or pd.isna(changed) else str(changed),
     }
 
 
@@ -85,7 +98,7 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     status = rows["status"].astype(str)
     mism = rows["mismatched_tokens"].map(_num)
     stray = rows["stray_writes"].map(_num)
-    wrong = (status == "ok") & ((mism > 0) | (stray > 0))
+    wrong = (status == OK) & ((mism > 0) | (stray > 0))
     faulted = status.isin(FAULT_STATUSES)
     flagged = pd.Series(False, index=rows.index)
     if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
@@ -94,10 +107,13 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
         keys = set(zip(far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
         flagged = pd.Series([(m, k) in keys for m, k in zip(rows["mode"].astype(str), n)], index=rows.index)
     bad_fault = faulted | flagged
-    signature = bool(len(rows)) and all(
-        case_ok(registry.EXPECT_BUG, int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())
-    )
-    ran = rows[status == "ok"]
+    observed = [(int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())]
+    signature = bool(len(rows)) and all(case_ok(registry.EXPECT_BUG, k, o) for k, o in observed)
+    every_ok = all(case_ok(EXPECT_CORRECT, k, o) for k, o in observed)
+    nothing = ~status.isin((OK, *FAULT_STATUSES))
+    first_nothing = rows[nothing].assign(_n=n[nothing]).sort_values("_n").head(1)
+    changed = sorted({name.strip() for o in (o for _, o in observed) for name in o["changed_inputs"].split(",")} - {""})
+    ran = rows[status == OK]
     return Behaviour(
         variant=variant,
         counts=tuple(sorted(set(n))),
@@ -111,6 +127,10 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
             (str(m), int(k), _num(v))
             for m, k, v in zip(ran["mode"], pd.to_numeric(ran["num_reqs"]), ran["mismatched_tokens"])
         ),
+        no_result_from=int(n[nothing].min()) if nothing.any() else None,
+        no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
+        changed_inputs=tuple(changed),
+        every_case_ok=every_ok,
     )
 
 
@@ -127,6 +147,10 @@ def describe(b: Behaviour, short: bool = False) -> str:
         modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
         return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
     parts = []
+    if b.changed_inputs:
+        parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
+    if b.no_result_from is not None:
+        parts.append(f"gives no result from {_requests(b.no_result_from)} ({b.no_result})")
     if b.wrong_from is not None:
         parts.append(f"is wrong from {_requests(b.wrong_from)}" if b.wrong_from > 1 else "is wrong at 1 request")
     if b.fault_from is not None:
@@ -134,6 +158,8 @@ def describe(b: Behaviour, short: bool = False) -> str:
         where = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
         when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
         parts.append(f"{verb} {where}{when}")
+    if not parts:  # every case observed and equal, yet a case failed the checks' rule
+        parts.append("fails a check of the sweep")
     return " and ".join(parts)
 
 
@@ -184,9 +210,15 @@ def _under_test_target(sweep: pd.DataFrame) -> str:
 
 
 def gather_finding(
-    sweep: pd.DataFrame, memory: pd.DataFrame | None = None, under_test_name: str = ""
+    sweep: pd.DataFrame,
+    memory: pd.DataFrame | None = None,
+    under_test_name: str = "",
+    under_test_elsewhere: list[str] | None = None,
 ) -> tuple[Finding, dict[str, Behaviour]]:
-    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour."""
+    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour.
+    ``under_test_elsewhere``: the implementation under test's failed checks in other tables (vLLM's
+    contiguous cases, ...): with any, it neither verifies a fix nor shows the bug's signature."""
+    elsewhere = list(under_test_elsewhere or [])
     variants = list(dict.fromkeys(sweep["variant"].astype(str)))
     seen = {v: behaviour(sweep, v, memory) for v in variants}
     problems, outcomes, controls = [], [], []
@@ -218,6 +250,16 @@ def gather_finding(
             controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
             if not u.correct:
                 problems.append(f"the implementation under test `{target}` {describe(u)}")
+        elif elsewhere:
+            if u.correct:
+                first = elsewhere[0].split(": ", 1)[-1][:160]
+                subject = (
+                    f"{name} matches the reference in the sweep but fails {len(elsewhere)} other check(s): {first}"
+                )
+            else:
+                subject = f"{name} {describe(u)}, and fails {len(elsewhere)} check(s) outside the sweep"
+            lead = subject
+            problems.append(subject)
         elif u.bug_signature:
             like = [v for v in bug if same_mismatches(u, seen[v])]
             subject = f"{REPRODUCED}: {name} {describe(u)}"
@@ -319,10 +361,11 @@ class RunVerdict:
     checks: int
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
 
     @property
     def failed(self) -> int:
-        return self.checks - self.checks_ok
+        return self.checks - self.checks_ok + len(self.disagreements)
 
 
 def not_finished(manifest: Mapping[str, Any]) -> list[str]:
@@ -351,18 +394,50 @@ def explained_failures(run: RunData) -> tuple[int, int]:
     for table in run.check_tables().values():
         bad = table[~table["ok"].map(truthy)]
         failed += len(bad)
-        for _, row in bad.iterrows():
-            if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
-                continue
-            n = _num(row.get("num_reqs"))
-            if "error_count" in row and "sanitizer_status" in row:
-                _, want = memcheck_expectation(registry.EXPECT_BUG, str(row["mode"]), n)
-                explained += int(
-                    str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
-                )
-            elif "status" in row and "mismatched_tokens" in row:
-                explained += int(case_ok(registry.EXPECT_BUG, n, _obs(row)))
+        explained += sum(_explained(row) for _, row in bad.iterrows())
     return failed, explained
+
+
+def _explained(row: pd.Series) -> bool:
+    """A failed check row of the implementation under test that passes the bug's expectation."""
+    if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
+        return False
+    n, mode = _num(row.get("num_reqs")), str(row["mode"])
+    if "error_count" in row and "sanitizer_status" in row:
+        _, want = memcheck_expectation(registry.EXPECT_BUG, mode, n)
+        return str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
+    if "status" in row and "mismatched_tokens" in row:
+        return case_ok(registry.EXPECT_BUG, n, _obs(row))
+    if "out_of_view_lanes" in row and "out_of_bounds_lanes" in row:
+        lanes = {
+            "out_of_view_lanes": _num(row["out_of_view_lanes"]),
+            "out_of_bounds_lanes": _num(row["out_of_bounds_lanes"]),
+        }
+        expectation = memory_expectation(registry.EXPECT_BUG, mode, n, lanes)
+        return expectation is not None and expectation[1]
+    return False
+
+
+def under_test_elsewhere(run: RunData) -> list[str]:
+    """Failed checks of the implementation under test outside the sweep (and its memory-safety record), each
+    named: vLLM's own cases on contiguous tables and the like, where the bug predicts no failure."""
+    out = []
+    for name, table in run.check_tables().items():
+        if name == SWEEP_TABLE or "variant" not in table:
+            continue
+        rows = table[table["variant"].astype(str) == registry.UNDER_TEST_LABEL]
+        bad = rows[~rows["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
+
+
+def unexplained_failures(run: RunData) -> list[str]:
+    """Every failed check the bug does not predict, named (what keeps a headline from claiming success)."""
+    out = []
+    for table in run.check_tables().values():
+        bad = table[~table["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
 
 
 def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
@@ -374,7 +449,12 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
         findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
     sweep = run.table(Table.SWEEP)
     if sweep is not None and len(sweep):
-        finding, _ = gather_finding(sweep, run.table(Table.MEMORY_SAFETY), names.get("implementation", ""))
+        finding, _ = gather_finding(
+            sweep,
+            run.table(Table.MEMORY_SAFETY),
+            names.get("implementation", ""),
+            under_test_elsewhere(run),
+        )
         findings.append(finding)
     matrix = run.table(Table.RELEASE_MATRIX)
     if matrix is not None and len(matrix):
@@ -386,18 +466,39 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     failed, explained = explained_failures(run)
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
+    disagreements = rule_disagreements(run)
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished),
+        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
         complete=complete,
         findings=findings,
         not_finished=unfinished,
         checks=total,
         checks_ok=ok,
         failed_explained=explained if failed else 0,
+        disagreements=disagreements,
     )
 
 
-def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str]) -> str:
+def rule_disagreements(run: RunData) -> list[str]:
+    """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
+    by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
+    failed check, so the exit code, the checks and the headline cannot part."""
+    sweep = run.table(SWEEP_TABLE)
+    if sweep is None or not len(sweep) or not {"status", "mismatched_tokens", "variant", "num_reqs"} <= set(sweep):
+        return []
+    out = []
+    for _, row in sweep.iterrows():
+        rule = case_ok(registry.expectation(str(row["variant"])), _num(row["num_reqs"]), _obs(row))
+        if truthy(row["ok"]) != rule:
+            out.append(
+                f"{row.get('notebook', '?')}: {row['check']} [{row['variant']}, {row.get('mode', '')}, "
+                f"n={row['num_reqs']}]: ok is {row['ok']} but the checks' rule gives {rule} for what it observed "
+                f"({row.get('observed', '')})"
+            )
+    return out
+
+
+def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
     if not complete:
         why = (
             f"the run is {run.status!r}, not finished"
@@ -405,6 +506,11 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+    problems = [p for f in findings for p in f.problems[:1]]
+    if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
+        return "Unexpected results: " + (
+            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
+        )
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
         return subject[0].upper() + subject[1:]
@@ -421,8 +527,6 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         if measured:
             return "Measurements, no reproduction in this run: " + ", ".join(measured)
         return "No verdict: this run holds no evidence of either bug"
-    if any(f.problems for f in findings):
-        return "Unexpected results: " + "; ".join(p for f in findings for p in f.problems[:1])
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
     return f"{' and '.join(outcomes).capitalize()}: {bugs}"

@@ -7,20 +7,26 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from repro.analysis.verdict import RunVerdict
 
 EXIT_CODES = """exit codes:
-  0    every check passed
-  1    a check failed, a notebook broke or the report could not be written (each is named)
-  2    bad input, or a run folder in use by another run: one line naming what and what is accepted;
-       nothing is written
+  0    the run finished and every check passed
+  1    a check failed, a notebook broke, the run did not finish (report) or stopped on a file-system
+       fault (run; --resume goes on), or the report could not be written: each is named
+  2    bad input, a damaged run folder, or a run folder in use, not writable or not resumable: one
+       line naming what and what is accepted; nothing is written
   130  interrupted (Ctrl-C, SIGTERM, SIGHUP); finished results are kept and --resume goes on"""
 
 RUN_FOLDER = """run folder:
   One writer at a time: run, resume and report lock the folder (.repro.lock) for their whole life,
-  and a second one is refused (exit 2). --resume re-runs the notebooks that did not finish, keeps
-  the ones that did, and takes over a folder whose run was killed. manifest.json holds the command
-  that reproduces the run (paste it at the checkout root into a fresh --out)."""
+  and a second one is refused (exit 2). --resume continues a run that did not finish (interrupted,
+  killed, or stopped by a file-system fault) with the same profile, -p values and code (commit,
+  sources, implementation module): it keeps the notebooks that finished and re-runs the rest. A
+  finished run is refused (exit 2): its verdict stands; run again into a new --out. manifest.json
+  holds the command that reproduces the run (paste it at the checkout root into a fresh --out)."""
 
 
 def parameter_help() -> str:
@@ -108,6 +114,14 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def is_folder(path: Path) -> bool:
+    """A folder that exists (a name too long to look up is none)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -158,7 +172,7 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
         with contextlib.ExitStack() as readers:
             runs = []
             for d in run_dirs:
-                if not Path(d).is_dir():
+                if not is_folder(Path(d)):
                     raise RunFolderError(f"--merge: {d}: no such run folder")
                 readers.enter_context(RunLock(Path(d), "report --merge", exclusive=False).acquire("--merge"))
                 runs.append(load_run(d))
@@ -181,13 +195,14 @@ def report(run_dir: str, against: str | None) -> int:
     line naming the file, exit code 2, with nothing written."""
     from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.analysis.rundata import load_run
+    from repro.analysis.verdict import run_verdict
     from repro.cli.kernels import kernel_manager_class
-    from repro.cli.runfolder import RunFolderError, RunLock, holder_if_locked
+    from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
     from repro.report.build import write_comparison, write_markdown
     from repro.report.html import build_html
 
     path = Path(run_dir)
-    if not path.is_dir():
+    if not is_folder(path):
         print(f"error: report: {path}: no such run folder", file=sys.stderr)
         return 2
     try:
@@ -195,15 +210,16 @@ def report(run_dir: str, against: str | None) -> int:
         if busy is not None:  # a run is writing it: its tables may end mid-row right now
             raise RunFolderError(f"report: {path} is in use by another process{busy}; accepted: wait for it to end")
         load_run(path)  # not a run folder, or a damaged one: refused before the lock file is created
+        check_writable(path, "report", ("plots", "logs"))
         with RunLock(path, "report").acquire("report") as lock:
             run = load_run(path)
             if against:
-                if not Path(against).is_dir():
+                if not is_folder(Path(against)):
                     print(f"error: --against: {against}: no such run folder", file=sys.stderr)
                     return 2
                 with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
                     print(f"wrote {write_comparison(run, load_run(against))}")
-                return 0
+                return verdict_code(run_verdict(run))
             try:
                 md = write_markdown(run)
             except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
@@ -212,22 +228,48 @@ def report(run_dir: str, against: str | None) -> int:
                 raise DamagedRun(
                     f"{path}: its tables cannot be rendered ({type(exc).__name__}: {exc}); nothing was written"
                 ) from None
-            if not run.finished:
-                print(f"note: {path} holds a run that did not finish (status {run.status!r}); the report says so")
             log = path / "logs" / "90-report.kernel.log"
             try:
                 html = build_html(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
+            except OSError as exc:
+                print(f"error: report: wrote {md} but not report.html ({_cannot_write(exc, path)})", file=sys.stderr)
+                return 1
             except Exception as exc:  # the notebook export; report.md stands
                 print(f"error: report: wrote {md} but not report.html ({type(exc).__name__}: {exc})", file=sys.stderr)
                 return 1
     except (RunFolderError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the folder refused a write midway (disk full, ...)
+        print(f"error: report: {_cannot_write(exc, path)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     print(f"wrote {md}, {md.parent / 'pr-comment.md'} and {html}")
-    return 0
+    verdict = run_verdict(run)
+    print(verdict_line(verdict, run.status))
+    return verdict_code(verdict)
+
+
+def _cannot_write(exc: OSError, folder: Path) -> str:
+    return f"cannot write {exc.filename or folder} ({exc.strerror or exc})"
+
+
+def verdict_code(verdict: RunVerdict) -> int:
+    """The exit code of a run's verdict: 0 only for a finished run whose every check passed."""
+    return 0 if verdict.complete and verdict.failed == 0 else 1
+
+
+def verdict_line(verdict: RunVerdict, status: str) -> str:
+    """The last line ``report`` prints: the verdict its exit code stands for."""
+    if not verdict.complete:
+        return f"INCOMPLETE: the run did not finish (status {status!r})" + "".join(
+            f": {line}" for line in verdict.not_finished[:1]
+        )
+    if verdict.failed:
+        return f"FAILED: {verdict.failed} of {verdict.checks} check(s) failed: {verdict.title}"
+    return f"all {verdict.checks} checks passed: {verdict.title}"
 
 
 if __name__ == "__main__":

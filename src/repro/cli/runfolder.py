@@ -121,12 +121,74 @@ def new_default_folder(parent: Path, stamp: str) -> Path:
     raise RunFolderError(f"--out: no free folder name for {parent / stamp}; accepted: an explicit --out")
 
 
+#: Bytes a run's own paths take below its folder (``logs/sanitizer/`` and a file name as long as allowed).
+ROOM_INSIDE = 16 + 255
+#: The folders of a run folder a run or a report writes into.
+WRITTEN_FOLDERS = ("logs", "notebooks", "results", "plots")
+
+
+def check_room(run_dir: Path, option: str) -> None:
+    """Refuse, before any work, a folder whose path leaves no room for the files a run writes in it: a name
+    over the file system's limit, or a path too long for the run's own paths below it."""
+    absolute = Path(os.path.abspath(run_dir))
+    existing = Path(absolute.anchor)  # the deepest folder of the path that exists (a name too long is none)
+    for p in (*reversed(absolute.parents), absolute):
+        if not _is_dir(p):
+            break
+        existing = p
+    try:
+        name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in absolute.parts:
+        if len(part.encode()) > name_max:
+            raise RunFolderError(
+                f"{option}: {run_dir}: the name {part[:24]!r}... is {len(part.encode())} bytes, over the file "
+                f"system's limit of {name_max}; accepted: names of at most {name_max} bytes"
+            )
+    if len(str(absolute).encode()) + ROOM_INSIDE > path_max:
+        raise RunFolderError(
+            f"{option}: {run_dir}: a path of {len(str(absolute).encode())} bytes leaves no room for the run's "
+            f"files below it (the file system allows {path_max} in all); accepted: a path of at most "
+            f"{path_max - ROOM_INSIDE} bytes"
+        )
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long to look up
+        return False
+
+
+def check_writable(run_dir: Path, option: str, folders: tuple[str, ...] = WRITTEN_FOLDERS) -> None:
+    """Refuse, before any work, a run folder (or one of its ``folders`` that exists) this process cannot write
+    into: a file is created in each and removed."""
+    import tempfile
+
+    for folder in (run_dir, *(run_dir / f for f in folders)):
+        if not folder.is_dir():
+            continue
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".repro-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise RunFolderError(
+                f"{option}: cannot write to {folder} ({exc.strerror or exc}); accepted: a run folder whose "
+                f"folders ({', '.join(folders)}) this user can write"
+            ) from None
+
+
 def open_for_run(run_dir: Path, resume: bool) -> RunLock:
     """Create or take over ``run_dir`` for a run: the lock first, then what the folder holds is checked."""
+    check_room(run_dir, "--resume" if resume else "--out")
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--out: {run_dir} is a file; accepted: a new or empty folder")
     if resume and not run_dir.is_dir():
         raise RunFolderError(f"--resume: {run_dir} does not exist; accepted: the folder of an earlier run")
+    if resume:
+        check_writable(run_dir, "--resume")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

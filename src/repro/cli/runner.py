@@ -1,8 +1,13 @@
 """``python -m repro run``: every notebook through papermill into one run folder, then the report.
 
-Exit codes: 0 every check passed; 1 a check failed, a notebook broke or the run ended early (each
-named); 2 bad input or a run folder in use, reported before anything runs and with nothing written;
-130 interrupted (Ctrl-C, SIGTERM or SIGHUP; the run folder keeps what finished, ``--resume`` goes on).
+Exit codes: 0 every check passed; 1 a check failed, a notebook broke or the run stopped on a file-system
+fault (each named; after a fault ``--resume`` goes on); 2 bad input, a run folder in use or one
+``--resume`` does not accept, reported before anything runs and with nothing written; 130 interrupted
+(Ctrl-C, SIGTERM or SIGHUP; the run folder keeps what finished, ``--resume`` goes on).
+
+A notebook counts as run only when papermill executed every one of its cells (papermill itself takes a
+``SystemExit(0)`` as success and stops there). ``--resume`` continues a run that did not finish (killed,
+interrupted, stopped), with the code it started with; a finished run's verdict stands.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
 from repro.parameters import RESERVED, ParameterError, validate_notebook
@@ -23,8 +29,10 @@ from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
 
 REPORT_NOTEBOOK = "90-report.ipynb"
-#: Per-cell execution limit; every case has its own, far shorter limit (``case_timeout_s``).
-CELL_TIMEOUT_S = 1800
+#: Manifest statuses of a run that ended before its end and that ``--resume`` continues.
+RESUMABLE = ("running", "interrupted", "stopped")
+#: Manifest status of a run stopped by a file-system fault (disk full, a read-only folder, ...).
+STOPPED = "stopped"
 #: Limit for importing an implementation from outside this package in a child process.
 IMPORT_TIMEOUT_S = 120.0
 
@@ -118,15 +126,6 @@ class ImportChecks:
         return {name: self.provenance[values[name]] for name in names if values.get(name) in self.provenance}
 
 
-def shown_path(path: Path) -> str:
-    """``path`` relative to the checkout root when inside it (commands are run from there), else absolute."""
-    absolute = path.resolve()
-    try:
-        return absolute.relative_to(repo_root()).as_posix()
-    except ValueError:
-        return str(absolute)
-
-
 def rerun_command(profile: str, run_dir: Path, selection: list[str] | None, params: dict) -> str:
     """The command that reproduces this run, shell-quoted, to paste at the checkout root."""
     words = ["python", "-m", "repro", "run", "--profile", profile, "--out", shown_path(run_dir)]
@@ -160,9 +159,15 @@ class Manifest:
         return cls(path, data)
 
     def save(self) -> None:
+        """Write it whole or not at all; a write the folder refuses is a ``RunFolderWriteError`` naming it."""
+        from repro.evidence.results import RunFolderWriteError
+
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        tmp.replace(self.path)
+        try:
+            tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise RunFolderWriteError.of(self.path, exc) from None
 
 
 def point_latest(run_dir: Path) -> None:
@@ -177,34 +182,6 @@ def point_latest(run_dir: Path) -> None:
         tmp.unlink()
     tmp.symlink_to(target)
     tmp.replace(latest)
-
-
-def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, engine: dict) -> dict:
-    """One notebook through papermill's API; failures become a status, never an exception."""
-    import papermill as pm
-
-    t0 = time.perf_counter()
-    status = {"status": "ok", "error": ""}
-    try:
-        pm.execute_notebook(
-            str(src),
-            str(dst),
-            parameters=parameters,
-            kernel_name="python3",
-            progress_bar=progress,
-            execution_timeout=CELL_TIMEOUT_S,
-            request_save_on_cell_execute=True,
-            cwd=str(repo_root()),
-            **engine,
-        )
-    except pm.PapermillExecutionError as exc:
-        status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # dead kernel, cell timeout, ...
-        status = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
-    status["seconds"] = round(time.perf_counter() - t0, 1)
-    return status
 
 
 #: Loggers of the notebook machinery. Nothing configures logging here, so Python's last-resort handler
@@ -229,14 +206,6 @@ def keep_machinery_logs(run_dir: Path) -> None:
             old.close()
         log.addHandler(handler)
         log.propagate = False
-
-
-def engine_options(run_dir: Path, name: str, lock: RunLock) -> dict:
-    """papermill options for one notebook: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock."""
-    from repro.cli.kernels import kernel_manager_class
-
-    fds = (lock.fd,) if lock.fd is not None else ()
-    return {"kernel_manager_class": kernel_manager_class(run_dir / "logs" / f"{name}.kernel.log", fds)}
 
 
 def ignore_interrupts() -> None:
@@ -281,11 +250,107 @@ def run(
     except KeyboardInterrupt:
         say("interrupted before anything ran; nothing was written", err=True)
         return 130
+    from repro.cli.processes import become_subreaper, descendants, end_leftovers
+
+    keep = frozenset(descendants())  # processes of ours from before this run (an in-process caller's)
+    adopted = become_subreaper()
     try:
         implementations = imports.used(seen)
-        return _run_locked(run_dir, lock, profile, params, declared, paths, resume, selection, report, implementations)
+        return _run_locked(
+            run_dir, lock, profile, params, declared, paths, resume, selection, report, implementations, keep
+        )
     finally:
+        if adopted:
+            end_leftovers(keep)
+            become_subreaper(False)
         lock.release()
+
+
+def _open_manifest(
+    run_dir: Path, profile: str, params: dict, selection: list[str] | None, resume: bool, implementations: dict
+) -> Manifest:
+    """The manifest of a new run, or of the run ``--resume`` continues: refused (:class:`RunFolderError`) when
+    that run finished, was run with other values or with other code."""
+    from repro.cli.code_identity import code_identity, differences
+
+    path = run_dir / "manifest.json"
+    if not resume:
+        from repro.evidence.environment import describe
+
+        environment = describe(repo_root())
+        return Manifest(
+            path,
+            {
+                "status": "running",
+                "profile": profile,
+                "parameters": params,
+                "command": rerun_command(profile, run_dir, selection, params),
+                "started": now(),
+                "finished": None,
+                "environment": environment,
+                "code": code_identity(repo_root(), notebooks_dir(), implementations, environment),
+                "implementations": implementations,
+                "notebooks": {},
+            },
+        )
+    manifest = Manifest.load(path)
+    data = manifest.data
+    if data.get("profile") != profile or data.get("parameters") != params:
+        raise RunFolderError(
+            f"--resume: {run_dir} was run with profile {data.get('profile')!r} and parameters "
+            f"{data.get('parameters')}; accepted: the same profile and -p values"
+        )
+    status = data.get("status")
+    if status not in RESUMABLE:
+        checks = len(data.get("failed_checks") or [])
+        broke = len([n for n in data.get("failed_notebooks") or [] if ": ChecksFailed:" not in str(n)])
+        raise RunFolderError(
+            f"--resume: {run_dir} holds a finished run (status {status!r}: {checks} failed check(s), {broke} "
+            "notebook(s) broke), whose verdict stands; accepted: a run that was interrupted, killed or stopped "
+            "(status running, interrupted or stopped); to run it again, use a new --out"
+        )
+    environment = data.get("environment") or {}
+    recorded = data.get("code") or {
+        "git_sha": environment.get("git_sha"),
+        "git_dirty": environment.get("git_dirty"),
+        "implementations": {k: v.get("module_sha256") for k, v in (data.get("implementations") or {}).items()},
+    }
+    changed = differences(recorded, code_identity(repo_root(), notebooks_dir(), implementations))
+    if changed:
+        raise RunFolderError(
+            f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
+            "accepted: the same checkout and implementation, or a new --out for a run of this code"
+        )
+    if status == "running":
+        say(f"taking over {run_dir}: the run writing it ended without finishing")
+    return manifest
+
+
+def _stopped(manifest: Manifest, run_dir: Path, why: str) -> int:
+    """A file-system fault stops the run: one line naming the file, what finished kept, ``--resume`` to go on."""
+    manifest.data.update(status=STOPPED, stopped=why, finished=now())
+    for st in manifest.data["notebooks"].values():
+        if st.get("status") == "running":
+            st.update(status=STOPPED, error=why)
+    try:
+        manifest.save()
+    except OSError:
+        pass  # the manifest keeps an earlier state ("running"), which --resume accepts as well
+    say(
+        f"error: {why}; the run stopped, keeping what finished in {run_dir}; once that is fixed, resume with: "
+        f"{manifest.data['command']} --resume",
+        err=True,
+    )
+    return 1
+
+
+def _cannot_write(exc: OSError, folder: Path) -> str:
+    return f"cannot write {exc.filename or f'into {folder}'} ({exc.strerror or exc})"
+
+
+def _results(run_dir: Path) -> set[str]:
+    folder = run_dir / "results"
+    return {p.relative_to(run_dir).as_posix() for p in folder.iterdir()} if folder.is_dir() else set()
 
 
 def _run_locked(
@@ -299,45 +364,18 @@ def _run_locked(
     selection: list[str] | None,
     report: bool,
     implementations: dict,
+    keep: frozenset[int] = frozenset(),
 ) -> int:
+    from repro.cli.processes import end_leftovers
+    from repro.evidence.results import RunFolderWriteError
+
     if profile == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # inherited by every notebook kernel
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     progress = sys.stderr.isatty() and not os.environ.get("CI")
-    (run_dir / "logs").mkdir(exist_ok=True)
-    keep_machinery_logs(run_dir)
-
-    manifest_path = run_dir / "manifest.json"
     try:
-        if resume:
-            manifest = Manifest.load(manifest_path)
-            if manifest.data.get("profile") != profile or manifest.data.get("parameters") != params:
-                say(
-                    f"error: --resume: {run_dir} was run with profile {manifest.data.get('profile')!r} and "
-                    f"parameters {manifest.data.get('parameters')}; accepted: the same profile and -p values",
-                    err=True,
-                )
-                return 2
-            if manifest.data.get("status") == "running":
-                say(f"taking over {run_dir}: the run writing it ended without finishing")
-        else:
-            from repro.evidence.environment import describe
-
-            manifest = Manifest(
-                manifest_path,
-                {
-                    "status": "running",
-                    "profile": profile,
-                    "parameters": params,
-                    "command": rerun_command(profile, run_dir, selection, params),
-                    "started": now(),
-                    "finished": None,
-                    "environment": describe(repo_root()),
-                    "implementations": implementations,
-                    "notebooks": {},
-                },
-            )
+        manifest = _open_manifest(run_dir, profile, params, selection, resume, implementations)
     except RunFolderError as exc:
         say(f"error: {exc}", err=True)
         return 2
@@ -345,9 +383,17 @@ def _run_locked(
         say(f"interrupted before any notebook ran; {run_dir} holds no results", err=True)
         return 130
     manifest.data.update(status="running", finished=None)
-    manifest.save()
+    manifest.data.pop("stopped", None)
+    try:
+        (run_dir / "logs").mkdir(exist_ok=True)
+        keep_machinery_logs(run_dir)
+        manifest.save()
+        (run_dir / "notebooks").mkdir(exist_ok=True)
+    except OSError as exc:
+        return _stopped(
+            manifest, run_dir, str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
+        )
 
-    (run_dir / "notebooks").mkdir(exist_ok=True)
     try:
         for path in paths:
             done = manifest.data["notebooks"].get(path.stem, {})
@@ -360,33 +406,50 @@ def _run_locked(
             nb_params.update({k: v for k, v in params.items() if path.stem in declared.get(k, {})})
             manifest.data["notebooks"][path.stem] = {"status": "running", "started": now()}
             manifest.save()
+            before = _results(run_dir)
             status = execute_notebook(
-                path, run_dir / "notebooks" / path.name, nb_params, progress, engine_options(run_dir, path.stem, lock)
+                path, run_dir / "notebooks" / path.name, nb_params, progress, KernelWatch(run_dir, path.stem, lock)
             )
+            if status["error"].startswith(RunFolderWriteError.__name__):  # the run folder, not the notebook
+                return _stopped(manifest, run_dir, status["error"].split(": ", 1)[-1].splitlines()[0])
+            status["tables"] = sorted(_results(run_dir) - before)
+            left = end_leftovers(keep)
+            if left:
+                status["ended_left_running"] = left
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
             say(
                 f"[{path.stem}] {status['status']} in {status['seconds']} s"
                 + (f": {first_line(status['error'])}" if status["error"] else "")
             )
+            if left:
+                say(f"[{path.stem}] ended {len(left)} process(es) it left running: {'; '.join(left)}")
     except KeyboardInterrupt:
         ignore_interrupts()  # a second Ctrl-C must not cut the manifest write short
         for st in manifest.data["notebooks"].values():
             if st.get("status") == "running":
                 st["status"] = "interrupted"
         manifest.data.update(status="interrupted", finished=now())
-        manifest.save()
+        try:
+            manifest.save()
+        except OSError:
+            pass
         say(
             f"interrupted: finished results are kept in {run_dir}; resume with: {manifest.data['command']} --resume",
             err=True,
         )
         return 130
+    except OSError as exc:  # the runner's own writes: the manifest, the executed notebook, the logs
+        why = str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
+        return _stopped(manifest, run_dir, why)
 
     from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.analysis.rundata import load_run
+    from repro.analysis.verdict import rule_disagreements
 
     try:
-        failures = load_run(run_dir).failures()
+        written = load_run(run_dir)
+        failures = written.failures() + rule_disagreements(written)
     except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
         failures = [f"run folder: {exc}"]
     broken = [
@@ -400,13 +463,17 @@ def _run_locked(
         failed_checks=failures,
         failed_notebooks=broken,
     )
-    manifest.save()
+    try:
+        manifest.save()
+    except OSError as exc:
+        return _stopped(manifest, run_dir, str(exc))
     if report:
         from repro.report.build import build_report
 
         t0 = time.perf_counter()
+        kernel = KernelWatch(run_dir, "90-report", lock)
         try:
-            build_report(load_run(run_dir), progress=progress, **engine_options(run_dir, "90-report", lock))
+            build_report(load_run(run_dir), progress=progress, **kernel.engine())
             say(f"[report] ok in {time.perf_counter() - t0:.1f} s")
         except KeyboardInterrupt:
             say(
@@ -415,10 +482,19 @@ def _run_locked(
                 err=True,
             )
             return 130
+        except OSError as exc:
+            broken.append(f"report: {_cannot_write(exc, run_dir)}")
+            say(f"[report] failed: {_cannot_write(exc, run_dir)}")
         except Exception as exc:
             broken.append(f"report: {type(exc).__name__}: {first_line(exc)}")
             say(f"[report] failed: {type(exc).__name__}: {first_line(exc)}")
-    point_latest(run_dir)
+        finally:
+            kernel.close()
+            end_leftovers(keep)
+    try:
+        point_latest(run_dir)
+    except OSError as exc:
+        say(f"note: runs/latest not updated ({exc.strerror or exc})", err=True)
 
     say(f"run folder: {run_dir}")
     # A notebook that ended at its checks gate finished: its failed checks are listed one by one below.

@@ -25,8 +25,9 @@ Why not triton-viz: its sanitizer (triton-viz 3.0, the only PyPI release) stops 
 project's gather kernels with ``RuntimeError: Unsupported const value type: z3 ArithRef`` (a load
 whose address comes from a loaded block id), so it cannot report on them; this layer runs them.
 
-This patches private API of ``triton.runtime.interpreter`` and therefore refuses to run on
-any triton other than 3.6.x. Limits: a wrong address that lands inside *some* argument's view
+This patches private API of ``triton.runtime.interpreter`` and therefore refuses to run on a
+triton outside :data:`SUPPORTED_TRITON` (the range ``pyproject.toml`` declares; each of its minor
+releases passes this module's tests). Limits: a wrong address that lands inside *some* argument's view
 (e.g. the wrong row of the same block table) is class (a) and invisible; addresses are only
 compared with the launch's tensor arguments, so memory reached through pointers hidden in
 data (pointer tables) counts as out of bounds.
@@ -35,8 +36,10 @@ data (pointer tables) counts as out of bounds.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import linecache
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -44,13 +47,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import triton
+from triton.runtime import interpreter as interp
+from triton.runtime.interpreter import InterpretedFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SUPPORTED_TRITON = ("3.6",)
+#: Triton releases whose interpreter these patches were tested against: [3.6, 3.10), as ``pyproject.toml`` declares.
+SUPPORTED_TRITON = ((3, 6), (3, 10))
 
-IN_VIEW = "in_view"  # class (a)
 OUT_OF_VIEW = "out_of_view"  # class (b)
 OUT_OF_BOUNDS = "out_of_bounds"  # class (c)
 
@@ -217,7 +224,7 @@ class CheckReport:
         first_program (grid index of the first program that hit the row).
         For ``out_of_bounds`` rows ``argument`` is the nearest argument's storage (a guess).
         """
-        import pandas as pd
+        import pandas as pd  # lazy: pandas is only for reports; isolated case processes never load it
 
         rows = []
         for r in self.launches:
@@ -248,9 +255,6 @@ class CheckReport:
 
 
 def _collect_tensors(name: str, value: Any, out: list[TensorArg]) -> None:
-    from triton.runtime import interpreter as interp
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     if isinstance(value, tuple):
         for i, v in enumerate(value):
             _collect_tensors(f"{name}[{i}]", v, out)
@@ -300,8 +304,6 @@ _jit_codes: dict[int, Any] = {}
 
 def _is_jit_code(code) -> bool:
     """Is ``code`` a rewritten (interpreted) @triton.jit function: a kernel or a device function?"""
-    from triton.runtime.interpreter import InterpretedFunction
-
     fns = InterpretedFunction.rewritten_fn
     if len(_jit_codes) != len(fns):
         _jit_codes.clear()
@@ -354,8 +356,6 @@ def _classify(rec: LaunchRecord, addrs: np.ndarray, active: np.ndarray, nbytes: 
     oob = group_of < 0
     if oov.any() or oob.any():
         func, line = _site(rec)
-        from triton.runtime import interpreter as interp
-
         pid = tuple(int(x) for x in (getattr(interp.interpreter_builder, "grid_idx", None) or (0, 0, 0)))
     if oov.any():
         for g, cnt in enumerate(np.bincount(group_of[oov], minlength=len(groups))):
@@ -407,23 +407,25 @@ def _make_patches(report: CheckReport, interp) -> dict[tuple[Any, str], Any]:
     def _mask_array(mask, shape) -> np.ndarray:
         return np.broadcast_to(np.asarray(mask.data, dtype=bool), shape)
 
-    def create_masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+    # The cache policy arguments after the mask changed in triton 3.9 (one ``cache_policy`` instead of a
+    # modifier and an eviction policy): they are passed through as they come.
+    def create_masked_load(self, ptrs, mask, other, *policy):
         rec = _current_launch()
         if rec is not None:
             m = _mask_array(mask, ptrs.data.shape)
             oob = _classify(rec, ptrs.data, m, _nbytes(ptrs), "load")
             if oob.any():
                 mask = interp.TensorHandle(m & ~oob, mask.dtype)
-        return o_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        return o_load(self, ptrs, mask, other, *policy)
 
-    def create_masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+    def create_masked_store(self, ptrs, value, mask, *policy):
         rec = _current_launch()
         if rec is not None:
             m = _mask_array(mask, ptrs.data.shape)
             oob = _classify(rec, ptrs.data, m, _nbytes(ptrs), "store")
             if oob.any():
                 mask = interp.TensorHandle(m & ~oob, mask.dtype)
-        return o_store(self, ptrs, value, mask, cache_modifier, eviction_policy)
+        return o_store(self, ptrs, value, mask, *policy)
 
     def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
         rec = _current_launch()
@@ -453,8 +455,6 @@ def _make_patches(report: CheckReport, interp) -> dict[tuple[Any, str], Any]:
         args_hst, kwargs_hst = o_init(self, args_dev, kwargs)
         rec = _current_launch()
         if rec is not None and rec._code is self.fn.__code__:
-            import inspect
-
             tensors: list[TensorArg] = []
             try:
                 bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
@@ -489,14 +489,19 @@ def _make_patches(report: CheckReport, interp) -> dict[tuple[Any, str], Any]:
     }
 
 
-def _check_supported():
-    import triton
+def triton_minor(version: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a version string such as ``3.6.0`` or ``3.7.0+git1234``; None if unreadable."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else None
 
+
+def _check_supported():
     version = getattr(triton, "__version__", "unknown")
-    if not any(version == v or version.startswith(v + ".") for v in SUPPORTED_TRITON):
+    (lo, hi), minor = SUPPORTED_TRITON, triton_minor(version)
+    if minor is None or not lo <= minor < hi:
         raise RuntimeError(
             f"checked_interpreter patches private triton.runtime.interpreter API and supports triton "
-            f"{', '.join(v + '.x' for v in SUPPORTED_TRITON)} only; installed triton is {version}"
+            f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]} only; installed triton is {version}"
         )
     if not triton.knobs.runtime.interpret:
         raise RuntimeError(
@@ -516,8 +521,6 @@ def checked_interpreter() -> Iterator[CheckReport]:
     """
     global _active
     _check_supported()
-    from triton.runtime import interpreter as interp
-
     report = CheckReport()
     with _active_lock:
         if _active is not None:

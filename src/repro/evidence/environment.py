@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -36,8 +37,6 @@ def git_revision(root: Path) -> dict:
     stale ``.git`` metadata) is described by the host that sent it: ``REPRO_GIT_SHA`` and
     ``REPRO_GIT_DIRTY`` (``true``/``false``) win over what ``git`` reports in the copy.
     """
-    import os
-
     if os.environ.get("REPRO_GIT_SHA"):
         dirty = os.environ.get("REPRO_GIT_DIRTY", "").strip().lower()
         return {
@@ -52,8 +51,8 @@ def git_revision(root: Path) -> dict:
 
 
 def describe(root: Path) -> dict:
-    import torch
-    import triton
+    import torch  # lazy: seconds to import; sanitizer lookup and git revision are used without it
+    import triton  # lazy: as torch
 
     info = {
         "python": platform.python_version(),

@@ -1,13 +1,13 @@
 """Let Triton's CPU interpreter run kernels whose loop bound is a scalar loaded from memory.
 
 Why: vLLM's gathers loop ``for i in range(worker_id, gather_len, num_workers)`` with ``gather_len``
-loaded by ``tl.load``. The interpreter holds that scalar as a 1-element NumPy array and its
+loaded by ``tl.load``. The interpreter holds that scalar as a 1-element NumPy array; triton 3.6's
 ``tensor.__index__`` calls ``int()`` on it, which NumPy >= 2.4 refuses (``TypeError: only
-0-dimensional arrays can be converted to Python scalars``); NumPy < 2.4 converted it. Inside
+0-dimensional arrays can be converted to Python scalars``); NumPy < 2.4 converted it, and triton 3.7
+and later squeeze the array first. Where it is needed (triton 3.6 with NumPy >= 2.4), inside
 :func:`loaded_scalar_loop_bounds` the interpreter's ``__index__`` takes the element of a 1-element
-array, exactly what it did before NumPy 2.4, and still refuses anything larger. Nothing in the kernels
-changes. The patch wraps private interpreter API, so it checks the triton version like
-:mod:`repro.checked_interp`, and it is undone on exit.
+array and still refuses anything larger; elsewhere the scope changes nothing. Nothing in the kernels
+changes. The patch wraps private interpreter API of triton 3.6 only, and it is undone on exit.
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ import threading
 from collections.abc import Iterator
 
 import numpy as np
+import triton
+from triton.runtime import interpreter as interp
 
-SUPPORTED_TRITON = ("3.6",)
+from repro.evidence.checked_interp import triton_minor
+
+#: The one triton release whose interpreter calls ``int()`` on a 1-element array (3.7 squeezes it first).
+PATCHED_TRITON = (3, 6)
 _lock = threading.Lock()
 _depth = 0
 _original = None
@@ -32,7 +37,10 @@ def _index(self) -> int:
 
 
 def needed() -> bool:
-    """True when NumPy refuses ``int()`` of a 1-element array (NumPy >= 2.4)."""
+    """True when the interpreter's ``__index__`` would call ``int()`` on a 1-element array (triton 3.6) and
+    NumPy refuses it (NumPy >= 2.4)."""
+    if triton_minor(triton.__version__) != PATCHED_TRITON:
+        return False
     try:
         int(np.zeros(1))
     except TypeError:
@@ -44,15 +52,9 @@ def needed() -> bool:
 def loaded_scalar_loop_bounds() -> Iterator[None]:
     """Scope in which interpreted kernels may use loaded scalars as ``range`` bounds (re-entrant)."""
     global _depth, _original
-    import triton
-    from triton.runtime import interpreter as interp
-
-    version = getattr(triton, "__version__", "")
-    if not any(version == v or version.startswith(v + ".") for v in SUPPORTED_TRITON):
-        raise RuntimeError(
-            f"loaded_scalar_loop_bounds patches triton {', '.join(SUPPORTED_TRITON)}.x internals; "
-            f"installed triton is {version}"
-        )
+    if not needed():
+        yield
+        return
     with _lock:
         if _depth == 0:
             _original = interp._patch_lang_tensor

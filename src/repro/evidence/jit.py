@@ -35,6 +35,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
+
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)
 
@@ -55,9 +64,6 @@ class Launch:
 
 def unwrap_kernel(kernel: Any) -> Any:
     """The ``JITFunction`` or ``InterpretedFunction`` under autotuner/heuristics wrappers."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
     seen = 0
     while not isinstance(kernel, (JITFunction, InterpretedFunction)):
         inner = getattr(kernel, "fn", None)
@@ -74,8 +80,6 @@ def triton_name(kernel: Any) -> str:
 
 
 def is_compiled_kernel(kernel: Any) -> bool:
-    from triton.runtime.jit import JITFunction
-
     return isinstance(unwrap_kernel(kernel), JITFunction)
 
 
@@ -87,11 +91,6 @@ class KeyPredictor:
     """
 
     def __init__(self, kernel, target: tuple = H200_TARGET):
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import make_backend
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction, create_function_from_signature
-
         base = unwrap_kernel(kernel)
         if isinstance(base, InterpretedFunction):
             shadow = JITFunction(base.fn, **base.kwargs)
@@ -108,9 +107,6 @@ class KeyPredictor:
 
     def key(self, args: tuple, kwargs: dict) -> tuple[str, str]:
         """(Triton's cache key, a short summary of the non-pointer specialisation)."""
-        from triton import knobs
-        from triton.runtime.jit import compute_cache_key
-
         kwargs = dict(kwargs)
         # JITFunction.run adds these two options before binding; the key includes them.
         kwargs["debug"] = kwargs.get("debug", self.debug) or knobs.runtime.debug
@@ -161,8 +157,6 @@ class _Recorder:
 @contextlib.contextmanager
 def _intercept(recorder: _Recorder) -> Iterator[None]:
     """Route the kernel's ``run`` through the key predictor (and, on a GPU, Triton's hooks)."""
-    from triton import knobs
-
     kernel = recorder.predictor.kernel
     original_run = kernel.run  # bound method (or an instance attribute set by someone else)
     had_instance_run = "run" in vars(kernel)
@@ -212,8 +206,6 @@ def _intercept(recorder: _Recorder) -> Iterator[None]:
 @contextlib.contextmanager
 def _cold_caches(kernel) -> Iterator[str]:
     """Empty ``kernel``'s in-memory binaries and use a fresh on-disk cache until the block ends."""
-    from triton import knobs
-
     with tempfile.TemporaryDirectory(prefix="triton-cold-") as tmp, knobs.cache.scope():
         knobs.cache.dir = tmp
         kernel.device_caches.clear()
@@ -358,8 +350,6 @@ def gather_launches(
     passes except the table (cache block stride, output row pitch class, ``window`` as ``gather_lens``,
     ``offset``) is the same for every width, so new compilations come from the table alone.
     """
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
-
     widths = list(widths)
     if table not in ("narrowed", "contiguous"):
         raise ValueError(f"table must be 'narrowed' or 'contiguous', got {table!r}")
@@ -443,8 +433,6 @@ def fingerprint_subjects(
     """
     sync = None
     if device.startswith("cuda"):
-        import torch
-
         sync = torch.cuda.synchronize
     shape = dict(
         num_reqs=num_reqs,

@@ -16,11 +16,17 @@ from functools import partial
 
 import torch
 
+from repro.evidence import timing
 from repro.evidence.cases import compare_bitwise
 from repro.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
-from repro.geometry.layout import FLASHMLA_ALIGNMENT, ceil_div, round_up
-from repro.geometry.records import HEAD_DIM, RecordLayout, layout_for
+from repro.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
+from repro.geometry.records import RecordLayout, layout_for
 from repro.registry import ORIGIN_REPO
+from repro.upstream.arms import make_callable
+from repro.upstream.cases import reference_for
+from repro.upstream.matrix import MatrixConfig, plan_release
+from repro.upstream.patcher import PATCHED
+from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
 
 #: Which release's kernel reads each layout in the tuning run (the scales moved next to each token's data
 #: in 0.33.0; 0.31.0 is the first with both V4.1 records).
@@ -49,7 +55,9 @@ def random_pages(
 ) -> None:
     """Fill every page with random bytes; ``valid`` keeps the records finite (no fp8 NaN codes, positive
     normal scales, UE8M0 scales 2**-15..2**15), otherwise any byte goes (every code, NaNs included)."""
-    from repro.kernels.records_reference import pages_as_bytes
+    from repro.kernels.records_reference import (
+        pages_as_bytes,  # lazy: torch-side helper beside Triton kernels of its package; loaded when pages are drawn
+    )
 
     pages = pages_as_bytes(k_cache, layout, block_size)
     dev = k_cache.device
@@ -107,7 +115,6 @@ def timing_scenario(
         block_table=backing[:num_reqs, :w],
         k_cache=k_cache,
         k_cache_storage=storage,
-        owned_blocks=owned,
         decoy_ids=torch.arange(owned, num_blocks, dtype=torch.int32, device=device),
     )
 
@@ -148,7 +155,7 @@ class Candidate:
 
 def ours(kind: str, interleaved: bool, name: str, settings: dict) -> Candidate:
     """:func:`repro.kernels.fast_v41.gather_v41_with` with ``settings`` (none: its defaults)."""
-    from repro.kernels import fast_v41
+    from repro.kernels import fast_v41  # lazy: defines Triton kernels, which must follow the profile's TRITON_INTERPRET
 
     fn = partial(fast_v41.gather_v41_with, interleaved=interleaved, **settings)
     return Candidate(kind, interleaved, name, ORIGIN_REPO, fn, settings)
@@ -160,10 +167,6 @@ def load_release_gather(
     """vLLM ``release``'s V4.1 Triton gather of ``kind`` with PR #55109's row pitch (the repository's patcher),
     called through the release's own wrapper (``has_cutedsl()`` false), or (None, why not). ``interleaved``
     (when given) is the layout the caller needs; the release's own is read from its kernel."""
-    from repro.upstream.arms import make_callable
-    from repro.upstream.matrix import MatrixConfig, plan_release
-    from repro.upstream.patcher import PATCHED
-    from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
 
     interpreted = device == "cpu"
     cfg = MatrixConfig(
@@ -234,7 +237,6 @@ def bitwise_rows(
 
 
 def graph_us(calls: list[Callable[[], None]], rep_ms: int) -> float:
-    from repro.evidence import timing
 
     return timing.graph_median_us(calls, rep_ms=rep_ms)
 
@@ -249,7 +251,6 @@ def wall_us(calls: list[Callable[[], None]], rep_ms: int) -> float:
 def copy_rate_tbps(device: str) -> float | None:
     if device == "cpu":
         return None
-    from repro.evidence import timing
 
     return timing.copy_ceiling().tbps
 
@@ -274,7 +275,6 @@ def time_shape(
 ) -> None:
     """Build rotated inputs, check every candidate bitwise against vLLM's output (and the reference on the
     first copy), then time them in alternating rounds."""
-    from repro.upstream.cases import reference_for
 
     layout = layout_for(shape.kind, shape.interleaved)
     tokens = shape.num_reqs * shape.seq_len

@@ -1,7 +1,9 @@
 """Tidy result tables: one row per check x variant x request count, written as each row finishes.
 
 Rows go to ``<run_dir>/results/<name>.csv`` the moment they are appended, so a run killed half-way
-keeps every finished case. Without a run folder (a reader in JupyterLab) rows stay in memory.
+keeps every finished case. Without a run folder (a reader in JupyterLab) rows stay in memory. A write
+the file system refuses (disk full, a read-only folder) is a :class:`RunFolderWriteError` naming the file:
+the runner stops the run on it (``--resume`` goes on once it is fixed) instead of judging the notebook.
 """
 
 from __future__ import annotations
@@ -17,6 +19,17 @@ import pandas as pd
 CHECK_COLUMNS = ["notebook", "check", "variant", "num_reqs", "expected", "observed", "ok"]
 
 
+class RunFolderWriteError(OSError):
+    """The run folder refused a write; the message names the file and why."""
+
+    @classmethod
+    def of(cls, path: Path, exc: OSError) -> RunFolderWriteError:
+        return cls(exc.errno, f"cannot write {path} ({exc.strerror or exc})")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class ResultTable:
     """Append-only CSV table with a fixed column order set by the first row."""
 
@@ -27,7 +40,10 @@ class ResultTable:
         self.rows: list[dict] = []
         self._columns: list[str] | None = None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RunFolderWriteError.of(self.path.parent, exc) from None
             if self.path.exists():
                 raise FileExistsError(f"{self.path} already exists: results are never appended to an old table")
 
@@ -42,12 +58,15 @@ class ResultTable:
         self.rows.append(row)
         if self.path is not None:
             new = not self.path.exists()
-            with self.path.open("a", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=self._columns)
-                if new:
-                    writer.writeheader()
-                writer.writerow({c: _cell(row.get(c)) for c in self._columns})
-                fh.flush()
+            try:
+                with self.path.open("a", newline="") as fh:
+                    writer = csv.DictWriter(fh, fieldnames=self._columns)
+                    if new:
+                        writer.writeheader()
+                    writer.writerow({c: _cell(row.get(c)) for c in self._columns})
+                    fh.flush()
+            except OSError as exc:
+                raise RunFolderWriteError.of(self.path, exc) from None
         return row
 
     def frame(self) -> pd.DataFrame:
@@ -65,5 +84,8 @@ def write_facts(run_dir: str | Path | None, name: str, facts: dict) -> None:
     if not run_dir:
         return
     path = Path(run_dir) / "results" / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(facts, indent=2, default=str) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(facts, indent=2, default=str) + "\n")
+    except OSError as exc:
+        raise RunFolderWriteError.of(path, exc) from None

@@ -49,8 +49,6 @@ DEFAULT_MAX_WORKERS = 8
 #: and a cached segment would hide accesses past a tensor but inside the segment. Line info kept
 #: so reports name ``gather.py:49`` rather than a bare program counter.
 SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_DISABLE_LINE_INFO": "0"}
-#: Overall statuses of a :class:`SanitizerResult`.
-STATUSES = ("clean", "errors", "timeout", "sanitizer-failed", "unavailable")
 #: Characters of child stderr kept in a result.
 STDERR_TAIL_CHARS = 2000
 
@@ -307,7 +305,7 @@ def log_name(spec: ScenarioSpec, implementation: str) -> str:
     digest = hashlib.sha1(
         json.dumps([spec.to_dict(), implementation], sort_keys=True, default=str).encode()
     ).hexdigest()[:8]
-    stem = f"{variant_label(implementation)}-{spec.mode}-{spec.num_reqs}req-{digest}"
+    stem = f"{variant_label(implementation)[:160]}-{spec.mode}-{spec.num_reqs}req-{digest}"  # within NAME_MAX
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".log"
 
 
@@ -317,7 +315,7 @@ class SanitizerResult:
     variant: str
     mode: str
     num_reqs: int
-    status: str  # one of STATUSES: clean | errors | timeout | sanitizer-failed | unavailable
+    status: str  # clean | errors | timeout | sanitizer-failed | unavailable
     error_count: int | None = None
     errors_not_printed: int | None = None
     first_access: str | None = None  # describe_access() of the first reported error

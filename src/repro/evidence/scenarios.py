@@ -23,6 +23,7 @@ import torch
 
 from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
 from repro.geometry.records import RECORD_KINDS, RecordLayout, layout_for
+from repro.kernels.records_reference import fill_records
 from repro.kernels.reference import quantize_and_insert_reference
 
 SENTINEL_MODES = ("in-range", "poison")
@@ -127,7 +128,6 @@ class GatherScenario:
     block_table: torch.Tensor  # the narrowed view backing[:num_reqs, :w]
     k_cache: torch.Tensor  # uint8 [num_blocks, B, token_bytes] (584 for V4), stride(0) = block stride
     k_cache_storage: torch.Tensor  # the whole byte pool behind k_cache
-    owned_blocks: int
     decoy_ids: torch.Tensor
 
     @property
@@ -204,8 +204,6 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     if spec.record == "v4":
         quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
     else:
-        from repro.kernels.records_reference import fill_records
-
         fill_records(spec.layout, k_cache, slot_mapping, B, gen)
     backing = backing.to(device)
     return GatherScenario(
@@ -216,31 +214,5 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
         block_table=backing[:n, :w],
         k_cache=k_cache,
         k_cache_storage=storage,
-        owned_blocks=owned,
         decoy_ids=decoy_ids.to(device),
     )
-
-
-def buggy_reads(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> list[dict]:
-    """Which backing entry each (request, logical block) is read from with pitch ``shape[-1]``.
-
-    Request b's block j is read at flat element ``b*w + j`` of the backing storage, i.e. backing
-    row ``(b*w + j) // W``, column ``(b*w + j) % W``, instead of row b, column j.
-    """
-    w, W = block_table.shape[-1], block_table.stride(0)
-    rows = []
-    for b, s in enumerate(seq_lens.tolist()):
-        for j in range(ceil_div(s, block_size)):
-            flat = b * w + j
-            r, c = divmod(flat, W)
-            rows.append(
-                {
-                    "request": b,
-                    "logical_block": j,
-                    "correct_entry": f"[{b}, {j}]",
-                    "buggy_entry": f"[{r}, {c}]",
-                    "inside_view": r < block_table.shape[0] and c < w,
-                    "correct": (r, c) == (b, j),
-                }
-            )
-    return rows

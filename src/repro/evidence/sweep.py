@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repro.evidence.cases import CaseResult, reference_output, run_case
 from repro.evidence.isolate import run_case_isolated
+from repro.evidence.sanitizer import run_many
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.registry import ORIGIN_REPO, Implementation
 
@@ -102,8 +103,6 @@ def run_sanitizer_sweep(
     timeout_s: float = 300.0,
 ) -> None:
     """Every implementation x mode x count under memcheck, each in its own process, several at a time."""
-    from repro.evidence.sanitizer import run_many
-
     jobs, labels = [], []
     for mode in modes:
         for n in request_counts:

@@ -25,7 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
+import triton
 
 from repro.evidence.records_perf import (
     KINDS,
@@ -42,6 +44,7 @@ from repro.evidence.records_perf import (
     run_out,
     time_shape,
 )
+from repro.upstream.cases import reference_for
 
 #: Targets at 256 x 2,048 tokens (CUDA graph), in microseconds.
 TARGET_US = {"mxfp8": 210.0, "nvfp4": 178.0}
@@ -160,8 +163,6 @@ def summary(timings: list[dict], rates: list[float | None], largest: int) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pandas as pd
-    import triton
 
     args = parse_args(argv)
     dev, tiny = args.device, args.device == "cpu"
@@ -194,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
             if tiny:  # the interpreter is slow: the GPU launch shape once, the default, vLLM
                 cands = cands[:2] + [ours(kind, interleaved, "grid-t4w4", {"plan": "grid", "block_t": 4})]
             sc = check_scenario(kind, interleaved, dev, tiny)
-            from repro.upstream.cases import reference_for
 
             ref = reference_for(sc)
             v = vllm.get((kind, interleaved))

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.evidence.cases import compare_bitwise, reference_output
+from repro.evidence.cases import changed_inputs, compare_bitwise, input_snapshot, reference_output, warm_up
 from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 from repro.evidence.watchdog import CaseTimeout, time_limit
 from repro.geometry.layout import DSV4
+from repro.kernels.reference import quantize_and_insert_reference
 from repro.registry import Implementation, load_implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
@@ -55,8 +56,7 @@ def case_specs(device: str) -> list[tuple[str, ScenarioSpec]]:
 def writer_differences(spec: ScenarioSpec) -> tuple[int, int]:
     """The Triton writer against the reference writer over the whole sentinel-filled byte pool:
     (bytes that differ, bytes compared)."""
-    from repro.kernels.reference import quantize_and_insert_reference
-    from repro.kernels.writer import quantize_and_insert_k_cache
+    from repro.kernels.writer import quantize_and_insert_k_cache  # lazy: a kernel, defined under the profile
 
     scenario = build_scenario(spec)
     B = spec.block_size
@@ -90,6 +90,7 @@ class ContiguousObservation:
     whole_equal: bool
     total_tokens: int
     error: str = ""  # the implementation raised or ran past its time limit: nothing to compare
+    changed_inputs: str = ""  # inputs the call changed (a gather writes only ``out``)
 
 
 def run_vllm_cases(
@@ -101,26 +102,38 @@ def run_vllm_cases(
 ) -> None:
     """Per case: the writer's byte differences, then every gather implementation's observation; one
     that raises or runs past ``timeout_s`` is observed with its error, and the cases go on."""
+    warm_up(device, False)
     for label, spec in case_specs(device):
         on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
         for entry in implementations:
             out = scenario.fresh_out()
+            before = input_snapshot(scenario)
             try:
+                fn = load_implementation(entry.target)
                 with time_limit(timeout_s, f"{entry.target} on {label}"):
-                    load_implementation(entry.target)(*scenario.args(out))
+                    fn(*scenario.args(out))
                     if out.is_cuda:
                         torch.cuda.synchronize()
-            except (Exception, CaseTimeout) as exc:  # a crashing case is an observation
+            except (Exception, SystemExit, CaseTimeout) as exc:  # a crashing case is an observation
                 error = str(exc) if isinstance(exc, CaseTimeout) else f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, SystemExit):
+                    error = f"SystemExit({exc.code!r}): the implementation tried to end the process"
+                changed = ", ".join(changed_inputs(scenario, before))
                 on_gather(
                     entry,
-                    ContiguousObservation(label, spec.num_reqs, -1, -1, False, scenario.total_tokens, error[:300]),
+                    ContiguousObservation(
+                        label, spec.num_reqs, -1, -1, False, scenario.total_tokens, error[:300], changed
+                    ),
                 )
                 continue
+            changed = ", ".join(changed_inputs(scenario, before))
             mismatched, stray = compare_bitwise(out, ref, scenario)
             whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
             on_gather(
-                entry, ContiguousObservation(label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens)
+                entry,
+                ContiguousObservation(
+                    label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens, changed_inputs=changed
+                ),
             )

@@ -9,11 +9,16 @@ notebook as broken instead of waiting for the cell limit.
 
 A child started with :func:`die_with_parent` as ``preexec_fn`` gets ``SIGKILL`` when the thread that
 started it ends (Linux ``PR_SET_PDEATHSIG``), so a killed run leaves no case running on its own.
+
+A case run in a notebook kernel's own process can end that process (a segfault, ``os._exit``); the file
+named by :data:`CURRENT_CASE_ENV` (set by the runner for each kernel) holds the case running now, so the
+runner can name the implementation and the case that took the kernel down.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import signal
 import sys
@@ -22,6 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 PR_SET_PDEATHSIG = 1
+#: Environment variable naming the file that holds the in-process case running now (one line; empty: none).
+CURRENT_CASE_ENV = "REPRO_CURRENT_CASE_FILE"
 
 try:  # resolved here, never in a freshly forked child
     _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
@@ -63,15 +70,55 @@ def _end_process(what: str, seconds: float, grace_s: float) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_running: dict[int, str] = {}
+_running_lock = threading.Lock()
+_keys = itertools.count()
+
+
+def _write_running(path: str) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write("; ".join(dict.fromkeys(_running.values())))
+    except OSError:
+        pass
+
+
+@contextmanager
+def current_case(what: str) -> Iterator[None]:
+    """While the block runs, the file named by :data:`CURRENT_CASE_ENV` (if any) names ``what`` among the
+    cases running now (several threads may each run one)."""
+    path = os.environ.get(CURRENT_CASE_ENV)
+    key = next(_keys)
+    if path:
+        with _running_lock:
+            _running[key] = what
+            _write_running(path)
+    try:
+        yield
+    finally:
+        if path:
+            with _running_lock:
+                _running.pop(key, None)
+                _write_running(path)
+
+
 @contextmanager
 def time_limit(seconds: float | None, what: str = "case", grace_s: float = 30.0) -> Iterator[None]:
     """Raise :class:`CaseTimeout` in the calling thread after ``seconds``; end the process after ``grace_s`` more.
 
-    ``seconds`` of ``None`` or ``<= 0`` means no limit.
+    ``seconds`` of ``None`` or ``<= 0`` means no limit. While the block runs it is the current case
+    (:func:`current_case`).
     """
-    if not seconds or seconds <= 0:
-        yield
-        return
+    with current_case(what):
+        if not seconds or seconds <= 0:
+            yield
+        else:
+            with _limited(seconds, what, grace_s):
+                yield
+
+
+@contextmanager
+def _limited(seconds: float, what: str, grace_s: float) -> Iterator[None]:
     done = threading.Event()
     lock = threading.Lock()
     target = threading.get_ident()

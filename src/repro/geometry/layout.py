@@ -87,9 +87,6 @@ class TokenLayout:
     def data_offset(self, block_size: int, p: int) -> int:
         return p * self.data_bytes
 
-    def rope_offset(self, block_size: int, p: int) -> int:
-        return p * self.data_bytes + self.fp8_bytes
-
     def scale_offset(self, block_size: int, p: int) -> int:
         return block_size * self.data_bytes + p * self.scale_bytes
 

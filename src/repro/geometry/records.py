@@ -17,9 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-HEAD_DIM = 512
-UE8M0_BIAS = 127
-FP8_E4M3_MAX = 448.0
 #: e2m1 magnitudes by 3-bit code (sign is bit 3): 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 RECORD_KINDS = ("v4", "mxfp8", "nvfp4")
@@ -73,23 +70,3 @@ def layout_for(kind: str, interleaved: bool = False) -> RecordLayout:
     if kind == "nvfp4":
         return NVFP4 if interleaved else NVFP4_PAGE_SPLIT
     raise ValueError(f"record: {kind!r} is not one of {', '.join(RECORD_KINDS)}")
-
-
-def layout_rows(layout: RecordLayout, block_size: int) -> list[dict]:
-    """Byte ranges of one page, for a table."""
-    B, t, d, s = block_size, layout.token_bytes, layout.data_bytes, layout.scale_bytes
-    if layout.interleaved:
-        return [
-            {"bytes": f"[p*{t}, p*{t} + {d})", "content": f"token p: {layout.kind} values"},
-            {
-                "bytes": f"[p*{t} + {d}, (p+1)*{t})",
-                "content": f"token p: {layout.n_scales} scales of {layout.quant_block} dims",
-            },
-        ]
-    return [
-        {"bytes": f"[p*{d}, (p+1)*{d})", "content": f"token p: {layout.kind} values"},
-        {
-            "bytes": f"[{B * d} + p*{s}, {B * d} + (p+1)*{s})",
-            "content": f"token p: {layout.n_scales} scales of {layout.quant_block} dims",
-        },
-    ]

@@ -49,7 +49,9 @@ import torch
 import triton
 import triton.language as tl
 
-from repro.geometry.records import UE8M0_BIAS, V4, RecordLayout, layout_for
+from repro.geometry.layout import UE8M0_BIAS
+from repro.geometry.records import V4, RecordLayout, layout_for
+from repro.kernels.fast import gather_fast
 from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
 
@@ -504,8 +506,6 @@ def _dispatch(
     interleaved: bool, out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, use_fnuz, max_gather_len
 ) -> None:
     if k_cache.shape[-1] == V4.token_bytes and not use_fnuz:
-        from repro.kernels.fast import gather_fast
-
         gather_fast(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
         return
     # max_gather_len is a launch hint in vLLM (its worker count); the grid here is sized from out.shape[1].

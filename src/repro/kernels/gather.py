@@ -21,57 +21,7 @@ import triton
 import triton.language as tl
 
 from repro.geometry.layout import DSV4, UE8M0_BIAS
-from repro.kernels.launch import VLLM_GATHER_LAUNCH, interpreter_gather_launch, is_interpreted
-
-
-@triton.jit
-def _gather_tokens(
-    i,
-    b,
-    gather_len,
-    start,
-    out_ptr,
-    out_stride0,
-    out_stride1,
-    k_cache_ptr,
-    block_table_ptr,
-    block_table_row_pitch,
-    offset,
-    CACHE_BLOCK_SIZE: tl.constexpr,
-    BLOCK_STRIDE: tl.constexpr,
-    FP8_DIM: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    QUANT_BLOCK: tl.constexpr,
-    TOKEN_DATA_SIZE: tl.constexpr,
-    SCALE_DIM: tl.constexpr,
-    SCALE_BIAS: tl.constexpr,
-):
-    """Dequantise and copy the tokens ``i`` (a vector of gather indices) of request ``b``.
-
-    One ``[tokens, 512]`` tile per step: columns below 448 are fp8 x 2**(scale - 127), the rest are
-    the stored bf16 RoPE values.
-    """
-    cols = tl.arange(0, HEAD_DIM)
-    is_nope = cols < FP8_DIM
-    valid = i < gather_len
-    pos = start + i
-    logical = pos // CACHE_BLOCK_SIZE
-    slot = pos % CACHE_BLOCK_SIZE
-    physical = tl.load(block_table_ptr + b * block_table_row_pitch + logical, mask=valid, other=0)
-    block_base = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-    data = block_base + slot * TOKEN_DATA_SIZE
-    scales = block_base + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
-    nope_mask = valid[:, None] & is_nope[None, :]
-    rope_mask = valid[:, None] & (cols >= FP8_DIM)[None, :]
-    s = tl.load(scales[:, None] + (cols // QUANT_BLOCK)[None, :], mask=nope_mask, other=SCALE_BIAS).to(tl.int32)
-    # 2**(s - 127) built from its bits: exact on the GPU and in the interpreter alike.
-    scale = (s << 23).to(tl.float32, bitcast=True)
-    x = tl.load(data[:, None] + cols[None, :], mask=nope_mask, other=0)
-    nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
-    rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.bfloat16))
-    rope = tl.load(rope_ptr[:, None] + (cols - FP8_DIM)[None, :], mask=rope_mask, other=0.0)
-    out_row = out_ptr + b.to(tl.int64) * out_stride0 + (offset + i).to(tl.int64) * out_stride1
-    tl.store(out_row[:, None] + cols[None, :], tl.where(is_nope[None, :], nope, rope), mask=valid[:, None])
+from repro.kernels.launch import gather_launch, is_interpreted
 
 
 @triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
@@ -91,7 +41,7 @@ def _dequantize_and_gather_k_kernel(
     NUM_WORKERS: tl.constexpr,
     TOKENS_PER_ITER: tl.constexpr,
     LOOP_TO_GATHER_LEN: tl.constexpr,
-    MAX_ITERS: tl.constexpr,  # interpreter only: host-side bound, cdiv(out.shape[1] - offset, step)
+    MAX_ITERS: tl.constexpr,  # interpreter only: host-side bound, cdiv(out.shape[1] - offset, TOKENS_PER_ITER)
     FP8_DIM: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
@@ -108,54 +58,39 @@ def _dequantize_and_gather_k_kernel(
         gather_len = seq_len
     start = seq_len - gather_len
     toks = tl.arange(0, TOKENS_PER_ITER)
-    if LOOP_TO_GATHER_LEN:
-        # vLLM's loop: worker w handles tokens w, w + 128, ... below the loaded gather_len.
-        for i0 in range(worker * TOKENS_PER_ITER, gather_len, NUM_WORKERS * TOKENS_PER_ITER):
-            _gather_tokens(
-                i0 + toks,
-                b,
-                gather_len,
-                start,
-                out_ptr,
-                out_stride0,
-                out_stride1,
-                k_cache_ptr,
-                block_table_ptr,
-                block_table_row_pitch,
-                offset,
-                CACHE_BLOCK_SIZE,
-                BLOCK_STRIDE,
-                FP8_DIM,
-                HEAD_DIM,
-                QUANT_BLOCK,
-                TOKEN_DATA_SIZE,
-                SCALE_DIM,
-                SCALE_BIAS,
-            )
-    else:
-        for it in range(MAX_ITERS):
-            i0 = worker * TOKENS_PER_ITER + it * NUM_WORKERS * TOKENS_PER_ITER
-            _gather_tokens(
-                i0 + toks,
-                b,
-                gather_len,
-                start,
-                out_ptr,
-                out_stride0,
-                out_stride1,
-                k_cache_ptr,
-                block_table_ptr,
-                block_table_row_pitch,
-                offset,
-                CACHE_BLOCK_SIZE,
-                BLOCK_STRIDE,
-                FP8_DIM,
-                HEAD_DIM,
-                QUANT_BLOCK,
-                TOKEN_DATA_SIZE,
-                SCALE_DIM,
-                SCALE_BIAS,
-            )
+    # vLLM's loop: worker w handles tokens w, w + 128, ... below the loaded gather_len. The interpreter cannot
+    # bound a loop by a loaded scalar (repro.kernels.launch): there one program per request walks a host-side
+    # bound instead, and the mask below stops it at gather_len.
+    tl.static_assert(LOOP_TO_GATHER_LEN or NUM_WORKERS == 1)
+    for i0 in range(
+        worker * TOKENS_PER_ITER if LOOP_TO_GATHER_LEN else 0,
+        gather_len if LOOP_TO_GATHER_LEN else MAX_ITERS * TOKENS_PER_ITER,
+        NUM_WORKERS * TOKENS_PER_ITER,
+    ):
+        # One [tokens, 512] tile per step: columns below 448 are fp8 x 2**(scale - 127), the rest are
+        # the stored bf16 RoPE values.
+        i = i0 + toks
+        cols = tl.arange(0, HEAD_DIM)
+        is_nope = cols < FP8_DIM
+        valid = i < gather_len
+        pos = start + i
+        logical = pos // CACHE_BLOCK_SIZE
+        slot = pos % CACHE_BLOCK_SIZE
+        physical = tl.load(block_table_ptr + b * block_table_row_pitch + logical, mask=valid, other=0)
+        block_base = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
+        data = block_base + slot * TOKEN_DATA_SIZE
+        scales = block_base + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
+        nope_mask = valid[:, None] & is_nope[None, :]
+        rope_mask = valid[:, None] & (cols >= FP8_DIM)[None, :]
+        s = tl.load(scales[:, None] + (cols // QUANT_BLOCK)[None, :], mask=nope_mask, other=SCALE_BIAS).to(tl.int32)
+        # 2**(s - 127) built from its bits: exact on the GPU and in the interpreter alike.
+        scale = (s << 23).to(tl.float32, bitcast=True)
+        x = tl.load(data[:, None] + cols[None, :], mask=nope_mask, other=0)
+        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
+        rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.bfloat16))
+        rope = tl.load(rope_ptr[:, None] + (cols - FP8_DIM)[None, :], mask=rope_mask, other=0.0)
+        out_row = out_ptr + b.to(tl.int64) * out_stride0 + (offset + i).to(tl.int64) * out_stride1
+        tl.store(out_row[:, None] + cols[None, :], tl.where(is_nope[None, :], nope, rope), mask=valid[:, None])
 
 
 def check_gather_args(
@@ -209,17 +144,13 @@ def _launch(
     block_table: torch.Tensor,
     block_size: int,
     offset: int,
-    row_pitch,
+    row_pitch: int,
 ) -> None:
     check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     num_reqs = block_table.shape[0]
     if num_reqs == 0:
         return
-    max_gather = out.shape[1] - offset
-    if is_interpreted(_dequantize_and_gather_k_kernel):
-        launch = interpreter_gather_launch(max_gather)
-    else:
-        launch = VLLM_GATHER_LAUNCH
+    launch = gather_launch(is_interpreted(_dequantize_and_gather_k_kernel), out.shape[1] - offset)
     _dequantize_and_gather_k_kernel[(num_reqs, launch.num_workers)](
         out,
         out.stride(0),
@@ -236,9 +167,7 @@ def _launch(
         NUM_WORKERS=launch.num_workers,
         TOKENS_PER_ITER=launch.tokens_per_iter,
         LOOP_TO_GATHER_LEN=launch.loop_to_gather_len,
-        MAX_ITERS=0
-        if launch.loop_to_gather_len
-        else triton.cdiv(max_gather, launch.num_workers * launch.tokens_per_iter),
+        MAX_ITERS=launch.max_iters,
         FP8_DIM=DSV4.fp8_bytes,
         HEAD_DIM=DSV4.head_dim,
         QUANT_BLOCK=DSV4.quant_block,

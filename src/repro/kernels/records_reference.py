@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import torch
 
-from repro.geometry.records import E2M1_MAGNITUDES, FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS, RecordLayout
-from repro.kernels.reference import gather_positions
+from repro.geometry.layout import FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS
+from repro.geometry.records import E2M1_MAGNITUDES, RecordLayout
+from repro.kernels.reference import gather_positions, quantize_and_insert_reference
 
 _CHUNK_TOKENS = 1 << 15
 
@@ -163,8 +164,6 @@ def fill_records(
         if layout.kind == "mxfp8":
             data, scales = encode_mxfp8(k)
         else:
-            from repro.kernels.reference import quantize_and_insert_reference
-
             quantize_and_insert_reference(k.to(k_cache.device), k_cache, slots.to(k_cache.device), block_size)
             return
     dev = k_cache.device

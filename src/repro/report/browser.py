@@ -98,8 +98,8 @@ def github_page(markdown: str, base: Path | None, title: str, comment: bool = Fa
     """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's.
     ``base``: relative links resolve against it (a run folder, as in a repository view); a posted comment has
     none. ``comment``: a line break inside a paragraph is a line break, as GitHub renders comments."""
-    import cmarkgfm  # lazy, with the line below: GitHub's renderer is a development extra
-    from cmarkgfm.cmark import Options
+    import cmarkgfm  # lazy: GitHub's renderer is a development extra
+    from cmarkgfm.cmark import Options  # lazy: GitHub's renderer is a development extra
 
     options = Options.CMARK_OPT_UNSAFE | (Options.CMARK_OPT_HARDBREAKS if comment else 0)
     body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=options)

@@ -36,6 +36,7 @@ COLOURS = {
     "faults": "#c0392b",
     "not present": "#eeeeee",
     "could not load": "#7f7f7f",
+    "could not run": "#5d6d7e",
     "not run": "#ffffff",
     "not applicable": "#dddddd",
     "other": "#9467bd",
@@ -51,6 +52,7 @@ def _cell_text(verdict: str) -> str:
         "not present": "",
         "not run": "not run",
         "could not load": "no load",
+        "could not run": "no run",
         "not applicable": "n/a",
     }.get(verdict_class(v), v[:8])
 

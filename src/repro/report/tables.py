@@ -18,6 +18,8 @@ import pandas as pd
 NUMBER = re.compile(r"^(?!0\d)[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s?(x|%|us|ms|s|TB/s)?$")
 
 #: An inline code span in a cell's text.
+#: A Markdown link inside a cell (the Who-is-affected table links the rows behind each cell).
+MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 CODE_SPAN = re.compile(r"`([^`]+)`")
 
 
@@ -77,6 +79,7 @@ def html_table(frame: pd.DataFrame) -> str:
 
     def td(tag: str, text: object, num: bool) -> str:
         shown = CODE_SPAN.sub(r"<code>\1</code>", html.escape(cell_text(text)))  # `x` as GitHub shows it
+        shown = MD_LINK.sub(r'<a href="\2">\1</a>', shown)  # [text](url) as GitHub shows it
         return f"<{tag}{' class=num' if num else ''}>{shown}</{tag}>"
 
     head = "".join(td("th", c, n) for c, n in zip(frame.columns, numeric))

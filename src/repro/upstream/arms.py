@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro.upstream.loader import LoadedRelease
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
 from repro.upstream.wheelcache import load_entry
@@ -102,8 +103,6 @@ def make_callable(arm: Arm, interpreted: bool) -> Callable[..., None]:
         """The release's import scope (and the interpreter's compatibility patch), entered once."""
         with contextlib.ExitStack() as stack:
             if interpreted:
-                from repro.evidence.interp_compat import loaded_scalar_loop_bounds
-
                 stack.enter_context(loaded_scalar_loop_bounds())
             stack.enter_context(release.active())
             depth[0] += 1

@@ -24,6 +24,11 @@ DISPATCHER = "dequantize_and_gather_k_cache"
 CUTEDSL_MODULE_SUFFIX = "dequant_gather_k_cutedsl.py"
 
 
+def family_of(member: str) -> str:
+    """The gather family of a wheel member, as tables name it: ``v41`` (DeepSeek-V4.1's modules) or ``v4``."""
+    return "v41" if "deepseek_v41" in member else "v4"
+
+
 @dataclass
 class KernelInfo:
     """One Triton gather kernel in one module of one release."""
@@ -47,8 +52,7 @@ class KernelInfo:
     @property
     def label(self) -> str:
         """Short, release-independent name used in tables: ``v4/_dequantize_and_gather_k_kernel``."""
-        family = "v41" if "deepseek_v41" in self.module else "v4"
-        return f"{family}:{self.qualname}"
+        return f"{family_of(self.module)}:{self.qualname}"
 
     def to_dict(self) -> dict:
         return asdict(self)

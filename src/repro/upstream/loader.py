@@ -23,7 +23,6 @@ import threading
 import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from repro.upstream.members import GATHER, HELPER_MODULES, HELPER_PACKAGES, MemberSet, resolve
 from repro.upstream.stubs import STUBS
@@ -196,7 +195,3 @@ class _Finder(importlib.abc.MetaPathFinder):
             )
         is_pkg = kind in ("package", "package-file")
         return importlib.util.spec_from_loader(fullname, _Loader(self.release, kind), is_package=is_pkg)
-
-
-def cache_path_hint(entry: CacheEntry) -> Path:
-    return entry.files_dir

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from repro.evidence.cases import CaseResult
+from repro.evidence.cases import CaseResult, run_case
 from repro.evidence.isolate import run_isolated_case
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
@@ -56,15 +56,6 @@ ROW_COLUMNS = (
     "wheel_sha256",
     "block_size",
     "seq_len_max",
-)
-ARM_STATUSES = (
-    "not present",
-    "could not load",
-    "not run",
-    "unknown release",
-    "download failed",
-    "bad wheel",
-    "not applicable",
 )
 
 
@@ -113,8 +104,8 @@ def cutedsl_status(device: str) -> str:
     if not device.startswith("cuda"):
         return "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
-        import cutlass  # noqa: F401
-        import quack  # noqa: F401
+        import cutlass  # noqa: F401  lazy: optional CUDA-only packages, probed only for the CuTe-DSL arm
+        import quack  # noqa: F401  lazy: as cutlass
     except Exception as exc:
         return f"nvidia-cutlass-dsl / quack-kernels not importable here ({type(exc).__name__}: {exc})"[:300]
     return ""
@@ -371,7 +362,6 @@ def run_record_gather(
     """A repository gather (``"package.module:function"``, correct by its registry entry, so every case runs in
     this process, bounds-checked in the interpreter) over the matrix's sweep on release ``version``'s
     ``record`` pages: rows with :data:`ROW_COLUMNS`, ``variant`` :data:`UNDER_TEST`."""
-    from repro.evidence.cases import run_case
 
     base = dict(
         release=version,

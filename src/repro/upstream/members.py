@@ -138,6 +138,63 @@ RESHAPE = MemberSet(
 )
 
 
+#: Which gather a release runs (:mod:`repro.upstream.dispatch`): the DeepSeek model packages, the platform
+#: base class, ``has_cutedsl``, and the few modules their decisions read.
+DISPATCH = MemberSet(
+    "dispatch",
+    members=(
+        "vllm/model_executor/layers/deepseek_v4_attention.py",
+        "vllm/model_executor/models/deepseek_v4.py",
+        "vllm/platforms/interface.py",
+        "vllm/utils/import_utils.py",
+        "vllm/utils/math_utils.py",
+        "vllm/v1/attention/ops/flashmla.py",
+        "vllm/v1/attention/backends/registry.py",
+        "vllm/config/cache.py",
+        "vllm/envs.py",
+    ),
+    patterns=(
+        "vllm/models/deepseek_v4/*.py",
+        "vllm/models/deepseek_v41/*.py",
+        "vllm/v1/attention/ops/deepseek_v4_ops/*.py",
+        "vllm/model_executor/warmup/*.py",
+    ),
+    anchor=("vllm/models/deepseek_v4/*.py", "vllm/model_executor/layers/deepseek_v4_attention.py"),
+    description="DeepSeek-V4 model code",
+)
+
+#: Does the runner narrow a table (:mod:`repro.upstream.blocktables`): both runners' table code, the spec
+#: classes and config defaults, and the DeepSeek packages for the gather call sites.
+BLOCK_TABLES = MemberSet(
+    "block-tables",
+    members=(
+        "vllm/v1/worker/block_table.py",
+        "vllm/v1/worker/gpu_input_batch.py",
+        "vllm/v1/worker/gpu_model_runner.py",
+        "vllm/v1/worker/gpu/block_table.py",
+        "vllm/v1/worker/gpu/buffer_utils.py",
+        "vllm/v1/worker/gpu/model_runner.py",
+        "vllm/v1/worker/utils.py",
+        "vllm/v1/worker/ubatch_utils.py",
+        "vllm/v1/kv_cache_interface.py",
+        "vllm/v1/kv_cache_layout.py",
+        "vllm/v1/kv_cache_spec_registry.py",
+        "vllm/v1/attention/backends/utils.py",
+        "vllm/v1/attention/backends/registry.py",
+        "vllm/v1/utils.py",
+        "vllm/utils/math_utils.py",
+        "vllm/platforms/interface.py",
+        "vllm/envs.py",
+        "vllm/config/cache.py",
+        "vllm/config/parallel.py",
+        "vllm/config/scheduler.py",
+        "vllm/model_executor/layers/deepseek_v4_attention.py",
+    ),
+    patterns=("vllm/models/deepseek_v4/*.py", "vllm/models/deepseek_v41/*.py", "vllm/model_executor/warmup/*.py"),
+    anchor=("vllm/models/deepseek_v4/*.py", "vllm/model_executor/layers/deepseek_v4_attention.py"),
+    description="DeepSeek-V4 model code",
+)
+
 #: The DeepSeek-V4 model package and the config modules that set its CUDA-graph defaults, read as text (with
 #: ``ast``) by :mod:`repro.upstream.callsites`, never imported.
 PRODUCTION_PATH_PACKAGE = "vllm/models/deepseek_v4/*.py"

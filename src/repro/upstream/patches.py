@@ -15,11 +15,13 @@ never an exception.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +29,7 @@ from pathlib import Path
 from repro.upstream.discovery import discover, launch_keywords
 from repro.upstream.members import GATHER
 from repro.upstream.patcher import PatchError, Rewrite, rewrite_row_pitch
+from repro.upstream.releases import is_plain_version
 from repro.upstream.wheelcache import MISS_UNKNOWN, CacheEntry, CacheMiss, ensure_release
 
 PATCH_TOOL = "patch"
@@ -199,10 +202,6 @@ def prepare(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.upstream.patches VERSION... [--out DIR]``: write and check each release's patch."""
-    import argparse
-    import tempfile
-
-    from repro.upstream.releases import is_plain_version
 
     parser = argparse.ArgumentParser(prog="python -m repro.upstream.patches", description=main.__doc__)
     parser.add_argument("versions", nargs="+", metavar="VERSION", help="vLLM release numbers such as 0.33.0")

@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from repro.evidence.isolate import FAULT_MARKERS
+from repro.outcomes import device_fault
+from repro.upstream.loader import LoadedRelease
+from repro.upstream.members import GATHER
+from repro.upstream.wheelcache import load_entry
 
 ENV_RELEASE = "REPRO_UPSTREAM_RELEASE"
 ENV_CACHE = "REPRO_UPSTREAM_CACHE"
@@ -43,9 +46,6 @@ def _interpreted() -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from repro.upstream.loader import LoadedRelease
-    from repro.upstream.members import GATHER
-    from repro.upstream.wheelcache import load_entry
 
     version = os.environ[ENV_RELEASE]
     root = os.environ.get(ENV_CACHE) or None
@@ -63,7 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
     stack = contextlib.ExitStack()
     stack.enter_context(release.active())
     if _interpreted():
-        from repro.evidence.interp_compat import loaded_scalar_loop_bounds
+        from repro.evidence.interp_compat import (
+            loaded_scalar_loop_bounds,  # lazy: patches Triton's interpreter, only when the test runs in it
+        )
 
         stack.enter_context(loaded_scalar_loop_bounds())
     _state.update(stack=stack, release=release)
@@ -97,7 +99,9 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if not _interpreted():
         return (yield)
-    from repro.evidence.checked_interp import checked_interpreter
+    from repro.evidence.checked_interp import (
+        checked_interpreter,  # lazy: patches Triton's interpreter, only when the test runs in it
+    )
 
     with checked_interpreter() as report:
         try:
@@ -121,7 +125,7 @@ def pytest_runtest_makereport(
     elif report.skipped and isinstance(report.longrepr, tuple):
         message = str(report.longrepr[2])
     out_of_view, out_of_bounds = item.stash.get(_LANES, (0, 0)) if call.when == "call" else (0, 0)
-    fault = exc is not None and any(m in message for m in FAULT_MARKERS)
+    fault = exc is not None and device_fault(message) is not None
     _write(
         {
             "event": "result",

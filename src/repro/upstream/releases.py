@@ -10,14 +10,12 @@ cache still knows the list. The CPU profile keeps a short committed list.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 import re
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 #: The CPU profile's short list: a release with the V4 Triton gather only and the newest (every kernel kind).
 CPU_DEFAULT_RELEASES = ("0.22.0", "0.33.0")
@@ -134,96 +132,6 @@ def first_release(versions: list[str], ships: Callable[[str], bool]) -> str | No
     return versions[lo]
 
 
-@dataclass(frozen=True)
-class DerivedReleases:
-    """The first release shipping a DeepSeek gather and every indexed release from it, as found."""
-
-    first: str
-    releases: list[str]
-    probed: dict[str, bool]  # release -> shipped a gather (the bisection's probes)
-    member_set: str
-    set_digest: str
-    checked: str
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
-
-
-def recorded_releases(cache_root: Path) -> DerivedReleases | None:
-    """The release list recorded in a cache root (None when absent or unreadable)."""
-    try:
-        return DerivedReleases(**json.loads((cache_root / RELEASES_FILE).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def derive_releases(cache_root: Path | None = None, document: dict | None = None) -> DerivedReleases:
-    """Bisect the index's releases for the first that ships a DeepSeek gather; record the result.
-
-    Reuses the recorded result when it was made with the same gather member set and its first release
-    is still on the index (a new release only extends the list). Raises ``OSError`` when the registry
-    cannot be reached and ``ReleaseListError`` when a probe could not download a wheel.
-    """
-    from repro.upstream.members import GATHER
-    from repro.upstream.wheelcache import MISS_UNKNOWN, CacheMiss, default_cache_root, ensure_release
-
-    cache_root = cache_root or default_cache_root()
-    document = document if document is not None else fetch_index(timeout_s=20)
-    indexed = releases_from_index(document)
-    versions = [r.version for r in indexed]
-    known = recorded_releases(cache_root)
-    if known is not None and known.set_digest == GATHER.digest() and known.first in versions:
-        first, probed = known.first, known.probed
-    else:
-        probed: dict[str, bool] = {}
-
-        def ships(version: str) -> bool:
-            r = next(r for r in indexed if r.version == version)
-            got = ensure_release(version, cache_root, sets=(GATHER,), platforms=r.platforms)
-            if isinstance(got, CacheMiss) and got.status != MISS_UNKNOWN:
-                raise ReleaseListError(f"releases: probing vLLM {version} failed: {got.status}: {got.reason}")
-            probed[version] = not isinstance(got, CacheMiss)
-            return probed[version]
-
-        first = first_release(versions, ships)
-        if first is None:
-            raise ReleaseListError("releases: no release on the registry ships a DeepSeek-V4 gather")
-    derived = DerivedReleases(
-        first,
-        versions[versions.index(first) :],
-        probed,
-        GATHER.name,
-        GATHER.digest(),
-        dt.date.today().isoformat(),
-    )
-    cache_root.mkdir(parents=True, exist_ok=True)
-    (cache_root / RELEASES_FILE).write_text(derived.to_json())
-    return derived
-
-
-def gpu_default_releases(cache_root: Path | None = None, download: bool = True) -> list[str]:
-    """The GPU profile's default: every release from the first with a DeepSeek gather.
-
-    From the registry when downloads are on (recorded in the cache), else from the carried cache's record.
-    """
-    from repro.upstream.wheelcache import default_cache_root
-
-    cache_root = cache_root or default_cache_root()
-    if download:
-        try:
-            return derive_releases(cache_root).releases
-        except OSError:
-            pass
-    known = recorded_releases(cache_root)
-    if known is None:
-        raise ReleaseListError(
-            f"releases: 'default' needs the registry or a cache that records the list ({cache_root / RELEASES_FILE}, "
-            "written by `python -m repro.upstream.wheelcache` where the registry is reachable); "
-            "accepted otherwise: a list of release numbers such as ['0.22.0', '0.33.0']"
-        )
-    return list(known.releases)
-
-
 def resolve_releases(
     selection: str | list[str],
     profile: str,
@@ -233,14 +141,18 @@ def resolve_releases(
     """Turn the notebook's ``releases`` parameter into version strings.
 
     ``"default"``: the profile's default (on a GPU every release from the first with a DeepSeek gather,
-    as ``gpu_default`` finds it, default :func:`gpu_default_releases`; the short list on a CPU);
+    as ``gpu_default`` finds it, e.g. :func:`repro.upstream.fetch.gpu_default_releases`; the short list on a CPU);
     ``"all"``: every release the registry index lists (``index_versions``); otherwise a list of
     versions or a comma-separated string. Unknown versions are kept: the matrix reports them as rows.
     """
     accepted = "accepted: 'default', 'all', or a list of release numbers such as ['0.22.0', '0.33.0']"
     if isinstance(selection, str):
         if selection == "default":
-            return list((gpu_default or gpu_default_releases)() if profile == "gpu" else CPU_DEFAULT_RELEASES)
+            if profile != "gpu":
+                return list(CPU_DEFAULT_RELEASES)
+            if gpu_default is None:
+                raise ReleaseListError("releases: 'default' on a GPU needs the derived release list; " + accepted)
+            return list(gpu_default())
         if selection == "all":
             if index_versions is None:
                 raise ReleaseListError("releases: 'all' needs the registry index, which was not available; " + accepted)

@@ -46,8 +46,10 @@ from repro.registry import (
     code_label,
 )
 from repro.reshape.plan import as_strided_required_elems, check_aliasing, plan_reshape
+from repro.upstream.fetch import derive_releases
 from repro.upstream.loader import LoadedRelease, LoadError
 from repro.upstream.members import RESHAPE, RESHAPE_FUNCTION_MEMBER
+from repro.upstream.releases import fetch_index, releases_from_index
 from repro.upstream.stubs import placeholder_stub
 from repro.upstream.wheelcache import CacheMiss, ensure_release
 
@@ -522,7 +524,6 @@ def releases_with_function(cache_root: Path | None = None, document: dict | None
     """Every release from the first that ships ``_reshape_kv_cache`` on: the releases before the first
     DeepSeek gather release that ship it (scanned backwards until one does not), then every release from
     that first one (a release that no longer ships it is a row saying so). Needs the registry."""
-    from repro.upstream.releases import derive_releases, fetch_index, releases_from_index
 
     document = document if document is not None else fetch_index(timeout_s=20)
     derived = derive_releases(cache_root, document)

@@ -35,7 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.paths import repo_root
 from repro.upstream.members import GATHER, MEMBER_SETS, MemberSet, resolve
+from repro.upstream.releases import RELEASES_FILE, release_platforms
 
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
 CACHE_FORMAT = 2
@@ -48,8 +50,6 @@ def default_cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env)
-    from repro.paths import repo_root
-
     return repo_root() / ".vllm-cache"
 
 
@@ -249,8 +249,6 @@ def ensure_release(
     if not download:
         return CacheMiss(version, MISS_DOWNLOAD, f"not in the cache {cache_root} and downloads are off")
     if platforms is None:
-        from repro.upstream.releases import release_platforms
-
         platforms = release_platforms(version)
     with tempfile.TemporaryDirectory(prefix="vllm-wheel-") as tmp:
         wheel, error = _pip_download(version, Path(tmp), timeout_s, platforms)
@@ -328,8 +326,6 @@ def verify_entry(entry: CacheEntry) -> list[str]:
 def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None = None) -> list[str]:
     """Copy the cache's entries into ``dest`` restricted to ``sets`` (a small cache to carry to a host
     without a registry), with the recorded release list. Returns the versions copied."""
-    from repro.upstream.releases import RELEASES_FILE
-
     cache_root = cache_root or default_cache_root()
     wanted = resolve(sets)
     copied = []
@@ -354,49 +350,3 @@ def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None 
     if (cache_root / RELEASES_FILE).exists():
         shutil.copy2(cache_root / RELEASES_FILE, dest / RELEASES_FILE)
     return copied
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m repro.upstream.wheelcache [--sets gather,reshape] [VERSION ...]``: fill the cache.
-
-    Default: every release from the first that ships a DeepSeek gather (found on the registry, recorded
-    in the cache so a host without one can carry it), with the gather member set.
-    """
-    import argparse
-
-    from repro.upstream.releases import derive_releases
-
-    parser = argparse.ArgumentParser(prog="python -m repro.upstream.wheelcache")
-    parser.add_argument("--sets", default=GATHER.name, help="comma-separated member sets (default: gather)")
-    parser.add_argument(
-        "--export", metavar="DEST", type=Path, help="after filling, copy the entries restricted to --sets into DEST"
-    )
-    parser.add_argument("versions", nargs="*")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        sets = resolve(s.strip() for s in args.sets.split(",") if s.strip())
-    except KeyError as exc:
-        parser.error(f"--sets: {exc.args[0]}")
-    versions = args.versions
-    if not versions:
-        derived = derive_releases()
-        print(f"first release with a DeepSeek gather: {derived.first} (probed {derived.probed or 'earlier'})")
-        versions = derived.releases
-    failed = 0
-    for version in versions:
-        got = ensure_release(version, sets=sets)
-        if isinstance(got, CacheMiss):
-            failed += 1
-            print(f"{version}: {got.status}: {got.reason}")
-        else:
-            wheel, digest = got.provenance["wheel"], got.provenance["sha256"][:16]
-            print(f"{version}: {wheel} sha256 {digest}, {len(got.members())} files")
-    print(f"cache: {default_cache_root()}")
-    if args.export:
-        copied = export(args.export, sets)
-        print(f"exported {len(copied)} releases ({', '.join(s.name for s in sets)} only) to {args.export}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

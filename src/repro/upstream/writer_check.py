@@ -17,12 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
+from repro.evidence.interp_compat import loaded_scalar_loop_bounds
+from repro.evidence.scenarios import CACHE_FILL_BYTE
 from repro.geometry.records import layout_for
 from repro.kernels.records_reference import encode_mxfp8, fp8_rtne, pages_as_bytes, write_tokens
 from repro.upstream.loader import LoadedRelease
 from repro.upstream.wheelcache import CacheEntry
 
-FILL = 0xA5
 V41_MODULE = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
 
 
@@ -79,7 +80,7 @@ def mxfp8_writer_rows(
     stride = layout.page_bytes(block_size) + 64  # a page stride wider than the records
 
     def pool():
-        storage = torch.full((num_blocks * stride,), FILL, dtype=torch.uint8, device=device)
+        storage = torch.full((num_blocks * stride,), CACHE_FILL_BYTE, dtype=torch.uint8, device=device)
         return storage, torch.as_strided(
             storage, (num_blocks, block_size, layout.token_bytes), (stride, layout.token_bytes, 1)
         )
@@ -88,8 +89,6 @@ def mxfp8_writer_rows(
     try:
         with release.active(), contextlib.ExitStack() as scope:
             if interpreted:
-                from repro.evidence.interp_compat import loaded_scalar_loop_bounds
-
                 scope.enter_context(loaded_scalar_loop_bounds())
             writer(
                 k.to(device),

@@ -82,6 +82,7 @@ class GatherWalkthrough:
                     o.whole_equal,
                     o.total_tokens,
                     o.error,
+                    o.changed_inputs,
                 )
             )
 
@@ -91,7 +92,8 @@ class GatherWalkthrough:
         return table.frame()[["check", "variant", "case", "observed", "ok"]]
 
     def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:
-        """A 3-request view of a 4-row table: the backing entries and which one the buggy pitch reads."""
+        """A 3-request view of a 4-row table: its shape and strides (the two row pitches), the backing entries,
+        and which entry each request's blocks are read from with the buggy pitch."""
         B = self.p["cache_block_size"]
         small = build_scenario(
             ScenarioSpec(
@@ -105,7 +107,13 @@ class GatherWalkthrough:
             )
         )
         view = small.block_table
-        text = f"view shape {tuple(view.shape)}, stride {view.stride()}; seq_lens {small.seq_lens.tolist()}"
+        text = (
+            f"block_table = backing[:{view.shape[0]}, :{view.shape[1]}]: shape {tuple(view.shape)}, "
+            f"stride {view.stride()}\n"
+            f"  gather_buggy's row pitch: block_table.shape[-1] = {view.shape[-1]}\n"
+            f"  gather_fixed's row pitch: block_table.stride(0) = {view.stride(0)}\n"
+            f"seq_lens {small.seq_lens.tolist()}, {B} tokens per block"
+        )
         reads = rules.buggy_reads(view.shape[-1], view.stride(0), view.shape[0], small.seq_lens.tolist(), B)
         return text, pd.DataFrame(small.backing.tolist()), reads
 

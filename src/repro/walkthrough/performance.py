@@ -17,14 +17,34 @@ from typing import Any
 
 import pandas as pd
 
+from repro import seeds
 from repro.analysis import ceiling as ceiling_rules
 from repro.analysis import cutedsl as cutedsl_rules
 from repro.analysis import jit as jit_rules
 from repro.analysis import performance as rules
 from repro.analysis import upstream_cost
+from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
+from repro.evidence import perf, timing
+from repro.evidence.ceiling import run_ceiling
+from repro.evidence.jit import JitSubject, fingerprint_subjects
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro.registry import OUTSIDE_ARM, bench_arms, load_implementation, provenance, provenance_name
+from repro.registry import (
+    OUTSIDE_ARM,
+    bench_arms,
+    cutedsl_bench_arms,
+    implementation,
+    load_implementation,
+    provenance,
+    provenance_name,
+    upstream_bench_arms,
+)
 from repro.tables import Facts, Notebook, Table
+from repro.upstream import callsites
+from repro.upstream.cutedsl import cutedsl_callable
+from repro.upstream.members import PRODUCTION_PATH as MODEL_FILES
+from repro.upstream.patcher import rewrite_file
+from repro.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.PERFORMANCE
@@ -95,24 +115,23 @@ class PerformanceWalkthrough:
 
     def measure(self) -> pd.DataFrame:
         """The copy ceiling, then every arm at every shape (bitwise-checked first); the ratio table."""
-        from repro.evidence import timing
-        from repro.evidence.perf import ArmCheck, TimedArm, run_perf
-
         p = self.session.params
         ceiling = timing.copy_ceiling()
         self.ceiling_tbps = ceiling.tbps
-        arms = [TimedArm(a, load_implementation(_target(a.implementation))) for a in bench_arms(p["bench_variants"])]
+        arms = [
+            perf.TimedArm(a, load_implementation(_target(a.implementation))) for a in bench_arms(p["bench_variants"])
+        ]
         if p["reference_gather"]:
-            arms.append(TimedArm(OUTSIDE_ARM, load_implementation(p["reference_gather"], "reference_gather")))
+            arms.append(perf.TimedArm(OUTSIDE_ARM, load_implementation(p["reference_gather"], "reference_gather")))
             self.outside_names[OUTSIDE_ARM.label] = provenance_name(provenance(p["reference_gather"]))
         checks, medians = self.session.table(CHECKS), self.session.table(MEDIANS)
 
-        def on_check(c: ArmCheck) -> None:
+        def on_check(c: perf.ArmCheck) -> None:
             checks.append(
                 rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             )
 
-        run_perf(p["request_counts"], p["seq_lens"], p["cache_block_size"], arms, on_check, medians.append)
+        perf.run_perf(p["request_counts"], p["seq_lens"], p["cache_block_size"], arms, on_check, medians.append)
         ratios = rules.ratio_rows(medians.frame(), ceiling.tbps)
         ratios["copy_ceiling_tbps"] = round(ceiling.tbps, 4)
         self.ratios = self.session.record(RATIOS, ratios.to_dict("records"))
@@ -135,8 +154,6 @@ class PerformanceWalkthrough:
     def measure_ceiling(self) -> pd.DataFrame:
         """Streaming, read-only and write-only arms at every shape; the gap arms at the largest request
         count of each sequence length, timed in the same rounds; each checked bitwise first."""
-        from repro.evidence.ceiling import run_ceiling
-
         p = self.session.params
         checks = self.session.table(CEILING_CHECKS)
 
@@ -201,9 +218,6 @@ class PerformanceWalkthrough:
         """Each requested release's V4 gather in every form (shipped, PR #55109, stride left constexpr),
         imported from the module cache; one check row per load; provenance and the exact rewrites recorded
         (``results/03-vllm.json``, and ``rewrites/<release>/<form>/*.diff`` in the run folder)."""
-        from repro.upstream.patcher import rewrite_file
-        from repro.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel
-
         p = self.session.params
         table = self.session.table(VLLM_LOADS)
         facts: dict = {"releases": {}}
@@ -252,11 +266,6 @@ class PerformanceWalkthrough:
         every call of the gather, the loop and condition around it, what reaches it, and whether the release's
         default CUDA-graph setup for DeepSeek-V4 replays it in a graph or runs it eagerly (recorded; the
         per-function summary is returned)."""
-        from repro.upstream import callsites
-        from repro.upstream.members import PRODUCTION_PATH as MODEL_FILES
-        from repro.upstream.release_kernel import ReleaseUnavailable, origin_of
-        from repro.upstream.wheelcache import CacheMiss, ensure_release
-
         p = self.session.params
         sites = self.session.table(PRODUCTION_PATH)
         for version in p["vllm_releases"]:
@@ -303,8 +312,6 @@ class PerformanceWalkthrough:
         """vLLM's kernel of every loaded release: shipped on a contiguous table, PR #55109's on the narrowed
         view and on the contiguous table, shipped after ``.contiguous()``; every arm at every shape, checked
         bitwise first, eager and graph-replayed, in alternating rounds; the ratio table."""
-        from repro.registry import upstream_bench_arms
-
         arms = []
         for origin, forms in self.kernels.items():
             if "released" not in forms or "patched" not in forms:
@@ -336,9 +343,6 @@ class PerformanceWalkthrough:
         copy, checked bitwise first, at notebook 03's shapes; beside gather_fast's arms and the streaming
         ceiling of this run. A release that cannot run it (no GPU, no package, not shipped) or fails while
         timed gets a status row saying why; what was timed before a failure is kept."""
-        from repro.registry import cutedsl_bench_arms
-        from repro.upstream.cutedsl import cutedsl_callable
-
         p = self.session.params
         status = self.session.table(CUTEDSL)
         for version in p["vllm_releases"]:
@@ -368,24 +372,20 @@ class PerformanceWalkthrough:
 
     def _time_arms(self, arms: list, checks_table: str, medians_table: str) -> None:
         """Time ``(registry arm, fn)`` pairs at notebook 03's shapes; check rows and medians into the tables."""
-        from repro.evidence.perf import ArmCheck, TimedArm, run_perf
-
         p = self.session.params
         checks = self.session.table(checks_table)
 
-        def on_check(c: ArmCheck) -> None:
+        def on_check(c: perf.ArmCheck) -> None:
             row = rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             checks.append({**row, "code": c.arm.origin})
 
         counts = p["vllm_request_counts"] or p["request_counts"]
-        timed = [TimedArm(arm, fn, getattr(fn, "scope", None)) for arm, fn in arms]
+        timed = [perf.TimedArm(arm, fn, getattr(fn, "scope", None)) for arm, fn in arms]
         medians = self.session.table(medians_table)
-        run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
+        perf.run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
 
     def vllm_jit_subjects(self) -> list:
         """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
-        from repro.evidence.jit import JitSubject
-
         p = self.session.params
         pitch = {
             "released": jit_rules.CONSTEXPR_WIDTH,
@@ -410,8 +410,6 @@ class PerformanceWalkthrough:
         case its warm-up compiles), so only the table changes. The repository's kernels and, unless
         ``subjects`` is given, every loaded vLLM release's: executed on a GPU, predicted without launching on
         the CPU (vLLM's kernels in the interpreter would take minutes)."""
-        from repro.evidence.jit import fingerprint_subjects
-
         p = self.session.params
         block = p["cache_block_size"]
         runs = [(subjects, execute)] if subjects is not None else [(repo_jit_subjects(), execute)]
@@ -454,8 +452,6 @@ class PerformanceWalkthrough:
     def jit_story(self) -> str:
         """Why PR #55109's log shows a JIT compilation right before the illegal access, told with this run's
         measurements of vLLM's kernels (written for the report's root cause)."""
-        from repro import seeds
-
         logged = seeds.load(55109)["reported_jit_kernel"]
         story = jit_rules.release_story(self.session.table(JIT).frame(), logged)
         text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
@@ -465,9 +461,7 @@ class PerformanceWalkthrough:
 
 def repo_jit_subjects() -> list:
     """The repository's own gathers: every row pitch is a runtime int in ``do_not_specialize``."""
-    from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
-    from repro.evidence.jit import JitSubject
-    from repro.kernels import fast, gather
+    from repro.kernels import fast, gather  # lazy: kernel modules, defined under the profile start() activates
 
     form = RUNTIME_STRIDE_UNSPECIALIZED
     return [
@@ -482,6 +476,4 @@ def repo_jit_subjects() -> list:
 
 
 def _target(label: str) -> str:
-    from repro.registry import implementation
-
     return implementation(label).target

@@ -17,8 +17,20 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from repro.analysis import records as rules
+from repro.evidence.records_perf import (
+    KINDS,
+    Candidate,
+    Shape,
+    bitwise_rows,
+    check_scenario,
+    layout_word,
+    load_release_gather,
+    run_out,
+    time_shape,
+)
 from repro.registry import ORIGIN_REPO, RECORD_GATHERS, load_implementation
 from repro.tables import Facts, Table
+from repro.upstream.cases import reference_for
 from repro.walkthrough.session import Session
 
 LOADS, CHECKS, MEDIANS, VS_COPY = Table.V41_LOADS, Table.V41_CHECKS, Table.V41_MEDIANS, Table.V41_VS_COPY
@@ -35,14 +47,12 @@ class RecordGathers:
         return self.session.profile.device
 
     def _ours(self, kind: str, interleaved: bool):
-        from repro.evidence.records_perf import Candidate
 
         entry = RECORD_GATHERS[interleaved]
         return Candidate(kind, interleaved, entry.label, ORIGIN_REPO, load_implementation(entry.target), {})
 
     def load(self) -> pd.DataFrame:
         """One row per (release, record): the kernel loaded and patched, or why not."""
-        from repro.evidence.records_perf import KINDS, layout_word, load_release_gather
 
         p = self.session.params
         table = self.session.table(LOADS)
@@ -67,8 +77,6 @@ class RecordGathers:
         """Both records in both layouts on a narrowed table (ragged requests, ``gather_lens``, an ``offset``):
         the repository's gather against the reference decoder, and against each loaded release's kernel of that
         layout (whose own output is checked against the reference too)."""
-        from repro.evidence.records_perf import KINDS, bitwise_rows, check_scenario, run_out
-        from repro.upstream.cases import reference_for
 
         table = self.session.table(CHECKS)
         tiny = self.session.profile.interpret
@@ -87,7 +95,6 @@ class RecordGathers:
 
     def measure(self, copy_tbps: float | None) -> pd.DataFrame:
         """Each loaded release kernel and the repository's gather of its layout, at every request count (GPU)."""
-        from repro.evidence.records_perf import Shape, time_shape
 
         p = self.session.params
         counts = sorted(p["vllm_request_counts"] or p["request_counts"])

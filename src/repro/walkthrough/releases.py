@@ -21,15 +21,15 @@ import pandas as pd
 from repro.analysis import releases as verdicts_lib
 from repro.analysis import vllm_suite as suite_lib
 from repro.parameters import ParameterError
-from repro.registry import SuiteOutcome
+from repro.registry import SuiteOutcome, reads_interleaved, record_gather
 from repro.tables import Notebook, Table
+from repro.upstream import fetch, regression
 from repro.upstream import matrix as mx
 from repro.upstream import patches as patch_lib
-from repro.upstream import regression
 from repro.upstream import releases as idx
 from repro.upstream.members import GATHER
 from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from repro.upstream.wheelcache import CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.upstream.wheelcache import CacheMiss, ensure_release, load_entry
 from repro.walkthrough.downloads import fetch_missing
 from repro.walkthrough.session import Progress, Session
 
@@ -92,7 +92,7 @@ class Context:
                 p["releases"],
                 prof.name,
                 _index_versions() if p["releases"] == "all" else None,
-                gpu_default=lambda: idx.gpu_default_releases(download=p["download"]),
+                gpu_default=lambda: fetch.gpu_default_releases(download=p["download"]),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
@@ -116,7 +116,7 @@ class Context:
 def _index_versions() -> list[str] | None:
     """Every indexed release from the first that ships a DeepSeek gather (None: no registry)."""
     try:
-        return idx.derive_releases().releases
+        return fetch.derive_releases().releases
     except OSError:
         return None
 
@@ -279,7 +279,6 @@ def checks(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
 def record_gathers(ctx: Context) -> pd.DataFrame:
     """Each gather named by ``record_gathers`` (registry labels) over the matrix's sweep on the V4.1 pages of
     every release whose own gathers read that layout; one verdict and check per (release, gather, record)."""
-    from repro.registry import reads_interleaved, record_gather
 
     table = ctx.session.table(RECORD_GATHER_ROWS)
     entries = [record_gather(label) for label in ctx.session.params["record_gathers"]]
@@ -314,7 +313,7 @@ def record_gathers(ctx: Context) -> pd.DataFrame:
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
     """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
-    from repro.upstream.writer_check import mxfp8_writer_rows
+    from repro.upstream.writer_check import mxfp8_writer_rows  # lazy: defines a kernel, under the profile
 
     table = ctx.session.table(WRITERS)
     for p in ctx.plans:
@@ -354,24 +353,6 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
                 }
             )
     return table.frame()
-
-
-def cache_summary() -> pd.DataFrame:
-    """The releases the cache holds, with their wheel and hash."""
-    root = default_cache_root()
-    rows = []
-    for d in sorted(root.glob("*/provenance.json")) if root.exists() else []:
-        e = load_entry(d.parent.name, root)
-        if e:
-            rows.append(
-                {
-                    "release": e.version,
-                    "wheel": e.provenance["wheel"],
-                    "sha256": e.provenance["sha256"][:16],
-                    "files": len(e.members()),
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def patches(ctx: Context) -> pd.DataFrame:

@@ -18,6 +18,10 @@ from typing import Any
 
 import pandas as pd
 import torch
+from IPython.display import HTML
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
 
 from repro import seeds
 from repro.analysis import reshape as rules
@@ -338,10 +342,6 @@ def resolve_reshape_releases(selection: str, profile: str, download: bool) -> li
 def source_excerpt(got: vllm_reshape.ReleaseReshape) -> Any:
     """The release's function from its count of kernel blocks to its ``as_strided`` call, with those two
     highlighted and the cached file's line numbers (an HTML object a notebook displays)."""
-    from IPython.display import HTML
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
 
     lines, first = inspect.getsourcelines(got.function)
     text = textwrap.dedent("".join(lines))

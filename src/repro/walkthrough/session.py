@@ -17,17 +17,18 @@ from repro.evidence.results import ResultTable, write_facts
 from repro.parameters import validate_notebook
 from repro.profiles import Profile, activate, resolve
 
+try:
+    import ipywidgets  # noqa: F401  (tqdm.auto draws a widget only where ipywidgets is installed)
+    from tqdm.auto import tqdm
+except ImportError:
+    from tqdm import tqdm
+
 
 class Progress:
     """A progress bar for a long loop, called once per finished case (a sweep's ``progress`` callback):
     a widget in JupyterLab, a text bar on a terminal; it closes itself on the last case."""
 
     def __init__(self, total: int, what: str, unit: str = "case"):
-        try:
-            import ipywidgets  # noqa: F401  (tqdm.auto draws a widget only where ipywidgets is installed)
-            from tqdm.auto import tqdm
-        except ImportError:
-            from tqdm import tqdm
         self.bar = tqdm(total=total, desc=what, unit=unit, mininterval=0.5, unit_scale=unit == "B")
 
     def __call__(self, *case: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from repro.report.model import Section
 from repro.report.sections import (
+    affected,
     affected_releases,
     ceiling,
     checks,
@@ -30,6 +31,7 @@ from repro.report.sections import (
 
 SECTIONS: list[Section] = [
     summary.SECTION,
+    affected.SECTION,
     plan.SECTION,
     results.SECTION,
     checks.SECTION,

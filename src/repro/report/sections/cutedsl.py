@@ -1,4 +1,4 @@
-"""Notebook 03: vLLM's CuTe-DSL gather (what vLLM runs on NVIDIA GPUs) beside gather_fast, or why not."""
+"""Notebook 03: vLLM's CuTe-DSL gather beside gather_fast, or why not."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def derive(c: Common) -> CuteDsl | None:
 MARKDOWN = """
 ## vLLM's CuTe-DSL gather beside gather_fast
 
-vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`, what vLLM runs on NVIDIA
-GPUs when `nvidia-cutlass-dsl` is installed); it takes no row pitch, so BUG_GATHER does not change it.
+vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`; which releases, GPUs,
+models and records dispatch to it: *Who is affected*); it takes no row pitch, so BUG_GATHER does not change it.
 {{ d.headline }}
 {% if d.table is not none %}
 {% call fold("CuTe-DSL gather, CUDA-graph replays: medians, narrowed/contiguous, time over gather_fast's, fraction of "

@@ -10,6 +10,8 @@ import pandas as pd
 from repro import registry, seeds
 from repro.analysis import jit as jit_rules
 from repro.analysis import upstream_cost
+from repro.analysis.affected import warmup_sentence
+from repro.registry import GPU_FAMILY_NAMES
 from repro.report import upstream_plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
@@ -60,7 +62,8 @@ def _root_cause(c: Common) -> str:
     logged = str(seeds.load(55109).get("reported_jit_kernel", ""))
     warm = theirs[theirs["phase"] == "warm-up"]["width"] if "phase" in theirs else pd.Series(dtype=int)
     story = jit_rules.release_story(rows, logged)
-    return jit_rules.root_cause_text(story, logged, int(warm.iloc[0]) if len(warm) else None)
+    warmups = warmup_sentence(c.run.table(Table.GATHER_WARMUPS), GPU_FAMILY_NAMES)
+    return jit_rules.root_cause_text(story, logged, int(warm.iloc[0]) if len(warm) else None, warmups)
 
 
 def _whose_code(c: Common) -> pd.DataFrame:

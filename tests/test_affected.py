@@ -1,0 +1,215 @@
+"""The who-is-affected analysis on hand-made frames: runner answers, default paths, verdict words, ranges of
+releases with one outcome, families merged, the rows behind each cell; and the README's table equals what
+the code derives from the committed runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro.analysis import affected as rules
+from repro.registry import (
+    DISPATCH_NO_KERNEL,
+    DISPATCH_NOT_SHIPPED,
+    DISPATCH_RAISED,
+    DISPATCH_RAN,
+    LATENT,
+    REACHED,
+    STAGE_CALL,
+    STAGE_RUNNER,
+    TABLE_NOT_RUN,
+    TABLE_RAN,
+    UNDECIDED,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def table(release, runner, config, stage=STAGE_CALL, narrowed=False, status=TABLE_RAN, how="", group="C4A"):
+    return {
+        "release": release,
+        "runner": runner,
+        "config": config,
+        "group": group,
+        "stage": stage,
+        "site": "flashmla.py:Attention._forward_prefill line 9",
+        "shape": "(3, 32)",
+        "stride0": 64 if narrowed else 32,
+        "narrowed": narrowed,
+        "status": status,
+        "how": how,
+    }
+
+
+def test_a_release_reaches_the_bug_when_one_call_site_table_is_narrowed():
+    rows = [
+        table("1.0.0", "V1", "default"),
+        table("1.0.0", "V1", "kernel blocks", narrowed=True),
+        table("1.0.0", "V2", "default"),
+        table("1.0.0", "V2", "micro-batches", stage=STAGE_RUNNER, narrowed=True),  # not a call site
+        table("1.1.0", "V1", "default"),
+        table("1.1.0", "V1", "micro-batches", status=TABLE_NOT_RUN, how="NotRun: no ubatch_utils"),
+    ]
+    answers = rules.runner_answers(pd.DataFrame(rows)).set_index(["release", "runner"])
+    assert answers.loc[("1.0.0", "V1"), "answer"] == REACHED
+    assert answers.loc[("1.0.0", "V1"), "reached_by"].startswith("kernel blocks: C4A at flashmla.py")
+    assert answers.loc[("1.0.0", "V1"), "narrowed_tables"] == 1
+    assert answers.loc[("1.0.0", "V2"), "answer"] == LATENT
+    assert answers.loc[("1.1.0", "V1"), "answer"] == UNDECIDED
+    assert "no ubatch_utils" in answers.loc[("1.1.0", "V1"), "reason"]
+    assert answers.loc[("1.1.0", "V1"), "configs_run"] == 1
+
+
+def test_the_stock_answer_needs_both_runners_latent_and_one_reached_wins():
+    answers = pd.DataFrame(
+        [
+            {"release": "1.0.0", "runner": "V1", "answer": LATENT},
+            {"release": "1.0.0", "runner": "V2", "answer": UNDECIDED},
+            {"release": "1.1.0", "runner": "V1", "answer": LATENT},
+            {"release": "1.1.0", "runner": "V2", "answer": REACHED},
+            {"release": "1.2.0", "runner": "V1", "answer": LATENT},
+            {"release": "1.2.0", "runner": "V2", "answer": LATENT},
+        ]
+    )
+    assert [rules.stock_answer(answers, r) for r in ("1.0.0", "1.1.0", "1.2.0", "9.9.9")] == [
+        UNDECIDED,
+        REACHED,
+        LATENT,
+        UNDECIDED,
+    ]
+
+
+def verdict(release, kernel, verdict, variant="released"):
+    return {"release": release, "kernel": kernel, "variant": variant, "verdict": verdict}
+
+
+def test_the_bug_column_is_the_released_kernels_verdict():
+    v = pd.DataFrame(
+        [
+            verdict("1.0.0", "v4:k", "faults from 2 requests"),
+            verdict("1.0.0", "v4:k", "correct", variant="patched"),
+            verdict("1.0.0", "cutedsl:v4:v4", "correct"),
+            verdict("1.0.0", "v41:m", "not run"),
+        ]
+    )
+    assert rules.kernel_bug(v, "1.0.0", "v4:k") == ("present (faults from 2 requests)", 0)
+    assert rules.kernel_bug(v, "1.0.0", "cutedsl:v4:v4") == ("absent (correct)", 2)
+    assert rules.kernel_bug(v, "1.0.0", "v41:m") == (f"{rules.NOT_MEASURED} (not run)", 3)
+    assert rules.kernel_bug(v, "1.1.0", "v4:k") == (rules.NOT_MEASURED, None)
+
+
+def dispatch(release, family, model, record, kernel, matrix, stored="compressed + SWA", status=DISPATCH_RAN):
+    return {
+        "release": release,
+        "gpu_family": family,
+        "model": model,
+        "record": record,
+        "backend": "Attention",
+        "gather_kernel": kernel,
+        "default_record_for": stored,
+        "status": status,
+        "matrix_kernel": matrix,
+        "how": "",
+    }
+
+
+@pytest.fixture
+def frames():
+    rows = []
+    for release in ("1.0.0", "1.1.0", "1.2.0"):
+        cute = release != "1.0.0"  # 1.0.0 has no CuTe-DSL gather
+        for family in ("sm90", "sm100", "rocm"):
+            uses_cute = cute and family != "rocm"
+            kernel, matrix = ("CuTe-DSL entry", "cutedsl:v4:v4") if uses_cute else ("triton:k", "v4:k")
+            rows.append(dispatch(release, family, "V4", 584, kernel, matrix))
+            rows.append(dispatch(release, family, "V4", 288, "", "", stored="", status=DISPATCH_NO_KERNEL))
+            rows.append(dispatch(release, family, "V4.1", 584, "", "", stored="", status=DISPATCH_NOT_SHIPPED))
+    rows.append(dispatch("1.2.0", "sm100", "V4.1", 288, "", "", stored="compressed", status=DISPATCH_RAISED))
+    d = pd.DataFrame(rows)
+    answers = pd.DataFrame(
+        [{"release": r, "runner": n, "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0") for n in ("V1", "V2")]
+    )
+    v = pd.DataFrame(
+        [verdict(r, "v4:k", "faults from 2 requests") for r in ("1.0.0", "1.1.0", "1.2.0")]
+        + [verdict(r, "cutedsl:v4:v4", "correct") for r in ("1.1.0", "1.2.0")]
+    )
+    return d, answers, v
+
+
+def test_who_is_affected_merges_releases_and_families_with_one_outcome(frames):
+    d, answers, v = frames
+    table = rules.who_is_affected(d, answers, v)
+    cells = table[["releases", "gpu_family", "model", "record", "kernel", "bug", "stock_vllm"]].values.tolist()
+    assert cells == [
+        ["1.0.0", "sm90+sm100", "V4", 584, "triton:k", "present (faults from 2 requests)", LATENT],
+        ["1.0.0 – 1.2.0", "rocm", "V4", 584, "triton:k", "present (faults from 2 requests)", LATENT],
+        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, "CuTe-DSL entry", "absent (correct)", LATENT],
+        ["1.2.0", "sm100", "V4.1", 288, "the dispatcher raises", "—", LATENT],
+    ]
+
+
+def test_each_cell_keeps_the_rows_behind_it(frames):
+    d, answers, v = frames
+    table = rules.who_is_affected(d, answers, v)
+    rocm = table[table.gpu_family == "rocm"].iloc[0]
+    assert [d.loc[i, "release"] for i in rocm["dispatch_rows"]] == ["1.0.0", "1.1.0", "1.2.0"]
+    assert set(d.loc[rocm["dispatch_rows"], "gpu_family"]) == {"rocm"}
+    assert [(v.loc[i, "release"], v.loc[i, "kernel"]) for i in rocm["matrix_rows"]] == [
+        ("1.0.0", "v4:k"),
+        ("1.1.0", "v4:k"),
+        ("1.2.0", "v4:k"),
+    ]
+    assert sorted(answers.loc[rocm["runner_rows"], "release"].unique()) == ["1.0.0", "1.1.0", "1.2.0"]
+
+
+def test_without_verdicts_the_bug_is_not_measured(frames):
+    d, answers, _ = frames
+    table = rules.who_is_affected(d, answers, None)
+    ran = table[table.kernel.str.startswith(("triton", "CuTe"))]
+    assert set(ran.bug) == {rules.NOT_MEASURED}
+
+
+def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
+    from repro.report import affected as render
+
+    readme = (ROOT / "README.md").read_text()
+    start, end = readme.index(render.README_START), readme.index(render.README_END) + len(render.README_END)
+    assert readme[start:end] == render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+
+
+def warm(release, family, model, kind, registered):
+    return {"release": release, "gpu_family": family, "model": model, "kind": kind, "registered": registered}
+
+
+def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
+    rows = [warm(r, f, "V4", "", "no") for r in ("1.0.0", "1.1.0") for f in ("sm90", "rocm", "nocut")]
+    for r in ("1.2.0", "1.3.0", "1.4.0"):
+        rows += [warm(r, "sm90", "V4", "CuTe-DSL", "yes"), warm(r, "sm90", "V4", "Triton", "no")]
+        rows += [warm(r, "rocm", "V4", "Triton", "no"), warm(r, "nocut", "V4", "Triton", "yes")]
+        rows += [warm(r, "sm90", "V4.1", "", "no")]
+    text = rules.warmup_sentence(pd.DataFrame(rows), {"nocut": "CUDA without cutlass"})
+    assert text.startswith("Of the releases notebook 05 read (1.0.0-1.4.0), ")
+    assert "V4's Triton gather registers its warm-up only on CUDA without cutlass in 1.2.0-1.4.0" in text
+    assert "(never on sm90, rocm)" in text
+    assert "V4.1's Triton gathers register no warm-up in any release read (1.2.0-1.4.0)" in text
+    assert rules.warmup_sentence(pd.DataFrame()) == ""
+
+
+def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
+    from repro.analysis import jit
+
+    story = {
+        "vLLM 9.9.9": {
+            "forms": {},
+            "mode": "predicted",
+            "warm_up": "one full-width launch",
+            "kernel_name": "k",
+            "names_the_logged_kernel": True,
+        }
+    }
+    text = jit.root_cause_text(story, "k", 64, warmups="Of the releases notebook 05 read (9.9.9), V4's ...")
+    assert "is consistent with a first launch on a narrowed table" in text and "it is not proof of one" in text
+    assert "Of the releases notebook 05 read (9.9.9), V4's ... A gather without a warm-up compiles" in text
+    assert "Of the releases" not in jit.root_cause_text(story, "k", 64)
