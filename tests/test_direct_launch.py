@@ -13,6 +13,7 @@ import torch
 
 from repro.kernels import direct, fast
 from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
+from repro.kernels.settings import DEFAULT_SETTINGS, with_settings
 
 
 class FakeLauncher:
@@ -119,7 +120,7 @@ def test_specialisation_features_mirror_tritons():
 def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
     names = list(inspect.signature(fast._gather_fast_kernel.fn).parameters)
     plan = fast.FastPlan(grid=(1, 1), block_t=8, tiles_per_program=1, num_warps=4)
-    consts = fast._constexprs(False, 64, 64 * 584, plan, fast.DEFAULT_SETTINGS)
+    consts = fast._constexprs(False, 64, 64 * 584, plan, DEFAULT_SETTINGS)
     assert names[:9] == [
         "out_ptr",
         "out_stride0",
@@ -200,7 +201,7 @@ def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):
     from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
-    looped = fast.make_gather(fast.with_settings(tiles_per_program=4))
+    looped = fast.make_gather(with_settings(tiles_per_program=4))
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     looped.launcher.enabled, looped.launcher._device = True, lambda: 0
     keys = []

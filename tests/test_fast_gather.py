@@ -20,18 +20,11 @@ from hypothesis import strategies as st
 from repro.evidence.cases import compare_bitwise
 from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario
 from repro.kernels import fast
-from repro.kernels.fast import (
-    DEFAULT_SETTINGS,
-    FastSettings,
-    gather_fast,
-    gather_fast_with,
-    plan_launch,
-    with_settings,
-)
+from repro.kernels.fast import gather_fast, gather_fast_with, plan_launch
 from repro.kernels.gather import gather_contiguous_copy, gather_fixed
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import dequantize_and_gather_reference
-from repro.kernels.tiles import TILES, TileSettings
+from repro.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
 from repro.registry import load_implementation
 
 

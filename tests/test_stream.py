@@ -16,7 +16,7 @@ from repro.geometry.layout import DSV4
 from repro.kernels import stream as S
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import dequantize_and_gather_reference
-from repro.kernels.tiles import TileSettings
+from repro.kernels.settings import TileSettings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

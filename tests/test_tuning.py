@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repro.evidence import tuning as T
-from repro.kernels.fast import DEFAULT_SETTINGS
+from repro.kernels.settings import DEFAULT_SETTINGS
 
 
 def test_candidates_are_distinct_and_include_the_default():

@@ -29,6 +29,7 @@ from repro.evidence import timing
 from repro.evidence.cases import compare_bitwise, reference_output
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
+from repro.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
 
 #: Whose code the ceiling arms are.
 REPO_CODE = "repro"
@@ -55,8 +56,6 @@ class StreamKernel:
 
 def _streams() -> tuple[StreamKernel, ...]:
     """The fastest kernels of the H200 sweep (``data/h200/tuning-gather-fast.md``) and the former ceiling."""
-    from repro.kernels.tiles import TileSettings
-
     return (
         StreamKernel("stream / 584-B records", "records", 8, 4),
         StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", TileSettings(load_evict="")),)),
@@ -100,7 +99,7 @@ def _sync(device: str) -> None:
 
 def _fast_block_t(num_reqs: int, max_gather: int, device: str) -> int:
     """The tile gather_fast's GPU launch uses for this shape."""
-    from repro.kernels.fast import DEFAULT_SETTINGS, plan_launch
+    from repro.kernels.fast import plan_launch
 
     return plan_launch(num_reqs, max_gather, torch.device(device), DEFAULT_SETTINGS, "grid").block_t
 
@@ -174,8 +173,6 @@ def stream_arm(
 
 def _tile_text(dequant: dict) -> str:
     """The streaming kernel's tile settings in words ("" for the grouped default)."""
-    from repro.kernels.tiles import DEFAULT_TILE
-
     text = dequant.get("tile", DEFAULT_TILE).label()
     if dequant.get("tiles_per_program", 1) > 1:
         text += f", {dequant['tiles_per_program']} tiles per program"

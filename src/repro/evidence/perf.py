@@ -23,7 +23,8 @@ import torch
 from repro.evidence import timing
 from repro.evidence.cases import compare_bitwise
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.geometry.records import HEAD_DIM, layout_for
+from repro.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
+from repro.geometry.records import layout_for
 from repro.kernels.records_reference import gather_reference
 from repro.registry import TABLE_NARROWED, Arm
 
@@ -51,7 +52,7 @@ class TimedArm:
 
     def bytes_per_token(self) -> int:
         """Bytes read plus bytes written per gathered token."""
-        return layout_for(self.record, self.interleaved).token_bytes + HEAD_DIM * 2
+        return layout_for(self.record, self.interleaved).token_bytes + GATHER_WRITE_BYTES_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def run_perf(
                     record=record,
                     interleaved=interleaved,
                 )
-                per_token = layout_for(record, interleaved).token_bytes + HEAD_DIM * 2
+                per_token = layout_for(record, interleaved).token_bytes + GATHER_WRITE_BYTES_PER_TOKEN
                 copies = timing.rotation_count(tokens * per_token)
                 scenarios = [build_scenario(replace(spec, seed=k)) for k in range(copies)]
                 ref = scenarios[0].fresh_out()

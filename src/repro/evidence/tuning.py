@@ -5,9 +5,9 @@ within a time budget (a section that would overrun is recorded as skipped, never
 
 1. copy-equivalent rates: a device copy, a read-only and a write-only pass over 1 GiB;
 2. streaming kernels (the gather's 584 B in / 1,024 B out per token, no block table) in many tile
-   settings (:class:`repro.kernels.tiles.TileSettings`, tokens and warps per program, tiles per program)
+   settings (:class:`repro.kernels.settings.TileSettings`, tokens and warps per program, tiles per program)
    and both record layouts, at the largest shape;
-3. ``gather_fast`` candidates (:class:`repro.kernels.fast.FastSettings`) at the largest shape on the
+3. ``gather_fast`` candidates (:class:`repro.kernels.settings.FastSettings`) at the largest shape on the
    narrowed block table;
 4. the best candidates, today's settings and vLLM's CuTe-DSL gather (through the release's own
    dispatcher, loaded by :mod:`repro.upstream`) at every shape, CUDA-graph medians in alternating rounds;
@@ -29,9 +29,19 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+
+import pandas as pd
+import torch
+
+from repro.evidence.cases import compare_bitwise, reference_output
+from repro.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.evidence.timing import copy_ceiling, graph_median_us, median_us, rotation_count
+from repro.kernels.settings import DEFAULT_TILE
+from repro.kernels.settings import FastSettings as F
+from repro.kernels.settings import TileSettings as T
 
 #: The release whose CuTe-DSL gather is the production peer.
 CUTEDSL_RELEASE = "0.33.0"
@@ -50,7 +60,6 @@ def stream_candidates() -> list[tuple[str, dict]]:
     """(layout, stream_dequant keywords) of the streaming sweep: the earlier runs' best (grouped tile, no load
     eviction hint), the chunk-major "lanes" tile (8 fp8 bytes in, 16 bf16 bytes out per thread, no register
     exchange), loops over tiles."""
-    from repro.kernels.tiles import TileSettings as T
 
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
@@ -67,7 +76,6 @@ def stream_candidates() -> list[tuple[str, dict]]:
 
 
 def stream_label(layout: str, kw: dict) -> str:
-    from repro.kernels.tiles import DEFAULT_TILE
 
     tile = kw.get("tile", DEFAULT_TILE)
     loop = ""
@@ -82,8 +90,6 @@ def gather_candidates() -> list:
     """``FastSettings`` of the gather sweep: the former default first, then the earlier runs' best (grouped tile,
     4 tiles per program pipelined in 3 stages) with the hints and loop depths around it, and the chunk-major
     "lanes" tile."""
-    from repro.kernels.fast import FastSettings as F
-    from repro.kernels.tiles import TileSettings as T
 
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
@@ -106,7 +112,6 @@ def gather_candidates() -> list:
 
 def small_shape_variants(best: object) -> list:
     """The best settings with a smaller grid-filling floor (matters only below the largest shape)."""
-    from dataclasses import replace
 
     return [replace(best, min_block_t=2, waves=4), replace(best, min_block_t=1, waves=8)]
 
@@ -135,15 +140,11 @@ class Sweep:
 
     def sync(self) -> None:
         if self.on_gpu:
-            import torch
-
             torch.cuda.synchronize()
 
     def eager_us(self, fn: Callable[[], object]) -> float:
         """Device time of one call (``do_bench`` median, L2 cleared); wall clock of one call on the CPU."""
         if self.on_gpu:
-            from repro.evidence.timing import median_us
-
             return median_us(fn, rep_ms=30)
         t0 = time.perf_counter()
         fn()
@@ -152,8 +153,6 @@ class Sweep:
     def graph_us(self, calls: list) -> float:
         """Per-call median of CUDA-graph replays of ``calls``; wall clock per call on the CPU."""
         if self.on_gpu:
-            from repro.evidence.timing import graph_median_us
-
             return graph_median_us(calls, rep_ms=30)
         t0 = time.perf_counter()
         for fn in calls:
@@ -175,14 +174,12 @@ class Sweep:
     def rotation(self, nbytes: int) -> int:
         if not self.on_gpu:
             return 1
-        from repro.evidence.timing import rotation_count
 
         return rotation_count(nbytes)
 
     def write(self) -> None:
         if self.out_dir is None:
             return
-        import pandas as pd
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         # One file, a "table" column naming each row's table (few files travel back from a GPU host).
@@ -205,9 +202,8 @@ def _tbps(nbytes: float, us: float) -> float:
 
 def measure_rates(sw: Sweep) -> dict:
     """Copy, read-only and write-only rates in TB/s (bytes moved per second), each the best of a few ways."""
-    import torch
 
-    from repro.kernels import stream as S
+    from repro.kernels import stream as S  # lazy: kernels: after main() sets the profile
 
     nbytes = (1 << 30) if sw.on_gpu else (1 << 16)
     src = torch.empty(nbytes, dtype=torch.uint8, device=sw.device).random_(0, 256)
@@ -253,8 +249,6 @@ def measure_rates(sw: Sweep) -> dict:
                     sw.add("rates", {**row, "error": _error(exc)})
         rates[kind] = best
     if sw.on_gpu:
-        from repro.evidence.timing import copy_ceiling
-
         ceiling = copy_ceiling()
         sw.add(
             "rates",
@@ -276,9 +270,8 @@ def measure_rates(sw: Sweep) -> dict:
 
 
 def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
-    import torch
 
-    from repro.kernels import stream as S
+    from repro.kernels import stream as S  # lazy: kernels: after main() sets the profile
 
     copies = sw.rotation(tokens * 1608)
     inputs = {
@@ -346,9 +339,6 @@ def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
 
 
 def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
-    from dataclasses import replace
-
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
     spec = ScenarioSpec(
         num_reqs=num_reqs,
@@ -364,7 +354,6 @@ def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
 
 
 def _check(fn, scenario, ref) -> int:
-    from repro.evidence.cases import compare_bitwise
 
     out = scenario.fresh_out()
     fn(*scenario.args(out))
@@ -374,7 +363,7 @@ def _check(fn, scenario, ref) -> int:
 
 def gather_sweep(sw: Sweep, shapes: list[tuple], copy_rate: float) -> list[tuple[float, object]]:
     """Every candidate at each ``(scenarios, reference)`` shape, checked first; ranked by the first shape."""
-    from repro.kernels.fast import gather_fast_with
+    from repro.kernels.fast import gather_fast_with  # lazy: kernels: after main() sets the profile
 
     plan = "grid" if sw.on_gpu else None
     ranked = []
@@ -422,7 +411,7 @@ def load_cutedsl(sw: Sweep) -> tuple[Callable | None, str]:
     if not sw.on_gpu:
         return None, "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     try:
-        from repro.upstream.cutedsl import cutedsl_callable
+        from repro.upstream.cutedsl import cutedsl_callable  # lazy: vLLM's CuTe-DSL stack, on a GPU run only
 
         _, fn, why = cutedsl_callable(CUTEDSL_RELEASE, "cuda", download=False)
         return fn, why
@@ -434,10 +423,8 @@ def shape_sweep(
     sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], stream_kw: dict | None
 ) -> None:
     """Graph medians of every arm at every shape (three alternating rounds), each checked first."""
-    import torch
 
-    from repro.evidence.cases import reference_output
-    from repro.kernels import stream as S
+    from repro.kernels import stream as S  # lazy: kernels: after main() sets the profile
 
     max_reqs = max(n for n, _ in shapes)
     for n, L in shapes:
@@ -504,8 +491,7 @@ def shape_sweep(
 def host_section(
     sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], gathers: dict[str, Callable]
 ) -> None:
-    from repro.evidence.cases import reference_output
-    from repro.kernels.gather import check_gather_args
+    from repro.kernels.gather import check_gather_args  # lazy: kernels: after main() sets the profile
 
     calls = 300 if sw.on_gpu else 3
     for n, L in shapes:
@@ -539,10 +525,6 @@ def direct_path_checks(sw: Sweep, gathers: dict[str, Callable]) -> None:
     tensors, then an output view 2 bytes off 16-byte alignment and a cache view 2 bytes off (each its own
     specialisation; 2 bytes, because the bf16 RoPE values need 2-byte alignment in any kernel). A failure
     is a row; after a CUDA error nothing more runs on this device."""
-    import torch
-
-    from repro.evidence.cases import compare_bitwise, reference_output
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(
         ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=300, max_reqs=8, window=100, offset=3, device=sw.device)
@@ -582,15 +564,18 @@ def direct_path_checks(sw: Sweep, gathers: dict[str, Callable]) -> None:
 
 
 def run(sw: Sweep) -> None:
-    import torch
-
-    from repro.evidence.cases import reference_output
-    from repro.kernels.fast import DEFAULT_SETTINGS, gather_fast, gather_fast_with, make_gather
+    from repro.kernels.fast import (  # lazy: kernels: after main() sets the profile
+        DEFAULT_SETTINGS,
+        gather_fast,
+        gather_fast_with,
+        make_gather,
+    )
 
     shapes = GPU_SHAPES if sw.on_gpu else SMOKE_SHAPES
     n0, L0 = shapes[0]
+    import triton  # lazy: Triton reads TRITON_INTERPRET when imported; main() sets the profile first
+
     env = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if sw.on_gpu else "cpu"}
-    import triton
 
     env["triton"] = triton.__version__
     sw.add("environment", env)
@@ -700,7 +685,6 @@ SUMMARY = (
 
 def tables_from_csv(path: str | Path) -> dict:
     """The tables of a ``tuning-sweep.csv`` (split on its ``table`` column, empty columns dropped)."""
-    import pandas as pd
 
     frame = pd.read_csv(path)
     return {name: g.drop(columns="table").dropna(axis=1, how="all") for name, g in frame.groupby("table", sort=False)}
@@ -708,7 +692,6 @@ def tables_from_csv(path: str | Path) -> dict:
 
 def summary(tables: dict, markdown: bool = False) -> str:
     """The compact tables printed last (``markdown``: as GitHub tables, for a committed record)."""
-    import pandas as pd
 
     pd.set_option("display.width", 200)
     pd.set_option("display.max_colwidth", 70)
@@ -758,7 +741,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
-    import torch
 
     device = "cpu" if args.smoke else "cuda"
     if device == "cuda" and not torch.cuda.is_available():

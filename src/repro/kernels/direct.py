@@ -70,7 +70,7 @@ class DirectLauncher:
     @staticmethod
     def supported(kernel: object) -> bool:
         """True when the direct path may be used for ``kernel`` (compiled, checked Triton version)."""
-        from repro.kernels.launch import is_interpreted
+        from repro.kernels.launch import is_interpreted  # lazy: launch imports triton's interpreter module
 
         return not is_interpreted(kernel) and triton_version() in CHECKED_TRITON
 
@@ -131,8 +131,8 @@ class DirectLauncher:
             return
         if self._stream is None:
             try:
-                from triton import knobs
-                from triton.runtime import driver
+                from triton import knobs  # lazy: guarded, a Triton without it keeps Triton's own launcher
+                from triton.runtime import driver  # lazy: the active driver exists once a kernel has launched
 
                 self._knobs = knobs.runtime
                 self._stream = driver.active.get_current_stream

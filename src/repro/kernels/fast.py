@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -47,7 +47,8 @@ from repro.geometry.layout import DSV4
 from repro.kernels.direct import DirectLauncher
 from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
-from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens, load_lanes, store_lanes
+from repro.kernels.settings import DEFAULT_SETTINGS, FastSettings
+from repro.kernels.tiles import dequant_tokens, load_lanes, store_lanes
 
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
 INTERPRETER_MAX_BLOCK_T = 256
@@ -55,54 +56,6 @@ INTERPRETER_MAX_BLOCK_T = 256
 MAX_GRID_Y = 65535
 #: Launch plans: the GPU shape, and the interpreter's few-programs shape.
 PLANS = ("grid", "per-request")
-
-
-def _is_pow2(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (v & (v - 1)) == 0
-
-
-@dataclass(frozen=True)
-class FastSettings:
-    """How :func:`gather_fast` launches: tile size, warps, grid filling, tiles per program, tile layout."""
-
-    block_t: int = 8  # tokens per tile (a power of two)
-    num_warps: int = 4  # warps per program (a power of two <= 32)
-    min_block_t: int = 8  # smallest tile the grid-filling heuristic may shrink to
-    waves: float = 2  # shrink the tile while the grid has fewer than waves * SMs programs
-    tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
-    num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
-    prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
-    tile: TileSettings = field(default_factory=TileSettings)
-
-    def __post_init__(self) -> None:
-        for name in ("block_t", "min_block_t", "num_warps", "tiles_per_program"):
-            if not _is_pow2(getattr(self, name)):
-                raise ValueError(f"{name} must be a power of two >= 1, got {getattr(self, name)!r}")
-        if self.num_warps > 32:
-            raise ValueError(f"num_warps must be a power of two <= 32, got {self.num_warps!r}")
-        if isinstance(self.waves, bool) or not isinstance(self.waves, (int, float)) or self.waves < 0:
-            raise ValueError(f"waves must be a non-negative number, got {self.waves!r}")
-        if not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
-            raise ValueError(f"num_stages must be an int from 1 to 8, got {self.num_stages!r}")
-        if not isinstance(self.tile, TileSettings):
-            raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
-        if self.prefetch and not self.tile.tile.startswith("lanes"):
-            raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
-
-    def label(self) -> str:
-        text = f"{self.block_t} tok x {self.num_warps} warps"
-        if self.tiles_per_program > 1:
-            text += f", {self.tiles_per_program} tiles/program"
-        if self.num_stages > 1:
-            text += f", {self.num_stages} stages"
-        if self.prefetch:
-            text += ", prefetch"
-        return f"{text}, {self.tile.label()}"
-
-
-#: The settings :func:`gather_fast` uses: the best of the H200 sweep at 256 x 2,048 tokens
-#: (data/h200/tuning-gather-fast.md): 8-token tiles, 4 warps, 4 tiles per program pipelined in 3 stages.
-DEFAULT_SETTINGS = FastSettings(tiles_per_program=4, num_stages=3, tile=DEFAULT_TILE)
 
 
 @triton.jit
@@ -580,8 +533,3 @@ gather_fast.__doc__ = """Dequantise and gather the K cache (vLLM's signature), t
 
 Semantics of :func:`repro.kernels.gather.gather_fixed`, with :data:`DEFAULT_SETTINGS`; after the first call
 of a specialisation the compiled kernel is launched directly (:func:`make_gather`)."""
-
-
-def with_settings(**changes) -> FastSettings:
-    """:data:`DEFAULT_SETTINGS` with some fields changed (``tile=`` takes a :class:`TileSettings`)."""
-    return replace(DEFAULT_SETTINGS, **changes)

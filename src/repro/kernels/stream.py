@@ -36,7 +36,8 @@ import triton.language as tl
 from repro.geometry.layout import DSV4, UE8M0_BIAS
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import quantize_and_insert_reference
-from repro.kernels.tiles import DEFAULT_TILE, TileSettings, dequant_tokens, load_lanes, store_lanes
+from repro.kernels.settings import DEFAULT_TILE, TileSettings
+from repro.kernels.tiles import dequant_tokens, load_lanes, store_lanes
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -471,7 +472,7 @@ def stream_dequant(
 ) -> StreamPlan:
     """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table).
 
-    ``tile`` is the shared tile code's layout and hints (:class:`repro.kernels.tiles.TileSettings`);
+    ``tile`` is the shared tile code's layout and hints (:class:`repro.kernels.settings.TileSettings`);
     ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined by
     Triton, or with ``prefetch`` and a ``"lanes"`` tile, tile k+1 loaded into registers before tile k is stored)."""
     if prefetch and not tile.tile.startswith("lanes"):

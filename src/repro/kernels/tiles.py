@@ -29,79 +29,8 @@ rounded once to bf16; RoPE bytes copied as int16. Exact on the GPU and in the in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import triton
 import triton.language as tl
-
-from repro.geometry.layout import DSV4
-
-#: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
-TILES = ("grouped", "lanes")
-#: PTX cache operators Triton accepts on loads and stores ("" = the default).
-LOAD_CACHE = ("", ".ca", ".cg", ".cv")
-STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
-#: Eviction policies ("" = the default).
-EVICT = ("", "evict_first", "evict_last")
-
-
-@dataclass(frozen=True)
-class TileSettings:
-    """How one tile of tokens is loaded and stored (compile-time constants of the kernels)."""
-
-    tile: str = "grouped"
-    overread: bool = False
-    load_cache: str = ""
-    load_evict: str = "evict_first"
-    store_cache: str = ""
-    store_evict: str = ""
-
-    def __post_init__(self) -> None:
-        for name, value, accepted in (
-            ("tile", self.tile, TILES),
-            ("load_cache", self.load_cache, LOAD_CACHE),
-            ("store_cache", self.store_cache, STORE_CACHE),
-            ("load_evict", self.load_evict, EVICT),
-            ("store_evict", self.store_evict, EVICT),
-        ):
-            if value not in accepted:
-                raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
-        if not isinstance(self.overread, bool):
-            raise ValueError(f"overread must be a bool, got {self.overread!r}")
-
-    def constexprs(self) -> dict:
-        """The kernels' keyword arguments for these settings (with the record geometry)."""
-        return {
-            "TILE": TILES.index(self.tile),
-            "OVERREAD": self.overread,
-            "LOAD_CACHE": self.load_cache,
-            "LOAD_EVICT": self.load_evict,
-            "STORE_CACHE": self.store_cache,
-            "STORE_EVICT": self.store_evict,
-            **RECORD_CONSTEXPRS,
-        }
-
-    def label(self) -> str:
-        parts = [self.tile]
-        if self.overread:
-            parts.append("overread")
-        for name in ("load_cache", "load_evict", "store_cache", "store_evict"):
-            value = getattr(self, name)
-            if value != getattr(DEFAULT_TILE, name):
-                parts.append(f"{name} {value or 'none'}")
-        return ", ".join(parts)
-
-
-DEFAULT_TILE = TileSettings()
-
-#: The record geometry as the kernels' constexprs.
-RECORD_CONSTEXPRS = {
-    "N_GROUPS": triton.next_power_of_2(DSV4.n_scales),
-    "N_SCALES": DSV4.n_scales,
-    "QUANT_BLOCK": DSV4.quant_block,
-    "FP8_DIM": DSV4.fp8_bytes,
-    "HEAD_DIM": DSV4.head_dim,
-}
 
 
 @triton.jit
