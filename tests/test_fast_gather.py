@@ -164,7 +164,7 @@ def test_gpu_launch_shape_in_interpreter(block_t):
     assert launch.tiles_per_program == 1 and launch.block_t == block_t
     assert launch.grid == (-(-(out.shape[1] - spec.offset) // block_t), 3)
     assert_matches(scenario, fn=gather_fast_with, settings=one_tile, plan="grid")
-    looped = with_settings(block_t=block_t)  # the default's 4 tiles per program, pipelined
+    looped = with_settings(block_t=block_t, tiles_per_program=4, num_stages=3, tile=TileSettings())  # pipelined
     launch = gather_fast_with(*scenario.args(scenario.fresh_out()), looped, plan="grid")
     assert launch.grid == (-(-(out.shape[1] - spec.offset) // (4 * block_t)), 3)
     assert_matches(scenario, fn=gather_fast_with, settings=looped, plan="grid")
@@ -208,19 +208,19 @@ def test_tile_loops_are_bitwise_the_reference(plan):
     for chosen in (staged, prefetch):
         assert_matches(sc, fn=gather_fast_with, settings=chosen, plan=plan)
     with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):
-        with_settings(tiles_per_program=2, prefetch=True)
+        with_settings(tiles_per_program=2, prefetch=True, tile=TileSettings())
 
 
 def test_gpu_plan_heuristic(monkeypatch):
     """Grid sizes of the two benchmark shapes on a 132-SM H200 (SM count faked, nothing launched)."""
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
-    one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")
-    assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((256, 1), 8, 1, 4)
+    one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")  # 256 programs of 8 are too few: 512 of 4
+    assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((512, 1), 4, 1, 2)
     many = plan_launch(256, 2048, cuda, DEFAULT_SETTINGS, "grid")
-    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((64, 256), 8, 4, 4)
+    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((256, 256), 8, 1, 4)
     # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
-    wide = with_settings(block_t=32, num_warps=8)
+    wide = with_settings(block_t=32, num_warps=8, min_block_t=8)
     small = plan_launch(1, 2048, cuda, wide, "grid")
     assert (small.block_t, small.num_warps) == (8, 2)  # warps shrink with the tile
     assert plan_launch(256, 2048, cuda, wide, "grid").block_t == 32

@@ -56,11 +56,13 @@ class StreamKernel:
 
 def _streams() -> tuple[StreamKernel, ...]:
     """The fastest kernels of the H200 sweep (``data/h200/tuning-gather-fast.md``) and the former ceiling."""
+    grouped = TileSettings(load_evict="")
+    lanes = TileSettings(tile="lanes", load_evict="")
     return (
         StreamKernel("stream / 584-B records", "records", 8, 4),
-        StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", TileSettings(load_evict="")),)),
+        StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", grouped),)),
+        StreamKernel("stream / split / lanes 4 x 2", "split", 4, 2, (("tile", lanes),)),
         StreamKernel("move / 584-B records as flat runs, 8 x 8", "records", 8, 8, kind="move"),
-        StreamKernel("move / 584-B records as flat runs, 8 x 4", "records", 8, 4, kind="move"),
     )
 
 

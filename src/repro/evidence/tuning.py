@@ -87,25 +87,23 @@ def stream_label(layout: str, kw: dict) -> str:
 
 
 def gather_candidates() -> list:
-    """``FastSettings`` of the gather sweep: the former default first, then the earlier runs' best (grouped tile,
-    4 tiles per program pipelined in 3 stages) with the hints and loop depths around it, and the chunk-major
-    "lanes" tile."""
-
+    """``FastSettings`` of the gather sweep: the first two defaults (grouped tile; 4 tiles per program pipelined
+    in 3 stages), the grouped tile's hints and loop depths around them, and the chunk-major "lanes" tile (the
+    third run's best, now the default) in sizes and loops."""
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
     return [
-        F(),  # gather_fast's settings before this sweep
-        F(tiles_per_program=4, num_stages=3),
+        F(),  # gather_fast's settings before the H200 sweep
+        F(tiles_per_program=4, num_stages=3),  # the default after its second run
         F(tiles_per_program=4, num_stages=3, tile=plain),
-        F(tiles_per_program=8, num_stages=3, tile=plain),
-        F(tiles_per_program=4, num_stages=4, tile=plain),
         F(tiles_per_program=2, num_stages=2, tile=plain),
-        F(block_t=16, num_warps=4, tiles_per_program=4, num_stages=3, tile=plain),
-        F(min_block_t=4, tile=lanes),
-        F(min_block_t=4, tiles_per_program=4, num_stages=3, tile=lanes),
-        F(min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
-        F(min_block_t=4, tiles_per_program=2, prefetch=True, tile=lanes),
+        F(min_block_t=4, tile=lanes),  # the default after its third run
+        F(min_block_t=2, waves=4, tile=lanes),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cs")),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", overread=True)),
         F(block_t=16, num_warps=8, min_block_t=4, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, tile=lanes),
+        F(min_block_t=4, tiles_per_program=2, prefetch=True, tile=lanes),
         F(block_t=4, num_warps=2, min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
     ]
 

@@ -11,18 +11,22 @@ Design (GPU)
   count comes from the host-known upper bound ``out.shape[1] - offset``, so nothing is read back to
   the host; a tile that starts past its request's ``gather_len`` is skipped (one branch) and a partial
   tile is masked. Neighbouring programs read neighbouring cache slots and write neighbouring output
-  rows of one request; the hardware scheduler balances ragged requests. ``BLOCK_T`` is halved (down
-  to ``min_block_t``) while the grid has fewer than ``waves * SM count`` programs, so one 2,048-token
-  request still spreads over the whole GPU.
+  rows of one request; the hardware scheduler balances ragged requests. While the grid has fewer than
+  ``waves * SM count`` programs, tiles per program are halved, then ``BLOCK_T`` and the warps (down to
+  ``min_block_t``), so one 2,048-token request still spreads over the whole GPU.
 * **Per token** (:func:`repro.kernels.tiles.dequant_tokens`, the streaming ceiling's code too): the
   block table gives the physical block (one int32 per token, a broadcast load), then the token's 576
   data bytes, its 8-byte scale slot and its 1,024-byte output row are addressed as in vLLM; all loads
-  are issued before any store. The tile layout and cache hints are :class:`FastSettings`.
+  are issued before any store. The default tile is chunk-major "lanes": each thread loads 8 consecutive
+  fp8 bytes and stores the 16 bytes of bf16 they become, a warp walks 256 contiguous bytes of one token,
+  and no value passes through shared memory. The tile layout and cache hints are :class:`FastSettings`
+  (:mod:`repro.kernels.settings`).
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 
-Settings are explicit: :func:`gather_fast` uses :data:`DEFAULT_SETTINGS` (the best of the H200 sweep
-in ``data/h200/tuning-gather-fast.md``); :func:`gather_fast_with` takes any :class:`FastSettings`.
+Settings are explicit values: :func:`gather_fast` uses ``DEFAULT_SETTINGS`` (the best of the H200 sweep in
+``data/h200/tuning-gather-fast.md``); :func:`gather_fast_with` and :func:`make_gather` take any
+:class:`FastSettings`.
 
 Host path: after the first call with a given specialisation, :func:`gather_fast` launches the compiled
 kernel directly (:mod:`repro.kernels.direct`), so an eager call costs a few microseconds of host time,

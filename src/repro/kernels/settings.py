@@ -124,9 +124,10 @@ class FastSettings:
         return f"{text}, {self.tile.label()}"
 
 
-#: The settings :func:`gather_fast` uses: the best of the H200 sweep at 256 x 2,048 tokens
-#: (data/h200/tuning-gather-fast.md): 8-token tiles, 4 warps, 4 tiles per program pipelined in 3 stages.
-DEFAULT_SETTINGS = FastSettings(tiles_per_program=4, num_stages=3, tile=DEFAULT_TILE)
+#: The settings :func:`gather_fast <repro.kernels.fast.gather_fast>` uses: the best of the H200 sweep at
+#: 256 x 2,048 tokens (data/h200/tuning-gather-fast.md, run 3): the chunk-major "lanes" tile, 8 tokens and
+#: 4 warps per program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small.
+DEFAULT_SETTINGS = FastSettings(min_block_t=4, tile=TileSettings(tile="lanes", load_evict=""))
 
 
 def with_settings(**changes) -> FastSettings:
