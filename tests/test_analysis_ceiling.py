@@ -143,7 +143,9 @@ def test_headline_names_the_ceiling_and_fractions():
     c = P.ceiling_table(gathers(frame()), streams(frame()), copy_tbps=4.0)
     facts = P.ceiling_headline(c, P.gap_decomposition(frame(), N, L))
     assert facts["stream_arm"] == "stream / split / 32" and facts["shape"] == [N, L]
-    assert "fixed / narrowed view: 30% of the streaming ceiling" in facts["headline"]
+    assert "fixed / narrowed view: 26.4 us, 30% of the streaming ceiling's speed" in facts["headline"]
+    assert "the fastest of 3 streaming kernels" in facts["headline"]
+    assert facts["copy_equiv_us"] == pytest.approx(c.iloc[0]["copy_equiv_us"])
     assert "indirection" in facts["headline"]
 
 

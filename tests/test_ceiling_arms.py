@@ -34,6 +34,7 @@ def fake_timers(monkeypatch):
         return 5.0
 
     monkeypatch.setattr(timing, "median_us", median_us)
+    monkeypatch.setattr(timing, "host_us", lambda fn, calls=0: 7.0)
     monkeypatch.setattr(timing, "graph_median_us", graph_median_us)
     monkeypatch.setattr(timing, "rotation_count", lambda nbytes: 2)
     return calls
@@ -49,7 +50,10 @@ def test_every_arm_is_checked_and_described(fake_timers):
     checks, med, dec = run(decompose_at=[(2, 24)])
     assert checks and all(c.mismatched == 0 and c.stray == 0 and c.total > 0 for c in checks), checks
     assert {c.unit for c in checks} == {"tokens", "rows", "program sums"}
-    assert set(med["arm"]) == {"stream / 584-B records", "read-only / 584-B records", "write-only / 1,024-B rows"}
+    streams = {k.arm for k in C.CEILING_STREAMS}
+    assert set(med["arm"]) == streams | {"read-only / 584-B records", "write-only / 1,024-B rows"}
+    assert len(streams) >= 4  # the ceiling is the fastest of several kernels measured in the run
+    assert set(med[med.launch == "eager"]["host_us"]) == {7.0} and med[med.launch == "graph"]["host_us"].isna().all()
     two = med[(med.num_reqs == 2) & (med.launch == "graph")].set_index("arm")
     assert two.loc["read-only / 584-B records", "bytes_read"] == 48 * 584
     assert two.loc["read-only / 584-B records", "bytes_written"] == 0
@@ -63,7 +67,7 @@ def test_every_arm_is_checked_and_described(fake_timers):
     assert arms.loc["fast / narrowed view", "table"] == "narrowed"
     assert "split" in set(dec["layout"])
     # every arm timed eagerly and as a graph, once per round
-    assert fake_timers["eager"] == fake_timers["graph"] == 3 * 2 + len(arms)
+    assert fake_timers["eager"] == fake_timers["graph"] == (len(streams) + 2) * 2 + len(arms)
     # and the analysis reads the rows as written: every step of the chain has its two arms
     d = A.gap_decomposition(pd.concat([med, dec]), 2, 24)
     assert d["ratio"].notna().all()
@@ -72,7 +76,7 @@ def test_every_arm_is_checked_and_described(fake_timers):
 def test_no_decomposition_sink_no_decomposition_arms(fake_timers):
     checks, medians = [], []
     C.run_ceiling([2], [16], 16, checks.append, medians.append, device="cpu", rounds=1)
-    assert len({c.arm for c in checks}) == 3
+    assert len({c.arm for c in checks}) == len(C.CEILING_STREAMS) + 2
 
 
 @pytest.mark.parametrize("n,L", [(1, 7), (2, 5), (5, 64), (256, 2048)])

@@ -9,6 +9,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @triton.jit kernels
 
+import dataclasses
 import inspect
 
 import pytest
@@ -19,17 +20,11 @@ from hypothesis import strategies as st
 from repro.evidence.cases import compare_bitwise
 from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario
 from repro.kernels import fast
-from repro.kernels.fast import (
-    CONFIG,
-    DEFAULT_CONFIG,
-    configured,
-    gather_fast,
-    gather_fast_with,
-    plan_launch,
-)
+from repro.kernels.fast import gather_fast, gather_fast_with, plan_launch
 from repro.kernels.gather import gather_contiguous_copy, gather_fixed
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import dequantize_and_gather_reference
+from repro.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
 from repro.registry import load_implementation
 
 
@@ -164,43 +159,77 @@ def test_gpu_launch_shape_in_interpreter(block_t):
     )
     scenario = build_scenario(spec)
     out = scenario.fresh_out()
-    launch = gather_fast_with(*scenario.args(out), plan="grid", block_t=block_t)
+    one_tile = with_settings(block_t=block_t, tiles_per_program=1, num_stages=1)
+    launch = gather_fast_with(*scenario.args(out), one_tile, plan="grid")
     assert launch.tiles_per_program == 1 and launch.block_t == block_t
     assert launch.grid == (-(-(out.shape[1] - spec.offset) // block_t), 3)
-    assert_matches(scenario, fn=gather_fast_with, plan="grid", block_t=block_t)
+    assert_matches(scenario, fn=gather_fast_with, settings=one_tile, plan="grid")
+    looped = with_settings(block_t=block_t, tiles_per_program=4, num_stages=3, tile=TileSettings())  # pipelined
+    launch = gather_fast_with(*scenario.args(scenario.fresh_out()), looped, plan="grid")
+    assert launch.grid == (-(-(out.shape[1] - spec.offset) // (4 * block_t)), 3)
+    assert_matches(scenario, fn=gather_fast_with, settings=looped, plan="grid")
 
 
-def test_configured_overrides_and_restores():
-    before = dict(CONFIG)
-    with configured(block_t=4, num_warps=1) as cfg:
-        assert cfg["block_t"] == 4 and CONFIG["num_warps"] == 1
-        scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=30, block_size=16, max_reqs=4))
-        out = scenario.fresh_out()
-        launch = gather_fast_with(*scenario.args(out), plan="grid")
-        assert (launch.block_t, launch.num_warps) == (4, 1)
-    assert CONFIG == before == DEFAULT_CONFIG
+def test_settings_are_explicit_and_checked():
+    scenario = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=30, block_size=16, max_reqs=4))
+    out = scenario.fresh_out()
+    launch = gather_fast_with(*scenario.args(out), with_settings(block_t=4, num_warps=1), plan="grid")
+    assert (launch.block_t, launch.num_warps) == (4, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # nothing mutable at module level
+        DEFAULT_SETTINGS.block_t = 16
     with pytest.raises(ValueError, match="block_t"):
-        with configured(block_t=24):
-            pass
-    with pytest.raises(ValueError, match="unknown"):
-        with configured(blockt=32):
-            pass
-    assert CONFIG == DEFAULT_CONFIG
+        FastSettings(block_t=24)
+    with pytest.raises(ValueError, match="num_warps"):
+        FastSettings(num_warps=64)
+    with pytest.raises(ValueError, match="tile must be one of"):
+        TileSettings(tile="diagonal")
+    with pytest.raises(ValueError, match="store_cache"):
+        TileSettings(store_cache=".xx")
+    with pytest.raises(ValueError, match="settings must be a FastSettings"):
+        gather_fast_with(*scenario.args(out), {"block_t": 8})
+
+
+@pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)])
+def test_every_tile_layout_is_bitwise_the_reference(tile, overread):
+    spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=2, window=30)
+    chosen = with_settings(tile=TileSettings(tile=tile, overread=overread, store_cache=".cs"))
+    assert_matches(build_scenario(spec), fn=gather_fast_with, settings=chosen, plan="grid")
+
+
+@pytest.mark.parametrize("plan", ["grid", "per-request"])
+def test_tile_loops_are_bitwise_the_reference(plan):
+    """Tiles per program: Triton's pipelined loop, and the register prefetch of the "lanes" tile."""
+    spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=1, window=40)
+    staged = with_settings(block_t=4, tiles_per_program=4, num_stages=3)
+    prefetch = with_settings(block_t=4, tiles_per_program=4, prefetch=True, tile=TileSettings(tile="lanes"))
+    sc = build_scenario(spec)
+    launch = gather_fast_with(*sc.args(sc.fresh_out()), prefetch, plan="grid")
+    assert launch.tiles_per_program == 4
+    for chosen in (staged, prefetch):
+        assert_matches(sc, fn=gather_fast_with, settings=chosen, plan=plan)
+    with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):
+        with_settings(tiles_per_program=2, prefetch=True, tile=TileSettings())
 
 
 def test_gpu_plan_heuristic(monkeypatch):
     """Grid sizes of the two benchmark shapes on a 132-SM H200 (SM count faked, nothing launched)."""
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
-    one = plan_launch(1, 2048, cuda, DEFAULT_CONFIG, "grid")
-    assert (one.grid, one.block_t, one.num_warps) == ((256, 1), 8, 4)
-    many = plan_launch(256, 2048, cuda, DEFAULT_CONFIG, "grid")
-    assert (many.grid, many.block_t, many.num_warps) == ((256, 256), 8, 4)
+    one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")  # 256 programs of 8 are too few: 512 of 4
+    assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((512, 1), 4, 1, 2)
+    many = plan_launch(256, 2048, cuda, DEFAULT_SETTINGS, "grid")
+    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((256, 256), 8, 1, 4)
     # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
-    wide = {**DEFAULT_CONFIG, "block_t": 32, "num_warps": None}
-    assert plan_launch(1, 2048, cuda, wide, "grid").block_t == 8
+    wide = with_settings(block_t=32, num_warps=8, min_block_t=8)
+    small = plan_launch(1, 2048, cuda, wide, "grid")
+    assert (small.block_t, small.num_warps) == (8, 2)  # warps shrink with the tile
     assert plan_launch(256, 2048, cuda, wide, "grid").block_t == 32
-    interp = plan_launch(33, 600, torch.device("cpu"), DEFAULT_CONFIG, "per-request")
+    # Tiles per program give way first, then the tile.
+    looped = with_settings(block_t=8, tiles_per_program=4, prefetch=True, tile=TileSettings(tile="lanes"))
+    assert plan_launch(256, 2048, cuda, looped, "grid").tiles_per_program == 4
+    few = plan_launch(2, 2048, cuda, looped, "grid")
+    assert (few.tiles_per_program, few.block_t, few.grid) == (1, 8, (256, 2))
+    interp = plan_launch(33, 600, torch.device("cpu"), DEFAULT_SETTINGS, "per-request")
     assert (interp.grid, interp.block_t, interp.tiles_per_program) == ((1, 33), 256, 3)
 
 
@@ -253,7 +282,7 @@ def test_block_offsets_beyond_2gib():
     ref = sc.fresh_out()
     dequantize_and_gather_reference(ref, k_cache, sc.seq_lens, None, table, block_size, 0)
     assert torch.equal(bits(ref), bits(run(dequantize_and_gather_reference, sc)))  # same data, moved
-    for launch in ({}, {"plan": "grid", "block_t": 16}):
+    for launch in ({}, {"plan": "grid", "settings": with_settings(block_t=16)}):
         out = sc.fresh_out()
         gather_fast_with(out, k_cache, sc.seq_lens, None, table, block_size, 0, **launch)
         assert torch.equal(bits(out), bits(ref))
@@ -294,7 +323,13 @@ def test_rejects_bad_arguments():
     mode=st.sampled_from(["in-range", "poison"]),
     contiguous=st.booleans(),
     seed=st.integers(0, 2**16),
-    launch=st.sampled_from([{}, {"plan": "grid", "block_t": 16}, {"plan": "grid", "block_t": 64}]),
+    launch=st.sampled_from(
+        [
+            {},
+            {"plan": "grid", "settings": with_settings(block_t=16)},
+            {"plan": "grid", "settings": with_settings(block_t=64)},
+        ]
+    ),
 )
 def test_property_random_scenarios(
     num_reqs, block_size, seq_len_max, window, offset, padded, mode, contiguous, seed, launch

@@ -16,6 +16,7 @@ from repro.geometry.layout import DSV4
 from repro.kernels import stream as S
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import dequantize_and_gather_reference
+from repro.kernels.settings import TileSettings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -38,6 +39,44 @@ def test_stream_dequant_is_bitwise_the_reference(layout, tokens, plan, block_t):
     launch = S.stream_dequant(inp, out, plan=plan, block_t=block_t)
     assert launch.grid[0] * launch.tokens_per_program >= tokens
     assert torch.equal(bits(out), bits(S.stream_reference(inp)))
+
+
+@pytest.mark.parametrize("layout", S.LAYOUTS)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"tile": TileSettings(tile="lanes"), "block_t": 4},
+        {"tile": TileSettings(tile="lanes", overread=True), "block_t": 8},
+        {"tile": TileSettings(store_cache=".cs", load_evict=""), "block_t": 8},
+        {"tile": TileSettings(tile="lanes"), "block_t": 4, "tiles_per_program": 4, "prefetch": True},
+        {"tile": TileSettings(overread=True), "block_t": 8, "tiles_per_program": 2, "num_stages": 2},
+    ],
+    ids=["lanes", "lanes-overread", "grouped-hints", "lanes-prefetch", "grouped-staged"],
+)
+def test_every_tile_and_loop_is_bitwise_the_reference(layout, kw):
+    inp = S.make_stream_input(37, layout, seed=3)
+    out = inp.fresh_out()
+    S.stream_dequant(inp, out, plan="grid", **kw)
+    assert torch.equal(bits(out), bits(S.stream_reference(inp)))
+
+
+@pytest.mark.parametrize("tokens,block_t", [(37, 8), (64, 16), (3, 4)])
+def test_the_byte_mover_writes_each_programs_record_words_then_zeros(tokens, block_t):
+    inp = S.make_stream_input(tokens, "records", seed=tokens)
+    out = inp.fresh_out()
+    launch = S.stream_move(inp, out, block_t=block_t)
+    ref = S.move_reference(inp, launch)
+    assert torch.equal(bits(out), bits(ref))
+    first = min(tokens, block_t) * 146  # the first program's record words come first, as they were
+    assert torch.equal(ref.view(torch.int32).reshape(-1)[:first], inp.buffer.view(torch.int32)[:first])
+    with pytest.raises(ValueError, match="records"):
+        S.stream_move(S.make_stream_input(4, "split"), inp.fresh_out()[:4])
+
+
+def test_prefetch_needs_the_lanes_tile():
+    inp = S.make_stream_input(8, "split")
+    with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):
+        S.stream_dequant(inp, inp.fresh_out(), tiles_per_program=2, prefetch=True)
 
 
 @pytest.mark.parametrize("tokens", [5, 130])

@@ -132,6 +132,32 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
     assert wheelcache.verify_entry(entry) == [V4_MEMBER]
 
 
+def test_the_production_path_set_is_read_as_text_and_never_imported(tmp_path, monkeypatch):
+    """The call-site study's member set (the model package, the config modules) is extracted with the wheel,
+    each file checked against RECORD, and the gather path's loader does not serve it."""
+    from repro.upstream.loader import LoadedRelease
+    from repro.upstream.members import PRODUCTION_PATH
+
+    files = {
+        V4_MEMBER: fixture_source(),
+        "vllm/models/deepseek_v4/nvidia/flashmla.py": "def f():\n    dequantize_and_gather_k_cache()\n",
+        "vllm/config/vllm.py": "x = 1\n",
+        "vllm/config/model.py": "y = 2\n",
+    }
+    fake_pip(monkeypatch, {"0.99.0": make_wheel(tmp_path, "0.99.0", files)})
+    entry = wheelcache.ensure_release("0.99.0", tmp_path / "cache", sets=(PRODUCTION_PATH,))
+    assert entry.members_of(PRODUCTION_PATH) == sorted(
+        [V4_MEMBER, "vllm/config/vllm.py", "vllm/models/deepseek_v4/nvidia/flashmla.py"]
+    )
+    assert entry.read("vllm/config/vllm.py") == "x = 1\n"
+    assert LoadedRelease(entry).serves("vllm.config.vllm") == ""
+    (tmp_path / "bad").mkdir()
+    bad = make_wheel(tmp_path / "bad", "0.98.0", files, corrupt="vllm/config/vllm.py")
+    fake_pip(monkeypatch, {"0.98.0": bad})
+    miss = wheelcache.ensure_release("0.98.0", tmp_path / "cache", sets=(PRODUCTION_PATH,))
+    assert isinstance(miss, wheelcache.CacheMiss) and "vllm/config/vllm.py" in miss.reason
+
+
 def test_bad_releases_are_misses_with_a_reason(tmp_path, monkeypatch):
     no_module = make_wheel(tmp_path, "0.98.0", {"vllm/other.py": "x = 1\n"})
     (tmp_path / "c").mkdir()

@@ -124,6 +124,43 @@ def test_arm_runs_the_release_wrapper_and_checks_which_kernel_launched(tmp_path,
     make_callable(via_dispatcher, interpreted=True)(*sc.args(sc.fresh_out()))  # reaches the same kernel
 
 
+def test_inside_the_arms_scope_a_call_swaps_no_modules(tmp_path, monkeypatch):
+    """Entered once, the release's scope stays: a call inside it is the wrapper alone (no sys.modules swap),
+    still checked for the kernel it launched; outside it each call enters and leaves the scope itself."""
+    root, _ = cached_release(tmp_path, monkeypatch)
+    arm = Arm(
+        "0.99.0",
+        "v4:_dequantize_and_gather_k_kernel",
+        "released",
+        V4_MEMBER,
+        "dequantize_and_gather_k_cache_triton",
+        "v4",
+        False,
+        kernel_name="_dequantize_and_gather_k_kernel",
+        cache_root=str(root),
+    )
+    fn = make_callable(arm, interpreted=True)
+    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+
+    sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
+    entered = []
+    real = LoadedRelease.active
+
+    def counting(self):
+        entered.append(self)
+        return real(self)
+
+    monkeypatch.setattr(LoadedRelease, "active", counting)
+    fn(*sc.args(sc.fresh_out()))
+    assert len(entered) == 1
+    with fn.scope():
+        for _ in range(3):
+            fn(*sc.args(sc.fresh_out()))
+        assert any(k.startswith("vllm.") for k in sys.modules)
+    assert len(entered) == 2
+    assert not [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]
+
+
 def test_an_arm_whose_kernel_the_wrapper_never_launches_raises(tmp_path, monkeypatch):
     spare = (
         fixture_source()

@@ -78,6 +78,11 @@ class Table(StrEnum):
     CUTEDSL_CHECKS = "03-cutedsl-checks", ("check", "variant", "code", "seq_len", "num_reqs")
     CUTEDSL_MEDIANS = "03-cutedsl-medians", ("arm", "code", "launch", "seq_len", "num_reqs")
     CUTEDSL_VS_FAST = "03-cutedsl-vs-fast", ("code", "launch", "seq_len", "num_reqs")
+    # notebook 03: what vLLM's production path pays per call (the model's call sites, its graph defaults)
+    PRODUCTION_PATH = "03-vllm-production-path", ("release", "module", "function", "line")
+    PRODUCTION_SUMMARY = "03-vllm-production-summary", ("release", "module", "function")
+    #: Host and device time per eager call of every timed arm.
+    EAGER_COSTS = "03-eager-costs", ("arm", "code", "seq_len", "num_reqs")
     # notebook 03: the V4.1 records (528-B MXFP8, 288-B NVFP4), the repository's gathers beside vLLM's
     V41_LOADS = "03-v41-loads", ("release", "record")
     V41_CHECKS = "03-v41-checks", ("check", "variant", "release", "record", "layout", "num_reqs")
@@ -122,6 +127,8 @@ class Facts(StrEnum):
     VLLM_COST = "03-vllm-cost"
     VLLM_JIT = "03-vllm-jit"
     CUTEDSL = "03-cutedsl"
+    PRODUCTION_PATH = "03-vllm-production-path"
+    EAGER_COSTS = "03-eager-costs"
     V41 = "03-v41"
 
 
@@ -164,6 +171,9 @@ IDENTITY_ORDER = (
     "layout",
     "cache group",
     "kbs input",
+    "module",
+    "function",
+    "line",
     "arm",
     "variant",
     "form",

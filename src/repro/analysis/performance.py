@@ -232,3 +232,75 @@ def outside_band(ratios: pd.DataFrame, kernel: str = "fixed") -> pd.DataFrame:
     lo, hi = NO_COST_BAND
     col = f"{kernel} narrowed/contiguous_ratio"
     return ratios[(ratios[col] < lo) | (ratios[col] > hi)]
+
+
+#: Columns of the eager-cost table (one row per arm and shape).
+EAGER_COST_COLUMNS = ["arm", "code", "seq_len", "num_reqs", "host_us", "eager_us", "graph_us", "host_bound"]
+
+
+def eager_costs(tables: Iterable[pd.DataFrame | None]) -> pd.DataFrame:
+    """Every timed arm of a run (the repository's, vLLM's, the streaming kernels), per shape: host time per
+    eager call (enqueue, plain clock), the device time of one eager call (``do_bench``) and of a graph replay.
+
+    ``host_bound``: the host needs longer to enqueue a call than the GPU to run it, so back-to-back eager
+    calls leave the GPU waiting on Python. Tables without a ``host_us`` column (older runs) add no rows.
+    """
+    rows = []
+    for frame in tables:
+        if frame is None or not len(frame) or "host_us" not in frame:
+            continue
+        f = frame.assign(code=frame["code"] if "code" in frame else "")
+        f["median_us"] = pd.to_numeric(f["median_us"], errors="coerce")
+        f["host_us"] = pd.to_numeric(f["host_us"], errors="coerce")
+        for (a, code, L, n), g in f.groupby(["arm", "code", "seq_len", "num_reqs"], sort=False, dropna=False):
+            by_mode = {r.launch: r for r in g.itertuples()}
+            eager, graph = by_mode.get("eager"), by_mode.get("graph")
+            if eager is None or pd.isna(eager.host_us):
+                continue
+            graph_us = float(graph.median_us) if graph is not None else float("nan")
+            rows.append(
+                {
+                    "arm": a,
+                    "code": "" if pd.isna(code) else code,
+                    "seq_len": int(L),
+                    "num_reqs": int(n),
+                    "host_us": float(eager.host_us),
+                    "eager_us": float(eager.median_us),
+                    "graph_us": graph_us,
+                    "host_bound": bool(float(eager.host_us) > graph_us),
+                }
+            )
+    return pd.DataFrame(rows, columns=EAGER_COST_COLUMNS)
+
+
+def eager_cost_summary(costs: pd.DataFrame) -> pd.DataFrame:
+    """One row per arm: host time per eager call (median, min, max over the shapes) and the eager and graph
+    device times at the smallest and the largest shape."""
+    rows = []
+    for (a, code), g in costs.groupby(["arm", "code"], sort=False):
+        tokens = g["seq_len"] * g["num_reqs"]
+        small, large = g.loc[tokens.idxmin()], g.loc[tokens.idxmax()]
+        rows.append(
+            {
+                "arm": a,
+                "code": code,
+                "host us (median)": round(float(g["host_us"].median()), 1),
+                "host us (min-max)": f"{g['host_us'].min():.1f}-{g['host_us'].max():.1f}",
+                "smallest shape": f"{int(small.num_reqs)} x {int(small.seq_len):,}",
+                "eager us there": round(float(small.eager_us), 1),
+                "graph us there": round(float(small.graph_us), 1),
+                "largest shape": f"{int(large.num_reqs)} x {int(large.seq_len):,}",
+                "eager us at largest": round(float(large.eager_us), 1),
+                "graph us at largest": round(float(large.graph_us), 1),
+                "host-bound shapes": f"{int(g['host_bound'].sum())} of {len(g)}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def eager_cost_text(summary: pd.DataFrame) -> str:
+    """One sentence: each arm's host time per eager call."""
+    if not len(summary):
+        return ""
+    parts = [f"{r['arm']} {r['host us (median)']:.1f} us" for _, r in summary.iterrows()]
+    return "Host time per eager call (enqueue, plain clock, median over the shapes): " + "; ".join(parts) + "."

@@ -110,3 +110,43 @@ def cost_table(ratios: pd.DataFrame, origin: str, launch: str = "graph") -> pd.D
     cols = {"seq_len": "tokens", "num_reqs": "requests", "released_us": "shipped us"}
     cols |= {f"{name}_ratio": name for name in (*BAND_RATIOS, *COPY_RATIOS)}
     return mine[list(cols)].rename(columns=cols).reset_index(drop=True)
+
+
+def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
+    """One row per release and function holding gather calls: how many calls per loop iteration (prefill
+    chunk) and layer, how many of them depend on a condition, and how they run under the defaults."""
+    if sites is None or not len(sites):
+        return pd.DataFrame()
+    rows = []
+    for (release, module, function), g in sites.groupby(["release", "module", "function"], sort=False):
+        conditional = g[g["condition"].fillna("").astype(str) != ""]
+        rows.append(
+            {
+                "release": release,
+                "module": module,
+                "function": function,
+                "loop": " | ".join(sorted(set(g["loop"].astype(str)))),
+                "calls per iteration": len(g),
+                "conditional calls": len(conditional),
+                "conditions": ", ".join(sorted(set(conditional["condition"].astype(str)))),
+                "default cudagraph_mode": g["default cudagraph_mode"].iloc[0],
+                "breakable CUDA graph by default": g["breakable CUDA graph by default"].iloc[0],
+                "runs": " | ".join(sorted(set(g["runs"].astype(str)))),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def production_path_text(summary: pd.DataFrame, module_part: str = "/nvidia/") -> str:
+    """One sentence per release about its CUDA path (modules whose path contains ``module_part``)."""
+    if summary is None or not len(summary):
+        return ""
+    texts = []
+    for _, r in summary[summary["module"].str.contains(module_part, regex=False)].iterrows():
+        n = int(r["conditional calls"])
+        guard = f" ({n} of them only where `{r['conditions']}`)" if n else ""
+        texts.append(
+            f"{r['release']}: {r['function']} ({r['module']}) calls the gather {r['calls per iteration']} times per "
+            f"iteration of `{r['loop']}`{guard}; under the defaults it runs {r['runs']}."
+        )
+    return " ".join(texts)

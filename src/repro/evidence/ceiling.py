@@ -29,13 +29,45 @@ from repro.evidence import timing
 from repro.evidence.cases import compare_bitwise, reference_output
 from repro.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
+from repro.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
 
 #: Whose code the ceiling arms are.
 REPO_CODE = "repro"
-#: Streaming tiles (tokens per program, warps): the first is gather_fast's default and is measured at
-#: every shape; the others at the decomposition shapes.
+#: Streaming tiles (tokens per program, warps) of the grouped tile, measured at the decomposition shapes
+#: (how the streaming kernel's own time depends on its tile and the records' layout).
 CEILING_TILES = ((8, 4), (32, 4), (64, 8))
 GATHER = "fast"
+
+
+@dataclass(frozen=True)
+class StreamKernel:
+    """One streaming kernel of the ceiling: its arm name, record layout, tile, warps and tile settings."""
+
+    arm: str
+    layout: str
+    block_t: int
+    num_warps: int
+    settings: tuple = ()  # stream_dequant keywords as (name, value) pairs: tile, tiles_per_program, prefetch...
+    kind: str = "stream"  # "stream" (the gather's dtype work) or "move" (its bytes as flat runs)
+
+    def keywords(self) -> dict:
+        return dict(self.settings)
+
+
+def _streams() -> tuple[StreamKernel, ...]:
+    """The fastest kernels of the H200 sweep (``data/h200/tuning-gather-fast.md``) and the former ceiling."""
+    grouped = TileSettings(load_evict="")
+    lanes = TileSettings(tile="lanes", load_evict="")
+    return (
+        StreamKernel("stream / 584-B records", "records", 8, 4),
+        StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", grouped),)),
+        StreamKernel("stream / split / lanes 4 x 2", "split", 4, 2, (("tile", lanes),)),
+        StreamKernel("move / 584-B records as flat runs, 8 x 8", "records", 8, 8, kind="move"),
+    )
+
+
+#: The streaming kernels timed at every shape; the ceiling at a shape is the fastest of them there.
+CEILING_STREAMS = _streams()
 
 
 @dataclass
@@ -69,9 +101,9 @@ def _sync(device: str) -> None:
 
 def _fast_block_t(num_reqs: int, max_gather: int, device: str) -> int:
     """The tile gather_fast's GPU launch uses for this shape."""
-    from repro.kernels.fast import CONFIG, plan_launch
+    from repro.kernels.fast import plan_launch
 
-    return plan_launch(num_reqs, max_gather, torch.device(device), CONFIG, "grid").block_t
+    return plan_launch(num_reqs, max_gather, torch.device(device), DEFAULT_SETTINGS, "grid").block_t
 
 
 def gather_arm(
@@ -116,16 +148,22 @@ def stream_arm(
     tokens: int,
     copies: int,
     layout: str = "records",
-    tile: tuple[int, int] = CEILING_TILES[0],
+    tokens_warps: tuple[int, int] = CEILING_TILES[0],
     device: str = "cuda",
+    **dequant: object,
 ) -> CeilingArm:
-    sb = timing.stream_bench(kind, tokens, copies, layout=layout, block_t=tile[0], num_warps=tile[1], device=device)
+    """A streaming arm: ``tokens_warps`` = (tokens per tile, warps); ``dequant``: the kernel's tile settings."""
+    block_t, num_warps = tokens_warps
+    sb = timing.stream_bench(
+        kind, tokens, copies, layout=layout, block_t=block_t, num_warps=num_warps, device=device, **dequant
+    )
     attrs = {
         "kernel": kind,
         "code": REPO_CODE,
         "table": "none",
         "requests": "none",
         "layout": sb.layout,
+        "tile": "flat runs" if kind == "move" else _tile_text(dequant),
         "block_t": sb.block_t,
         "num_warps": sb.num_warps,
         "tokens": tokens,
@@ -135,10 +173,25 @@ def stream_arm(
     return CeilingArm(arm, attrs, sb.check, sb.eager, sb.graph_calls)
 
 
-def ceiling_arms(tokens: int, copies: int, device: str = "cuda") -> list[CeilingArm]:
-    """Every shape: the streaming kernel and its read-only and write-only halves, at gather_fast's tile."""
-    return [
-        stream_arm("stream / 584-B records", "stream", tokens, copies, device=device),
+def _tile_text(dequant: dict) -> str:
+    """The streaming kernel's tile settings in words ("" for the grouped default)."""
+    text = dequant.get("tile", DEFAULT_TILE).label()
+    if dequant.get("tiles_per_program", 1) > 1:
+        text += f", {dequant['tiles_per_program']} tiles per program"
+        text += ", prefetched" if dequant.get("prefetch") else f", {dequant.get('num_stages', 1)} stages"
+    return text
+
+
+def ceiling_arms(
+    tokens: int, copies: int, device: str = "cuda", streams: Sequence[StreamKernel] = CEILING_STREAMS
+) -> list[CeilingArm]:
+    """Every shape: the streaming kernels and byte movers of ``streams`` (the ceiling is the fastest) and the
+    read-only and write-only halves of the traffic."""
+    arms = [
+        stream_arm(k.arm, k.kind, tokens, copies, k.layout, (k.block_t, k.num_warps), device, **k.keywords())
+        for k in streams
+    ]
+    return arms + [
         stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
         stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device),
     ]
@@ -228,12 +281,15 @@ def decomposition_arms(
 
 
 def time_arms(arms: Sequence[CeilingArm], rounds: int, rep_ms: int) -> dict[str, dict[str, list[float]]]:
-    """Eager and graph medians of every arm, in alternating rounds so drift favours no arm."""
-    times = {a.arm: {"eager": [], "graph": []} for a in arms}
-    for _ in range(rounds):
+    """Eager and graph medians of every arm, in alternating rounds so drift favours no arm; the host time
+    per eager call (``host``: one value, from the last round)."""
+    times = {a.arm: {"eager": [], "graph": [], "host": []} for a in arms}
+    for k in range(rounds):
         for a in arms:
             times[a.arm]["eager"].append(timing.median_us(a.eager, rep_ms=rep_ms))
             times[a.arm]["graph"].append(timing.graph_median_us(a.graph_calls, rep_ms=rep_ms))
+            if k == rounds - 1:
+                times[a.arm]["host"].append(timing.host_us(a.eager))
     return times
 
 
@@ -254,6 +310,9 @@ def median_rows(arms: Sequence[CeilingArm], times: dict, num_reqs: int, seq_len:
                     "median_us": round(us, 3),
                     "rounds_us": " ".join(f"{t:.2f}" for t in times[a.arm][mode]),
                     "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
+                    "host_us": round(times[a.arm]["host"][0], 2)
+                    if mode == "eager" and times[a.arm].get("host")
+                    else None,
                     **{k: v for k, v in a.attrs.items() if k != "tokens"},
                 }
             )

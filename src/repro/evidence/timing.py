@@ -27,6 +27,26 @@ def median_us(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 100) 
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")) * 1e3
 
 
+#: Calls per host-time measurement (after a tenth as many warm-up calls).
+HOST_CALLS = 100
+
+
+def host_us(fn: Callable[[], object], calls: int = HOST_CALLS) -> float:
+    """Host time per call: a plain clock around ``calls`` back-to-back calls after warm-up, nothing
+    synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be busy)."""
+    import time
+
+    for _ in range(max(1, calls // 10)):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed * 1e6 / calls
+
+
 @dataclass
 class CopyCeiling:
     nbytes: int
@@ -76,6 +96,7 @@ def graph_median_us(calls: list, rep_ms: int = 100) -> float:
 #: Streaming kernels: what each moves per token (bytes read, bytes written).
 STREAM_KINDS = {
     "stream": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
+    "move": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
     "read-only": (GATHER_READ_BYTES_PER_TOKEN, 0),
     "write-only": (0, GATHER_WRITE_BYTES_PER_TOKEN),
 }
@@ -111,14 +132,19 @@ def stream_bench(
     num_warps: int | None = None,
     device: str = "cuda",
     seed: int = 0,
+    **dequant: object,
 ) -> StreamBench:
-    """Build the inputs, outputs and launches of one streaming arm (``kind`` in :data:`STREAM_KINDS`)."""
+    """Build the inputs, outputs and launches of one streaming arm (``kind`` in :data:`STREAM_KINDS`);
+    ``dequant``: :func:`repro.kernels.stream.stream_dequant`'s tile settings (``tile``, ``tiles_per_program``,
+    ``num_stages``, ``prefetch``) for the ``"stream"`` kind."""
     from functools import partial
 
     from repro.kernels import stream as S
 
     if kind not in STREAM_KINDS:
         raise ValueError(f"kind must be one of {sorted(STREAM_KINDS)}, got {kind!r}")
+    if dequant and kind != "stream":
+        raise ValueError(f"tile settings {sorted(dequant)} apply to the 'stream' kind only, not {kind!r}")
     block_t = block_t or S.DEFAULT_BLOCK_T
     num_warps = num_warps or S.DEFAULT_NUM_WARPS
     tiles = {"block_t": block_t, "num_warps": num_warps, "plan": "grid"}
@@ -132,15 +158,27 @@ def stream_bench(
             S.stream_write(out, **tiles)
             bad = int((out.view(torch.int16) != S.write_reference(tokens, device).view(torch.int16)).any(1).sum())
             return bad, 0, tokens, "rows"
+    elif kind == "move":
+        inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
+        outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
+        moves = {"block_t": block_t, "num_warps": num_warps}
+        calls = [partial(S.stream_move, inp, out, **moves) for inp, out in zip(inputs, outs)]
+
+        def check():
+            out = inputs[0].fresh_out()
+            launch = S.stream_move(inputs[0], out, **moves)
+            ref = S.move_reference(inputs[0], launch)
+            bad = int((out.view(torch.int16) != ref.view(torch.int16)).any(1).sum())
+            return bad, 0, tokens, "tokens"
     else:
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
         if kind == "stream":
             outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
-            calls = [partial(S.stream_dequant, inp, out, **tiles) for inp, out in zip(inputs, outs)]
+            calls = [partial(S.stream_dequant, inp, out, **tiles, **dequant) for inp, out in zip(inputs, outs)]
 
             def check():
                 out = inputs[0].fresh_out()
-                S.stream_dequant(inputs[0], out, **tiles)
+                S.stream_dequant(inputs[0], out, **tiles, **dequant)
                 ref = S.stream_reference(inputs[0])
                 bad = int((out.view(torch.int16) != ref.view(torch.int16)).any(1).sum())
                 return bad, 0, tokens, "tokens"

@@ -2,59 +2,45 @@
 
 Same signature and results as :func:`repro.kernels.gather.gather_fixed` (stride-aware block
 table, optional ``gather_lens``, ``offset``, any block stride ``>= B * 584``, int64 block
-offsets); only the launch shape and the memory-access pattern differ.
+offsets); only the launch shape, the memory-access pattern and the host path differ.
 
 Design (GPU)
 ------------
-* **Grid** ``(cdiv(out.shape[1] - offset, BLOCK_T), num_reqs)``: axis 0 = a tile of ``BLOCK_T``
-  consecutive gather indices, axis 1 = the request. The tile count comes from the host-known upper
-  bound ``out.shape[1] - offset``, so nothing is read back to the host; a program whose tile starts
-  past its request's ``gather_len`` skips its body (one branch), and a partial tile is masked.
-  Tiles run along axis 0 so that neighbouring programs read neighbouring cache slots and write
-  neighbouring output rows of one request. Every program does at most ``BLOCK_T`` tokens of work
-  and the hardware scheduler balances ragged requests, which a persistent grid would have to do by
-  hand; the extra programs of short requests cost one scheduled block each. ``BLOCK_T`` is halved
-  (down to ``min_block_t``) while the grid has fewer than ``waves * SM count`` programs, so a
-  single 2,048-token request still spreads over the whole GPU (latency), while 256 x 2,048 runs
-  16,384 programs of 32 tokens (bandwidth).
-* **Memory transactions per token**, all loads issued before any store (the compiler may not move
-  a load of ``k_cache`` above a store to ``out``: they could alias):
-
-  - data: one ``[BLOCK_T, 8, 64]`` uint8 tile = the 448 fp8 bytes as 7 groups of 64 (group 7
-    masked off), 16-byte vectors, plus one ``[BLOCK_T, 64]`` bf16 tile = the 128 RoPE bytes. Both
-    together are exactly the token's contiguous 576 bytes (18 full 32-byte sectors); tokens of a
-    tile are 576 bytes apart inside a cache block, so a tile reads one contiguous run per block.
-  - scales: one ``[BLOCK_T, 8]`` uint8 load = the token's 8-byte scale slot (7 exponents + pad,
-    read whole so that it is one aligned 8-byte vector; the pad byte is never used).
-  - block table: one int32 per token, a broadcast load (a tile spans 1-2 cache blocks).
-  - out: the 448 NoPE values as a ``[BLOCK_T, 8, 64]`` bf16 store (896 contiguous bytes) and the
-    RoPE values as a ``[BLOCK_T, 64]`` bf16 store (128 bytes), i.e. the token's 1,024-byte output
-    row in full sectors, 16-byte vectors.
-
-  The scale is applied per (token, group) as ``[BLOCK_T, 8, 1]``, not per element, so there are
-  no per-element scale loads (the vLLM kernel loads the scale byte once per NoPE element).
-* Arithmetic: fp8 e4m3 -> fp32 (native ``cvt`` on sm_90), times ``2**(s - 127)`` built from its
-  bits (``s << 23`` reinterpreted as fp32: exact), rounded once to bf16. RoPE bytes are copied.
+* **Grid** ``(cdiv(out.shape[1] - offset, BLOCK_T * TILES_PER_PROGRAM), num_reqs)``: axis 0 = a run of
+  ``TILES_PER_PROGRAM`` tiles of ``BLOCK_T`` consecutive gather indices, axis 1 = the request. The
+  count comes from the host-known upper bound ``out.shape[1] - offset``, so nothing is read back to
+  the host; a tile that starts past its request's ``gather_len`` is skipped (one branch) and a partial
+  tile is masked. Neighbouring programs read neighbouring cache slots and write neighbouring output
+  rows of one request; the hardware scheduler balances ragged requests. While the grid has fewer than
+  ``waves * SM count`` programs, tiles per program are halved, then ``BLOCK_T`` and the warps (down to
+  ``min_block_t``), so one 2,048-token request still spreads over the whole GPU.
+* **Per token** (:func:`repro.kernels.tiles.dequant_tokens`, the streaming ceiling's code too): the
+  block table gives the physical block (one int32 per token, a broadcast load), then the token's 576
+  data bytes, its 8-byte scale slot and its 1,024-byte output row are addressed as in vLLM; all loads
+  are issued before any store. The default tile is chunk-major "lanes": each thread loads 8 consecutive
+  fp8 bytes and stores the 16 bytes of bf16 they become, a warp walks 256 contiguous bytes of one token,
+  and no value passes through shared memory. The tile layout and cache hints are :class:`FastSettings`
+  (:mod:`repro.kernels.settings`).
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 
-Tunables (:data:`DEFAULT_CONFIG`): ``block_t`` (8), ``min_block_t`` (8), ``waves`` (2),
-``num_warps`` (4; ``None`` means ``block_t // 4`` clamped to [1, 8]). The defaults are the best of a
-sweep on the H200 (``data/h200/tuning-gather-fast.md``).
-Override them for a benchmark with :func:`gather_fast_with` (keyword-only) or temporarily for
-:func:`gather_fast` itself with the :func:`configured` context manager; no autotuning.
+Settings are explicit values: :func:`gather_fast` uses ``DEFAULT_SETTINGS`` (the best of the H200 sweep in
+``data/h200/tuning-gather-fast.md``); :func:`gather_fast_with` and :func:`make_gather` take any
+:class:`FastSettings`.
 
-Interpreter (``TRITON_INTERPRET=1``): one program per request handles every tile of its
-request in a constexpr (unrolled) loop with ``BLOCK_T`` up to 256, so few program instances run;
-each token is computed by the same code, so the results are the same. :func:`gather_fast_with`
-can force the GPU launch shape in the interpreter (``plan="grid"``) to test it.
+Host path: after the first call with a given specialisation, :func:`gather_fast` launches the compiled
+kernel directly (:mod:`repro.kernels.direct`), so an eager call costs a few microseconds of host time,
+not Triton's 30-60 us launcher; validation reads each tensor attribute once.
+
+Interpreter (``TRITON_INTERPRET=1``): one program per request handles every tile of its request with
+``BLOCK_T`` up to 256, so few program instances run; each token is computed by the same code, so the
+results are the same. ``plan="grid"`` forces the GPU launch shape in the interpreter to test it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -62,25 +48,111 @@ import triton
 import triton.language as tl
 
 from repro.geometry.layout import DSV4
+from repro.kernels.direct import DirectLauncher
 from repro.kernels.gather import check_gather_args
 from repro.kernels.launch import is_interpreted
-
-#: Launch defaults for the GPU path (see the module docstring).
-DEFAULT_CONFIG = {
-    # Measured on the H200 at 256 x 2,048 tokens (data/h200/tuning-gather-fast.md): 8 tokens and
-    # 4 warps per program reached 88.7 % of the copy ceiling, 32 tokens / default warps 84.6 %.
-    "block_t": 8,  # tokens per program (a power of two)
-    "min_block_t": 8,  # smallest tile the grid-filling heuristic may shrink to
-    "waves": 2,  # shrink the tile while the grid has fewer than waves * SMs programs
-    "num_warps": 4,  # None: block_t // 4 clamped to [1, 8] (64 output values per thread)
-}
-#: The configuration :func:`gather_fast` uses; change it with :func:`configured`.
-CONFIG = dict(DEFAULT_CONFIG)
+from repro.kernels.settings import DEFAULT_SETTINGS, FastSettings
+from repro.kernels.tiles import dequant_tokens, load_lanes, store_lanes
 
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
 INTERPRETER_MAX_BLOCK_T = 256
 #: CUDA's limit on grid axis 1 (the request axis here).
 MAX_GRID_Y = 65535
+#: Launch plans: the GPU shape, and the interpreter's few-programs shape.
+PLANS = ("grid", "per-request")
+
+
+@triton.jit
+def _gather_addresses(
+    i0,
+    t,
+    gather_len,
+    start,
+    table_row,
+    out_req,
+    out_stride1,
+    k_cache_ptr,
+    offset,
+    CACHE_BLOCK_SIZE: tl.constexpr,
+    BLOCK_STRIDE: tl.constexpr,
+    TOKEN_DATA_SIZE: tl.constexpr,
+    SCALE_DIM: tl.constexpr,
+):
+    """(data, scales, row, valid) of gather indices ``i0 .. i0 + BLOCK_T`` of one request (block table read)."""
+    i = i0 + t
+    valid = i < gather_len
+    pos = start + i
+    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
+    slot = pos % CACHE_BLOCK_SIZE
+    block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
+    data = block + slot * TOKEN_DATA_SIZE
+    scales = block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
+    row = out_req + (offset + i).to(tl.int64) * out_stride1
+    return data, scales, row, valid
+
+
+@triton.jit
+def _gather_tile(
+    i0,
+    t,
+    gather_len,
+    start,
+    table_row,
+    out_req,
+    out_stride1,
+    k_cache_ptr,
+    offset,
+    CACHE_BLOCK_SIZE: tl.constexpr,
+    BLOCK_STRIDE: tl.constexpr,
+    TOKEN_DATA_SIZE: tl.constexpr,
+    SCALE_DIM: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    TILE: tl.constexpr,
+    OVERREAD: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    STORE_EVICT: tl.constexpr,
+    N_GROUPS: tl.constexpr,
+    N_SCALES: tl.constexpr,
+    QUANT_BLOCK: tl.constexpr,
+    FP8_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    """Gather indices ``i0 .. i0 + BLOCK_T`` of one request: block table, then the shared tile code."""
+    data, scales, row, valid = _gather_addresses(
+        i0,
+        t,
+        gather_len,
+        start,
+        table_row,
+        out_req,
+        out_stride1,
+        k_cache_ptr,
+        offset,
+        CACHE_BLOCK_SIZE,
+        BLOCK_STRIDE,
+        TOKEN_DATA_SIZE,
+        SCALE_DIM,
+    )
+    dequant_tokens(
+        data,
+        scales,
+        row,
+        valid,
+        BLOCK_T,
+        TILE,
+        OVERREAD,
+        LOAD_CACHE,
+        LOAD_EVICT,
+        STORE_CACHE,
+        STORE_EVICT,
+        N_GROUPS,
+        N_SCALES,
+        QUANT_BLOCK,
+        FP8_DIM,
+        HEAD_DIM,
+    )
 
 
 @triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
@@ -97,15 +169,23 @@ def _gather_fast_kernel(
     HAS_GATHER_LENS: tl.constexpr,
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,  # bytes between cache blocks (k_cache.stride(0))
+    TOKEN_DATA_SIZE: tl.constexpr,  # 576
+    SCALE_DIM: tl.constexpr,  # 8
     BLOCK_T: tl.constexpr,  # tokens per tile
-    TILES_PER_PROGRAM: tl.constexpr,  # 1 on the GPU; all tiles of a request in the interpreter
+    TILES_PER_PROGRAM: tl.constexpr,  # 1 on the GPU by default; all tiles of a request in the interpreter
+    NUM_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr,  # load tile k+1 before storing tile k (lanes tiles)
+    TILE: tl.constexpr,
+    OVERREAD: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    STORE_EVICT: tl.constexpr,
     N_GROUPS: tl.constexpr,  # 8 = 7 NoPE quant blocks rounded up to a power of two
     N_SCALES: tl.constexpr,  # 7
     QUANT_BLOCK: tl.constexpr,  # 64
     FP8_DIM: tl.constexpr,  # 448
-    ROPE_DIM: tl.constexpr,  # 64
-    TOKEN_DATA_SIZE: tl.constexpr,  # 576
-    SCALE_DIM: tl.constexpr,  # 8
+    HEAD_DIM: tl.constexpr,  # 512
 ):
     tile_id = tl.program_id(0)
     b = tl.program_id(1)
@@ -117,42 +197,120 @@ def _gather_fast_kernel(
     start = seq_len - gather_len
     table_row = block_table_ptr + b.to(tl.int64) * block_table_row_pitch
     out_req = out_ptr + b.to(tl.int64) * out_stride0
-
     t = tl.arange(0, BLOCK_T)
-    g = tl.arange(0, N_GROUPS)
-    c = tl.arange(0, QUANT_BLOCK)
-    cols = g[:, None] * QUANT_BLOCK + c[None, :]  # [8, 64]: NoPE column g*64 + c
-    is_nope_group = (g < N_SCALES)[None, :, None]  # group 7 does not exist in the fp8 part
-
-    # Unrolled at compile time: no device loop (and nothing for the pipeliner) when it is 1.
-    for k in tl.static_range(TILES_PER_PROGRAM):
-        i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
-        if i0 < gather_len:
-            i = i0 + t
-            valid = i < gather_len
-            pos = start + i
-            physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
-            slot = pos % CACHE_BLOCK_SIZE
-            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-            data = block + slot * TOKEN_DATA_SIZE
-            scale_slot = block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM
-
-            # Loads first: 8 scale bytes, 448 fp8 bytes, 128 RoPE bytes per token.
-            s = tl.load(scale_slot[:, None] + g[None, :], mask=valid[:, None], other=0)
-            nope_mask = valid[:, None, None] & is_nope_group
-            x = tl.load(data[:, None, None] + cols[None, :, :], mask=nope_mask, other=0, eviction_policy="evict_first")
-            rope_ptr = (data + FP8_DIM).to(tl.pointer_type(tl.bfloat16))
-            rope = tl.load(
-                rope_ptr[:, None] + c[None, :], mask=valid[:, None], other=0.0, eviction_policy="evict_first"
+    first = tile_id * TILES_PER_PROGRAM * BLOCK_T
+    if TILES_PER_PROGRAM == 1:
+        if first < gather_len:
+            _gather_tile(
+                first,
+                t,
+                gather_len,
+                start,
+                table_row,
+                out_req,
+                out_stride1,
+                k_cache_ptr,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+                BLOCK_T,
+                TILE,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                HEAD_DIM,
             )
-
-            # 2**(s - 127) from its bits, per (token, quant block); exact on GPU and interpreter.
-            scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-            nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
-
-            row = out_req + (offset + i).to(tl.int64) * out_stride1
-            tl.store(row[:, None, None] + cols[None, :, :], nope, mask=nope_mask)
-            tl.store(row[:, None] + FP8_DIM + c[None, :], rope, mask=valid[:, None])
+    elif PREFETCH:
+        # Registers hold two tiles: tile k+1's loads are in flight while tile k is stored.
+        if first < gather_len:
+            data, scales, row, valid = _gather_addresses(
+                first,
+                t,
+                gather_len,
+                start,
+                table_row,
+                out_req,
+                out_stride1,
+                k_cache_ptr,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+            )
+            x, s, rope = load_lanes(
+                data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
+            )
+            for k in tl.static_range(1, TILES_PER_PROGRAM):
+                data_n, scales_n, row_n, valid_n = _gather_addresses(
+                    first + k * BLOCK_T,
+                    t,
+                    gather_len,
+                    start,
+                    table_row,
+                    out_req,
+                    out_stride1,
+                    k_cache_ptr,
+                    offset,
+                    CACHE_BLOCK_SIZE,
+                    BLOCK_STRIDE,
+                    TOKEN_DATA_SIZE,
+                    SCALE_DIM,
+                )
+                x_n, s_n, rope_n = load_lanes(
+                    data_n,
+                    scales_n,
+                    valid_n,
+                    OVERREAD,
+                    LOAD_CACHE,
+                    LOAD_EVICT,
+                    N_GROUPS,
+                    N_SCALES,
+                    QUANT_BLOCK,
+                    FP8_DIM,
+                )
+                store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+                x, s, rope, row, valid = x_n, s_n, rope_n, row_n, valid_n
+            store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+    else:
+        # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
+        # gather_len are fully masked.
+        for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
+            _gather_tile(
+                first + k * BLOCK_T,
+                t,
+                gather_len,
+                start,
+                table_row,
+                out_req,
+                out_stride1,
+                k_cache_ptr,
+                offset,
+                CACHE_BLOCK_SIZE,
+                BLOCK_STRIDE,
+                TOKEN_DATA_SIZE,
+                SCALE_DIM,
+                BLOCK_T,
+                TILE,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                HEAD_DIM,
+            )
 
 
 @dataclass(frozen=True)
@@ -170,44 +328,55 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _is_pow2(v) -> bool:
-    return isinstance(v, int) and v >= 1 and (v & (v - 1)) == 0
-
-
-def _check_config(cfg: dict) -> None:
-    unknown = set(cfg) - set(DEFAULT_CONFIG)
-    if unknown:
-        raise ValueError(f"unknown gather_fast settings {sorted(unknown)}; accepted: {sorted(DEFAULT_CONFIG)}")
-    for key in ("block_t", "min_block_t"):
-        if not _is_pow2(cfg[key]):
-            raise ValueError(f"{key} must be a power of two >= 1, got {cfg[key]!r}")
-    if cfg["num_warps"] is not None and not (_is_pow2(cfg["num_warps"]) and cfg["num_warps"] <= 32):
-        raise ValueError(f"num_warps must be None or a power of two <= 32, got {cfg['num_warps']!r}")
-    if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
-        raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")
-
-
-def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict, plan: str) -> FastPlan:
+def plan_launch(
+    num_reqs: int, max_gather: int, device: torch.device, settings: FastSettings = DEFAULT_SETTINGS, plan: str = "grid"
+) -> FastPlan:
     """The launch for ``num_reqs`` requests of at most ``max_gather`` tokens.
 
-    ``plan``: ``"grid"`` (the GPU shape: one tile per program) or ``"per-request"`` (the
-    interpreter shape: one program per request looping over up to 256-token tiles).
+    ``plan``: ``"grid"`` (the GPU shape) or ``"per-request"`` (the interpreter shape: one program per
+    request looping over up to 256-token tiles).
     """
     if plan == "per-request":
         block_t = min(INTERPRETER_MAX_BLOCK_T, triton.next_power_of_2(max_gather))
         tiles = triton.cdiv(max_gather, block_t)
         return FastPlan(grid=(1, num_reqs), block_t=block_t, tiles_per_program=tiles, num_warps=4)
     if plan != "grid":
-        raise ValueError(f"plan must be 'grid' or 'per-request', got {plan!r}")
-    block_t = cfg["block_t"]
+        raise ValueError(f"plan must be one of {PLANS}, got {plan!r}")
+    block_t, per_program, warps = settings.block_t, settings.tiles_per_program, settings.num_warps
     if device.type == "cuda":
-        target = cfg["waves"] * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-        while block_t > cfg["min_block_t"] and num_reqs * triton.cdiv(max_gather, block_t) < target:
-            block_t //= 2
-    num_warps = cfg["num_warps"] or max(1, min(8, block_t // 4))
+        # Too few programs to fill the GPU: fewer tiles per program first, then smaller tiles (and as many
+        # fewer warps, so each thread keeps the same share of the tile).
+        target = settings.waves * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+        while num_reqs * triton.cdiv(max_gather, block_t * per_program) < target:
+            if per_program > 1:
+                per_program //= 2
+            elif block_t > settings.min_block_t:
+                block_t //= 2
+                warps = max(1, warps // 2)
+            else:
+                break
     return FastPlan(
-        grid=(triton.cdiv(max_gather, block_t), num_reqs), block_t=block_t, tiles_per_program=1, num_warps=num_warps
+        grid=(triton.cdiv(max_gather, block_t * per_program), num_reqs),
+        block_t=block_t,
+        tiles_per_program=per_program,
+        num_warps=warps,
     )
+
+
+def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launch: FastPlan, settings: FastSettings):
+    """The kernel's constexpr arguments, in signature order."""
+    return {
+        "HAS_GATHER_LENS": has_gather_lens,
+        "CACHE_BLOCK_SIZE": block_size,
+        "BLOCK_STRIDE": block_stride,
+        "TOKEN_DATA_SIZE": DSV4.data_bytes,
+        "SCALE_DIM": DSV4.scale_bytes,
+        "BLOCK_T": launch.block_t,
+        "TILES_PER_PROGRAM": launch.tiles_per_program,
+        "NUM_STAGES": settings.num_stages,
+        "PREFETCH": settings.prefetch and launch.tiles_per_program > 1,
+        **settings.tile.constexprs(),
+    }
 
 
 def gather_fast_with(
@@ -218,17 +387,17 @@ def gather_fast_with(
     block_table: torch.Tensor,
     block_size: int,
     offset: int,
+    settings: FastSettings = DEFAULT_SETTINGS,
     *,
     plan: str | None = None,
-    **settings,
 ) -> FastPlan | None:
-    """:func:`gather_fast` with explicit settings (keys of :data:`DEFAULT_CONFIG`), for benchmarks.
+    """:func:`gather_fast` with explicit :class:`FastSettings`, through Triton's own launcher.
 
     ``plan=None`` picks ``"per-request"`` in the interpreter and ``"grid"`` on a GPU. Returns the
     :class:`FastPlan` launched (``None`` when there was nothing to do).
     """
-    cfg = {**CONFIG, **settings}
-    _check_config(cfg)
+    if not isinstance(settings, FastSettings):
+        raise ValueError(f"settings must be a FastSettings, got {settings!r}")
     check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     num_reqs = block_table.shape[0]
     max_gather = out.shape[1] - offset
@@ -240,7 +409,7 @@ def gather_fast_with(
         )
     if plan is None:
         plan = "per-request" if is_interpreted(_gather_fast_kernel) else "grid"
-    launch = plan_launch(num_reqs, max_gather, out.device, cfg, plan)
+    launch = plan_launch(num_reqs, max_gather, out.device, settings, plan)
     _gather_fast_kernel[launch.grid](
         out,
         out.stride(0),
@@ -251,48 +420,120 @@ def gather_fast_with(
         block_table,
         block_table.stride(0),
         offset,
-        HAS_GATHER_LENS=gather_lens is not None,
-        CACHE_BLOCK_SIZE=block_size,
-        BLOCK_STRIDE=k_cache.stride(0),
-        BLOCK_T=launch.block_t,
-        TILES_PER_PROGRAM=launch.tiles_per_program,
-        N_GROUPS=triton.next_power_of_2(DSV4.n_scales),
-        N_SCALES=DSV4.n_scales,
-        QUANT_BLOCK=DSV4.quant_block,
-        FP8_DIM=DSV4.fp8_bytes,
-        ROPE_DIM=DSV4.rope_dim,
-        TOKEN_DATA_SIZE=DSV4.data_bytes,
-        SCALE_DIM=DSV4.scale_bytes,
+        **_constexprs(gather_lens is not None, block_size, k_cache.stride(0), launch, settings),
         num_warps=launch.num_warps,
     )
     return launch
 
 
-def gather_fast(
-    out: torch.Tensor,
-    k_cache: torch.Tensor,
-    seq_lens: torch.Tensor,
-    gather_lens: torch.Tensor | None,
-    block_table: torch.Tensor,
-    block_size: int,
-    offset: int,
-) -> None:
-    """Dequantise and gather the K cache (vLLM's signature), tiled for memory bandwidth.
+_BF16, _U8, _I32 = torch.bfloat16, torch.uint8, torch.int32
+_I32_RANGE = 2**31
 
-    Semantics of :func:`repro.kernels.gather.gather_fixed`; the launch uses :data:`CONFIG`.
+
+def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None]:
+    """A gather with vLLM's signature and fixed ``settings`` that, once its kernel is compiled for a
+    specialisation, launches it directly (:class:`repro.kernels.direct.DirectLauncher`).
+
+    Per call it reads each tensor attribute once: the checks of :func:`check_gather_args` (which reports any
+    failure), the launch tile (cached per shape), the specialisation key (pointer alignment, integer
+    classes), then one launch. In the interpreter, or on a Triton whose launcher was not checked, every call
+    is :func:`gather_fast_with`.
     """
-    gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
+    launcher = DirectLauncher(_gather_fast_kernel)
+    plans: dict[tuple, tuple] = {}
+    head, record = DSV4.head_dim, DSV4.token_bytes
+
+    def gather(
+        out: torch.Tensor,
+        k_cache: torch.Tensor,
+        seq_lens: torch.Tensor,
+        gather_lens: torch.Tensor | None,
+        block_table: torch.Tensor,
+        block_size: int,
+        offset: int,
+    ) -> None:
+        if not launcher.enabled:
+            gather_fast_with(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, settings)
+            return
+        o_shape, o_stride = out.shape, out.stride()
+        b_shape, b_stride = block_table.shape, block_table.stride()
+        k_stride0 = k_cache.stride(0)
+        num_reqs = b_shape[0] if len(b_shape) == 2 else -1
+        has_lens = gather_lens is not None
+        if not (
+            out.dtype is _BF16
+            and len(o_stride) == 3
+            and o_stride[2] == 1
+            and o_shape[2] == head
+            and o_shape[0] == num_reqs
+            and k_cache.dtype is _U8
+            and k_stride0 >= block_size * record
+            and block_table.dtype is _I32
+            and b_stride[1] == 1
+            and seq_lens.dtype is _I32
+            and seq_lens.shape == (num_reqs,)
+            and (not has_lens or (gather_lens.dtype is _I32 and gather_lens.shape == (num_reqs,)))
+            and block_size > 0
+            and 0 <= offset <= o_shape[1]
+        ):
+            check_gather_args(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
+            raise AssertionError("unreachable: the inline checks and check_gather_args disagree")  # pragma: no cover
+        max_gather = o_shape[1] - offset
+        if num_reqs == 0 or max_gather == 0:
+            return
+        if num_reqs > MAX_GRID_Y:
+            raise ValueError(
+                f"gather_fast launches one grid row per request; at most {MAX_GRID_Y} requests, got {num_reqs}"
+            )
+        device = launcher.current_device()
+        plan = plans.get((num_reqs, max_gather, device))
+        if plan is None:
+            launch = plan_launch(num_reqs, max_gather, torch.device("cuda", device), settings, "grid")
+            plan = plans[(num_reqs, max_gather, device)] = (launch.grid, launch)
+        grid, launch = plan
+        lens = gather_lens if has_lens else seq_lens
+        if not (out.is_cuda and k_cache.is_cuda and seq_lens.is_cuda and lens.is_cuda and block_table.is_cuda):
+            raise ValueError("gather_fast: out, k_cache, seq_lens, gather_lens and block_table must be CUDA tensors")
+        o0, o1, pitch = o_stride[0], o_stride[1], b_stride[0]
+        o_ptr, k_ptr, s_ptr = out.data_ptr(), k_cache.data_ptr(), seq_lens.data_ptr()
+        l_ptr, b_ptr = lens.data_ptr(), block_table.data_ptr()
+        key = (
+            # every constexpr that varies between calls (the rest are fixed by ``settings``)
+            launch.block_t,
+            launch.tiles_per_program,
+            launch.num_warps,
+            has_lens,
+            block_size,
+            k_stride0,
+            # Triton's pointer specialisation: 16-byte alignment of each of the five
+            (o_ptr & 15 == 0) | (k_ptr & 15 == 0) << 1 | (s_ptr & 15 == 0) << 2 | (l_ptr & 15 == 0) << 3,
+            b_ptr & 15 == 0,
+            # and its integer specialisation (== 1, divisible by 16, width) of the two specialised ints
+            o0 == 1,
+            o0 & 15 == 0,
+            o0 < _I32_RANGE,
+            o1 == 1,
+            o1 & 15 == 0,
+            o1 < _I32_RANGE,
+            -_I32_RANGE <= pitch < _I32_RANGE,
+            offset < _I32_RANGE,
+        )
+        entry = launcher.lookup(device, key)
+        if entry is None:
+            args = (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, offset)
+            constexprs = _constexprs(has_lens, block_size, k_stride0, launch, settings)
+            launcher.compile(key, grid, args, constexprs, launch.num_warps)
+        else:
+            launcher.run(entry, grid, (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset), device)
+
+    gather.settings = settings
+    gather.launcher = launcher
+    return gather
 
 
-@contextlib.contextmanager
-def configured(**settings) -> Iterator[dict]:
-    """Temporarily override :data:`CONFIG` (e.g. ``with configured(block_t=64, num_warps=8):``)."""
-    new = {**CONFIG, **settings}
-    _check_config(new)
-    saved = dict(CONFIG)
-    CONFIG.update(new)
-    try:
-        yield dict(CONFIG)
-    finally:
-        CONFIG.clear()
-        CONFIG.update(saved)
+gather_fast = make_gather(DEFAULT_SETTINGS)
+gather_fast.__name__ = gather_fast.__qualname__ = "gather_fast"
+gather_fast.__doc__ = """Dequantise and gather the K cache (vLLM's signature), tiled for memory bandwidth.
+
+Semantics of :func:`repro.kernels.gather.gather_fixed`, with :data:`DEFAULT_SETTINGS`; after the first call
+of a specialisation the compiled kernel is launched directly (:func:`make_gather`)."""

@@ -36,6 +36,8 @@ import triton.language as tl
 from repro.geometry.layout import DSV4, UE8M0_BIAS
 from repro.kernels.launch import is_interpreted
 from repro.kernels.reference import quantize_and_insert_reference
+from repro.kernels.settings import DEFAULT_TILE, TileSettings
+from repro.kernels.tiles import dequant_tokens, load_lanes, store_lanes
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -94,6 +96,14 @@ def _stream_dequant_kernel(
     SCALE_PITCH: tl.constexpr,
     BLOCK_T: tl.constexpr,
     TILES_PER_PROGRAM: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    TILE: tl.constexpr,
+    OVERREAD: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
+    LOAD_EVICT: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    STORE_EVICT: tl.constexpr,
     N_GROUPS: tl.constexpr,
     N_SCALES: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
@@ -102,31 +112,83 @@ def _stream_dequant_kernel(
 ):
     pid = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
-    g = tl.arange(0, N_GROUPS)
-    c = tl.arange(0, QUANT_BLOCK)
-    cols = g[:, None] * QUANT_BLOCK + c[None, :]
-    is_nope_group = (g < N_SCALES)[None, :, None]
-    for k in tl.static_range(TILES_PER_PROGRAM):
-        i0 = (pid * TILES_PER_PROGRAM + k) * BLOCK_T
-        valid, s, x, rope = _load_token_tile(
-            data_ptr,
-            scale_ptr,
-            num_tokens,
-            i0,
-            DATA_PITCH,
-            SCALE_PITCH,
-            BLOCK_T,
+    if PREFETCH:  # two tiles in registers: tile k+1's loads in flight while tile k is stored
+        i = pid * TILES_PER_PROGRAM * BLOCK_T + t
+        x, s, rope = load_lanes(
+            data_ptr + i.to(tl.int64) * DATA_PITCH,
+            scale_ptr + i.to(tl.int64) * SCALE_PITCH,
+            i < num_tokens,
+            OVERREAD,
+            LOAD_CACHE,
+            LOAD_EVICT,
             N_GROUPS,
             N_SCALES,
             QUANT_BLOCK,
             FP8_DIM,
         )
-        # 2**(s - 127) from its bits (exact on the GPU and in the interpreter), one rounding to bf16.
-        scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-        nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
-        row = out_ptr + (i0 + t).to(tl.int64) * HEAD_DIM
-        tl.store(row[:, None, None] + cols[None, :, :], nope, mask=valid[:, None, None] & is_nope_group)
-        tl.store(row[:, None] + FP8_DIM + c[None, :], rope.to(tl.bfloat16, bitcast=True), mask=valid[:, None])
+        for _ in tl.static_range(1, TILES_PER_PROGRAM):
+            j = i + BLOCK_T
+            x_n, s_n, rope_n = load_lanes(
+                data_ptr + j.to(tl.int64) * DATA_PITCH,
+                scale_ptr + j.to(tl.int64) * SCALE_PITCH,
+                j < num_tokens,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+            )
+            store_lanes(
+                out_ptr + i.to(tl.int64) * HEAD_DIM,
+                x,
+                s,
+                rope,
+                i < num_tokens,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+            )
+            x, s, rope, i = x_n, s_n, rope_n, j
+        store_lanes(
+            out_ptr + i.to(tl.int64) * HEAD_DIM,
+            x,
+            s,
+            rope,
+            i < num_tokens,
+            STORE_CACHE,
+            STORE_EVICT,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+        )
+    else:
+        for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
+            i = (pid * TILES_PER_PROGRAM + k) * BLOCK_T + t
+            idx = i.to(tl.int64)
+            dequant_tokens(
+                data_ptr + idx * DATA_PITCH,
+                scale_ptr + idx * SCALE_PITCH,
+                out_ptr + idx * HEAD_DIM,
+                i < num_tokens,
+                BLOCK_T,
+                TILE,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                HEAD_DIM,
+            )
 
 
 @triton.jit
@@ -199,6 +261,30 @@ def _stream_write_kernel(
         tl.store(row[:, None, None] + cols[None, :, :], nope, mask=valid[:, None, None] & is_nope_group)
         rope = tl.broadcast_to(value[:, None], [BLOCK_T, QUANT_BLOCK])
         tl.store(row[:, None] + FP8_DIM + c[None, :], rope, mask=valid[:, None])
+
+
+@triton.jit
+def _stream_move_kernel(
+    out_ptr,
+    src_ptr,
+    num_tokens,
+    BLOCK_T: tl.constexpr,
+    IN_WORDS: tl.constexpr,  # 4-byte words read per token (146: the 584-byte record)
+    OUT_WORDS: tl.constexpr,  # 4-byte words written per token (256: the 1,024-byte row)
+):
+    """The gather's bytes as two flat streams: program p reads tokens' records as one contiguous run of
+    ``BLOCK_T * 584`` bytes and writes one contiguous run of ``BLOCK_T * 1,024`` bytes (the words it read,
+    then zeros), 16-byte vectors, no per-token structure."""
+    pid = tl.program_id(0)
+    w = tl.arange(0, BLOCK_T * OUT_WORDS)
+    first = pid.to(tl.int64) * BLOCK_T
+    src = src_ptr + first * IN_WORDS + w
+    dst = out_ptr + first * OUT_WORDS + w
+    if first + BLOCK_T <= num_tokens:  # a whole tile: masks the compiler can see are 16-byte aligned
+        tl.store(dst, tl.load(src, mask=w < BLOCK_T * IN_WORDS, other=0))
+    else:
+        k = num_tokens - first
+        tl.store(dst, tl.load(src, mask=w < k * IN_WORDS, other=0), mask=w < k * OUT_WORDS)
 
 
 @dataclass
@@ -315,12 +401,18 @@ def _is_pow2(v) -> bool:
 
 
 def plan_stream(
-    num_tokens: int, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS, plan: str = "grid"
+    num_tokens: int,
+    block_t: int = DEFAULT_BLOCK_T,
+    num_warps: int = DEFAULT_NUM_WARPS,
+    plan: str = "grid",
+    tiles_per_program: int = 1,
 ) -> StreamPlan:
-    """``"grid"``: one ``block_t`` tile per program (the GPU shape); ``"per-program"``: one program
-    walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
+    """``"grid"``: ``tiles_per_program`` tiles of ``block_t`` tokens per program (the GPU shape);
+    ``"per-program"``: one program walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
     if not _is_pow2(block_t):
         raise ValueError(f"block_t must be a power of two >= 1, got {block_t!r}")
+    if not _is_pow2(tiles_per_program):
+        raise ValueError(f"tiles_per_program must be a power of two >= 1, got {tiles_per_program!r}")
     if not (_is_pow2(num_warps) and num_warps <= 32):
         raise ValueError(f"num_warps must be a power of two <= 32, got {num_warps!r}")
     if plan == "per-program":
@@ -329,14 +421,19 @@ def plan_stream(
     if plan != "grid":
         raise ValueError(f"plan must be 'grid' or 'per-program', got {plan!r}")
     return StreamPlan(
-        grid=(triton.cdiv(num_tokens, block_t),), block_t=block_t, tiles_per_program=1, num_warps=num_warps
+        grid=(triton.cdiv(num_tokens, block_t * tiles_per_program),),
+        block_t=block_t,
+        tiles_per_program=tiles_per_program,
+        num_warps=num_warps,
     )
 
 
-def _resolve_plan(kernel, num_tokens: int, block_t: int, num_warps: int, plan: str | None) -> StreamPlan:
+def _resolve_plan(
+    kernel, num_tokens: int, block_t: int, num_warps: int, plan: str | None, tiles_per_program: int = 1
+) -> StreamPlan:
     if plan is None:
         plan = "per-program" if is_interpreted(kernel) else "grid"
-    return plan_stream(num_tokens, block_t, num_warps, plan)
+    return plan_stream(num_tokens, block_t, num_warps, plan, tiles_per_program)
 
 
 def _common(launch: StreamPlan) -> dict:
@@ -368,10 +465,22 @@ def stream_dequant(
     block_t: int = DEFAULT_BLOCK_T,
     num_warps: int = DEFAULT_NUM_WARPS,
     plan: str | None = None,
+    tile: TileSettings = DEFAULT_TILE,
+    tiles_per_program: int = 1,
+    num_stages: int = 1,
+    prefetch: bool = False,
 ) -> StreamPlan:
-    """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table)."""
+    """Dequantise every record of ``inp`` into ``out`` ``[N, 512]`` bf16 (the gather's work, no table).
+
+    ``tile`` is the shared tile code's layout and hints (:class:`repro.kernels.settings.TileSettings`);
+    ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined by
+    Triton, or with ``prefetch`` and a ``"lanes"`` tile, tile k+1 loaded into registers before tile k is stored)."""
+    if prefetch and not tile.tile.startswith("lanes"):
+        raise ValueError(f"prefetch needs a 'lanes' tile, got tile {tile.tile!r}")
     _check_out(out, inp.num_tokens, inp.buffer.device)
-    launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan)
+    launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan, tiles_per_program)
+    common = _common(launch)
+    del common["N_GROUPS"], common["N_SCALES"], common["QUANT_BLOCK"], common["FP8_DIM"]
     _stream_dequant_kernel[launch.grid](
         out,
         inp.data,
@@ -379,8 +488,10 @@ def stream_dequant(
         inp.num_tokens,
         DATA_PITCH=inp.data_pitch,
         SCALE_PITCH=inp.scale_pitch,
-        HEAD_DIM=DSV4.head_dim,
-        **_common(launch),
+        NUM_STAGES=num_stages,
+        PREFETCH=prefetch and launch.tiles_per_program > 1,
+        **common,
+        **tile.constexprs(),
     )
     return launch
 
@@ -444,6 +555,45 @@ def stream_reference(inp: StreamInput) -> torch.Tensor:
         out[lo : lo + _CHUNK_TOKENS, : lay.nope_dim] = (fp8 * scale).to(torch.bfloat16)
         out[lo : lo + _CHUNK_TOKENS, lay.nope_dim :] = d[:, lay.fp8_bytes :].contiguous().view(torch.bfloat16)
     return out
+
+
+def stream_move(
+    inp: StreamInput, out: torch.Tensor, *, block_t: int = DEFAULT_BLOCK_T, num_warps: int = DEFAULT_NUM_WARPS
+) -> StreamPlan:
+    """Move the gather's bytes without its structure (``"records"`` layout): each program reads its tokens'
+    ``block_t * 584`` bytes as one run and writes ``block_t * 1,024`` bytes as one run (:func:`move_reference`)."""
+    if inp.layout != "records":
+        raise ValueError(f"stream_move reads the 'records' layout, got {inp.layout!r}")
+    _check_out(out, inp.num_tokens, inp.buffer.device)
+    launch = plan_stream(inp.num_tokens, block_t, num_warps, "grid")
+    words = DSV4.token_bytes // 4
+    _stream_move_kernel[launch.grid](
+        out.view(torch.int32),
+        inp.buffer.view(torch.int32),
+        inp.num_tokens,
+        BLOCK_T=block_t,
+        IN_WORDS=words,
+        OUT_WORDS=DSV4.head_dim // 2,
+        num_warps=num_warps,
+    )
+    return launch
+
+
+def move_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
+    """What :func:`stream_move` writes: per program, its tokens' record words, then zeros, as ``[N, 512]`` bf16."""
+    t = launch.block_t
+    n = inp.num_tokens
+    words = inp.buffer.view(torch.int32)
+    out = torch.zeros(n * (DSV4.head_dim // 2), dtype=torch.int32, device=inp.buffer.device)
+    per_in, per_out = DSV4.token_bytes // 4, DSV4.head_dim // 2
+    whole = n // t
+    out[: whole * t * per_out].view(whole, t * per_out)[:, : t * per_in] = words[: whole * t * per_in].view(
+        whole, t * per_in
+    )
+    k = n - whole * t
+    if k:
+        out[whole * t * per_out : whole * t * per_out + k * per_in] = words[whole * t * per_in :]
+    return out.view(torch.bfloat16).view(n, DSV4.head_dim)
 
 
 def read_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:

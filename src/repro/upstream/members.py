@@ -194,3 +194,14 @@ BLOCK_TABLES = MemberSet(
     anchor=("vllm/models/deepseek_v4/*.py", "vllm/model_executor/layers/deepseek_v4_attention.py"),
     description="DeepSeek-V4 model code",
 )
+
+#: The DeepSeek-V4 model package and the config modules that set its CUDA-graph defaults, read as text (with
+#: ``ast``) by :mod:`repro.upstream.callsites`, never imported.
+PRODUCTION_PATH_PACKAGE = "vllm/models/deepseek_v4/*.py"
+PRODUCTION_PATH = MemberSet(
+    "production-path",
+    members=("vllm/config/vllm.py", "vllm/config/compilation.py", "vllm/envs.py"),
+    patterns=(PRODUCTION_PATH_PACKAGE,),
+    anchor=(PRODUCTION_PATH_PACKAGE,),
+    description="DeepSeek-V4 model package",
+)

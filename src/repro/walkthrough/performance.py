@@ -39,10 +39,12 @@ from repro.registry import (
     upstream_bench_arms,
 )
 from repro.tables import Facts, Notebook, Table
-from repro.upstream.arms import CUTEDSL_PREFIX, make_callable
-from repro.upstream.matrix import MatrixConfig, plan_release
-from repro.upstream.patcher import RELEASED, rewrite_file
+from repro.upstream import callsites
+from repro.upstream.cutedsl import cutedsl_callable
+from repro.upstream.members import PRODUCTION_PATH as MODEL_FILES
+from repro.upstream.patcher import rewrite_file
 from repro.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
+from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.PERFORMANCE
@@ -68,6 +70,10 @@ CUTEDSL, CUTEDSL_CHECKS, CUTEDSL_MEDIANS, CUTEDSL_VS_FAST = (
     Table.CUTEDSL_MEDIANS,
     Table.CUTEDSL_VS_FAST,
 )
+#: Where each release's model calls the gather and how its default CUDA-graph setup runs those calls.
+PRODUCTION_PATH, PRODUCTION_SUMMARY = Table.PRODUCTION_PATH, Table.PRODUCTION_SUMMARY
+#: Host and device time per eager call of every timed arm (``eager_costs``).
+EAGER_COSTS = Table.EAGER_COSTS
 #: Facts: each release's provenance and exact rewrites (``releases``), the cost headline, the JIT story.
 VLLM_FACTS, VLLM_COST, VLLM_JIT = Facts.VLLM, Facts.VLLM_COST, Facts.VLLM_JIT
 #: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
@@ -84,6 +90,7 @@ class PerformanceWalkthrough:
     outside_names: dict[str, str] = field(default_factory=dict)
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # "vLLM <version>" -> form -> ReleaseKernel
     cutedsl_facts: dict = field(default_factory=dict)
+    production_facts: dict = field(default_factory=dict)
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
@@ -165,6 +172,20 @@ class PerformanceWalkthrough:
         )
         return self.session.table(CEILING).frame()
 
+    def eager_costs(self) -> pd.DataFrame:
+        """Host time per eager call beside the eager and graph device times, for every arm this run timed
+        (the repository's kernels, vLLM's Triton and CuTe-DSL gathers, the streaming kernels); recorded,
+        and summarised per arm (returned)."""
+        names = (MEDIANS, VLLM_MEDIANS, CUTEDSL_MEDIANS, CEILING, DECOMPOSITION)
+        tables = [self.session.table(n).frame() if self.session.table(n).rows else None for n in names]
+        costs = rules.eager_costs(tables)
+        self.session.record(EAGER_COSTS, costs.to_dict("records"))
+        summary = rules.eager_cost_summary(costs)
+        self.session.write_facts(
+            Facts.EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
+        )
+        return summary
+
     def vs_ceiling(self) -> pd.DataFrame:
         """Every gather arm of the sweep against the streaming ceiling at its shape (recorded)."""
         rows = ceiling_rules.ceiling_table(self.medians(), self.session.table(CEILING).frame(), self.ceiling_tbps)
@@ -239,6 +260,43 @@ class PerformanceWalkthrough:
                 )
         self.session.write_facts(VLLM_FACTS, facts)
         return table.frame() if table.rows else pd.DataFrame(columns=["release", "variant", "observed", "ok"])
+
+    def production_path(self) -> pd.DataFrame:
+        """Each requested release's own model code, read with ``ast`` from its wheel (the cache's study files):
+        every call of the gather, the loop and condition around it, what reaches it, and whether the release's
+        default CUDA-graph setup for DeepSeek-V4 replays it in a graph or runs it eagerly (recorded; the
+        per-function summary is returned)."""
+        p = self.session.params
+        sites = self.session.table(PRODUCTION_PATH)
+        for version in p["vllm_releases"]:
+            entry = ensure_release(version, download=p["download"], sets=(MODEL_FILES,))
+            if isinstance(entry, CacheMiss):
+                sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
+                continue
+            try:
+                origin = origin_of(entry)
+            except ReleaseUnavailable as exc:
+                sites.append({"release": f"vLLM {version}", "runs": f"not read: {exc}"})
+                continue
+            sources = callsites.release_sources(entry)
+            if not sources:
+                sites.append({"release": origin, "runs": "not read: the cache entry holds no study files"})
+                continue
+            for row in callsites.production_path(sources, origin):
+                sites.append(row)
+        frame = sites.frame() if sites.rows else pd.DataFrame()
+        summary = upstream_cost.production_path_summary(
+            frame[frame["function"].notna()] if "function" in frame else None
+        )
+        if len(summary):
+            self.session.record(PRODUCTION_SUMMARY, summary.to_dict("records"))
+        self.production_facts = {"headline": upstream_cost.production_path_text(summary)}
+        self.session.write_facts(Facts.PRODUCTION_PATH, self.production_facts)
+        return summary if len(summary) else frame
+
+    def production_headline(self) -> str:
+        """Where the CUDA path calls the gather and how it runs, per release (written for the report)."""
+        return self.production_facts.get("headline", "")
 
     def rewrites(self) -> pd.DataFrame:
         """The exact rewrite of each patched form: the edits and the unified diff (also in ``rewrites/``)."""
@@ -322,7 +380,7 @@ class PerformanceWalkthrough:
             checks.append({**row, "code": c.arm.origin})
 
         counts = p["vllm_request_counts"] or p["request_counts"]
-        timed = [perf.TimedArm(arm, fn) for arm, fn in arms]
+        timed = [perf.TimedArm(arm, fn, getattr(fn, "scope", None)) for arm, fn in arms]
         medians = self.session.table(medians_table)
         perf.run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
 
@@ -399,28 +457,6 @@ class PerformanceWalkthrough:
         text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
         self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
         return text
-
-
-def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
-    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
-    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
-    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
-    plan = plan_release(version, cfg)
-    if plan.entry is None:
-        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
-    try:
-        origin = origin_of(plan.entry)
-    except ReleaseUnavailable as exc:
-        return f"vLLM {version}", None, str(exc)
-    wanted = f"{CUTEDSL_PREFIX}v4:v4"
-    arm = next((a for a in plan.arms if a.kernel == wanted), None)
-    if arm is None:
-        skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
-        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
-    try:
-        return origin, make_callable(arm, interpreted=False), ""
-    except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
-        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
 
 
 def repo_jit_subjects() -> list:
