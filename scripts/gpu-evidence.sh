@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The H200 evidence of data/h200/ on a GPU host without a registry, in steps that each end inside a 600-second
+# command limit: the runs of a step go in parallel (16 CPU cores; the GPU work is small), and a run still going at
+# DEADLINE_S (default 540) is stopped with SIGTERM, which leaves it `interrupted` and resumable with --resume.
+# Carry .whl (scripts/build-h200-wheelhouse.sh), .vllm-cache-gpu (python -m repro.upstream.fetch --export
+# .vllm-cache-gpu) and, for the CuTe-DSL arms, the CuTe-DSL wheels (scripts/fetch-cutedsl-wheels.sh; their parts may
+# come over several calls, scripts/cutedsl-env.sh stashes them). The patches step needs GNU patch on PATH.
+# Usage: scripts/gpu-evidence.sh STEP OUT_DIR
+#   matrix-old  notebook 04 (matrix, patches, vLLM's regression test) for 0.20.0 .. 0.29.0, three runs
+#   matrix-new  the same for 0.30.0 .. 0.33.0, one run per release
+#   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
+#   gather      notebook 02: the sweep, memory safety and compute-sanitizer
+# Each run is OUT_DIR/<name> with its log OUT_DIR/<name>.log; merge the matrix runs afterwards with
+#   python -m repro report MERGED --merge OUT_DIR/m-*
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, profile or gather}
+OUT=${2:?usage: scripts/gpu-evidence.sh STEP OUT_DIR}
+DEADLINE_S=${DEADLINE_S:-540}
+WHEELS=${WHEELS:-.whl}
+SITE=${SITE:-/tmp/repro-site}
+if [ ! -e "$SITE/.installed" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl
+  touch "$SITE/.installed"
+fi
+export PYTHONPATH="$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export JUPYTER_PATH="$SITE/share/jupyter"
+export PYTHONUNBUFFERED=1
+if [ -d .vllm-cache-gpu ]; then export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache-gpu}"; fi
+. scripts/cutedsl-env.sh
+mkdir -p "$OUT"
+pids=()
+start() {  # start NAME [python -m repro run options]: one run in the background
+  local name=$1
+  shift
+  python3 -m repro run --profile gpu --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
+  pids+=($!)
+}
+case "$STEP" in
+  matrix-old)
+    start m-020 --notebooks 04 -p download=false -p releases=0.20.0,0.20.1,0.20.2
+    start m-021 --notebooks 04 -p download=false -p releases=0.21.0,0.22.0,0.22.1,0.23.0,0.24.0
+    start m-025 --notebooks 04 -p download=false -p releases=0.25.0,0.25.1,0.26.0,0.27.0,0.27.1,0.28.0,0.29.0
+    ;;
+  matrix-new)
+    for v in 0.30.0 0.31.0 0.32.0 0.33.0; do start "m-${v//./}" --notebooks 04 -p download=false -p releases="$v"; done
+    ;;
+  profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
+  gather) start gather --notebooks 02 ;;
+  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, profile, gather" >&2; exit 2 ;;
+esac
+t0=$(date +%s)
+while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$DEADLINE_S" ]; do sleep 2; done
+for pid in $(jobs -rp); do kill -TERM "$pid" && echo "stopped run $pid at the ${DEADLINE_S}-s deadline"; done
+code=0
+for pid in "${pids[@]}"; do wait "$pid" || code=1; done
+for log in "$OUT"/*.log; do echo "== $(basename "$log" .log): $(tail -n 1 "$log")"; done
+echo "step $STEP finished in $(($(date +%s) - t0)) s"
+exit $code
