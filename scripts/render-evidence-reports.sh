@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-render the reports of the committed GPU runs with this checkout's report code (no kernel runs): figures,
-# report.md, report.html, the comparison of the two notebook-02 runs, the merge of the three release-matrix runs, and the first-screen screenshots of
+# report.md, report.html, the comparison of the two notebook-02 runs, the merge of the release-matrix runs, and the first-screen screenshots of
 # report.md as GitHub renders it and of report.html (headless Chromium; scripts/setup-browser.sh installs one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +20,5 @@ for run in data/h200/*/ data/cpu/*/; do
   rmdir "$run/logs" 2>/dev/null || true
 done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile || [ $? -eq 1 ]
-"$PY" -m repro report data/h200/release-matrix-merged --merge data/h200/release-matrix-{a,b,c}
+"$PY" -m repro report data/h200/release-matrix-merged --merge data/h200/release-matrix-0.{20,21-0.24,25-0.29,30,30-cutedsl,31,32,33} data/h200/release-matrix-c
 "$PY" -m repro.report.browser "${RUNS[@]}"

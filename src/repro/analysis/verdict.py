@@ -521,6 +521,8 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
                 (Table.PERF_MEDIANS, "the cost of the fix"),
                 (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
                 (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
+                (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
+                (Table.RUNNER_ANSWERS, "whether each release's runner hands a gather a narrowed table"),
             )
             if table in run.tables and len(run.tables[table])
         ]
