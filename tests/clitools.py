@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis.checks import is_timing_column
+from repro.core.analysis.checks import is_timing_column
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"

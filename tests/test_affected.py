@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis import affected as rules
 from repro.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SHIPPED,
@@ -23,6 +22,7 @@ from repro.registry import (
     TABLE_RAN,
     UNDECIDED,
 )
+from repro.studies.analysis import affected as rules
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,7 +198,7 @@ def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
 
 
 def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
-    from repro.analysis import jit
+    from repro.studies.analysis import jit
 
     story = {
         "vLLM 9.9.9": {

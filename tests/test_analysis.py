@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from repro import seeds
-from repro.analysis import gather, performance, reshape
-from repro.analysis.compare import compare_runs
-from repro.analysis.rundata import load_run
+from repro.core.analysis import gather, performance, reshape
+from repro.core.analysis.compare import compare_runs
+from repro.core.analysis.rundata import load_run
 from repro.registry import EXPECT_BUG, EXPECT_CORRECT
 
 

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from repro.analysis import jit, upstream_cost
 from repro.registry import upstream_bench_arms
+from repro.studies.analysis import jit, upstream_cost
 
 #: Times (us) of a release's four arms: shipped contiguous, patched view, patched contiguous, copy + shipped.
 TIMES = {
@@ -124,7 +124,7 @@ def test_root_cause_text_tells_the_measured_story():
 
 
 def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path):
-    from repro.analysis.rundata import RunData
+    from repro.core.analysis.rundata import RunData
     from repro.report.build import render_run
 
     med = medians()

@@ -26,28 +26,32 @@ FLOORS = {
     "repro.seeds": 0,
     "repro.tables": 0,
     "repro.profiles": 0,
-    "repro.geometry": 0,
-    "repro.kernels": 0,
-    "repro.reshape": 1,
-    "repro.evidence": 1,
-    "repro.upstream": 1,
+    "repro.core.geometry": 0,
+    "repro.core.kernels": 0,
+    "repro.studies.kernels": 0,
+    "repro.core.reshape": 1,
+    "repro.core.evidence": 1,
+    "repro.studies.evidence": 1,
+    "repro.studies.upstream": 1,
     "repro.parameters": 1,
-    "repro.analysis": 2,
+    "repro.core.analysis": 2,
+    "repro.studies.analysis": 2,
     "repro.walkthrough": 3,
     "repro.report": 4,
     "repro.cli": 4,
     "repro.__main__": 4,
 }
 #: What the reporting side may import from the library: no torch, no kernels, no evidence.
-REPORTING = ("repro.analysis", "repro.report")
+REPORTING = ("repro.core.analysis", "repro.studies.analysis", "repro.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
     "repro.registry",
     "repro.outcomes",
     "repro.seeds",
     "repro.tables",
-    "repro.geometry.layout",
-    "repro.analysis",
+    "repro.core.geometry.layout",
+    "repro.core.analysis",
+    "repro.studies.analysis",
     "repro.report",
 )
 
@@ -160,11 +164,11 @@ LAZY_REASON = re.compile(r"#.*\blazy: \S")
 HIDDEN_IMPORTS_PENDING = (
     "repro.report.",
     "repro.cli.",
-    "repro.analysis.verdict",
-    "repro.evidence.cases",
-    "repro.evidence.ceiling",
-    "repro.evidence.isolate",
-    "repro.evidence.timing",
+    "repro.core.analysis.verdict",
+    "repro.core.evidence.cases",
+    "repro.studies.evidence.ceiling",
+    "repro.core.evidence.isolate",
+    "repro.core.evidence.timing",
 )
 
 
@@ -208,7 +212,7 @@ def test_what_a_notebook_imports_first_defines_no_kernel():
     """A notebook imports its walk-through and the report's plots before its first line chooses the profile, and
     ``@triton.jit`` picks interpreter or compiler when a kernel is defined: none of them may define one (this is
     the reason the kernel imports inside their functions stay there)."""
-    assert {"repro.kernels.gather", "repro.kernels.writer"} <= set(KERNEL_MODULES)
+    assert {"repro.core.kernels.gather", "repro.core.kernels.writer"} <= set(KERNEL_MODULES)
     first = sorted(n for n in MODULES if n.startswith(("repro.walkthrough.", "repro.report.")))
     code = "import sys\n" + "".join(f"import {n}\n" for n in first) + "print(' '.join(sorted(sys.modules)))"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

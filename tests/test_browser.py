@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.analysis.rundata import load_run
+from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
 from repro.report.analyse import analyse
 from repro.report.browser import BrowserUnavailable, check_run, find_browser, find_mermaid

@@ -11,9 +11,9 @@ import pytest
 from clitools import write_module
 
 from repro import outcomes
-from repro.analysis.gather import case_ok
-from repro.evidence.isolate import run_case_isolated
-from repro.evidence.scenarios import ScenarioSpec
+from repro.core.analysis.gather import case_ok
+from repro.core.evidence.isolate import run_case_isolated
+from repro.core.evidence.scenarios import ScenarioSpec
 from repro.registry import EXPECT_BUG
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ SPEC = ScenarioSpec(num_reqs=2, block_size=16, seq_len_max=48, seed=0, mode="poi
 
 HEADER = """import os, signal, sys, time
 
-from repro.kernels.reference import dequantize_and_gather_reference
+from repro.core.kernels.reference import dequantize_and_gather_reference
 
 """
 #: name: (module body, status, words the error must hold)

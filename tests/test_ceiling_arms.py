@@ -13,9 +13,9 @@ os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @
 import pandas as pd
 import pytest
 
-from repro.analysis import ceiling as A
-from repro.evidence import ceiling as C
-from repro.evidence import timing
+from repro.core.evidence import timing
+from repro.studies.analysis import ceiling as A
+from repro.studies.evidence import ceiling as C
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tests for repro.evidence.checked_interp: bounds-checked Triton interpreter launches.
+"""Tests for repro.core.evidence.checked_interp: bounds-checked Triton interpreter launches.
 
 The kernels below are defined after TRITON_INTERPRET=1 is set, so ``@triton.jit`` gives
 interpreted functions. Every expected count is derived independently from index arithmetic.
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton.runtime import interpreter as interp
 
-from repro.evidence.checked_interp import (
+from repro.core.evidence.checked_interp import (
     OUT_OF_BOUNDS,
     OUT_OF_VIEW,
     SUPPORTED_TRITON,

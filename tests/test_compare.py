@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis.compare import (
+from repro.core.analysis.compare import (
     KEY,
     changed_rows,
     check_rows,
@@ -17,7 +17,7 @@ from repro.analysis.compare import (
     comparison_summary,
     identity_columns,
 )
-from repro.analysis.rundata import RunData, load_run
+from repro.core.analysis.rundata import RunData, load_run
 from repro.report.comparison import render_comparison
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"

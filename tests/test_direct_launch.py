@@ -1,4 +1,4 @@
-"""The direct launch path of repro.kernels.direct, with a stand-in for Triton's JIT function and compiled
+"""The direct launch path of repro.studies.kernels.direct, with a stand-in for Triton's JIT function and compiled
 kernel (nothing compiles on the CPU): which call goes where, with which arguments in which order."""
 
 import os
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from repro.kernels import direct, fast
-from repro.kernels.direct import DirectLauncher, int_spec, pointer_spec
-from repro.kernels.settings import DEFAULT_SETTINGS, with_settings
+from repro.studies.kernels import direct, fast
+from repro.studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
+from repro.studies.kernels.settings import DEFAULT_SETTINGS, with_settings
 
 
 class FakeLauncher:
@@ -154,7 +154,7 @@ def enabled_gather(monkeypatch):
 
 
 def test_the_inline_checks_report_what_check_gather_args_says(monkeypatch):
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     g, calls = enabled_gather(monkeypatch)
     sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
@@ -173,7 +173,7 @@ def test_the_inline_checks_report_what_check_gather_args_says(monkeypatch):
 
 
 def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     g, calls = enabled_gather(monkeypatch)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
@@ -199,7 +199,7 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
 def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):
     """The grid-filling plan changes tiles per program (and tile, warps) with the shape: each plan compiles
     its own kernel, or a kernel built for 4 tiles per program would run on a grid planned for 1."""
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
     looped = fast.make_gather(with_settings(tiles_per_program=4))

@@ -3,7 +3,7 @@
 import subprocess
 from pathlib import Path
 
-from repro.evidence.environment import git_revision
+from repro.core.evidence.environment import git_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests for repro.kernels.fast.gather_fast in Triton's CPU interpreter.
+"""Tests for repro.studies.kernels.fast.gather_fast in Triton's CPU interpreter.
 
 Every output is compared bitwise (bf16 viewed as int16) over the WHOLE poisoned output buffer
 with both the PyTorch reference and ``gather_fixed``: rows the gather must write have to match,
@@ -17,15 +17,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro.evidence.cases import compare_bitwise
-from repro.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario
-from repro.kernels import fast
-from repro.kernels.fast import gather_fast, gather_fast_with, plan_launch
-from repro.kernels.gather import gather_contiguous_copy, gather_fixed
-from repro.kernels.launch import is_interpreted
-from repro.kernels.reference import dequantize_and_gather_reference
-from repro.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
+from repro.core.evidence.cases import compare_bitwise
+from repro.core.evidence.scenarios import OUT_POISON_BITS, ScenarioSpec, build_scenario
+from repro.core.kernels.gather import gather_contiguous_copy, gather_fixed
+from repro.core.kernels.launch import is_interpreted
+from repro.core.kernels.reference import dequantize_and_gather_reference
 from repro.registry import load_implementation
+from repro.studies.kernels import fast
+from repro.studies.kernels.fast import gather_fast, gather_fast_with, plan_launch
+from repro.studies.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,7 @@ def test_signature_is_vllms():
         "block_size",
         "offset",
     ]
-    assert load_implementation("repro.kernels.fast:gather_fast") is gather_fast
+    assert load_implementation("repro.studies.kernels.fast:gather_fast") is gather_fast
 
 
 # vLLM's own test cases: contiguous tables, block size 64, poisoned unused entries.
@@ -234,7 +234,7 @@ def test_gpu_plan_heuristic(monkeypatch):
 
 
 def test_no_stray_accesses_under_checked_interpreter():
-    from repro.evidence.checked_interp import checked_interpreter
+    from repro.core.evidence.checked_interp import checked_interpreter
 
     scenario = build_scenario(
         ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=60, mode="poison", max_reqs=8, window=25, offset=2, seed=1)

@@ -1,14 +1,14 @@
-"""The V4.1 gathers (repro.kernels.fast_v41) in Triton's interpreter: bitwise against the reference decoders on
+"""The V4.1 gathers (repro.studies.kernels.fast_v41) in Triton's interpreter: bitwise against the reference decoders on
 column-narrowed tables, for both records and both layouts, in every launch variant; the dispatcher's contract."""
 
 import pytest
 import torch
 
-from repro.evidence.cases import compare_bitwise
-from repro.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.geometry.records import layout_for
-from repro.kernels import fast_v41
-from repro.kernels.records_reference import gather_reference, pages_as_bytes
+from repro.core.evidence.cases import compare_bitwise
+from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.core.geometry.records import layout_for
+from repro.core.kernels.records_reference import gather_reference, pages_as_bytes
+from repro.studies.kernels import fast_v41
 
 LAYOUTS = [True, False]
 GATHERS = {True: fast_v41.dequantize_and_gather_k_cache, False: fast_v41.dequantize_and_gather_k_cache_page_split}
@@ -185,7 +185,7 @@ def test_grid_plan_halves_the_tile_only_on_a_gpu_and_names_a_bad_plan():
 def test_bitwise_equal_to_the_releases_patched_kernel(release, interleaved, record):
     """vLLM's own V4.1 kernel (its wheel, through the module cache; downloaded if missing), PR #55109's row pitch
     applied by the repository's patcher, called through the release's wrapper in the interpreter."""
-    from repro.evidence.records_perf import check_scenario, load_release_gather, run_out
+    from repro.studies.evidence.records_perf import check_scenario, load_release_gather, run_out
 
     theirs, why = load_release_gather(release, record, "cpu", download=True, interleaved=interleaved)
     assert theirs is not None, why

@@ -12,11 +12,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from repro.analysis.releases import complete_matrix
-from repro.analysis.rundata import load_run
+from repro.core.analysis.rundata import load_run
 from repro.report import plots
 from repro.report.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
 from repro.report.releases import release_matrix
+from repro.studies.analysis.releases import complete_matrix
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 #: Text smaller than this is unreadable where the figure is shown.

@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 
 from repro import seeds
-from repro.analysis import gather, performance, reshape, reshape_releases
-from repro.analysis.checks import truthy
-from repro.analysis.rundata import load_run
+from repro.core.analysis import gather, performance, reshape
+from repro.core.analysis.checks import truthy
+from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report.build import render_run
 from repro.report.comparison import render_comparison
 from repro.report.html import render_fragment
+from repro.studies.analysis import reshape_releases
 
 pytestmark = pytest.mark.integration
 

@@ -44,7 +44,7 @@ import sys
 
 import torch
 
-from repro.kernels.gather import gather_fixed
+from repro.core.kernels.gather import gather_fixed
 
 IN_CHILD = sys.argv[0].endswith("cases.py")  # a poison case, in a process of its own
 
@@ -283,7 +283,7 @@ FILLS_THE_DISK = '''"""A correct gather that, once, leaves the sweep's table ref
 import os
 from pathlib import Path
 
-from repro.kernels.gather import gather_fixed
+from repro.core.kernels.gather import gather_fixed
 
 
 def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):

@@ -14,7 +14,7 @@ import pytest
 import torch
 from fixtures import jit_kernels as J
 
-from repro.evidence import jit
+from repro.studies.evidence import jit
 
 WIDTHS = [3, 5, 8, 13, 16, 21, 32, 1]  # 8 distinct widths: 2 divisible by 16, one equal to 1
 BACKING_WIDTH = 64
@@ -159,7 +159,7 @@ def test_the_repositorys_gathers_compile_once_per_tile(table):
     """gather_fixed passes stride(0) and gather_buggy shape[-1] as runtime ints in do_not_specialize:
     one binary for every width (unlike vLLM, whose width is a constexpr). The interpreter's launch
     sizes its token tile from the longest request, so the token count is held at one block here."""
-    from repro.kernels import gather as G
+    from repro.core.kernels import gather as G
 
     for fn in (G.gather_fixed, G.gather_buggy):
         launches = jit.gather_launches(
@@ -175,7 +175,7 @@ def test_interpreter_launch_constexprs_count_too():
     """The key is computed from what the launcher passes: in the interpreter the repository's gather
     picks its token tile from the longest request, so growing requests compile again (the GPU launch
     uses a fixed tile). The prediction reports the launcher it is given, nothing else."""
-    from repro.kernels import gather as G
+    from repro.core.kernels import gather as G
 
     launches = jit.gather_launches(G.gather_fixed, [1, 2, 3, 5], num_reqs=2, block_size=8, backing_width=9)
     rows = jit.fingerprint(G._dequantize_and_gather_k_kernel, launches)
@@ -197,7 +197,7 @@ FORMS = {
 def test_the_pitch_rule_agrees_with_tritons_keys(variant, table, warm_up):
     """analysis.jit.expected_compiles (the rule, from the pitch values alone) against the count from
     Triton's own binder and key function, for every form, table kind and warm-up choice."""
-    from repro.analysis.jit import expected_compiles
+    from repro.studies.analysis.jit import expected_compiles
 
     b = backing()
     kernel, launcher = J.VARIANTS[variant]
@@ -214,8 +214,8 @@ def test_the_pitch_rule_agrees_with_tritons_keys(variant, table, warm_up):
 def test_subjects_sequence_and_checks():
     import pandas as pd
 
-    from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
-    from repro.kernels import gather as G
+    from repro.core.kernels import gather as G
+    from repro.studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
 
     subject = jit.JitSubject(
         "fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED, "repro"
@@ -242,7 +242,7 @@ def test_subjects_sequence_and_checks():
 
 def test_int_class_is_tritons_own():
     """The rule's int classes against Triton's binder for the H200 target."""
-    from repro.analysis.jit import int_class
+    from repro.studies.analysis.jit import int_class
 
     kernel = J._copy_rows_runtime_stride
     predictor = jit.KeyPredictor(kernel)
@@ -256,7 +256,7 @@ def test_int_class_is_tritons_own():
 @pytest.mark.parametrize("table", ["narrowed", "contiguous"])
 def test_launch_tables_have_the_width_asked_whatever_the_requests_hold(table):
     """One-block requests on a w-column table: the table's width, not the requests, is what varies."""
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     seen = []
     launches = jit.gather_launches(

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from repro.evidence.cases import compare_bitwise, reference_output
-from repro.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
-from repro.evidence.vllm_cases import case_specs, writer_differences
-from repro.geometry.layout import DSV4
-from repro.kernels.reference import quantize_and_insert_reference
+from repro.core.evidence.cases import compare_bitwise, reference_output
+from repro.core.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
+from repro.core.evidence.vllm_cases import case_specs, writer_differences
+from repro.core.geometry.layout import DSV4
+from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.registry import implementation, load_implementation
 
 
@@ -25,7 +25,7 @@ def test_vllm_cases_writer_and_every_gather_variant(label, spec):
 
 
 def _write_both(k, block_size=16, num_blocks=4):
-    from repro.kernels.writer import quantize_and_insert_k_cache
+    from repro.core.kernels.writer import quantize_and_insert_k_cache
 
     slots = torch.arange(k.shape[0], dtype=torch.int64)
     caches = []
@@ -56,7 +56,7 @@ def test_writer_rounding_edges_are_exact():
 
 
 def test_writer_skips_slot_minus_one_and_keeps_padding():
-    from repro.kernels.writer import quantize_and_insert_k_cache
+    from repro.core.kernels.writer import quantize_and_insert_k_cache
 
     k = torch.randn(5, DSV4.head_dim).to(torch.bfloat16)
     slots = torch.tensor([3, -1, 0, -1, 17], dtype=torch.int64)
@@ -84,7 +84,7 @@ def test_narrowed_view_buggy_differs_fixed_matches(mode):
     spec = ScenarioSpec(num_reqs=5, block_size=16, seq_len_max=64, mode=mode, max_reqs=8, window=20, offset=3)
     scenario = build_scenario(spec)
     ref = reference_output(scenario)
-    from repro.evidence.cases import run_case
+    from repro.core.evidence.cases import run_case
 
     fixed = run_case(spec, implementation("fixed").target, checked=True, scenario=scenario, reference=ref)
     copy = run_case(spec, implementation("contiguous-copy").target, checked=True, scenario=scenario, reference=ref)
@@ -101,7 +101,7 @@ def test_narrowed_view_buggy_differs_fixed_matches(mode):
 
 
 def test_gather_rejects_bad_arguments():
-    from repro.kernels.gather import gather_fixed
+    from repro.core.kernels.gather import gather_fixed
 
     scenario = build_scenario(ScenarioSpec(num_reqs=2, block_size=16, seq_len_max=32))
     out = scenario.fresh_out()

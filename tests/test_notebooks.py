@@ -14,7 +14,7 @@ from clitools import SMALL_02
 
 pytestmark = pytest.mark.notebook
 
-GATHER_PY = Path(__file__).resolve().parents[1] / "src" / "repro" / "kernels" / "gather.py"
+GATHER_PY = Path(__file__).resolve().parents[1] / "src" / "repro" / "core" / "kernels" / "gather.py"
 
 
 def run_cli(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -130,7 +130,7 @@ def test_pointing_the_notebook_at_the_buggy_kernel_fails_naming_the_check(tmp_pa
         "--notebooks",
         "02",
         "-p",
-        "implementation=repro.kernels.gather:gather_buggy",
+        "implementation=repro.core.kernels.gather:gather_buggy",
         "-p",
         "sentinel_modes=[in-range]",
     )

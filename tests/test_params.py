@@ -40,7 +40,7 @@ def parse(*texts: str) -> dict:
         ('sentinel_modes=["in-range", "poison"]', ["in-range", "poison"]),
         ("sentinel_modes=poison", ["poison"]),
         ("bench_variants=[fixed]", ["fixed"]),
-        ("implementation=repro.kernels.gather:gather_buggy", "repro.kernels.gather:gather_buggy"),
+        ("implementation=repro.core.kernels.gather:gather_buggy", "repro.core.kernels.gather:gather_buggy"),
         ("reference_gather=", ""),
         ("download=false", False),
         ("download=True", True),
@@ -171,8 +171,8 @@ def test_the_host_bytes_per_token_bound_holds_for_a_sweep_case():
 
     code = (
         "import resource\n"
-        "from repro.evidence.scenarios import ScenarioSpec, build_scenario\n"
-        "from repro.evidence.cases import reference_output\n"
+        "from repro.core.evidence.scenarios import ScenarioSpec, build_scenario\n"
+        "from repro.core.evidence.cases import reference_output\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "n, L = 16, 4096\n"
         "sc = build_scenario(ScenarioSpec(num_reqs=n, block_size=64, seq_len_max=L, seq_lens=(L,) * n, max_reqs=n))\n"

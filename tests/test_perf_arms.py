@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
-from repro.evidence import timing
-from repro.evidence.perf import TimedArm, run_perf
-from repro.geometry.records import layout_for
-from repro.kernels.gather import gather_fixed
-from repro.kernels.records_reference import gather_reference
+from repro.core.evidence import timing
+from repro.core.evidence.perf import TimedArm, run_perf
+from repro.core.geometry.records import layout_for
+from repro.core.kernels.gather import gather_fixed
+from repro.core.kernels.records_reference import gather_reference
 from repro.registry import bench_arms
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from repro import seeds
-from repro.analysis.rundata import load_run
+from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
 from repro.report.analyse import analyse
 from repro.report.comment import COMMENT_LIMIT_BYTES, render_comment

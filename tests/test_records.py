@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repro.geometry import records
-from repro.geometry.layout import HEAD_DIM
-from repro.kernels import records_reference as rr
+from repro.core.geometry import records
+from repro.core.geometry.layout import HEAD_DIM
+from repro.core.kernels import records_reference as rr
 
 
 def e4m3(code: int) -> float:
@@ -105,7 +105,7 @@ def test_write_then_read_puts_records_where_the_layout_says(kind, interleaved):
 
 @pytest.mark.parametrize("record", ["v4", "mxfp8", "nvfp4"])
 def test_scenarios_fill_every_page_with_valid_records_and_the_reference_gathers_them(record):
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(
         ScenarioSpec(

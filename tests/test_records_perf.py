@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from repro.analysis import records as rules
-from repro.evidence import records_perf as rp
-from repro.evidence import v41_tuning
-from repro.kernels.records_reference import pages_as_bytes
-from repro.upstream.cases import reference_for
+from repro.core.kernels.records_reference import pages_as_bytes
+from repro.studies.analysis import records as rules
+from repro.studies.evidence import records_perf as rp
+from repro.studies.evidence import v41_tuning
+from repro.studies.upstream.cases import reference_for
 
 
 @pytest.mark.parametrize("interleaved", [True, False], ids=["interleaved", "page-split"])
@@ -109,9 +109,9 @@ def test_tuning_cli_names_the_bad_argument_and_exits_2(argv, word, capsys):
 
 @pytest.mark.parametrize("target_layout, verdict", [(True, "correct"), (False, "wrong from 1 requests")])
 def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, verdict):
-    from repro.analysis.releases import verdicts
     from repro.registry import RECORD_GATHERS
-    from repro.upstream import matrix as mx
+    from repro.studies.analysis.releases import verdicts
+    from repro.studies.upstream import matrix as mx
 
     cfg = mx.MatrixConfig([1, 2], ["in-range", "poison"], block_size=8, seq_len_max=24, interpreted=True)
     entry = RECORD_GATHERS[target_layout]

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from repro.analysis import releases as rel
-from repro.upstream.matrix import row
+from repro.studies.analysis import releases as rel
+from repro.studies.upstream.matrix import row
 
 
 def case(release, kernel, variant, mode, n, mism=0, total=10, status="ok", oob=0, **kw):
@@ -141,7 +141,7 @@ def test_analysis_imports_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, repro.analysis.releases; print('torch' in sys.modules, 'triton' in sys.modules)"
+    code = "import sys, repro.studies.analysis.releases; print('torch' in sys.modules, 'triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -151,7 +151,7 @@ def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
     import triton
     import triton.language as tl
 
-    from repro.evidence.interp_compat import loaded_scalar_loop_bounds, needed
+    from repro.core.evidence.interp_compat import loaded_scalar_loop_bounds, needed
 
     @triton.jit
     def count(n_ptr, out_ptr):

@@ -12,8 +12,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 OWNED = sorted((SRC / "repro" / "report").rglob("*.py")) + [
-    SRC / "repro" / "analysis" / "rundata.py",
-    SRC / "repro" / "analysis" / "compare.py",
+    SRC / "repro" / "core" / "analysis" / "rundata.py",
+    SRC / "repro" / "core" / "analysis" / "compare.py",
     SRC / "repro" / "tables.py",
 ]
 
@@ -72,8 +72,8 @@ def test_imports_inside_functions_are_lazy_third_party_modules_with_a_reason():
 @pytest.mark.integration
 def test_renderers_draw_from_the_analysis_alone():
     """After the analysis pass, figures, report.md, pr-comment.md and the HTML fragment are drawn without
-    reading one table of the run again and without calling into ``repro.analysis``."""
-    from repro.analysis.rundata import load_run
+    reading one table of the run again and without calling into ``repro.core.analysis``."""
+    from repro.core.analysis.rundata import load_run
     from repro.report import plots
     from repro.report.analyse import analyse, draw
     from repro.report.comment import render_comment
@@ -95,7 +95,7 @@ def test_renderers_draw_from_the_analysis_alone():
     def profile(frame, event, arg):
         if event == "call":
             name = frame.f_globals.get("__name__", "")
-            if name.startswith("repro.analysis"):
+            if name.startswith(("repro.core.analysis", "repro.studies.analysis")):
                 calls.add(f"{name}.{frame.f_code.co_name}")
 
     sys.setprofile(profile)

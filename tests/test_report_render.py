@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from repro.analysis.rundata import RunData, load_run
+from repro.core.analysis.rundata import RunData, load_run
 from repro.report import plots
 from repro.report import sections as report_sections
 from repro.report.analyse import analyse, draw
@@ -261,7 +261,7 @@ def test_gpu_only_sections_are_compact(tmp_path):
 
 
 def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
-    from repro.upstream.matrix import row
+    from repro.studies.upstream.matrix import row
 
     k = "v4:_dequantize_and_gather_k_kernel"
     rows = [
@@ -293,7 +293,7 @@ def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
 
 
 def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_path):
-    from repro.analysis import cutedsl
+    from repro.studies.analysis import cutedsl
 
     run = load_run(H200 / "gpu-profile-vllm")
     table = pd.DataFrame(

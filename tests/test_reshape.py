@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro import seeds
-from repro.geometry.specs import KVCacheSpec, dsv4_catalogue, group_kernel_block_size
-from repro.reshape.plan import (
+from repro.core.geometry.specs import KVCacheSpec, dsv4_catalogue, group_kernel_block_size
+from repro.core.reshape.plan import (
     as_strided_required_elems,
     check_aliasing,
     contiguous_strides,

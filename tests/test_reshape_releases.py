@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 
 from repro import seeds
-from repro.analysis import reshape_releases as rules
 from repro.registry import (
     KBS_SELECTED,
     KBS_STORAGE,
@@ -16,6 +15,7 @@ from repro.registry import (
     RESHAPE_NOT_LOADED,
     RESHAPE_RAN,
 )
+from repro.studies.analysis import reshape_releases as rules
 
 SEED = seeds.load(43988)
 PR_ERROR = (
@@ -156,9 +156,9 @@ def test_verdicts_read_rows_back_from_csv(tmp_path):
 def test_one_real_release_raises_the_prs_error_and_fits_with_the_backends_kernel_block_size(tmp_path):
     import torch
 
-    from repro.geometry.specs import dsv4_catalogue
-    from repro.upstream import reshape as vllm_reshape
-    from repro.upstream.releases import fetch_index
+    from repro.core.geometry.specs import dsv4_catalogue
+    from repro.studies.upstream import reshape as vllm_reshape
+    from repro.studies.upstream.releases import fetch_index
 
     try:
         fetch_index(timeout_s=20)

@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from repro.analysis.checks import ChecksFailed, assert_all_ok, failed_checks
-from repro.analysis.rundata import load_run
-from repro.evidence.results import ResultTable
+from repro.core.analysis.checks import ChecksFailed, assert_all_ok, failed_checks
+from repro.core.analysis.rundata import load_run
+from repro.core.evidence.results import ResultTable
 
 
 def test_rows_hit_the_disk_as_they_are_appended(tmp_path):

@@ -16,7 +16,7 @@ DECLARED = {  # name: {notebook: default as the parameters cell writes it}
     "cache_block_size": {"02": "64"},
     "seed": {"02": "0"},
     "sentinel_modes": {"02": '["in-range", "poison"]'},
-    "implementation": {"02": '"repro.kernels.gather:gather_fixed"'},
+    "implementation": {"02": '"repro.core.kernels.gather:gather_fixed"'},
     "block_size": {"01": "256"},
     "seq_len_max": {"02": "0"},
     "run_dir": {"02": '""'},
@@ -68,11 +68,11 @@ def run_cli(args, capsys):
         (["-p", "bogus=1"], "error: bogus: unknown parameter"),
         (["-p", "implementation=no.such.module:fn"], "error: implementation: cannot import module 'no.such.module'"),
         (
-            ["-p", "implementation=repro.geometry.layout:round_up"],
-            "error: implementation: repro.geometry.layout:round_up has signature",
+            ["-p", "implementation=repro.core.geometry.layout:round_up"],
+            "error: implementation: repro.core.geometry.layout:round_up has signature",
         ),
         (["-p", "implementation=gather_fixed"], "is not of the form 'package.module:function'"),
-        (["-p", "implementation=repro.kernels.gather:nothing"], "has no function 'nothing'"),
+        (["-p", "implementation=repro.core.kernels.gather:nothing"], "has no function 'nothing'"),
         (
             ["-p", "backing_width=2", "-p", "seq_len_max=640"],
             "error: backing_width: 2 is not wider than the 10 columns",

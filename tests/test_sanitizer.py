@@ -1,4 +1,4 @@
-"""Tests for repro.evidence.sanitizer: memcheck log parsing and the run-under-sanitizer plumbing.
+"""Tests for repro.core.evidence.sanitizer: memcheck log parsing and the run-under-sanitizer plumbing.
 
 Real logs from an H200 are in tests/fixtures/sanitizer/ (see its README.md); expected counts below
 were read from those files. Variants the real logs do not cover are small SYNTHETIC logs written
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import repro.evidence.environment
-from repro.evidence.sanitizer import (
+import repro.core.evidence.environment
+from repro.core.evidence.sanitizer import (
     DEFAULT_PRINT_LIMIT,
     InvalidAccess,
     describe_access,
@@ -26,11 +26,11 @@ from repro.evidence.sanitizer import (
     run_under_sanitizer,
     sanitizer_command,
 )
-from repro.evidence.scenarios import ScenarioSpec
+from repro.core.evidence.scenarios import ScenarioSpec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sanitizer"
-BUGGY = "repro.kernels.gather:gather_buggy"
-FIXED = "repro.kernels.gather:gather_fixed"
+BUGGY = "repro.core.kernels.gather:gather_buggy"
+FIXED = "repro.core.kernels.gather:gather_fixed"
 KERNEL = "_dequantize_and_gather_k_kernel"
 
 
@@ -295,7 +295,7 @@ def env(record, mode, log=None, **extra):
 
 
 def test_unavailable_never_raises(tmp_path, monkeypatch):
-    monkeypatch.setattr(repro.evidence.environment, "find_compute_sanitizer", lambda: None)
+    monkeypatch.setattr(repro.core.evidence.environment, "find_compute_sanitizer", lambda: None)
     res = run_under_sanitizer(ScenarioSpec(num_reqs=2, mode="poison"), BUGGY, tmp_path / "logs")
     assert res.status == "unavailable" and "not found" in res.error
     assert res.case_status is None and res.error_count is None and res.log_path is None
@@ -327,7 +327,7 @@ def test_real_case_through_fake_sanitizer(tmp_path, fake):
     assert log.read_text() == fixture("buggy-poison-2req.log")
     argv = next(record.glob("argv-*")).read_text().splitlines()
     assert argv[:6] == ["--tool", "memcheck", "--print-limit", str(DEFAULT_PRINT_LIMIT), "--log-file", str(log)]
-    assert argv[7:9] == ["-m", "repro.evidence.cases"] and json.loads(argv[9])["implementation"] == BUGGY
+    assert argv[7:9] == ["-m", "repro.core.evidence.cases"] and json.loads(argv[9])["implementation"] == BUGGY
     assert next(record.glob("env-*")).read_text().strip() == "1"  # PYTORCH_NO_CUDA_MEMORY_CACHING
     assert json.loads(json.dumps(res.to_dict()))["status"] == "errors"
 

@@ -25,7 +25,7 @@ def stderr_lines(text: str) -> list[str]:
 
 
 def case_process_running(tag: str) -> bool:
-    return any("repro.evidence.cases" in c for c in tagged_cmdlines(tag))
+    return any("repro.core.evidence.cases" in c for c in tagged_cmdlines(tag))
 
 
 @pytest.mark.parametrize("module", ["exit_on_import", "os_exit_on_import"])
@@ -44,7 +44,9 @@ def test_sigterm_while_parameters_are_checked(tmp_path):
     tag = new_tag()
     proc = start(["run", "--profile", "cpu", "--out", str(out), "-p", "implementation=hang_on_import:gather"], tag)
     try:
-        wait_for(lambda: any("repro.evidence.probe" in c for c in tagged_cmdlines(tag)), 60, proc, "the import check")
+        wait_for(
+            lambda: any("repro.core.evidence.probe" in c for c in tagged_cmdlines(tag)), 60, proc, "the import check"
+        )
         os.kill(proc.pid, signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
         left = wait_gone(tag, 10)
@@ -127,7 +129,7 @@ def test_a_closed_stdout_does_not_end_the_run(tmp_path):
 def test_children_die_with_the_thread_that_started_them(tmp_path):
     """``run_child`` gives each case process PR_SET_PDEATHSIG: kill its parent and it goes too."""
     code = (
-        "import sys; from repro.evidence.isolate import run_child; "
+        "import sys; from repro.core.evidence.isolate import run_child; "
         "run_child([sys.executable, '-c', 'import time; time.sleep(600)'], 600)"
     )
     tag = new_tag()

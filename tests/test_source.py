@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.kernels import gather
+from repro.core.kernels import gather
 from repro.walkthrough.source import Source, diff_of, source_of
 
 GATHER_PY = Path(gather.__file__)
@@ -30,7 +30,7 @@ def test_the_kernel_excerpt_is_the_file_s_own_lines_with_the_row_pitch_marked():
     for k, line in enumerate(lines):  # numbered as in the file, indentation removed
         assert file_lines[shown.first_line - 1 + k].strip() == line.strip()
     text = str(shown)
-    assert shown.title == "repro/kernels/gather.py: _dequantize_and_gather_k_kernel"
+    assert shown.title == "repro/core/kernels/gather.py: _dequantize_and_gather_k_kernel"
     (marked,) = [line for line in text.splitlines() if line.startswith(">")]
     assert ROW_PITCH_LOAD in marked and re.match(rf">\s+{shown.first_line + shown.marked[0] - 1}\s", marked)
 

@@ -4,8 +4,8 @@
 import pytest
 import torch
 
-from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
-from repro.geometry.specs import (
+from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
+from repro.core.geometry.specs import (
     KVCacheSpec,
     MultipleOf,
     dsv4_catalogue,

@@ -12,11 +12,11 @@ os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @
 import pytest
 import torch
 
-from repro.geometry.layout import DSV4
-from repro.kernels import stream as S
-from repro.kernels.launch import is_interpreted
-from repro.kernels.reference import dequantize_and_gather_reference
-from repro.kernels.settings import TileSettings
+from repro.core.geometry.layout import DSV4
+from repro.core.kernels.launch import is_interpreted
+from repro.core.kernels.reference import dequantize_and_gather_reference
+from repro.studies.kernels import stream as S
+from repro.studies.kernels.settings import TileSettings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis.reshape import SPLIT_CHECK
+from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.tables import IDENTITY_ORDER, Facts, Notebook, Table, table_keys
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -5,7 +5,7 @@ import json
 import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
-from repro.upstream import fetch, members, releases, wheelcache
+from repro.studies.upstream import fetch, members, releases, wheelcache
 
 
 def test_index_keeps_final_releases_from_the_first_with_an_x86_wheel():
@@ -135,8 +135,8 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
 def test_the_production_path_set_is_read_as_text_and_never_imported(tmp_path, monkeypatch):
     """The call-site study's member set (the model package, the config modules) is extracted with the wheel,
     each file checked against RECORD, and the gather path's loader does not serve it."""
-    from repro.upstream.loader import LoadedRelease
-    from repro.upstream.members import PRODUCTION_PATH
+    from repro.studies.upstream.loader import LoadedRelease
+    from repro.studies.upstream.members import PRODUCTION_PATH
 
     files = {
         V4_MEMBER: fixture_source(),

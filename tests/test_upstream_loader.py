@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
-from repro.upstream import discovery, patcher
-from repro.upstream.arms import Arm, WrongKernel, make_callable
-from repro.upstream.loader import LoadedRelease, LoadError
-from repro.upstream.matrix import MatrixConfig, run_matrix, write_rewrites
+from repro.studies.upstream import discovery, patcher
+from repro.studies.upstream.arms import Arm, WrongKernel, make_callable
+from repro.studies.upstream.loader import LoadedRelease, LoadError
+from repro.studies.upstream.matrix import MatrixConfig, run_matrix, write_rewrites
 
 
 def test_discovery_finds_the_kernel_its_pitch_the_launch_and_the_wrapper():
@@ -116,7 +116,7 @@ def test_arm_runs_the_release_wrapper_and_checks_which_kernel_launched(tmp_path,
     )
     assert "dequantize_and_gather_k_cache_triton" in arm.how
     fn = make_callable(arm, interpreted=True)
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     fn(*sc.args(sc.fresh_out()))
@@ -140,7 +140,7 @@ def test_inside_the_arms_scope_a_call_swaps_no_modules(tmp_path, monkeypatch):
         cache_root=str(root),
     )
     fn = make_callable(arm, interpreted=True)
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     entered = []
@@ -183,7 +183,7 @@ def _dequantize_and_gather_k_spare_kernel(block_table_ptr, max_blocks_per_seq: t
         kernel_name="_dequantize_and_gather_k_spare_kernel",
         cache_root=str(root),
     )
-    from repro.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
     sc = build_scenario(ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=20, max_reqs=2))
     with pytest.raises(WrongKernel, match="did not launch _dequantize_and_gather_k_spare_kernel"):
@@ -243,7 +243,7 @@ def test_matrix_reports_a_changed_signature_as_a_row(tmp_path, monkeypatch):
 def test_helper_packages_load_as_packages_with_their_submodules(tmp_path, monkeypatch):
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.upstream import wheelcache
+    from repro.studies.upstream import wheelcache
 
     src = fixture_source(**{"import torch\n": "import torch\n\nfrom vllm.cute_utils import twice\n"})
     files = {
@@ -277,8 +277,8 @@ def needs_config():
 def test_a_study_loads_its_own_member_set_with_its_own_stubs(tmp_path, monkeypatch):
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.upstream import members, wheelcache
-    from repro.upstream.stubs import STUBS, StubNotProvided, placeholder_stub
+    from repro.studies.upstream import members, wheelcache
+    from repro.studies.upstream.stubs import STUBS, StubNotProvided, placeholder_stub
 
     study = members.MemberSet("test-study", members=(STUDY_MEMBER, "vllm/utils/math_utils.py"), anchor=(STUDY_MEMBER,))
     files = {
@@ -306,7 +306,7 @@ def test_a_study_loads_its_own_member_set_with_its_own_stubs(tmp_path, monkeypat
 
 
 def test_placeholders_only_exist():
-    from repro.upstream.stubs import StubNotProvided, placeholder
+    from repro.studies.upstream.stubs import StubNotProvided, placeholder
 
     cg = placeholder("vllm.v1.attention.backend", "AttentionCGSupport")
     assert placeholder("vllm.v1.attention.backend", "AttentionCGSupport") is cg

@@ -10,9 +10,9 @@ import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
 from repro import registry
-from repro.evidence.interp_compat import loaded_scalar_loop_bounds
-from repro.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.upstream import release_kernel as R
+from repro.core.evidence.interp_compat import loaded_scalar_loop_bounds
+from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.studies.upstream import release_kernel as R
 
 CLASS_SOURCE = (Path(__file__).parent / "fixtures" / "upstream" / "jit_class_module.py").read_text()
 SOURCES = {"module-level kernel": None, "JIT-warmup class": CLASS_SOURCE}
@@ -101,7 +101,7 @@ def test_each_form_loads_with_exactly_its_rewrite(tmp_path, monkeypatch, form, s
 
 @pytest.mark.parametrize("source", SOURCES.values(), ids=SOURCES.keys())
 def test_the_timed_callables_are_bitwise_right_and_the_shipped_kernel_on_the_view_is_not(tmp_path, monkeypatch, source):
-    from repro.evidence.cases import compare_bitwise, reference_output
+    from repro.core.evidence.cases import compare_bitwise, reference_output
 
     shipped = load(tmp_path, monkeypatch, "released", source)
     patched = R.load_release_kernel("0.99.0", "patched", cache_root=tmp_path / "cache", download=False)
@@ -156,7 +156,7 @@ WIDTHS, BACKING, BLOCK = [1, 2, 3, 5, 16], 32, 16
 
 
 def fingerprint(rk, warm, widths=WIDTHS, tables=("narrowed", "contiguous"), backing=BACKING):
-    from repro.evidence.jit import JitSubject, fingerprint_subjects
+    from repro.studies.evidence.jit import JitSubject, fingerprint_subjects
 
     pitch = {"released": "constexpr width", "patched": "runtime stride", "patched-constexpr": "constexpr stride"}
     subject = JitSubject(f"{rk.origin} {rk.form}", rk.gather(), rk.kernel, pitch[rk.form], rk.origin, *warm)
@@ -191,7 +191,7 @@ def test_a_module_level_kernel_has_no_warm_up_of_its_own(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("source", SOURCES.values(), ids=SOURCES.keys())
 def test_compilations_per_form_follow_the_pitch_rule(tmp_path, monkeypatch, source):
-    from repro.analysis.jit import fingerprint_checks, inference_compiles
+    from repro.studies.analysis.jit import fingerprint_checks, inference_compiles
 
     cached_release(tmp_path, monkeypatch, source=source)
     got = {}
@@ -254,7 +254,7 @@ def _release_with_cutedsl(tmp_path, monkeypatch, cute_source: str | None = None)
     """A fake release 0.99.0 whose dispatcher reaches the synthetic CuTe-DSL module when ``has_cutedsl()``."""
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.upstream import wheelcache
+    from repro.studies.upstream import wheelcache
 
     dispatcher = fixture_source(
         **{
@@ -310,9 +310,9 @@ class _FakeTimer:
         self.us = us
 
     def __call__(self, counts, seq_lens, block_size, arms, on_check, on_median, **_):
-        from repro.evidence.cases import compare_bitwise, reference_output
-        from repro.evidence.perf import ArmCheck, _table
-        from repro.evidence.scenarios import ScenarioSpec, build_scenario
+        from repro.core.evidence.cases import compare_bitwise, reference_output
+        from repro.core.evidence.perf import ArmCheck, _table
+        from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
         for L in seq_lens:
             for n in counts:
@@ -334,8 +334,8 @@ class _FakeTimer:
 def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed_beside_gather_fast(
     tmp_path, monkeypatch
 ):
-    from repro.evidence import perf
-    from repro.upstream import matrix
+    from repro.core.evidence import perf
+    from repro.studies.upstream import matrix
     from repro.walkthrough import performance as P
 
     _release_with_cutedsl(tmp_path, monkeypatch)
@@ -367,8 +367,8 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
 
 
 def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp_path, monkeypatch):
-    from repro.evidence import perf
-    from repro.upstream import matrix
+    from repro.core.evidence import perf
+    from repro.studies.upstream import matrix
 
     broken = CUTEDSL_FIXTURE.read_text().replace(
         "    gather_fixed(out,", '    raise RuntimeError("cute.compile failed")\n    gather_fixed(out,'
@@ -396,7 +396,7 @@ def test_cutedsl_arms_round_trip_through_their_label_and_say_whose_code():
 
 
 def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fast():
-    from repro.analysis import cutedsl
+    from repro.studies.analysis import cutedsl
 
     view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
     rows = [(view.label, 9.0), (contig.label, 9.0), ("fast / narrowed view", 10.0), ("fast / contiguous table", 9.0)]

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fake_pip, fixture_source
 
-from repro.analysis import vllm_suite as suite
 from repro.registry import SuiteOutcome
-from repro.upstream import patcher, patches, regression
+from repro.studies.analysis import vllm_suite as suite
+from repro.studies.upstream import patcher, patches, regression
 
 JIT_SOURCE = """
 from vllm.model_executor.warmup.jit_warmup_triton_helper import triton_scalar_specialization_rep
@@ -93,7 +93,7 @@ def test_unified_diff_marks_a_last_line_without_newline():
 
 def test_patch_command_refuses_bad_input_with_one_line(tmp_path, monkeypatch):
     code = subprocess.run(
-        [sys.executable, "-m", "repro.upstream.patches", "v0.33.0", "--out", str(tmp_path)],
+        [sys.executable, "-m", "repro.studies.upstream.patches", "v0.33.0", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )
@@ -191,7 +191,7 @@ def test_the_upstream_test_file_runs_against_a_release_as_released_and_patched(t
 def test_the_first_run_names_the_wheels_it_downloads_with_their_sizes(tmp_path, monkeypatch, capsys):
     from upstream_fakes import make_wheel
 
-    from repro.upstream.releases import IndexedRelease
+    from repro.studies.upstream.releases import IndexedRelease
     from repro.walkthrough.downloads import fetch_missing
 
     wheel = make_wheel(tmp_path, "0.99.0", {V4_MEMBER: fixture_source()})
@@ -261,7 +261,7 @@ def test_an_import_error_is_its_own_outcome_not_a_failure_of_the_bug(tmp_path, m
 def test_the_report_shows_the_test_per_release_and_links_each_patch(tmp_path):
     from pathlib import Path
 
-    from repro.analysis.rundata import RunData, load_run
+    from repro.core.analysis.rundata import RunData, load_run
     from repro.report.build import render_run
 
     run = load_run(Path(__file__).resolve().parents[1] / "data" / "h200" / "vllm-0.22.0-under-test")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.analysis import gather
-from repro.analysis.reshape import SPLIT_CHECK
-from repro.analysis.rundata import RunData, load_run
-from repro.analysis.verdict import (
+from repro.core.analysis import gather
+from repro.core.analysis.reshape import SPLIT_CHECK
+from repro.core.analysis.rundata import RunData, load_run
+from repro.core.analysis.verdict import (
     FIX_VERIFIED,
     REPRODUCED,
     behaviour,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from repro.analysis import affected as rules
 from repro.registry import DISPATCH_NO_KERNEL, DISPATCH_RAN, LATENT, STAGE_CALL, TABLE_RAN
+from repro.studies.analysis import affected as rules
 
 pytestmark = pytest.mark.integration
 RELEASE = "0.33.0"
@@ -15,7 +15,7 @@ RELEASE = "0.33.0"
 
 @pytest.fixture(scope="module")
 def reachable():
-    from repro.upstream.releases import fetch_index
+    from repro.studies.upstream.releases import fetch_index
 
     try:
         fetch_index(timeout_s=20)
@@ -25,7 +25,7 @@ def reachable():
 
 @pytest.fixture(scope="module")
 def dispatch_rows(reachable):
-    from repro.upstream import dispatch
+    from repro.studies.upstream import dispatch
 
     warm: list[dict] = []
     rows = pd.DataFrame(dispatch.study([RELEASE], warmup_rows=warm))
@@ -64,7 +64,7 @@ def test_the_triton_gather_is_warmed_up_only_where_cutlass_does_not_import(dispa
 
 
 def test_the_runners_hand_gathers_row_slices_of_full_width_tables(reachable):
-    from repro.upstream import blocktables
+    from repro.studies.upstream import blocktables
 
     tables = pd.DataFrame(blocktables.study([RELEASE], sweep=blocktables.SHORT_SWEEP))
     assert (tables["status"] == TABLE_RAN).all(), tables[tables["status"] != TABLE_RAN]["how"].tolist()

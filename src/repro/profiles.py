@@ -3,7 +3,7 @@
 ``cpu`` runs every kernel in Triton's interpreter (``TRITON_INTERPRET=1``) with sizes that keep a
 whole run within minutes on 2 cores; ``gpu`` compiles them for the CUDA device with production-like
 sizes; ``auto`` picks ``gpu`` when CUDA is available. Activation must happen before
-``repro.kernels`` is imported: ``@triton.jit`` chooses interpreter or compiler at definition time.
+``repro.core.kernels`` is imported: ``@triton.jit`` chooses interpreter or compiler at definition time.
 """
 
 from __future__ import annotations
@@ -55,19 +55,19 @@ def resolve(name: str) -> str:
 
 
 def activate(name: str) -> Profile:
-    """Resolve ``name`` and set up the process for it; call before importing ``repro.kernels``."""
+    """Resolve ``name`` and set up the process for it; call before importing ``repro.core.kernels``."""
     profile = PROFILES[resolve(name)]
     if profile.interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    gather = sys.modules.get("repro.kernels.gather")
+    gather = sys.modules.get("repro.core.kernels.gather")
     if gather is not None:
-        from repro.kernels.launch import is_interpreted  # lazy: triton; the report reads profiles without it
+        from repro.core.kernels.launch import is_interpreted  # lazy: triton; the report reads profiles without it
 
         if is_interpreted(gather._dequantize_and_gather_k_kernel) != profile.interpret:
             raise ProfileError(
-                f"profile: {profile.name!r} was activated after repro.kernels was imported in "
+                f"profile: {profile.name!r} was activated after repro.core.kernels was imported in "
                 "the other mode; restart the kernel and activate the profile first"
             )
     return profile

@@ -87,7 +87,7 @@ class Arm:
 
 BUGGY = Implementation(
     "buggy",
-    "repro.kernels.gather:gather_buggy",
+    "repro.core.kernels.gather:gather_buggy",
     EXPECT_BUG,
     True,
     "buggy (row pitch shape[-1])",
@@ -97,7 +97,7 @@ BUGGY = Implementation(
 )
 FIXED = Implementation(
     "fixed",
-    "repro.kernels.gather:gather_fixed",
+    "repro.core.kernels.gather:gather_fixed",
     EXPECT_CORRECT,
     False,
     "fixed (row pitch stride(0))",
@@ -107,7 +107,7 @@ FIXED = Implementation(
 )
 CONTIGUOUS_COPY = Implementation(
     "contiguous-copy",
-    "repro.kernels.gather:gather_contiguous_copy",
+    "repro.core.kernels.gather:gather_contiguous_copy",
     EXPECT_CORRECT,
     False,
     ".contiguous() + buggy kernel",
@@ -117,7 +117,7 @@ CONTIGUOUS_COPY = Implementation(
 )
 FAST = Implementation(
     "fast",
-    "repro.kernels.fast:gather_fast",
+    "repro.studies.kernels.fast:gather_fast",
     EXPECT_CORRECT,
     False,
     "gather_fast",
@@ -130,7 +130,7 @@ FAST = Implementation(
 #: them beside vLLM's V4.1 kernels and notebook 04 runs them on each release's records.
 FAST_V41 = Implementation(
     "fast-v41",
-    "repro.kernels.fast_v41:dequantize_and_gather_k_cache",
+    "repro.studies.kernels.fast_v41:dequantize_and_gather_k_cache",
     EXPECT_CORRECT,
     False,
     "fast V4.1 gather (scales after each token, vLLM 0.33)",
@@ -141,7 +141,7 @@ FAST_V41 = Implementation(
 )
 FAST_V41_PAGE_SPLIT = Implementation(
     "fast-v41-page-split",
-    "repro.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
+    "repro.studies.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
     EXPECT_CORRECT,
     False,
     "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
@@ -253,7 +253,7 @@ _GENERIC_STYLE = _style(color="#7f8c8d", marker=".")
 # --------------------------------------------------------------------------------------------
 # Upstream arms: a vLLM release's own gather, as shipped or with PR #55109's change, timed in notebook 03.
 
-#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro.upstream).
+#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro.studies.upstream).
 UPSTREAM_IMPLEMENTATION = "upstream"
 #: Forms of a release's kernel: as shipped, PR #55109 (stride(0) as a runtime argument), stride left constexpr.
 UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
@@ -278,7 +278,7 @@ def _release_color(release: str) -> str:
 
 def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
     """The registry entry of a vLLM release's kernel timed on one table: ``origin`` is ``"vLLM <version>"`` as
-    read from the loaded wheel (``repro.upstream.release_kernel.origin_of``), never typed."""
+    read from the loaded wheel (``repro.studies.upstream.release_kernel.origin_of``), never typed."""
     match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
     if not match:
         raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
@@ -540,7 +540,7 @@ def role(label: str) -> str:
 
 
 class SuiteOutcome(StrEnum):
-    """One test's outcome, typed from the phase that decided it (repro.upstream.regression)."""
+    """One test's outcome, typed from the phase that decided it (repro.studies.upstream.regression)."""
 
     PASSED = "passed"
     MISMATCH = "failed: bitwise mismatch"  # the test's own assert_close
@@ -574,7 +574,7 @@ STAGE_CALL = "gather call site"
 TABLE_RAN = "ran"
 TABLE_NOT_RUN = "could not run"
 RUNNER_V1, RUNNER_V2 = "V1", "V2"
-#: The GPU families notebook 05 tells a release's code about (``repro.upstream.platforms`` holds their facts).
+#: The GPU families notebook 05 tells a release's code about (``repro.studies.upstream.platforms`` holds their facts).
 GPU_FAMILY_NAMES = {
     "sm90": "SM90 (H100/H200)",
     "sm100": "SM100 (B200/GB200)",

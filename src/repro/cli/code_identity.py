@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import repro
-from repro.evidence.environment import git_revision
+from repro.core.evidence.environment import git_revision
 
 
 def package_digest(notebooks: Path) -> str:

@@ -112,7 +112,7 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, ker
     except DeadKernelError:
         status = {"status": "failed", "error": kernel.death()}
     except OSError as exc:  # papermill could not write the executed notebook: the run folder's fault
-        from repro.evidence.results import RunFolderWriteError
+        from repro.core.evidence.results import RunFolderWriteError
 
         raise RunFolderWriteError.of(dst, exc) from None
     except Exception as exc:  # cell timeout, ...

@@ -36,7 +36,7 @@ def kernel_manager_class(
     from jupyter_client.manager import AsyncKernelManager
 
     from repro.cli.kernel_launch import LOCK_FDS_ENV
-    from repro.evidence.watchdog import CURRENT_CASE_ENV
+    from repro.core.evidence.watchdog import CURRENT_CASE_ENV
 
     class RunKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):

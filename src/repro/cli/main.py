@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from repro.analysis.verdict import RunVerdict
+    from repro.core.analysis.verdict import RunVerdict
 
 EXIT_CODES = """exit codes:
   0    the run finished and every check passed
@@ -158,9 +158,9 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
     exit 2, nothing written."""
     import contextlib
 
-    from repro.analysis.rundata import MANIFEST, load_run
-    from repro.analysis.rundata import RunFolderError as DamagedRun
     from repro.cli.runfolder import RunFolderError, RunLock
+    from repro.core.analysis.rundata import MANIFEST, load_run
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun
     from repro.report.releases import MATRIX_TABLE, merge_command
 
     out = Path(out_dir)
@@ -193,11 +193,11 @@ def report(run_dir: str, against: str | None) -> int:
     """Rebuild a run folder's report, or compare it with another run. The folder is locked for writing
     (refused while a run or another report writes it), the other run shared; a damaged folder is one
     line naming the file, exit code 2, with nothing written."""
-    from repro.analysis.rundata import RunFolderError as DamagedRun
-    from repro.analysis.rundata import load_run
-    from repro.analysis.verdict import run_verdict
     from repro.cli.kernels import kernel_manager_class
     from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun
+    from repro.core.analysis.rundata import load_run
+    from repro.core.analysis.verdict import run_verdict
     from repro.report.build import write_comparison, write_markdown
     from repro.report.html import build_html
 

@@ -110,7 +110,7 @@ class ImportChecks:
         self.provenance: dict[str, dict] = {}
 
     def __call__(self, path: str, param: str) -> None:
-        from repro.evidence.isolate import check_implementation_isolated
+        from repro.core.evidence.isolate import check_implementation_isolated
         from repro.registry import load_implementation, provenance
 
         if path not in self.provenance:
@@ -160,7 +160,7 @@ class Manifest:
 
     def save(self) -> None:
         """Write it whole or not at all; a write the folder refuses is a ``RunFolderWriteError`` naming it."""
-        from repro.evidence.results import RunFolderWriteError
+        from repro.core.evidence.results import RunFolderWriteError
 
         tmp = self.path.with_suffix(".tmp")
         try:
@@ -275,7 +275,7 @@ def _open_manifest(
 
     path = run_dir / "manifest.json"
     if not resume:
-        from repro.evidence.environment import describe
+        from repro.core.evidence.environment import describe
 
         environment = describe(repo_root())
         return Manifest(
@@ -367,7 +367,7 @@ def _run_locked(
     keep: frozenset[int] = frozenset(),
 ) -> int:
     from repro.cli.processes import end_leftovers
-    from repro.evidence.results import RunFolderWriteError
+    from repro.core.evidence.results import RunFolderWriteError
 
     if profile == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # inherited by every notebook kernel
@@ -443,9 +443,9 @@ def _run_locked(
         why = str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
         return _stopped(manifest, run_dir, why)
 
-    from repro.analysis.rundata import RunFolderError as DamagedRun
-    from repro.analysis.rundata import load_run
-    from repro.analysis.verdict import rule_disagreements
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun
+    from repro.core.analysis.rundata import load_run
+    from repro.core.analysis.verdict import rule_disagreements
 
     try:
         written = load_run(run_dir)

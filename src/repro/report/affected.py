@@ -1,7 +1,7 @@
 """The "Who is affected" table on the report's first screen and in the README, with links to the rows behind
 each cell.
 
-The table is :func:`repro.analysis.affected.who_is_affected` of a run's dispatch table and runner answers,
+The table is :func:`repro.studies.analysis.affected.who_is_affected` of a run's dispatch table and runner answers,
 joined with release-matrix verdicts (the run's own ``04-release-matrix``, or a given verdict table). The
 README's copy is generated from committed runs by :func:`readme_block` and checked by a test;
 ``python -m repro.report.affected README.md`` rewrites it from the committed runs.
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis import affected as analysis
-from repro.analysis.releases import verdicts as matrix_verdicts
-from repro.analysis.rundata import RunData, load_run
+from repro.core.analysis.rundata import RunData, load_run
 from repro.registry import GPU_FAMILY_NAMES, TABLE_ANSWERS, TABLE_DISPATCH
 from repro.report.tables import markdown_table
+from repro.studies.analysis import affected as analysis
+from repro.studies.analysis.releases import verdicts as matrix_verdicts
 from repro.tables import Table
 
 MATRIX = Table.RELEASE_MATRIX

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from repro import registry
-from repro.analysis import performance, reshape
-from repro.analysis.rundata import RunData
-from repro.analysis.verdict import behaviour, implementation_names, run_verdict
+from repro.core.analysis import performance, reshape
+from repro.core.analysis.rundata import RunData
+from repro.core.analysis.verdict import behaviour, implementation_names, run_verdict
 from repro.report import sections as report_sections
 from repro.report.model import Analysis, Common, Drawn, Section
 from repro.tables import Table

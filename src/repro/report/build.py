@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.analysis.rundata import RunData
+from repro.core.analysis.rundata import RunData
 from repro.report import plots
 from repro.report.analyse import analyse, draw
 from repro.report.comment import render_comment

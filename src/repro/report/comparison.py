@@ -3,8 +3,8 @@ every row whose verdict changed, with the columns that say which case it is."""
 
 from __future__ import annotations
 
-from repro.analysis.compare import changed_rows, compare_runs, comparison_counts, comparison_summary
-from repro.analysis.rundata import RunData
+from repro.core.analysis.compare import changed_rows, compare_runs, comparison_counts, comparison_summary
+from repro.core.analysis.rundata import RunData
 from repro.report.markdown import fit
 from repro.report.tables import formatted
 from repro.report.template import Page, Target, link_issues, render

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mistune
 
-from repro.analysis.rundata import RunData, RunFolderError, load_run
+from repro.core.analysis.rundata import RunData, RunFolderError, load_run
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.report import plots
 from repro.report.analyse import analyse, draw

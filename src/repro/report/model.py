@@ -1,7 +1,7 @@
 """What the report is made of: sections, each deriving its tables from a run once and reading them
 through templates, and the analysed run every renderer draws from.
 
-Rendering walks one way: :func:`repro.analysis.rundata.load_run` reads a run folder once,
+Rendering walks one way: :func:`repro.core.analysis.rundata.load_run` reads a run folder once,
 :func:`repro.report.analyse.analyse` computes every section's tables once (an :class:`Analysis`), and
 ``report.md``, ``report.html``, ``pr-comment.md`` and the figures are drawn from that bundle; no renderer
 reads the run's tables again.
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from repro.analysis.rundata import RunData
-from repro.analysis.verdict import Behaviour, RunVerdict
+from repro.core.analysis.rundata import RunData
+from repro.core.analysis.verdict import Behaviour, RunVerdict
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported where figures are drawn
     from matplotlib.figure import Figure

@@ -1,7 +1,7 @@
 """The release matrix for readers: the figure (release x kernel, coloured by verdict, released beside
 patched), the "Affected releases and kernels" table, and the merge of many runs' matrices into one folder.
 
-Drawing and tables are pure functions of the verdict table of :mod:`repro.analysis.releases`.
+Drawing and tables are pure functions of the verdict table of :mod:`repro.studies.analysis.releases`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from repro.analysis.releases import (
+from repro.core.analysis.rundata import FINISHED, RunData
+from repro.report.plots import save
+from repro.report.tables import formatted, markdown_table
+from repro.studies.analysis.releases import (
     complete_matrix,
     matrix_table,
     merge_inputs,
@@ -25,9 +28,6 @@ from repro.analysis.releases import (
     verdicts,
     version_key,
 )
-from repro.analysis.rundata import FINISHED, RunData
-from repro.report.plots import save
-from repro.report.tables import formatted, markdown_table
 from repro.tables import Table
 
 COLOURS = {

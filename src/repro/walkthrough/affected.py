@@ -1,9 +1,9 @@
 """Notebook 05 (who is affected): each function is one cell's work, returning a table.
 
-The evidence comes from :mod:`repro.upstream.dispatch` (which gather each release runs per GPU family,
-model and record), :mod:`repro.upstream.warmups` (which gathers it warms up) and
-:mod:`repro.upstream.blocktables` (whether its runners hand a gather a column-narrowed table); the answer
-from :mod:`repro.analysis.affected`. It is CPU work: nothing launches, every launch is observed.
+The evidence comes from :mod:`repro.studies.upstream.dispatch` (which gather each release runs per GPU family,
+model and record), :mod:`repro.studies.upstream.warmups` (which gathers it warms up) and
+:mod:`repro.studies.upstream.blocktables` (whether its runners hand a gather a column-narrowed table); the answer
+from :mod:`repro.studies.analysis.affected`. It is CPU work: nothing launches, every launch is observed.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from repro.analysis import affected as analysis
-from repro.analysis.releases import verdicts
 from repro.parameters import ParameterError
 from repro.registry import TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH, TABLE_RUNNER, TABLE_WARMUPS
+from repro.studies.analysis import affected as analysis
+from repro.studies.analysis.releases import verdicts
+from repro.studies.upstream import blocktables as bt
+from repro.studies.upstream import dispatch as dp
+from repro.studies.upstream import fetch, members
+from repro.studies.upstream import releases as idx
+from repro.studies.upstream.platforms import FAMILIES
+from repro.studies.upstream.wheelcache import CacheMiss, ensure_release
 from repro.tables import Notebook, Table
-from repro.upstream import blocktables as bt
-from repro.upstream import dispatch as dp
-from repro.upstream import fetch, members
-from repro.upstream import releases as idx
-from repro.upstream.platforms import FAMILIES
-from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.AFFECTED

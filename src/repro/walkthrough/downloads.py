@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from repro.upstream import releases as idx
-from repro.upstream.members import GATHER, MemberSet
-from repro.upstream.wheelcache import CacheEntry, CacheMiss, default_cache_root, ensure_release, load_entry
+from repro.studies.upstream import releases as idx
+from repro.studies.upstream.members import GATHER, MemberSet
+from repro.studies.upstream.wheelcache import CacheEntry, CacheMiss, default_cache_root, ensure_release, load_entry
 from repro.walkthrough.session import Progress
 
 

@@ -1,7 +1,7 @@
 """Notebook 02, step by step: the K-cache gather through a column-narrowed block table (vLLM PR #55109).
 
 Each method is what one notebook cell calls: it runs the evidence (scenarios, cases, sweeps,
-memcheck), turns each observation into a check row with :mod:`repro.analysis.gather`, records the
+memcheck), turns each observation into a check row with :mod:`repro.core.analysis.gather`, records the
 rows as they finish, and returns the table the cell shows.
 """
 
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from repro.analysis import gather as rules
-from repro.evidence.cases import CaseResult
-from repro.evidence.environment import find_compute_sanitizer
-from repro.evidence.sanitizer import SanitizerResult
-from repro.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.evidence.sweep import run_sanitizer_sweep, run_sweep
-from repro.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
-from repro.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
+from repro.core.analysis import gather as rules
+from repro.core.evidence.cases import CaseResult
+from repro.core.evidence.environment import find_compute_sanitizer
+from repro.core.evidence.sanitizer import SanitizerResult
+from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.core.evidence.sweep import run_sanitizer_sweep, run_sweep
+from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
+from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
 from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session

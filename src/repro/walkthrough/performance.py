@@ -1,7 +1,7 @@
 """Notebook 03, step by step: what the stride fix costs (GPU), against a contiguous table and the
 rejected ``.contiguous()`` copy, against the copy ceiling and the streaming ceiling measured in the
 same run, what separates the gather from that ceiling, the same questions asked of vLLM's own kernel
-(each requested release's, as shipped and with PR #55109's change, loaded by ``repro.upstream``), and
+(each requested release's, as shipped and with PR #55109's change, loaded by ``repro.studies.upstream``), and
 the JIT fingerprint of every kernel.
 
 On the CPU profile kernels run in Triton's interpreter, whose time per program says nothing about
@@ -18,16 +18,9 @@ from typing import Any
 import pandas as pd
 
 from repro import seeds
-from repro.analysis import ceiling as ceiling_rules
-from repro.analysis import cutedsl as cutedsl_rules
-from repro.analysis import jit as jit_rules
-from repro.analysis import performance as rules
-from repro.analysis import upstream_cost
-from repro.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
-from repro.evidence import perf, timing
-from repro.evidence.ceiling import run_ceiling
-from repro.evidence.jit import JitSubject, fingerprint_subjects
-from repro.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
+from repro.core.analysis import performance as rules
+from repro.core.evidence import perf, timing
+from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.registry import (
     OUTSIDE_ARM,
     bench_arms,
@@ -38,13 +31,20 @@ from repro.registry import (
     provenance_name,
     upstream_bench_arms,
 )
+from repro.studies.analysis import ceiling as ceiling_rules
+from repro.studies.analysis import cutedsl as cutedsl_rules
+from repro.studies.analysis import jit as jit_rules
+from repro.studies.analysis import upstream_cost
+from repro.studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
+from repro.studies.evidence.ceiling import run_ceiling
+from repro.studies.evidence.jit import JitSubject, fingerprint_subjects
+from repro.studies.upstream import callsites
+from repro.studies.upstream.cutedsl import cutedsl_callable
+from repro.studies.upstream.members import PRODUCTION_PATH as MODEL_FILES
+from repro.studies.upstream.patcher import rewrite_file
+from repro.studies.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
+from repro.studies.upstream.wheelcache import CacheMiss, ensure_release
 from repro.tables import Facts, Notebook, Table
-from repro.upstream import callsites
-from repro.upstream.cutedsl import cutedsl_callable
-from repro.upstream.members import PRODUCTION_PATH as MODEL_FILES
-from repro.upstream.patcher import rewrite_file
-from repro.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
-from repro.upstream.wheelcache import CacheMiss, ensure_release
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.PERFORMANCE
@@ -461,7 +461,8 @@ class PerformanceWalkthrough:
 
 def repo_jit_subjects() -> list:
     """The repository's own gathers: every row pitch is a runtime int in ``do_not_specialize``."""
-    from repro.kernels import fast, gather  # lazy: kernel modules, defined under the profile start() activates
+    from repro.core.kernels import gather  # lazy: kernel modules, defined under the profile start() activates
+    from repro.studies.kernels import fast  # lazy: kernel modules, defined under the profile start() activates
 
     form = RUNTIME_STRIDE_UNSPECIALIZED
     return [

@@ -1,8 +1,8 @@
-"""Notebook 03's DeepSeek V4.1 section: the repository's V4.1 gathers (:mod:`repro.kernels.fast_v41`) beside
+"""Notebook 03's DeepSeek V4.1 section: the repository's V4.1 gathers (:mod:`repro.studies.kernels.fast_v41`) beside
 each requested release's own V4.1 Triton kernels with PR #55109's row pitch.
 
 Each release in ``vllm_releases`` that ships V4.1 kernels has its MXFP8 and NVFP4 gathers loaded from the
-module cache and patched (:func:`repro.evidence.records_perf.load_release_gather`); the repository's gather
+module cache and patched (:func:`repro.studies.evidence.records_perf.load_release_gather`); the repository's gather
 of the same page layout (:data:`repro.registry.RECORD_GATHERS`) is checked bitwise against the reference
 decoders and against the release's kernel on a column-narrowed table (both profiles), then both are timed
 as CUDA-graph replays at ``vllm_request_counts`` x the longest of ``seq_lens`` tokens, checked again at every
@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from repro.analysis import records as rules
-from repro.evidence.records_perf import (
+from repro.registry import ORIGIN_REPO, RECORD_GATHERS, load_implementation
+from repro.studies.analysis import records as rules
+from repro.studies.evidence.records_perf import (
     KINDS,
     Candidate,
     Shape,
@@ -28,9 +29,8 @@ from repro.evidence.records_perf import (
     run_out,
     time_shape,
 )
-from repro.registry import ORIGIN_REPO, RECORD_GATHERS, load_implementation
+from repro.studies.upstream.cases import reference_for
 from repro.tables import Facts, Table
-from repro.upstream.cases import reference_for
 from repro.walkthrough.session import Session
 
 LOADS, CHECKS, MEDIANS, VS_COPY = Table.V41_LOADS, Table.V41_CHECKS, Table.V41_MEDIANS, Table.V41_VS_COPY

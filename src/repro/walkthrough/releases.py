@@ -1,6 +1,6 @@
 """Notebook 04 (vLLM releases): each function is one cell's work, returning a table or a figure.
 
-The evidence comes from :mod:`repro.upstream`; verdicts from :mod:`repro.analysis.releases`; the
+The evidence comes from :mod:`repro.studies.upstream`; verdicts from :mod:`repro.studies.analysis.releases`; the
 check rows (expected vs observed per release, kernel and variant) are appended here.
 """
 
@@ -18,18 +18,18 @@ from typing import Any
 
 import pandas as pd
 
-from repro.analysis import releases as verdicts_lib
-from repro.analysis import vllm_suite as suite_lib
 from repro.parameters import ParameterError
 from repro.registry import SuiteOutcome, reads_interleaved, record_gather
+from repro.studies.analysis import releases as verdicts_lib
+from repro.studies.analysis import vllm_suite as suite_lib
+from repro.studies.upstream import fetch, regression
+from repro.studies.upstream import matrix as mx
+from repro.studies.upstream import patches as patch_lib
+from repro.studies.upstream import releases as idx
+from repro.studies.upstream.members import GATHER
+from repro.studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
+from repro.studies.upstream.wheelcache import CacheMiss, ensure_release, load_entry
 from repro.tables import Notebook, Table
-from repro.upstream import fetch, regression
-from repro.upstream import matrix as mx
-from repro.upstream import patches as patch_lib
-from repro.upstream import releases as idx
-from repro.upstream.members import GATHER
-from repro.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
-from repro.upstream.wheelcache import CacheMiss, ensure_release, load_entry
 from repro.walkthrough.downloads import fetch_missing
 from repro.walkthrough.session import Progress, Session
 
@@ -313,7 +313,7 @@ def record_gathers(ctx: Context) -> pd.DataFrame:
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
     """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
-    from repro.upstream.writer_check import mxfp8_writer_rows  # lazy: defines a kernel, under the profile
+    from repro.studies.upstream.writer_check import mxfp8_writer_rows  # lazy: defines a kernel, under the profile
 
     table = ctx.session.table(WRITERS)
     for p in ctx.plans:

@@ -1,8 +1,8 @@
 """Notebook 01, step by step: the reshape overrun of vLLM PR #43988 and the sibling issue #54877.
 
-Each method is what one notebook cell calls; it runs the evidence (:mod:`repro.reshape` for the
-repository's model, :mod:`repro.upstream.reshape` for each release's own ``_reshape_kv_cache``), turns it
-into check rows with :mod:`repro.analysis.reshape` and :mod:`repro.analysis.reshape_releases`, records
+Each method is what one notebook cell calls; it runs the evidence (:mod:`repro.core.reshape` for the
+repository's model, :mod:`repro.studies.upstream.reshape` for each release's own ``_reshape_kv_cache``), turns it
+into check rows with :mod:`repro.core.analysis.reshape` and :mod:`repro.studies.analysis.reshape_releases`, records
 them (every row says which code ran: ``model`` or ``vLLM <version>``), and returns what the cell shows.
 """
 
@@ -24,16 +24,16 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from repro import seeds
-from repro.analysis import reshape as rules
-from repro.analysis import reshape_releases as release_rules
-from repro.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalogue, group_kernel_block_size
+from repro.core.analysis import reshape as rules
+from repro.core.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalogue, group_kernel_block_size
+from repro.core.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
+from repro.core.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
 from repro.parameters import ParameterError
 from repro.registry import CODE_MODEL
-from repro.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
-from repro.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.studies.analysis import reshape_releases as release_rules
+from repro.studies.upstream import reshape as vllm_reshape
+from repro.studies.upstream.releases import ReleaseListError
 from repro.tables import Facts, Notebook, Table
-from repro.upstream import reshape as vllm_reshape
-from repro.upstream.releases import ReleaseListError
 from repro.walkthrough.session import Session
 
 NOTEBOOK = Notebook.RESHAPE

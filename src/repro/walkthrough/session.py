@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from repro.analysis.checks import assert_all_ok
-from repro.evidence.results import ResultTable, write_facts
+from repro.core.analysis.checks import assert_all_ok
+from repro.core.evidence.results import ResultTable, write_facts
 from repro.parameters import validate_notebook
 from repro.profiles import Profile, activate, resolve
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis.releases import complete_matrix, verdicts
 from repro.report import releases
 from repro.report.model import Common, Drawn, Section
+from repro.studies.analysis.releases import complete_matrix, verdicts
 from repro.tables import Plot, Table
 
 FIGURE = Plot.RELEASE_MATRIX

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.analysis import performance
+from repro.core.analysis import performance
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table

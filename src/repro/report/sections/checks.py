@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis.checks import check_summary, failed_checks
+from repro.core.analysis.checks import check_summary, failed_checks
 from repro.report.model import Common, Section
 from repro.report.template import link_issues
 

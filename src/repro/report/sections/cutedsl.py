@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis.verdict import BUG_GATHER
+from repro.core.analysis.verdict import BUG_GATHER
 from repro.report.model import Common, Section
 from repro.tables import Facts, Table
 

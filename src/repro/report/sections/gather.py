@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.analysis import gather
-from repro.analysis.verdict import BUG_GATHER, describe
+from repro.core.analysis import gather
+from repro.core.analysis.verdict import BUG_GATHER, describe
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Plot, Table

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis.jit import cumulative_by_width, is_release_code, split_by_code
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
+from repro.studies.analysis.jit import cumulative_by_width, is_release_code, split_by_code
 from repro.tables import Facts, Plot, Table
 
 FIGURE = Plot.JIT

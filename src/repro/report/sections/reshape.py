@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.analysis import reshape
-from repro.analysis.verdict import BUG_RESHAPE
+from repro.core.analysis import reshape
+from repro.core.analysis.verdict import BUG_RESHAPE
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table

@@ -1,5 +1,5 @@
 """Bug 1 on vLLM's own ``_reshape_kv_cache``: one verdict per release and the reported cache's rows, every figure
-recomputed from notebook 01's release table with :mod:`repro.analysis.reshape_releases`."""
+recomputed from notebook 01's release table with :mod:`repro.studies.analysis.reshape_releases`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis import reshape_releases as rules
 from repro.report.model import Common, Section
+from repro.studies.analysis import reshape_releases as rules
 from repro.tables import Table
 
 #: The cache group PR #43988's error identifies.

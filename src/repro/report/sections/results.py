@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry, seeds
-from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
 from repro.report.model import Common, Section
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro import registry
-from repro.analysis import upstream_cost
-from repro.analysis.checks import truthy
-from repro.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
-from repro.analysis.reshape import SPLIT_CHECK
-from repro.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe
+from repro.core.analysis.checks import truthy
+from repro.core.analysis.reshape import SPLIT_CHECK
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe
 from repro.report.model import Common, Section
 from repro.report.sections.reshape import reported_group
+from repro.studies.analysis import upstream_cost
+from repro.studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
 from repro.tables import Facts, Table
 
 
@@ -34,7 +34,7 @@ class Reshape:
 
 @dataclass(frozen=True)
 class Gather:
-    """What each kernel did over the sweep, in :func:`repro.analysis.verdict.describe`'s words."""
+    """What each kernel did over the sweep, in :func:`repro.core.analysis.verdict.describe`'s words."""
 
     outcomes: str
     bug: str

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry, seeds
-from repro.analysis import jit as jit_rules
-from repro.analysis import upstream_cost
-from repro.analysis.affected import warmup_sentence
 from repro.registry import GPU_FAMILY_NAMES
 from repro.report import upstream_plots
 from repro.report.model import Common, Drawn, Section
+from repro.studies.analysis import jit as jit_rules
+from repro.studies.analysis import upstream_cost
+from repro.studies.analysis.affected import warmup_sentence
 from repro.tables import Facts, Plot, Table
 
 RATIOS, JIT_FIGURE = Plot.VLLM_RATIOS, Plot.VLLM_JIT

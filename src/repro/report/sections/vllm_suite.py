@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.analysis import vllm_suite as suite
 from repro.report.model import Common, Section
+from repro.studies.analysis import vllm_suite as suite
 
 ODD_COLUMNS = ("release", "form", "test", "outcome", "expected", "message")
 

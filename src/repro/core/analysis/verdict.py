@@ -1,0 +1,534 @@
+"""What a run showed, in the words a reviewer reads first: per bug, *reproduced* and *fix verified*
+(or what stood in the way), derived from the check tables and the registry's expectations.
+
+An implementation expected to reproduce a bug that does so is a reproduction, not a failure. An
+implementation under test (``implementation=...``) that goes wrong exactly as the bug predicts
+reproduces the bug in that implementation; one that matches the reference verifies a fix there. A
+run whose manifest says it did not finish is *incomplete*, whatever its finished checks say.
+
+The headline and the checks come from one rule (:func:`repro.core.analysis.gather.case_ok`, the rule every
+sweep row's ``ok`` was written with): a case that raised, timed out, changed an input or ended any way
+but a named fault is neither *matches* nor *the bug's signature*, and a headline claims success only when
+every failed check is one the bug predicts. Pandas and the registry only: no torch, no evidence code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from repro import registry
+from repro.core.analysis.checks import ChecksFailed, failed_checks, truthy
+from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
+from repro.core.analysis.rundata import RunData
+from repro.outcomes import FAULTED, OK
+from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.tables import Table
+
+BUG_RESHAPE = "vllm-project/vllm#43988"
+BUG_GATHER = "vllm-project/vllm#55109"
+BUG_SPLIT = "vllm-project/vllm#54877"
+#: Issue links that resolve outside vLLM's repository too (GitHub's cross-repository form).
+ISSUE_URL = "https://github.com/vllm-project/vllm/pull/{number}"
+
+REPRODUCED = "reproduced"
+FIX_VERIFIED = "fix verified"
+NOT_REPRODUCED = "not reproduced"
+FIX_NOT_VERIFIED = "fix not verified"
+INCOMPLETE = "incomplete"
+#: Case statuses that are the bug's fault: a named one (an illegal address, SIGSEGV of the case, ...).
+FAULT_STATUSES = (FAULTED,)
+#: The sweep, whose rows the gather's behaviour is read from (other tables' failures are named apart).
+SWEEP_TABLE = Table.SWEEP
+
+
+# --------------------------------------------------------------------------------------------
+# One gather implementation across the sweep.
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How one implementation fared across notebook 02's sweep."""
+
+    variant: str
+    counts: tuple[int, ...]
+    modes: tuple[str, ...]
+    wrong_from: int | None  # smallest request count whose output differed (any mode)
+    fault_from: int | None  # smallest request count whose process faulted (or would have: flagged lanes)
+    fault_modes: tuple[str, ...]
+    faults_observed: bool  # a process really faulted (GPU); False: the bounds-checked interpreter flagged it
+    bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
+    mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of cases that ran
+    no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
+    no_result: str = ""  # that case's status and error
+    changed_inputs: tuple[str, ...] = ()  # inputs some case changed
+    every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
+
+    @property
+    def correct(self) -> bool:
+        return self.every_case_ok and self.wrong_from is None and self.fault_from is None
+
+    @property
+    def cases(self) -> int:
+        return len(self.counts) * len(self.modes)
+
+
+def _num(value: Any) -> int:
+    number = pd.to_numeric(value, errors="coerce")
+    return 0 if pd.isna(number) else int(number)
+
+
+def _obs(row: pd.Series) -> dict:
+    changed = row.get("changed_inputs")
+    return {
+        "status": str(row["status"]),
+        "mismatched_tokens": _num(row.get("mismatched_tokens")),
+        "stray_writes": _num(row.get("stray_writes")),
+        "changed_inputs": "" if changed is None or pd.isna(changed) else str(changed),
+    }
+
+
+def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = None) -> Behaviour:
+    """One variant's record over the sweep; ``memory`` (CPU: flagged lanes per case) marks would-be faults."""
+    rows = sweep[sweep["variant"] == variant]
+    n = pd.to_numeric(rows["num_reqs"]).astype(int)
+    status = rows["status"].astype(str)
+    mism = rows["mismatched_tokens"].map(_num)
+    stray = rows["stray_writes"].map(_num)
+    wrong = (status == OK) & ((mism > 0) | (stray > 0))
+    faulted = status.isin(FAULT_STATUSES)
+    flagged = pd.Series(False, index=rows.index)
+    if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
+        mem = memory[memory["variant"] == variant]
+        far = mem[mem["out_of_bounds_lanes"].map(_num) > 0]
+        keys = set(zip(far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
+        flagged = pd.Series([(m, k) in keys for m, k in zip(rows["mode"].astype(str), n)], index=rows.index)
+    bad_fault = faulted | flagged
+    observed = [(int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())]
+    signature = bool(len(rows)) and all(case_ok(registry.EXPECT_BUG, k, o) for k, o in observed)
+    every_ok = all(case_ok(EXPECT_CORRECT, k, o) for k, o in observed)
+    nothing = ~status.isin((OK, *FAULT_STATUSES))
+    first_nothing = rows[nothing].assign(_n=n[nothing]).sort_values("_n").head(1)
+    changed = sorted({name.strip() for o in (o for _, o in observed) for name in o["changed_inputs"].split(",")} - {""})
+    ran = rows[status == OK]
+    return Behaviour(
+        variant=variant,
+        counts=tuple(sorted(set(n))),
+        modes=tuple(dict.fromkeys(rows["mode"].astype(str))),
+        wrong_from=int(n[wrong].min()) if wrong.any() else None,
+        fault_from=int(n[bad_fault].min()) if bad_fault.any() else None,
+        fault_modes=tuple(dict.fromkeys(rows.loc[bad_fault, "mode"].astype(str))),
+        faults_observed=bool(faulted.any()),
+        bug_signature=signature,
+        mismatches=tuple(
+            (str(m), int(k), _num(v))
+            for m, k, v in zip(ran["mode"], pd.to_numeric(ran["num_reqs"]), ran["mismatched_tokens"])
+        ),
+        no_result_from=int(n[nothing].min()) if nothing.any() else None,
+        no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
+        changed_inputs=tuple(changed),
+        every_case_ok=every_ok,
+    )
+
+
+def _requests(n: int) -> str:
+    return f"{n} request" + ("" if n == 1 else "s")
+
+
+def describe(b: Behaviour, short: bool = False) -> str:
+    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference at 1..256 requests``
+    (``short``: without the range and modes, for a table whose heading gives them)."""
+    if b.correct and short:
+        return "matches the reference"
+    if b.correct:
+        modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
+        return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
+    parts = []
+    if b.changed_inputs:
+        parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
+    if b.no_result_from is not None:
+        parts.append(f"gives no result from {_requests(b.no_result_from)} ({b.no_result})")
+    if b.wrong_from is not None:
+        parts.append(f"is wrong from {_requests(b.wrong_from)}" if b.wrong_from > 1 else "is wrong at 1 request")
+    if b.fault_from is not None:
+        verb = "faults" if b.faults_observed else "reads outside every allocation"
+        where = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
+        when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
+        parts.append(f"{verb} {where}{when}")
+    if not parts:  # every case observed and equal, yet a case failed the checks' rule
+        parts.append("fails a check of the sweep")
+    return " and ".join(parts)
+
+
+def same_mismatches(a: Behaviour, b: Behaviour) -> bool:
+    """Token-for-token the same mismatch counts in every case both ran (the same misreads)."""
+    common = {(m, n) for m, n, _ in a.mismatches} & {(m, n) for m, n, _ in b.mismatches}
+    da = {(m, n): v for m, n, v in a.mismatches}
+    db = {(m, n): v for m, n, v in b.mismatches}
+    return bool(common) and all(da[k] == db[k] for k in common)
+
+
+# --------------------------------------------------------------------------------------------
+# Per bug.
+
+
+@dataclass
+class Finding:
+    """One bug's verdict: the outcomes shown (``reproduced``, ``fix verified``, ...) and why."""
+
+    bug: str
+    title: str
+    outcomes: list[str]
+    text: str  # one paragraph: what was shown, with the numbers
+    problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
+    subject: str = ""  # the headline sentence when an implementation under test is the point of the run
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.problems
+
+
+def implementation_names(run: RunData) -> dict[str, str]:
+    """Reader-facing names of the implementations a run loaded from outside this repository, by
+    parameter (``implementation``, ``reference_gather``), from the provenance the run recorded."""
+    recorded = run.manifest.get("implementations") or {}
+    params = run.manifest.get("parameters") or {}
+    names = {}
+    for param in ("implementation", "reference_gather"):
+        info = recorded.get(param) or ({"target": params[param]} if params.get(param) else None)
+        if info:
+            names[param] = registry.provenance_name(info)
+    return names
+
+
+def _under_test_target(sweep: pd.DataFrame) -> str:
+    rows = sweep[sweep["variant"] == registry.UNDER_TEST_LABEL]
+    return str(rows["implementation"].iloc[0]) if len(rows) and "implementation" in rows else ""
+
+
+def gather_finding(
+    sweep: pd.DataFrame,
+    memory: pd.DataFrame | None = None,
+    under_test_name: str = "",
+    under_test_elsewhere: list[str] | None = None,
+) -> tuple[Finding, dict[str, Behaviour]]:
+    """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour.
+    ``under_test_elsewhere``: the implementation under test's failed checks in other tables (vLLM's
+    contiguous cases, ...): with any, it neither verifies a fix nor shows the bug's signature."""
+    elsewhere = list(under_test_elsewhere or [])
+    variants = list(dict.fromkeys(sweep["variant"].astype(str)))
+    seen = {v: behaviour(sweep, v, memory) for v in variants}
+    problems, outcomes, controls = [], [], []
+    bug = [v for v in variants if registry.role(v) == registry.ROLE_BUG]
+    fix = [v for v in variants if registry.role(v) == registry.ROLE_FIX]
+    for v in bug:
+        if not seen[v].bug_signature:
+            problems.append(f"{registry.prose(v)} {describe(seen[v])}: not the bug's signature")
+    for v in variants:
+        if (
+            registry.role(v) in (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN)
+            and not seen[v].correct
+        ):
+            problems.append(f"{registry.prose(v)} {describe(seen[v])}")
+    if bug:
+        shown = all(seen[v].bug_signature for v in bug)
+        outcomes.append(REPRODUCED if shown else NOT_REPRODUCED)
+        controls.append(f"{outcomes[-1]}: {registry.prose(bug[0])} {describe(seen[bug[0]])}")
+    if fix:
+        shown = all(seen[v].correct for v in fix)
+        outcomes.append(FIX_VERIFIED if shown else FIX_NOT_VERIFIED)
+        controls.append(f"{outcomes[-1]}: {registry.prose(fix[0])} {describe(seen[fix[0]])}")
+    subject, lead = "", ""
+    if registry.UNDER_TEST_LABEL in seen:
+        u = seen[registry.UNDER_TEST_LABEL]
+        target = _under_test_target(sweep)
+        name = under_test_name or f"`{target}`"
+        if target in registry.builtin_targets():
+            controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
+            if not u.correct:
+                problems.append(f"the implementation under test `{target}` {describe(u)}")
+        elif elsewhere:
+            if u.correct:
+                first = elsewhere[0].split(": ", 1)[-1][:160]
+                subject = (
+                    f"{name} matches the reference in the sweep but fails {len(elsewhere)} other check(s): {first}"
+                )
+            else:
+                subject = f"{name} {describe(u)}, and fails {len(elsewhere)} check(s) outside the sweep"
+            lead = subject
+            problems.append(subject)
+        elif u.bug_signature:
+            like = [v for v in bug if same_mismatches(u, seen[v])]
+            subject = f"{REPRODUCED}: {name} {describe(u)}"
+            lead = f"{REPRODUCED} in {name}: it {describe(u)}, the bug's signature" + (
+                f", with the same mismatch counts as {registry.prose(like[0])} in every case" if like else ""
+            )
+            outcomes = [REPRODUCED, *[o for o in outcomes if o != REPRODUCED]]
+        elif u.correct:
+            subject = f"{FIX_VERIFIED}: {name} {describe(u)}"
+            lead = f"{FIX_VERIFIED} in {name}: it {describe(u)}"
+            outcomes = [FIX_VERIFIED, *[o for o in outcomes if o != FIX_VERIFIED]]
+        else:
+            subject = f"{name} {describe(u)}: not the bug's signature"
+            lead = subject
+            problems.append(subject)
+    if lead:
+        text = f"{lead}. Controls: " + "; ".join(controls) + "."
+    else:
+        text = "; ".join(controls) + "."
+    return Finding(BUG_GATHER, "strided block-table gather", outcomes, text, problems, subject), seen
+
+
+def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_check: str) -> Finding:
+    """The reshape-overrun verdict from notebook 01's checks and per-group table."""
+    ok = checks["ok"].map(truthy)
+    variant = checks["variant"].astype(str)
+    split = checks["check"] == split_check
+    bug_ok = bool(ok[(variant == RESHAPE_BUGGY) & ~split].all())
+    fix_ok = bool(ok[(variant == RESHAPE_FIXED) & ~split].all())
+    outcomes = [REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED]
+    sentences, problems = [], []
+    if groups is not None and len(groups):
+        buggy = groups[(groups["variant"] == RESHAPE_BUGGY) & ~groups["fits"].map(truthy)]
+        fixed = groups[groups["variant"] == RESHAPE_FIXED]
+        if len(buggy):
+            overs = ", ".join(f"{g} {float(o):.0f}x" for g, o in zip(buggy["cache group"], buggy["overrun"]))
+            sentences.append(
+                f"{outcomes[0]}: the buggy view over-asks in every compressed cache group ({overs})"
+                + ("; PyTorch rejects it with the error the PR reports, every number equal" if bug_ok else "")
+            )
+        fits = int(fixed["fits"].map(truthy).sum())
+        sentences.append(f"{outcomes[1]}: the fixed view fits in {fits} of {len(fixed)} cache groups")
+    else:
+        sentences.append(f"{outcomes[0]}; {outcomes[1]}")
+    if not bug_ok:
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_BUGGY)], checks["observed"])]
+    if not fix_ok:
+        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_FIXED)], checks["observed"])]
+    if split.any():
+        s_ok = bool(ok[split].all())
+        sentences.append(
+            f"the fixed code still over-asks for padded uncompressed groups split into smaller kernel blocks "
+            f"({BUG_SPLIT}: {'shown' if s_ok else 'not shown'})"
+        )
+    return Finding(BUG_RESHAPE, "reshape overrun", outcomes, "; ".join(sentences) + ".", problems)
+
+
+def releases_finding(matrix: pd.DataFrame) -> Finding:
+    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
+    with the PR's row pitch, from :mod:`repro.studies.analysis.releases`' verdicts."""
+    from repro.studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
+
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
+    fixed = bad[bad["patch"] == "fixed"]
+    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
+    releases = sorted(shipped["release"].unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
+    if len(bad):
+        outcomes.append(FIX_VERIFIED if len(fixed) == len(bad) else FIX_NOT_VERIFIED)
+    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
+    text = (
+        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
+        f"gathers that ran are wrong or fault ({faulting} fault)"
+    )
+    if len(bad):
+        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of those {len(bad)} correct"
+    not_run = len(shipped) - len(ran)
+    if not_run:
+        text += f"; {not_run} shipped kernels did not run here (see the section)"
+    problems = [
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in bad.itertuples() if r.patch != "fixed"
+    ]
+    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
+
+
+# --------------------------------------------------------------------------------------------
+# The run.
+
+
+@dataclass
+class RunVerdict:
+    title: str
+    complete: bool
+    findings: list[Finding]
+    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
+    checks: int
+    checks_ok: int
+    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
+
+    @property
+    def failed(self) -> int:
+        return self.checks - self.checks_ok + len(self.disagreements)
+
+
+def not_finished(manifest: Mapping[str, Any]) -> list[str]:
+    """Notebooks that did not run to their end: broke, still running or never started. A notebook
+    that ended by naming failed checks finished."""
+    out = []
+    for name, st in (manifest.get("notebooks") or {}).items():
+        status = str(st.get("status", ""))
+        error = str(st.get("error") or "")
+        if status == "ok" or error.startswith(ChecksFailed.__name__):
+            continue
+        first = error.splitlines()[0] if error else status
+        out.append(f"{name}: {first}")
+    named = {line.split(":", 1)[0] for line in out}
+    for line in manifest.get("failed_notebooks") or []:
+        name = str(line).split(":", 1)[0]
+        if ChecksFailed.__name__ not in str(line) and name not in named:
+            out.append(str(line).splitlines()[0])
+    return out
+
+
+def explained_failures(run: RunData) -> tuple[int, int]:
+    """(failed checks, those an implementation under test fails exactly where the bug's expectation
+    passes it): such failures are the reproduction, not a defect of the evidence."""
+    failed = explained = 0
+    for table in run.check_tables().values():
+        bad = table[~table["ok"].map(truthy)]
+        failed += len(bad)
+        explained += sum(_explained(row) for _, row in bad.iterrows())
+    return failed, explained
+
+
+def _explained(row: pd.Series) -> bool:
+    """A failed check row of the implementation under test that passes the bug's expectation."""
+    if str(row.get("variant")) != registry.UNDER_TEST_LABEL or "mode" not in row:
+        return False
+    n, mode = _num(row.get("num_reqs")), str(row["mode"])
+    if "error_count" in row and "sanitizer_status" in row:
+        _, want = memcheck_expectation(registry.EXPECT_BUG, mode, n)
+        return str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
+    if "status" in row and "mismatched_tokens" in row:
+        return case_ok(registry.EXPECT_BUG, n, _obs(row))
+    if "out_of_view_lanes" in row and "out_of_bounds_lanes" in row:
+        lanes = {
+            "out_of_view_lanes": _num(row["out_of_view_lanes"]),
+            "out_of_bounds_lanes": _num(row["out_of_bounds_lanes"]),
+        }
+        expectation = memory_expectation(registry.EXPECT_BUG, mode, n, lanes)
+        return expectation is not None and expectation[1]
+    return False
+
+
+def under_test_elsewhere(run: RunData) -> list[str]:
+    """Failed checks of the implementation under test outside the sweep (and its memory-safety record), each
+    named: vLLM's own cases on contiguous tables and the like, where the bug predicts no failure."""
+    out = []
+    for name, table in run.check_tables().items():
+        if name == SWEEP_TABLE or "variant" not in table:
+            continue
+        rows = table[table["variant"].astype(str) == registry.UNDER_TEST_LABEL]
+        bad = rows[~rows["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
+
+
+def unexplained_failures(run: RunData) -> list[str]:
+    """Every failed check the bug does not predict, named (what keeps a headline from claiming success)."""
+    out = []
+    for table in run.check_tables().values():
+        bad = table[~table["ok"].map(truthy)]
+        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+    return out
+
+
+def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
+    """Findings per bug, completeness, and the one-line title the report leads with."""
+    names = implementation_names(run)
+    findings: list[Finding] = []
+    checks = run.table(Table.RESHAPE_CHECKS)
+    if checks is not None and len(checks):
+        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
+    sweep = run.table(Table.SWEEP)
+    if sweep is not None and len(sweep):
+        finding, _ = gather_finding(
+            sweep,
+            run.table(Table.MEMORY_SAFETY),
+            names.get("implementation", ""),
+            under_test_elsewhere(run),
+        )
+        findings.append(finding)
+    matrix = run.table(Table.RELEASE_MATRIX)
+    if matrix is not None and len(matrix):
+        findings.append(releases_finding(matrix))
+    total = ok = 0
+    for table in run.check_tables().values():
+        total += len(table)
+        ok += int(table["ok"].map(truthy).sum())
+    failed, explained = explained_failures(run)
+    unfinished = not_finished(run.manifest)
+    complete = run.finished and not unfinished
+    disagreements = rule_disagreements(run)
+    return RunVerdict(
+        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
+        complete=complete,
+        findings=findings,
+        not_finished=unfinished,
+        checks=total,
+        checks_ok=ok,
+        failed_explained=explained if failed else 0,
+        disagreements=disagreements,
+    )
+
+
+def rule_disagreements(run: RunData) -> list[str]:
+    """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
+    by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
+    failed check, so the exit code, the checks and the headline cannot part."""
+    sweep = run.table(SWEEP_TABLE)
+    if sweep is None or not len(sweep) or not {"status", "mismatched_tokens", "variant", "num_reqs"} <= set(sweep):
+        return []
+    out = []
+    for _, row in sweep.iterrows():
+        rule = case_ok(registry.expectation(str(row["variant"])), _num(row["num_reqs"]), _obs(row))
+        if truthy(row["ok"]) != rule:
+            out.append(
+                f"{row.get('notebook', '?')}: {row['check']} [{row['variant']}, {row.get('mode', '')}, "
+                f"n={row['num_reqs']}]: ok is {row['ok']} but the checks' rule gives {rule} for what it observed "
+                f"({row.get('observed', '')})"
+            )
+    return out
+
+
+def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
+    if not complete:
+        why = (
+            f"the run is {run.status!r}, not finished"
+            if not run.finished
+            else f"{len(unfinished)} notebook(s) did not finish"
+        )
+        return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+    problems = [p for f in findings for p in f.problems[:1]]
+    if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
+        return "Unexpected results: " + (
+            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
+        )
+    subject = next((f.subject for f in findings if f.subject), "")
+    if subject:
+        return subject[0].upper() + subject[1:]
+    if not findings:
+        measured = [
+            what
+            for table, what in (
+                (Table.PERF_MEDIANS, "the cost of the fix"),
+                (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
+                (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
+                (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
+                (Table.RUNNER_ANSWERS, "whether each release's runner hands a gather a narrowed table"),
+            )
+            if table in run.tables and len(run.tables[table])
+        ]
+        if measured:
+            return "Measurements, no reproduction in this run: " + ", ".join(measured)
+        return "No verdict: this run holds no evidence of either bug"
+    outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
+    bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}"

@@ -1,0 +1,152 @@
+"""What PR #55109's change costs on vLLM's own kernel: ratios and headline figures per release, from the
+medians of notebook 03's vLLM arms (``results/03-vllm-medians.csv``). Pandas only.
+
+Per release, shape and launch mode (the arms are :func:`repro.registry.upstream_bench_arms`, timed in the
+same alternating rounds):
+
+* ``patched/released (contig)``: PR #55109's kernel over the shipped one, both on a contiguous table,
+  where both read the same addresses: what turning the row pitch from a ``tl.constexpr`` into a runtime
+  argument costs;
+* ``patched narrowed/contig``: PR #55109's kernel on the narrowed view over the contiguous table: what
+  reading rows ``stride(0)`` apart costs (one compiled binary for both);
+* ``copy over patched (view)``: the rejected ``.contiguous()`` + shipped kernel over PR #55109's kernel,
+  on the same narrowed view; ``copy over released (contig)``: the same over today's baseline.
+
+A ratio inside :data:`~repro.core.analysis.performance.NO_COST_BAND` costs nothing measurable. Kernel cost is
+judged on CUDA-graph replays; eager medians include vLLM's own Python launch path.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from repro.core.analysis.performance import NO_COST_BAND
+from repro.registry import upstream_arm_of, upstream_pairs
+
+#: The two ratios the headline holds against the no-cost band, and the copy overheads it reports.
+BAND_RATIOS = ("patched/released (contig)", "patched narrowed/contig")
+COPY_RATIOS = ("copy over patched (view)", "copy over released (contig)")
+
+
+def _version_key(origin: str) -> tuple:
+    return tuple(int(p) for p in origin.split()[-1].split("."))
+
+
+def origins(medians: pd.DataFrame) -> list[str]:
+    """The releases (``"vLLM <version>"``) a medians table holds arms of, oldest first."""
+    found = {a.origin for a in map(upstream_arm_of, medians["arm"].unique()) if a is not None}
+    return sorted(found, key=_version_key)
+
+
+def ratio_rows(medians: pd.DataFrame) -> pd.DataFrame:
+    """One row per release, shape and launch mode: the four ratios and the shipped kernel's median."""
+    rows = []
+    for origin in origins(medians):
+        pairs = upstream_pairs(origin)
+        mine = medians[medians["arm"].isin({label for pair in pairs.values() for label in pair})]
+        for (L, n, mode), g in mine.groupby(["seq_len", "num_reqs", "launch"], sort=True):
+            t = dict(zip(g["arm"], g["median_us"]))
+            row = {"code": origin, "seq_len": int(L), "num_reqs": int(n), "launch": mode}
+            row["released_us"] = t.get(pairs["patched/released (contig)"][1])
+            for name, (num, den) in pairs.items():
+                row[f"{name}_ratio"] = t[num] / t[den] if num in t and den in t else None
+            rows.append(row)
+    return pd.DataFrame(rows).round(4)
+
+
+def _spread(values: pd.Series) -> dict:
+    lo, hi = NO_COST_BAND
+    v = values.dropna().astype(float)
+    return {
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "median": float(v.median()),
+        "outside_band": int(((v < lo) | (v > hi)).sum()),
+        "points": len(v),
+    }
+
+
+def headline(ratios: pd.DataFrame) -> dict:
+    """Per release: each ratio's spread (graph and eager) and one sentence; ``headline``: every release's."""
+    lo, hi = NO_COST_BAND
+    facts: dict = {"band": [lo, hi], "releases": {}}
+    texts = []
+    for origin in sorted(set(ratios["code"]), key=_version_key):
+        mine = ratios[ratios["code"] == origin]
+        per: dict = {}
+        for mode in ("graph", "eager"):
+            at = mine[mine["launch"] == mode]
+            if len(at):
+                per[mode] = {name: _spread(at[f"{name}_ratio"]) for name in (*BAND_RATIOS, *COPY_RATIOS)}
+        facts["releases"][origin] = per
+        if "graph" not in per:
+            continue
+        g = per["graph"]
+        cost, stride = g[BAND_RATIOS[0]], g[BAND_RATIOS[1]]
+        copy_fix, copy_base = g[COPY_RATIOS[0]], g[COPY_RATIOS[1]]
+        text = (
+            f"{origin}'s own kernel, CUDA-graph replays over {cost['points']} shapes: PR #55109's kernel takes "
+            f"{cost['min']:.3f}-{cost['max']:.3f}x the shipped kernel's time on contiguous tables "
+            f"({cost['outside_band']} outside {lo}-{hi}) and {stride['min']:.3f}-{stride['max']:.3f}x on the "
+            f"narrowed view of its contiguous time ({stride['outside_band']} outside); .contiguous() + the shipped "
+            f"kernel takes a median {100 * (copy_fix['median'] - 1):+.1f}% over PR #55109's kernel on the same view "
+            f"({100 * (copy_base['median'] - 1):+.1f}% over today's contiguous baseline)"
+        )
+        if "eager" in per:
+            e = per["eager"][BAND_RATIOS[0]]
+            text += (
+                f"; eager (vLLM's Python launch path included) the patched/shipped ratio is "
+                f"{e['min']:.3f}-{e['max']:.3f} ({e['outside_band']} of {e['points']} outside)"
+            )
+        per["headline"] = text + "."
+        texts.append(per["headline"])
+    facts["headline"] = " ".join(texts)
+    return facts
+
+
+def cost_table(ratios: pd.DataFrame, origin: str, launch: str = "graph") -> pd.DataFrame:
+    """One release's ratios at every shape for one launch mode, with short column names (report tables)."""
+    mine = ratios[(ratios["code"] == origin) & (ratios["launch"] == launch)]
+    cols = {"seq_len": "tokens", "num_reqs": "requests", "released_us": "shipped us"}
+    cols |= {f"{name}_ratio": name for name in (*BAND_RATIOS, *COPY_RATIOS)}
+    return mine[list(cols)].rename(columns=cols).reset_index(drop=True)
+
+
+def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
+    """One row per release and function holding gather calls: how many calls per loop iteration (prefill
+    chunk) and layer, how many of them depend on a condition, and how they run under the defaults."""
+    if sites is None or not len(sites):
+        return pd.DataFrame()
+    rows = []
+    for (release, module, function), g in sites.groupby(["release", "module", "function"], sort=False):
+        conditional = g[g["condition"].fillna("").astype(str) != ""]
+        rows.append(
+            {
+                "release": release,
+                "module": module,
+                "function": function,
+                "loop": " | ".join(sorted(set(g["loop"].astype(str)))),
+                "calls per iteration": len(g),
+                "conditional calls": len(conditional),
+                "conditions": ", ".join(sorted(set(conditional["condition"].astype(str)))),
+                "default cudagraph_mode": g["default cudagraph_mode"].iloc[0],
+                "breakable CUDA graph by default": g["breakable CUDA graph by default"].iloc[0],
+                "runs": " | ".join(sorted(set(g["runs"].astype(str)))),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def production_path_text(summary: pd.DataFrame, module_part: str = "/nvidia/") -> str:
+    """One sentence per release about its CUDA path (modules whose path contains ``module_part``)."""
+    if summary is None or not len(summary):
+        return ""
+    texts = []
+    for _, r in summary[summary["module"].str.contains(module_part, regex=False)].iterrows():
+        n = int(r["conditional calls"])
+        guard = f" ({n} of them only where `{r['conditions']}`)" if n else ""
+        texts.append(
+            f"{r['release']}: {r['function']} ({r['module']}) calls the gather {r['calls per iteration']} times per "
+            f"iteration of `{r['loop']}`{guard}; under the defaults it runs {r['runs']}."
+        )
+    return " ".join(texts)

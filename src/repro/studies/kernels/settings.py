@@ -1,0 +1,135 @@
+"""The launch settings of the K-cache gathers and the streaming kernels, as plain values.
+
+:class:`TileSettings` says how one tile of tokens is loaded and stored (the tile layouts of
+:mod:`repro.studies.kernels.tiles`, cache operators, eviction hints); :class:`FastSettings` how :func:`gather_fast
+<repro.studies.kernels.fast.gather_fast>` launches (tile size, warps, grid filling, tiles per program). They hold no
+kernel, so code that only names settings (the ceiling's list of streaming kernels, the tuning sweep's
+candidates) imports them before the profile decides between Triton's compiler and its interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from repro.core.geometry.layout import DSV4
+
+#: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
+TILES = ("grouped", "lanes")
+#: PTX cache operators Triton accepts on loads and stores ("" = the default).
+LOAD_CACHE = ("", ".ca", ".cg", ".cv")
+STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
+#: Eviction policies ("" = the default).
+EVICT = ("", "evict_first", "evict_last")
+
+
+@dataclass(frozen=True)
+class TileSettings:
+    """How one tile of tokens is loaded and stored (compile-time constants of the kernels)."""
+
+    tile: str = "grouped"
+    overread: bool = False
+    load_cache: str = ""
+    load_evict: str = "evict_first"
+    store_cache: str = ""
+    store_evict: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value, accepted in (
+            ("tile", self.tile, TILES),
+            ("load_cache", self.load_cache, LOAD_CACHE),
+            ("store_cache", self.store_cache, STORE_CACHE),
+            ("load_evict", self.load_evict, EVICT),
+            ("store_evict", self.store_evict, EVICT),
+        ):
+            if value not in accepted:
+                raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
+        if not isinstance(self.overread, bool):
+            raise ValueError(f"overread must be a bool, got {self.overread!r}")
+
+    def constexprs(self) -> dict:
+        """The kernels' keyword arguments for these settings (with the record geometry)."""
+        return {
+            "TILE": TILES.index(self.tile),
+            "OVERREAD": self.overread,
+            "LOAD_CACHE": self.load_cache,
+            "LOAD_EVICT": self.load_evict,
+            "STORE_CACHE": self.store_cache,
+            "STORE_EVICT": self.store_evict,
+            **RECORD_CONSTEXPRS,
+        }
+
+    def label(self) -> str:
+        parts = [self.tile]
+        if self.overread:
+            parts.append("overread")
+        for name in ("load_cache", "load_evict", "store_cache", "store_evict"):
+            value = getattr(self, name)
+            if value != getattr(DEFAULT_TILE, name):
+                parts.append(f"{name} {value or 'none'}")
+        return ", ".join(parts)
+
+
+DEFAULT_TILE = TileSettings()
+
+#: The record geometry as the kernels' constexprs.
+RECORD_CONSTEXPRS = {
+    "N_GROUPS": DSV4.scale_bytes,  # the 7 quant blocks rounded up to a power of two
+    "N_SCALES": DSV4.n_scales,
+    "QUANT_BLOCK": DSV4.quant_block,
+    "FP8_DIM": DSV4.fp8_bytes,
+    "HEAD_DIM": DSV4.head_dim,
+}
+
+
+def _is_pow2(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (v & (v - 1)) == 0
+
+
+@dataclass(frozen=True)
+class FastSettings:
+    """How :func:`gather_fast` launches: tile size, warps, grid filling, tiles per program, tile layout."""
+
+    block_t: int = 8  # tokens per tile (a power of two)
+    num_warps: int = 4  # warps per program (a power of two <= 32)
+    min_block_t: int = 8  # smallest tile the grid-filling heuristic may shrink to
+    waves: float = 2  # shrink the tile while the grid has fewer than waves * SMs programs
+    tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
+    num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
+    prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
+    tile: TileSettings = field(default_factory=TileSettings)
+
+    def __post_init__(self) -> None:
+        for name in ("block_t", "min_block_t", "num_warps", "tiles_per_program"):
+            if not _is_pow2(getattr(self, name)):
+                raise ValueError(f"{name} must be a power of two >= 1, got {getattr(self, name)!r}")
+        if self.num_warps > 32:
+            raise ValueError(f"num_warps must be a power of two <= 32, got {self.num_warps!r}")
+        if isinstance(self.waves, bool) or not isinstance(self.waves, (int, float)) or self.waves < 0:
+            raise ValueError(f"waves must be a non-negative number, got {self.waves!r}")
+        if not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
+            raise ValueError(f"num_stages must be an int from 1 to 8, got {self.num_stages!r}")
+        if not isinstance(self.tile, TileSettings):
+            raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
+        if self.prefetch and not self.tile.tile.startswith("lanes"):
+            raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
+
+    def label(self) -> str:
+        text = f"{self.block_t} tok x {self.num_warps} warps"
+        if self.tiles_per_program > 1:
+            text += f", {self.tiles_per_program} tiles/program"
+        if self.num_stages > 1:
+            text += f", {self.num_stages} stages"
+        if self.prefetch:
+            text += ", prefetch"
+        return f"{text}, {self.tile.label()}"
+
+
+#: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweep at
+#: 256 x 2,048 tokens (data/h200/tuning-gather-fast.md, run 3): the chunk-major "lanes" tile, 8 tokens and
+#: 4 warps per program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small.
+DEFAULT_SETTINGS = FastSettings(min_block_t=4, tile=TileSettings(tile="lanes", load_evict=""))
+
+
+def with_settings(**changes) -> FastSettings:
+    """:data:`DEFAULT_SETTINGS` with some fields changed (``tile=`` takes a :class:`TileSettings`)."""
+    return replace(DEFAULT_SETTINGS, **changes)

@@ -1,0 +1,543 @@
+"""Which gather a release runs: per GPU family, model and record, decided by the release's own code.
+
+For one release and one :class:`~repro.studies.upstream.platforms.GpuFamily` the chain is run, link by link, with
+:class:`~repro.studies.upstream.released_code.ReleasedCode` (each link the release's own definition; the family's
+facts are the only stand-ins):
+
+1. the model package's ``__init__`` picks a platform implementation (its ``if`` tests evaluated);
+2. that implementation's attention selector (``_select_dsv4_attn_cls``, ``_select_v4_sparse_impl``) is
+   called with a default configuration; without one, the implementation's only class calling the gather
+   dispatcher is the backend;
+3. DeepSeek-V4.1's record widths are computed by the statements of its attention ``__init__`` that assign
+   them (the default ``--kv-cache-dtype`` read from ``CacheConfig``); DeepSeek-V4's gather module reads
+   one record only;
+4. the dispatcher the backend calls (``dequantize_and_gather_k_cache``) is called with a K cache of each
+   record width, ``has_cutedsl()`` being the release's own function on the family's ``importlib``; every
+   Triton gather's ``run`` and the CuTe-DSL entry are intercepted, so what launches is observed and nothing
+   runs (no GPU needed).
+
+A link that cannot run ends the path in a row saying which definition and why, never a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from repro.registry import (
+    DISPATCH_NO_KERNEL,
+    DISPATCH_NOT_DECIDED,
+    DISPATCH_NOT_GATHERED,
+    DISPATCH_NOT_SHIPPED,
+    DISPATCH_RAISED,
+    DISPATCH_RAN,
+    NOT_LOADED,
+)
+from repro.studies.upstream import platforms as pf
+from repro.studies.upstream import warmups
+from repro.studies.upstream.arms import CUTEDSL_PREFIX
+from repro.studies.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
+from repro.studies.upstream.members import DISPATCH
+from repro.studies.upstream.released_code import ClassRef, NotProvided, ReleasedCode, StatementFailed
+from repro.studies.upstream.wheelcache import CacheMiss, ensure_release
+
+DISPATCHER = "dequantize_and_gather_k_cache"
+IMPORT_UTILS = "vllm/utils/import_utils.py"
+CACHE_CONFIG = "vllm/config/cache.py"
+SELECTOR = re.compile(r"^_select_\w*(attn|impl)\w*$")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    package: str  # vllm/models/<package>
+    legacy_module: str = ""  # the single-module layout before the package existed
+
+
+@dataclass(frozen=True)
+class Record:
+    bytes: int
+    kind: str  # discovery's record kind: v4 | mxfp8 | nvfp4
+    display: str
+
+
+V4 = Model("DeepSeek-V4", "deepseek_v4", "vllm/model_executor/models/deepseek_v4.py")
+V41 = Model("DeepSeek-V4.1", "deepseek_v41")
+MODELS = (V4, V41)
+FP8_DS_MLA = Record(584, "v4", "584 B fp8_ds_mla")
+MXFP8 = Record(528, "mxfp8", "528 B MXFP8")
+NVFP4 = Record(288, "nvfp4", "288 B NVFP4")
+RECORDS = (FP8_DS_MLA, MXFP8, NVFP4)
+
+COLUMNS = (
+    "release",
+    "gpu_family",
+    "model",
+    "record",
+    "backend",
+    "gather_kernel",
+    "default_record_for",
+    "status",
+    "matrix_kernel",
+    "how",
+)
+#: What a Triton launch is called in ``gather_kernel`` (a CuTe-DSL launch starts with ``CUTEDSL_PREFIX``).
+TRITON_PREFIX = "triton:"
+
+
+class PathNotDecided(RuntimeError):
+    """A link of the chain could not run; the message names the release's definition and the reason."""
+
+
+@dataclass
+class Path:
+    """What one release decides for one family and model, before the per-record dispatch."""
+
+    backend: str = ""
+    backend_member: str = ""
+    gather_sites: list[str] = field(default_factory=list)  # "Class.method" calling the dispatcher
+    dispatcher_member: str = ""
+    records: dict[int, str] = field(default_factory=dict)  # record bytes -> "compressed + SWA" etc.
+    how: list[str] = field(default_factory=list)
+
+
+def released_code(
+    read: Callable[[str], str], members: Iterable[str], release: str, family: pf.GpuFamily, parsed: dict | None = None
+) -> ReleasedCode:
+    code = ReleasedCode(read, list(members), label=f"vLLM {release}", parsed=parsed)
+    pf.install(code, family)
+    code.standins["vllm.triton_utils"] = triton_utils()
+    return code
+
+
+def triton_utils() -> types.ModuleType:
+    """``vllm.triton_utils`` re-exports Triton (and probes GPU drivers, which a study host has none of)."""
+
+    module = types.ModuleType("vllm.triton_utils")
+    module.triton, module.tl, module.HAS_TRITON = triton, tl, True
+    return module
+
+
+def default_config(code: ReleasedCode) -> Any:
+    """The engine configuration a selector reads, at vLLM's defaults (no ``--attention-backend``, TP 1).
+
+    The model facts are those of the 64-head geometry with wo_a groups of 8 heads that vLLM's own
+    mega-attention code is measured on (``o_groups`` is what its availability check reads)."""
+    ns = types.SimpleNamespace
+    hf = ns(num_attention_heads=64, o_groups=8)
+    return ns(
+        attention_config=ns(backend=None),
+        parallel_config=ns(
+            prefill_context_parallel_size=1, tensor_parallel_size=1, decode_context_parallel_size=1, use_ubatching=False
+        ),
+        model_config=ns(hf_config=hf, hf_text_config=hf, max_model_len=8192),
+        cache_config=ns(cache_dtype=default_cache_dtype(code)),
+        kernel_config=ns(moe_backend=None, enable_jit_warmup=True),
+        speculative_config=None,
+        lora_config=None,
+        use_v2_model_runner=False,
+    )
+
+
+def default_cache_dtype(code: ReleasedCode) -> str:
+    """``--kv-cache-dtype``'s default: the release's ``CacheConfig.cache_dtype``."""
+    if CACHE_CONFIG not in code.members:
+        return "auto"
+    try:
+        value = code.value(CACHE_CONFIG, "CacheConfig").cache_dtype
+    except (AttributeError, NotProvided):
+        return "auto"
+    return value if isinstance(value, str) else "auto"
+
+
+# ---- link 1: platform implementation ---------------------------------------------------------------------
+def implementation(code: ReleasedCode, model: Model) -> tuple[str, str]:
+    """(directory of the platform implementation, evidence); ("", why) when the model is not shipped."""
+    init = f"vllm/models/{model.package}/__init__.py"
+    if init in code.members:
+        imports = code.taken_imports(init)
+        causal = [m for m, n in imports if n.endswith("ForCausalLM") and "DSpark" not in n]
+        if not causal:
+            raise PathNotDecided(f"{init}: no ...ForCausalLM import on the taken branch")
+        module = causal[0]
+        sub = module.rsplit(".", 1)[0].replace(".", "/")
+        return sub + "/", f"{init} imports {module} on this platform"
+    if model.legacy_module and model.legacy_module in code.members:
+        return "vllm/", f"{model.legacy_module}: one implementation for every platform"
+    return "", f"vLLM {code.label} ships no vllm/models/{model.package}"
+
+
+# ---- link 2: attention backend ---------------------------------------------------------------------------
+def _functions(code: ReleasedCode, member: str) -> list[str]:
+    return [n.name for n in code.tree(member).body if isinstance(n, ast.FunctionDef)]
+
+
+def _calls_dispatcher(node: ast.AST) -> bool:
+    return any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == DISPATCHER for c in ast.walk(node)
+    )
+
+
+def gather_callers(code: ReleasedCode, directory: str) -> list[tuple[str, str]]:
+    """(member, class) of every class under ``directory`` with a method calling the dispatcher."""
+    found = []
+    for member in sorted(m for m in code.members if m.startswith(directory)):
+        if "/ops/" in member or member.endswith("cache_utils.py"):
+            continue
+        for node in code.tree(member).body:
+            if isinstance(node, ast.ClassDef) and _calls_dispatcher(node):
+                found.append((member, node.name))
+    return found
+
+
+def backend(code: ReleasedCode, model: Model, directory: str) -> tuple[ClassRef, list[str]]:
+    """The attention class the release selects by default, and how that was found."""
+    root = f"vllm/models/{model.package}/"
+    candidates = [f"{directory}model.py", f"{root}attention.py"] if directory != "vllm/" else []
+    for member in candidates:
+        if member not in code.members:
+            continue
+        for name in _functions(code, member):
+            if not SELECTOR.match(name):
+                continue
+            fn = code.function(member, name)
+            node = code.toplevel(member, name)
+            args = [default_config(code)] if node.args.args else []
+            try:
+                chosen = fn(*args)
+            except Exception as exc:  # the row says which definition and why
+                raise PathNotDecided(f"{member}:{name} raised {type(exc).__name__}: {exc}") from None
+            if not isinstance(chosen, ClassRef):
+                raise PathNotDecided(f"{member}:{name} returned {chosen!r}, not a released class")
+            return chosen, [f"{member}:{name}() -> {chosen.__name__}"]
+    scope = directory if directory != "vllm/" else "vllm/"
+    callers = gather_callers(code, scope)
+    if len(callers) == 1:
+        member, name = callers[0]
+        cls = code.value(member, name)
+        return cls, [f"no selector; {member}:{name} is the only class under {scope} calling {DISPATCHER}"]
+    if not callers:
+        raise PathNotDecided(f"no selector and no class under {scope} calls {DISPATCHER}")
+    names = ", ".join(f"{m}:{n}" for m, n in callers)
+    raise PathNotDecided(f"no selector and several classes under {scope} call {DISPATCHER}: {names}")
+
+
+def gather_sites(cls: ClassRef) -> tuple[list[str], ClassRef | None]:
+    """``Class.method`` names along the class's bases that call the dispatcher, and the class holding them."""
+    for c in cls.lineage():
+        methods = [
+            f"{c.__name__}.{n.name}" for n in c._node.body if isinstance(n, ast.FunctionDef) and _calls_dispatcher(n)
+        ]
+        if methods:
+            return methods, c
+    return [], None
+
+
+# ---- link 3: records -------------------------------------------------------------------------------------
+RECORD_TARGETS = (
+    "kv_cache_dtype",
+    "kv_mxfp8",
+    "kv_bytes_per_token",
+    "swa_bytes_per_token",
+    "compressed_bytes_per_token",
+)
+
+
+def _assigns_self(stmt: ast.stmt, names: Iterable[str]) -> bool:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+    flat = []
+    for t in targets:
+        flat.extend(t.elts if isinstance(t, ast.Tuple) else [t])
+    return any(
+        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and t.attr in names
+        for t in flat
+    )
+
+
+def record_widths(code: ReleasedCode, cls: ClassRef) -> tuple[dict[str, int], list[str]]:
+    """The record widths the class's ``__init__`` assigns, by running those statements as released."""
+    for owner in cls.lineage():
+        init = owner.own("__init__")
+        if init is None:
+            continue
+        stmts = [s for s in init.body if _assigns_self(s, RECORD_TARGETS)]
+        if not stmts:
+            continue
+        cfg = default_config(code)
+        asked = cfg.cache_config.cache_dtype
+        self_obj = cls.instance()
+        local = {"self": self_obj, "cache_config": cfg.cache_config, "vllm_config": cfg}
+        try:
+            code.execute_all(owner._member, stmts, local, f"{owner.__name__}.__init__")
+        except StatementFailed as exc:
+            raise PathNotDecided(str(exc)) from None
+        attrs = object.__getattribute__(self_obj, "_attrs")
+        swa = attrs.get("swa_bytes_per_token", attrs.get("kv_bytes_per_token"))
+        compressed = attrs.get("compressed_bytes_per_token", swa)
+        lines = ", ".join(str(s.lineno) for s in stmts)
+        how = (
+            f"{owner._member}:{owner.__name__}.__init__ lines {lines} (kv-cache dtype "
+            f"{asked!r} -> {attrs.get('kv_cache_dtype')!r}): compressed {compressed} B, SWA {swa} B"
+        )
+        return {"compressed": compressed, "SWA": swa}, [how]
+    raise PathNotDecided(f"no __init__ along {cls.__name__}'s bases assigns the record widths")
+
+
+def uses_of(widths: dict[str, int]) -> dict[int, str]:
+    out: dict[int, list[str]] = {}
+    for cache, width in widths.items():
+        out.setdefault(width, []).append(cache)
+    return {w: " + ".join(caches) for w, caches in out.items()}
+
+
+# ---- link 4: the dispatcher ------------------------------------------------------------------------------
+class _Recorder:
+    """Stands for the CuTe-DSL gather module: any entry it is asked for records the launch."""
+
+    def __init__(self, module: str, launched: list[str]):
+        self._module, self._launched = module, launched
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        launched = self._launched
+
+        class Entry:
+            def __call__(self, *args: Any, **kwargs: Any) -> None:
+                launched.append(f"{CUTEDSL_PREFIX}{name}")
+
+            def __getattr__(self, attr: str) -> Any:
+                if attr.startswith("__"):
+                    raise AttributeError(attr)
+                return lambda *a, **k: launched.append(f"{CUTEDSL_PREFIX}{name}.{attr}")
+
+        return Entry()
+
+
+def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launched: list[str]) -> str:
+    """Call the release's dispatcher with a K cache of ``record``'s width; the kernel that launched."""
+
+    for k in kernels_of(code, dispatcher_member):
+        owner = code.value(dispatcher_member, k.class_name) if k.class_name else None
+        jit = getattr(owner, k.name) if owner is not None else code.value(dispatcher_member, k.name)
+        if isinstance(owner, ClassRef):
+            raise PathNotDecided(f"{dispatcher_member}: class {k.class_name} could not be executed as released")
+
+        def recording(*args: Any, _label: str = k.label, **kwargs: Any) -> None:
+            launched.append(_label)
+
+        jit.run = recording
+    fn = code.value(dispatcher_member, DISPATCHER)
+    num_reqs, block_size, blocks = 2, 16, 8
+    out = torch.zeros((num_reqs, 64, 512), dtype=torch.bfloat16)
+    k_cache = torch.zeros((blocks, block_size, record.bytes), dtype=torch.uint8)
+    seq_lens = torch.tensor([20, 33], dtype=torch.int32)
+    gather_lens = torch.tensor([20, 33], dtype=torch.int32)
+    table = torch.arange(num_reqs * 4, dtype=torch.int32).reshape(num_reqs, 4)
+    fn(out, k_cache, seq_lens, gather_lens, table, block_size, 0)
+    if len(launched) != 1:
+        raise PathNotDecided(f"{dispatcher_member}:{DISPATCHER} launched {launched or 'nothing'}")
+    return launched[0]
+
+
+def cutedsl_module(code: ReleasedCode) -> str:
+    return next((m for m in sorted(code.members) if m.endswith(CUTEDSL_MODULE_SUFFIX)), "")
+
+
+# ---- the study -------------------------------------------------------------------------------------------
+def study_release(
+    release: str,
+    read: Callable[[str], str],
+    members: Iterable[str],
+    families: Iterable[pf.GpuFamily] = pf.FAMILIES,
+    warmup_rows: list[dict] | None = None,
+) -> list[dict]:
+    """Every (family, model, record) row of one release (warm-up registrations appended to ``warmup_rows``)."""
+    members = list(members)
+    rows: list[dict] = []
+    parsed: dict = {}
+    for family in families:
+        for model in MODELS:
+            rows.extend(study_path(release, read, members, family, model, parsed, warmup_rows))
+    return rows
+
+
+def _row(release: str, family: pf.GpuFamily, model: Model, record: Record, **kw: Any) -> dict:
+    row = dict.fromkeys(COLUMNS, "")
+    row.update(release=release, gpu_family=family.key, model=model.name, record=record.bytes)
+    row.update(kw)
+    return row
+
+
+def study_path(
+    release: str,
+    read: Callable[[str], str],
+    members: list[str],
+    family: pf.GpuFamily,
+    model: Model,
+    parsed: dict | None = None,
+    warmup_rows: list[dict] | None = None,
+) -> list[dict]:
+    """The rows of one (family, model); the warm-up registrations the selected class would run are appended
+    to ``warmup_rows``."""
+    code = released_code(read, members, release, family, parsed)
+    path = Path()
+    try:
+        directory, how = implementation(code, model)
+        if not directory:
+            return [_row(release, family, model, r, status=DISPATCH_NOT_SHIPPED, how=how) for r in RECORDS]
+        path.how.append(how)
+        cls, how_backend = backend(code, model, directory)
+        path.backend, path.backend_member = cls.__name__, cls._member
+        path.how += how_backend
+        if warmup_rows is not None:
+            warmup_rows += _warmups(code, release, family, model, cls)
+        sites, holder = gather_sites(cls)
+        if not sites:
+            path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
+            how = "; ".join(path.how)
+            return [
+                _row(
+                    release,
+                    family,
+                    model,
+                    r,
+                    backend=path.backend,
+                    status=DISPATCH_NOT_GATHERED,
+                    how="; ".join(path.how),
+                )
+                for r in RECORDS
+            ]
+        dispatcher_fn = code.value(holder._member, DISPATCHER)
+        location = getattr(dispatcher_fn, "__code__", None)
+        path.dispatcher_member = _member_of_function(code, dispatcher_fn) or ""
+        if not path.dispatcher_member:
+            raise PathNotDecided(f"{holder._member}: {DISPATCHER} resolves to {dispatcher_fn!r} ({location})")
+        path.gather_sites = sites
+        path.how.append(f"{', '.join(sites)} call {path.dispatcher_member}:{DISPATCHER}")
+        if model is V41:
+            widths, how_records = record_widths(code, cls)
+            path.records = uses_of(widths)
+            path.how += how_records
+        else:
+            kinds = {k.record for k in kernels_of(code, path.dispatcher_member)}
+            if kinds != {FP8_DS_MLA.kind}:
+                raise PathNotDecided(f"{path.dispatcher_member} reads records {sorted(kinds)}, expected one")
+            path.records = {FP8_DS_MLA.bytes: "compressed + SWA"}
+            path.how.append(f"{path.dispatcher_member} reads one record (584 B) for every cache")
+    except PathNotDecided as exc:
+        return [
+            _row(
+                release,
+                family,
+                model,
+                r,
+                backend=path.backend,
+                status=DISPATCH_NOT_DECIDED,
+                how="; ".join([*path.how, str(exc)]),
+            )
+            for r in RECORDS
+        ]
+    return [_record_row(release, code, family, model, path, r) for r in RECORDS]
+
+
+def kernels_of(code: ReleasedCode, member: str) -> list:
+    """The gather kernels discovery finds in one module (scanned once per release)."""
+    key = f"kernels:{member}"
+    if key not in code._trees:
+        code._trees[key] = discover({member: code.source(member)}).kernels
+    return code._trees[key]
+
+
+def _warmups(code: ReleasedCode, release: str, family: pf.GpuFamily, model: Model, cls: ClassRef) -> list[dict]:
+    dirs = (
+        (f"vllm/models/{model.package}/", "vllm/model_executor/layers/")
+        if not model.legacy_module
+        else (
+            f"vllm/models/{model.package}/",
+            "vllm/model_executor/layers/deepseek_v4",
+        )
+    )
+    base = {"release": release, "gpu_family": family.key, "model": model.name}
+    found = warmups.registrations(code, cls, default_config(code), dirs)
+    if not found:
+        none = f"no register_warmup() of a gather under {', '.join(dirs)}"
+        return [
+            {**base, "instance": "", "kind": "", "registered": warmups.NOT_REGISTERED, "condition": none, "site": ""}
+        ]
+    return [{**base, **row} for row in found]
+
+
+def _member_of_function(code: ReleasedCode, fn: Any) -> str | None:
+    filename = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    prefix = f"{code.label}/" if code.label else ""
+    member = filename[len(prefix) :] if filename.startswith(prefix) else filename
+    return member if member in code.members else None
+
+
+def _record_row(
+    release: str, code: ReleasedCode, family: pf.GpuFamily, model: Model, path: Path, record: Record
+) -> dict:
+    base = {"backend": path.backend, "default_record_for": path.records.get(record.bytes, "")}
+    kinds = {k.record for k in kernels_of(code, path.dispatcher_member)}
+    if record.kind not in kinds:
+        how = f"{path.dispatcher_member} has no gather kernel for the {record.display} record"
+        return _row(release, family, model, record, status=DISPATCH_NO_KERNEL, how=how, **base)
+    launched: list[str] = []
+    cute = cutedsl_module(code)
+    if cute and family.cutlass == pf.CUTLASS_IMPORTS:
+        code.standins[cute[:-3].replace("/", ".")] = _Recorder(cute, launched)
+    cute_answer = ""
+    asks = "has_cutedsl" in code.source(path.dispatcher_member)
+    if asks and IMPORT_UTILS in code.members and code.toplevel(IMPORT_UTILS, "has_cutedsl") is not None:
+        cute_answer = f"{IMPORT_UTILS}:has_cutedsl() -> {code.function(IMPORT_UTILS, 'has_cutedsl')()}"
+    try:
+        launch = dispatch(code, path.dispatcher_member, record, launched)
+    except PathNotDecided as exc:
+        return _row(
+            release, family, model, record, status=DISPATCH_NOT_DECIDED, how="; ".join([*path.how, str(exc)]), **base
+        )
+    except Exception as exc:  # what the dispatcher raises is the finding
+        how = "; ".join([*path.how, cute_answer, f"{DISPATCHER} raised {type(exc).__name__}: {exc}"])
+        return _row(release, family, model, record, gather_kernel="", status=DISPATCH_RAISED, how=how, **base)
+    if launch.startswith(CUTEDSL_PREFIX):
+        kernel = f"CuTe-DSL {launch[len(CUTEDSL_PREFIX) :]}"
+        matrix = f"{CUTEDSL_PREFIX}{family_of(path.dispatcher_member)}:{record.kind}"
+    else:
+        kernel, matrix = f"{TRITON_PREFIX}{launch.split(':', 1)[1]}", launch
+    how = "; ".join(x for x in [*path.how, cute_answer, f"launched {kernel}"] if x)
+    return _row(
+        release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=DISPATCH_RAN, how=how, **base
+    )
+
+
+# ---- releases from the wheel cache ------------------------------------------------------------------------
+def study(
+    versions: Iterable[str],
+    cache_root: Any = None,
+    download: bool = True,
+    families: Iterable[pf.GpuFamily] = pf.FAMILIES,
+    warmup_rows: list[dict] | None = None,
+) -> list[dict]:
+    """The dispatch rows of every release; a release the cache cannot provide is one row per path saying why.
+    The warm-up registrations each path would run are appended to ``warmup_rows``."""
+    rows: list[dict] = []
+    families = list(families)
+    for version in versions:
+        entry = ensure_release(version, cache_root, download=download, sets=(DISPATCH,))
+        if isinstance(entry, CacheMiss):
+            how = f"{entry.status}: {entry.reason}"
+            for family in families:
+                for model in MODELS:
+                    rows += [_row(version, family, model, r, status=NOT_LOADED, how=how) for r in RECORDS]
+            continue
+        rows += study_release(version, entry.read, entry.members_of(DISPATCH), families, warmup_rows)
+    return rows
