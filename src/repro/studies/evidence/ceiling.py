@@ -29,6 +29,7 @@ from repro.core.evidence import timing
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
+from repro.studies.evidence.stream_bench import stream_bench
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
 
 #: Whose code the ceiling arms are.
@@ -101,7 +102,7 @@ def _sync(device: str) -> None:
 
 def _fast_block_t(num_reqs: int, max_gather: int, device: str) -> int:
     """The tile gather_fast's GPU launch uses for this shape."""
-    from repro.studies.kernels.fast import plan_launch
+    from repro.studies.kernels.fast import plan_launch  # lazy: a kernel module, defined under the profile chosen first
 
     return plan_launch(num_reqs, max_gather, torch.device(device), DEFAULT_SETTINGS, "grid").block_t
 
@@ -110,7 +111,7 @@ def gather_arm(
     arm: str, table: str, requests: str, scenarios: list, device: str, ref: torch.Tensor | None = None
 ) -> CeilingArm:
     """gather_fast over ``scenarios`` (the first is checked) on the narrowed view or a contiguous copy."""
-    from repro.studies.kernels.fast import gather_fast
+    from repro.studies.kernels.fast import gather_fast  # lazy: a kernel module, defined under the profile chosen first
 
     contiguous = [s.block_table.contiguous() for s in scenarios]
     tables = [s.block_table if table == "narrowed" else c for s, c in zip(scenarios, contiguous)]
@@ -154,7 +155,7 @@ def stream_arm(
 ) -> CeilingArm:
     """A streaming arm: ``tokens_warps`` = (tokens per tile, warps); ``dequant``: the kernel's tile settings."""
     block_t, num_warps = tokens_warps
-    sb = timing.stream_bench(
+    sb = stream_bench(
         kind, tokens, copies, layout=layout, block_t=block_t, num_warps=num_warps, device=device, **dequant
     )
     attrs = {
