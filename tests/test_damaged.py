@@ -16,7 +16,7 @@ import pytest
 from repro.cli.main import main
 from repro.cli.runfolder import LOCK_NAME
 from repro.core.analysis.rundata import RunData, RunFolderError, load_run
-from repro.core.analysis.verdict import run_verdict
+from repro.report.verdict import run_verdict
 
 SOURCE = Path(__file__).resolve().parents[1] / "data" / "h200" / "gpu-profile"
 

@@ -18,9 +18,9 @@ from repro.core.analysis.verdict import (
     describe,
     implementation_names,
     not_finished,
-    run_verdict,
 )
 from repro.registry import EXPECT_BUG, UNDER_TEST_LABEL, expectation
+from repro.report.verdict import run_verdict
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 COUNTS = (1, 2, 4)

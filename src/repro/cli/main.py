@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from repro.cli.kernels import kernel_manager_class
+from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
+from repro.cli.runner import declared_parameters, notebooks, run
+from repro.parameters import RESERVED, SCHEMA
+
 if TYPE_CHECKING:
-    from repro.core.analysis.verdict import RunVerdict
+    from repro.report.verdict import RunVerdict
 
 EXIT_CODES = """exit codes:
   0    the run finished and every check passed
@@ -31,9 +37,6 @@ RUN_FOLDER = """run folder:
 
 def parameter_help() -> str:
     """Every notebook parameter: which notebooks take it, its default and what it accepts."""
-    from repro.cli.runner import declared_parameters, notebooks
-    from repro.parameters import RESERVED, SCHEMA
-
     try:
         declared = declared_parameters(notebooks())
     except Exception as exc:  # help must not fail because the checkout is odd
@@ -137,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     try:
         if args.command == "run":
-            from repro.cli.runner import run
-
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
         if args.merge:
             return merge(args.run_dir, args.merge)
@@ -156,12 +157,9 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
     ``--against`` reads), then ``OUT`` is written under its own lock like any writer. A damaged input, an
     input no run folder, no matrix table in any input, or an ``OUT`` that is a run folder: one line,
     exit 2, nothing written."""
-    import contextlib
-
-    from repro.cli.runfolder import RunFolderError, RunLock
-    from repro.core.analysis.rundata import MANIFEST, load_run
-    from repro.core.analysis.rundata import RunFolderError as DamagedRun
-    from repro.report.releases import MATRIX_TABLE, merge_command
+    from repro.core.analysis.rundata import MANIFEST, load_run  # lazy: pandas, only to read a run
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
+    from repro.report.releases import MATRIX_TABLE, merge_command  # lazy: matplotlib, only to write a report
 
     out = Path(out_dir)
     try:
@@ -193,13 +191,11 @@ def report(run_dir: str, against: str | None) -> int:
     """Rebuild a run folder's report, or compare it with another run. The folder is locked for writing
     (refused while a run or another report writes it), the other run shared; a damaged folder is one
     line naming the file, exit code 2, with nothing written."""
-    from repro.cli.kernels import kernel_manager_class
-    from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
-    from repro.core.analysis.rundata import RunFolderError as DamagedRun
-    from repro.core.analysis.rundata import load_run
-    from repro.core.analysis.verdict import run_verdict
-    from repro.report.build import write_comparison, write_markdown
-    from repro.report.html import build_html
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
+    from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
+    from repro.report.build import write_comparison, write_markdown  # lazy: matplotlib, only to write a report
+    from repro.report.html import build_html  # lazy: matplotlib, only to write a report
+    from repro.report.verdict import run_verdict  # lazy: pandas, only to read a run
 
     path = Path(run_dir)
     if not is_folder(path):

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from repro.core.analysis.rundata import RunData
-from repro.core.analysis.verdict import Behaviour, RunVerdict
+from repro.core.analysis.verdict import Behaviour
+from repro.report.verdict import RunVerdict
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported where figures are drawn
     from matplotlib.figure import Figure

@@ -209,6 +209,15 @@ def _under_test_target(sweep: pd.DataFrame) -> str:
     return str(rows["implementation"].iloc[0]) if len(rows) and "implementation" in rows else ""
 
 
+def is_own_implementation(sweep: pd.DataFrame, target: str) -> bool:
+    """Is ``target`` one of this repository's implementations: the registry's, or the target another variant of
+    the same sweep ran (a run records a function by the module path it had when the run was made)."""
+    if target in registry.builtin_targets():
+        return True
+    others = sweep[sweep["variant"] != registry.UNDER_TEST_LABEL]
+    return "implementation" in others and target in set(others["implementation"].astype(str))
+
+
 def gather_finding(
     sweep: pd.DataFrame,
     memory: pd.DataFrame | None = None,
@@ -246,7 +255,7 @@ def gather_finding(
         u = seen[registry.UNDER_TEST_LABEL]
         target = _under_test_target(sweep)
         name = under_test_name or f"`{target}`"
-        if target in registry.builtin_targets():
+        if is_own_implementation(sweep, target):
             controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
             if not u.correct:
                 problems.append(f"the implementation under test `{target}` {describe(u)}")
@@ -317,55 +326,8 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
     return Finding(BUG_RESHAPE, "reshape overrun", outcomes, "; ".join(sentences) + ".", problems)
 
 
-def releases_finding(matrix: pd.DataFrame) -> Finding:
-    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
-    with the PR's row pitch, from :mod:`repro.studies.analysis.releases`' verdicts."""
-    from repro.studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
-
-    effect = patch_effect(complete_matrix(verdicts(matrix)))
-    shipped = effect[effect["released"].map(verdict_class) != "not present"]
-    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
-    fixed = bad[bad["patch"] == "fixed"]
-    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
-    releases = sorted(shipped["release"].unique(), key=version_key)
-    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
-    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
-    if len(bad):
-        outcomes.append(FIX_VERIFIED if len(fixed) == len(bad) else FIX_NOT_VERIFIED)
-    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
-    text = (
-        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
-        f"gathers that ran are wrong or fault ({faulting} fault)"
-    )
-    if len(bad):
-        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of those {len(bad)} correct"
-    not_run = len(shipped) - len(ran)
-    if not_run:
-        text += f"; {not_run} shipped kernels did not run here (see the section)"
-    problems = [
-        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in bad.itertuples() if r.patch != "fixed"
-    ]
-    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
-
-
 # --------------------------------------------------------------------------------------------
 # The run.
-
-
-@dataclass
-class RunVerdict:
-    title: str
-    complete: bool
-    findings: list[Finding]
-    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
-    checks: int
-    checks_ok: int
-    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
-    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
-
-    @property
-    def failed(self) -> int:
-        return self.checks - self.checks_ok + len(self.disagreements)
 
 
 def not_finished(manifest: Mapping[str, Any]) -> list[str]:
@@ -440,45 +402,6 @@ def unexplained_failures(run: RunData) -> list[str]:
     return out
 
 
-def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
-    """Findings per bug, completeness, and the one-line title the report leads with."""
-    names = implementation_names(run)
-    findings: list[Finding] = []
-    checks = run.table(Table.RESHAPE_CHECKS)
-    if checks is not None and len(checks):
-        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
-    sweep = run.table(Table.SWEEP)
-    if sweep is not None and len(sweep):
-        finding, _ = gather_finding(
-            sweep,
-            run.table(Table.MEMORY_SAFETY),
-            names.get("implementation", ""),
-            under_test_elsewhere(run),
-        )
-        findings.append(finding)
-    matrix = run.table(Table.RELEASE_MATRIX)
-    if matrix is not None and len(matrix):
-        findings.append(releases_finding(matrix))
-    total = ok = 0
-    for table in run.check_tables().values():
-        total += len(table)
-        ok += int(table["ok"].map(truthy).sum())
-    failed, explained = explained_failures(run)
-    unfinished = not_finished(run.manifest)
-    complete = run.finished and not unfinished
-    disagreements = rule_disagreements(run)
-    return RunVerdict(
-        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
-        complete=complete,
-        findings=findings,
-        not_finished=unfinished,
-        checks=total,
-        checks_ok=ok,
-        failed_explained=explained if failed else 0,
-        disagreements=disagreements,
-    )
-
-
 def rule_disagreements(run: RunData) -> list[str]:
     """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
     by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
@@ -496,39 +419,3 @@ def rule_disagreements(run: RunData) -> list[str]:
                 f"({row.get('observed', '')})"
             )
     return out
-
-
-def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
-    if not complete:
-        why = (
-            f"the run is {run.status!r}, not finished"
-            if not run.finished
-            else f"{len(unfinished)} notebook(s) did not finish"
-        )
-        return f"Incomplete: {why}; nothing here is a verdict on what did not run"
-    problems = [p for f in findings for p in f.problems[:1]]
-    if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
-        return "Unexpected results: " + (
-            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
-        )
-    subject = next((f.subject for f in findings if f.subject), "")
-    if subject:
-        return subject[0].upper() + subject[1:]
-    if not findings:
-        measured = [
-            what
-            for table, what in (
-                (Table.PERF_MEDIANS, "the cost of the fix"),
-                (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
-                (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
-                (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
-                (Table.RUNNER_ANSWERS, "whether each release's runner hands a gather a narrowed table"),
-            )
-            if table in run.tables and len(run.tables[table])
-        ]
-        if measured:
-            return "Measurements, no reproduction in this run: " + ", ".join(measured)
-        return "No verdict: this run holds no evidence of either bug"
-    outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
-    bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}"

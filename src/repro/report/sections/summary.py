@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import SPLIT_CHECK
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe, is_own_implementation
 from repro.report.model import Common, Section
 from repro.report.sections.reshape import reported_group
 from repro.studies.analysis import upstream_cost
@@ -119,7 +119,7 @@ def _gather(c: Common) -> Gather | None:
     sweep = c.run.table(Table.SWEEP)
     target = str(sweep[sweep["variant"] == registry.UNDER_TEST_LABEL]["implementation"].iloc[0]) if under else ""
     name = c.names.get("implementation", f"`{target}`")
-    outside = under is not None and target not in registry.builtin_targets()
+    outside = under is not None and not is_own_implementation(sweep, target)
     bug, fix = roles.get(registry.ROLE_BUG), roles.get(registry.ROLE_FIX)
     return Gather(
         outcomes=_outcomes(c, BUG_GATHER),

@@ -22,6 +22,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from repro.core.analysis.verdict import (
+    BUG_GATHER,
+    FIX_NOT_VERIFIED,
+    FIX_VERIFIED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Finding,
+)
 from repro.outcomes import FAULTED, NO_OBSERVATION
 from repro.registry import UPSTREAM_RELEASED
 
@@ -334,3 +342,32 @@ def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], reque
             }
         )
     return rows
+
+
+def releases_finding(matrix: pd.DataFrame) -> Finding:
+    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
+    with the PR's row pitch, from the verdicts above."""
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
+    fixed = bad[bad["patch"] == "fixed"]
+    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
+    releases = sorted(shipped["release"].unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
+    if len(bad):
+        outcomes.append(FIX_VERIFIED if len(fixed) == len(bad) else FIX_NOT_VERIFIED)
+    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
+    text = (
+        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
+        f"gathers that ran are wrong or fault ({faulting} fault)"
+    )
+    if len(bad):
+        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of those {len(bad)} correct"
+    not_run = len(shipped) - len(ran)
+    if not_run:
+        text += f"; {not_run} shipped kernels did not run here (see the section)"
+    problems = [
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in bad.itertuples() if r.patch != "fixed"
+    ]
+    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)

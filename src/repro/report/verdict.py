@@ -1,0 +1,115 @@
+"""The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the
+findings of the two bugs (:mod:`repro.core.analysis.verdict`) and of the release study
+(:mod:`repro.studies.analysis.releases`), the run's completeness, and the one-line title. It sits above both
+because it reads both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from repro.core.analysis.checks import truthy
+from repro.core.analysis.rundata import RunData
+from repro.core.analysis.verdict import (
+    Finding,
+    explained_failures,
+    gather_finding,
+    implementation_names,
+    not_finished,
+    reshape_finding,
+    rule_disagreements,
+    under_test_elsewhere,
+    unexplained_failures,
+)
+from repro.studies.analysis.releases import releases_finding
+from repro.tables import Table
+
+
+@dataclass
+class RunVerdict:
+    title: str
+    complete: bool
+    findings: list[Finding]
+    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
+    checks: int
+    checks_ok: int
+    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
+
+    @property
+    def failed(self) -> int:
+        return self.checks - self.checks_ok + len(self.disagreements)
+
+
+def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
+    """Findings per bug, completeness, and the one-line title the report leads with."""
+    names = implementation_names(run)
+    findings: list[Finding] = []
+    checks = run.table(Table.RESHAPE_CHECKS)
+    if checks is not None and len(checks):
+        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
+    sweep = run.table(Table.SWEEP)
+    if sweep is not None and len(sweep):
+        finding, _ = gather_finding(
+            sweep,
+            run.table(Table.MEMORY_SAFETY),
+            names.get("implementation", ""),
+            under_test_elsewhere(run),
+        )
+        findings.append(finding)
+    matrix = run.table(Table.RELEASE_MATRIX)
+    if matrix is not None and len(matrix):
+        findings.append(releases_finding(matrix))
+    total = ok = 0
+    for table in run.check_tables().values():
+        total += len(table)
+        ok += int(table["ok"].map(truthy).sum())
+    failed, explained = explained_failures(run)
+    unfinished = not_finished(run.manifest)
+    complete = run.finished and not unfinished
+    disagreements = rule_disagreements(run)
+    return RunVerdict(
+        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
+        complete=complete,
+        findings=findings,
+        not_finished=unfinished,
+        checks=total,
+        checks_ok=ok,
+        failed_explained=explained if failed else 0,
+        disagreements=disagreements,
+    )
+
+
+def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
+    if not complete:
+        why = (
+            f"the run is {run.status!r}, not finished"
+            if not run.finished
+            else f"{len(unfinished)} notebook(s) did not finish"
+        )
+        return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+    problems = [p for f in findings for p in f.problems[:1]]
+    if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
+        return "Unexpected results: " + (
+            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
+        )
+    subject = next((f.subject for f in findings if f.subject), "")
+    if subject:
+        return subject[0].upper() + subject[1:]
+    if not findings:
+        measured = [
+            what
+            for table, what in (
+                (Table.PERF_MEDIANS, "the cost of the fix"),
+                (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
+                (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
+                (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
+                (Table.RUNNER_ANSWERS, "whether each release's runner hands a gather a narrowed table"),
+            )
+            if table in run.tables and len(run.tables[table])
+        ]
+        if measured:
+            return "Measurements, no reproduction in this run: " + ", ".join(measured)
+        return "No verdict: this run holds no evidence of either bug"
+    outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
+    bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}"
