@@ -11,6 +11,7 @@ import json
 import time
 from pathlib import Path
 
+from repro.cli.kernels import kernel_manager_class
 from repro.cli.runfolder import RunLock
 from repro.outcomes import signal_name
 from repro.paths import repo_root
@@ -40,8 +41,6 @@ class KernelWatch:
 
     def engine(self) -> dict:
         """papermill options: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock."""
-        from repro.cli.kernels import kernel_manager_class
-
         fds = (self.lock.fd,) if self.lock.fd is not None else ()
         return {"kernel_manager_class": kernel_manager_class(self.log, fds, self.case_file, self.ending)}
 
@@ -88,8 +87,8 @@ def unexecuted(executed: Path) -> str:
 def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, kernel: KernelWatch) -> dict:
     """One notebook through papermill's API; failures become a status, never an exception. A notebook that
     did not run every cell failed, whatever papermill says."""
-    import papermill as pm
-    from nbclient.exceptions import DeadKernelError
+    import papermill as pm  # lazy: papermill and nbclient, only to run a notebook
+    from nbclient.exceptions import DeadKernelError  # lazy: as papermill
 
     t0 = time.perf_counter()
     status = {"status": "ok", "error": ""}
@@ -112,7 +111,7 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, ker
     except DeadKernelError:
         status = {"status": "failed", "error": kernel.death()}
     except OSError as exc:  # papermill could not write the executed notebook: the run folder's fault
-        from repro.core.evidence.results import RunFolderWriteError
+        from repro.core.evidence.results import RunFolderWriteError  # lazy: pandas
 
         raise RunFolderWriteError.of(dst, exc) from None
     except Exception as exc:  # cell timeout, ...

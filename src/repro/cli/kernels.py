@@ -19,6 +19,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from repro.cli.kernel_launch import LOCK_FDS_ENV
+from repro.core.evidence.watchdog import CURRENT_CASE_ENV
+
 #: ``sun_path`` holds 108 bytes; the socket names add a few.
 MAX_SOCKET_PREFIX = 90
 
@@ -33,10 +36,7 @@ def kernel_manager_class(
 
     ``case_file``: where the kernel writes the in-process case it is running; ``ending`` receives the
     kernel's exit status (``returncode``) once it has ended."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    from repro.cli.kernel_launch import LOCK_FDS_ENV
-    from repro.core.evidence.watchdog import CURRENT_CASE_ENV
+    from jupyter_client.manager import AsyncKernelManager  # lazy: jupyter_client, only to run a notebook
 
     class RunKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):

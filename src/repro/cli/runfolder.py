@@ -14,6 +14,7 @@ import datetime as dt
 import fcntl
 import json
 import os
+import tempfile
 from pathlib import Path
 
 LOCK_NAME = ".repro.lock"
@@ -164,8 +165,6 @@ def _is_dir(path: Path) -> bool:
 def check_writable(run_dir: Path, option: str, folders: tuple[str, ...] = WRITTEN_FOLDERS) -> None:
     """Refuse, before any work, a run folder (or one of its ``folders`` that exists) this process cannot write
     into: a file is created in each and removed."""
-    import tempfile
-
     for folder in (run_dir, *(run_dir / f for f in folders)):
         if not folder.is_dir():
             continue

@@ -12,8 +12,10 @@ interrupted, stopped), with the code it started with; a finished run's verdict s
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
+import logging
 import os
 import shlex
 import signal
@@ -21,12 +23,16 @@ import sys
 import time
 from pathlib import Path
 
+from repro.cli.code_identity import code_identity, differences
 from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
+from repro.cli.processes import become_subreaper, descendants, end_leftovers
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
+from repro.core.evidence.environment import describe
 from repro.parameters import RESERVED, ParameterError, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
+from repro.registry import load_implementation, provenance
 
 REPORT_NOTEBOOK = "90-report.ipynb"
 #: Manifest statuses of a run that ended before its end and that ``--resume`` continues.
@@ -69,8 +75,6 @@ def notebooks(selection: list[str] | None = None) -> list[Path]:
 
 def declared_parameters(paths: list[Path]) -> dict[str, dict[str, str]]:
     """``{name: {notebook: default source}}`` from each notebook's ``parameters`` cell (as papermill reads it)."""
-    import ast
-
     declared: dict[str, dict[str, str]] = {}
     for path in paths:
         cells = json.loads(path.read_text())["cells"]
@@ -85,8 +89,6 @@ def declared_parameters(paths: list[Path]) -> dict[str, dict[str, str]]:
 
 def notebook_values(declared: dict[str, dict[str, str]], stem: str, params: dict) -> dict:
     """Every parameter one notebook will see: its own defaults, overridden by ``-p`` values it declares."""
-    import ast
-
     values = {}
     for name, defaults in declared.items():
         if stem not in defaults or name in RESERVED:
@@ -110,8 +112,7 @@ class ImportChecks:
         self.provenance: dict[str, dict] = {}
 
     def __call__(self, path: str, param: str) -> None:
-        from repro.core.evidence.isolate import check_implementation_isolated
-        from repro.registry import load_implementation, provenance
+        from repro.core.evidence.isolate import check_implementation_isolated  # lazy: torch
 
         if path not in self.provenance:
             if path.split(":", 1)[0].split(".")[0] == "repro":
@@ -160,7 +161,7 @@ class Manifest:
 
     def save(self) -> None:
         """Write it whole or not at all; a write the folder refuses is a ``RunFolderWriteError`` naming it."""
-        from repro.core.evidence.results import RunFolderWriteError
+        from repro.core.evidence.results import RunFolderWriteError  # lazy: pandas
 
         tmp = self.path.with_suffix(".tmp")
         try:
@@ -194,8 +195,6 @@ MACHINERY_LOGGERS = ("papermill", "nbclient", "traitlets", "jupyter_client", "as
 
 def keep_machinery_logs(run_dir: Path) -> None:
     """stderr carries one line per outcome; what the notebook machinery logs stays in the run folder."""
-    import logging
-
     handler = logging.FileHandler(run_dir / "logs" / "notebook-machinery.log", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.set_name("repro-run-folder")
@@ -250,7 +249,6 @@ def run(
     except KeyboardInterrupt:
         say("interrupted before anything ran; nothing was written", err=True)
         return 130
-    from repro.cli.processes import become_subreaper, descendants, end_leftovers
 
     keep = frozenset(descendants())  # processes of ours from before this run (an in-process caller's)
     adopted = become_subreaper()
@@ -271,12 +269,8 @@ def _open_manifest(
 ) -> Manifest:
     """The manifest of a new run, or of the run ``--resume`` continues: refused (:class:`RunFolderError`) when
     that run finished, was run with other values or with other code."""
-    from repro.cli.code_identity import code_identity, differences
-
     path = run_dir / "manifest.json"
     if not resume:
-        from repro.core.evidence.environment import describe
-
         environment = describe(repo_root())
         return Manifest(
             path,
@@ -366,8 +360,7 @@ def _run_locked(
     implementations: dict,
     keep: frozenset[int] = frozenset(),
 ) -> int:
-    from repro.cli.processes import end_leftovers
-    from repro.core.evidence.results import RunFolderWriteError
+    from repro.core.evidence.results import RunFolderWriteError  # lazy: pandas
 
     if profile == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # inherited by every notebook kernel
@@ -443,9 +436,9 @@ def _run_locked(
         why = str(exc) if isinstance(exc, RunFolderWriteError) else _cannot_write(exc, run_dir)
         return _stopped(manifest, run_dir, why)
 
-    from repro.core.analysis.rundata import RunFolderError as DamagedRun
-    from repro.core.analysis.rundata import load_run
-    from repro.core.analysis.verdict import rule_disagreements
+    from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
+    from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
+    from repro.core.analysis.verdict import rule_disagreements  # lazy: pandas, only to read a run
 
     try:
         written = load_run(run_dir)
@@ -468,7 +461,7 @@ def _run_locked(
     except OSError as exc:
         return _stopped(manifest, run_dir, str(exc))
     if report:
-        from repro.report.build import build_report
+        from repro.report.build import build_report  # lazy: matplotlib, only to write a report
 
         t0 = time.perf_counter()
         kernel = KernelWatch(run_dir, "90-report", lock)

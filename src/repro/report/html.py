@@ -122,10 +122,10 @@ def display_report(run_dir: str | Path = "") -> None:
 def build_html(run: RunData, progress: bool = False, **engine) -> Path:
     """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
     goes to papermill."""
-    import nbformat  # lazy, with the three below: the notebook machinery loads only to write report.html
-    import papermill as pm
-    from nbconvert import HTMLExporter
-    from nbconvert.preprocessors import TagRemovePreprocessor
+    import nbformat  # lazy: the notebook machinery loads only to write report.html
+    import papermill as pm  # lazy: as nbformat
+    from nbconvert import HTMLExporter  # lazy: as nbformat
+    from nbconvert.preprocessors import TagRemovePreprocessor  # lazy: as nbformat
 
     run_dir = run.path.resolve()
     executed = run_dir / "notebooks" / REPORT_NOTEBOOK

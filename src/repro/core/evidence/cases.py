@@ -23,6 +23,7 @@ import torch
 
 from repro import outcomes
 from repro.core.evidence.channel import ChildChannel, case_started
+from repro.core.evidence.checked_interp import checked_interpreter
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
 from repro.core.kernels.reference import dequantize_and_gather_reference
@@ -109,14 +110,12 @@ def warm_up(device: str, checked: bool) -> None:
     if (device, checked) in _warmed:
         return
     _warmed.add((device, checked))
-    from repro.core.kernels.gather import gather_fixed
+    from repro.core.kernels.gather import gather_fixed  # lazy: a kernel module, defined under the profile chosen first
 
     spec = ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=16, seed=0, mode="in-range", max_reqs=1, device=device)
     small = build_scenario(spec)
     out = small.fresh_out()
     if checked:
-        from repro.core.evidence.checked_interp import checked_interpreter
-
         with checked_interpreter() as report:
             gather_fixed(*small.args(out))
         flagged_lines(report)  # its first call imports pandas
@@ -177,8 +176,6 @@ def observe_call(
 ) -> None:
     """Call ``fn`` once on a fresh poisoned output (under the bounds-checked interpreter when ``checked``)
     and record into ``result`` the tokens and stray rows that differ bitwise from ``reference``."""
-    if checked:  # imported before the clock starts (it patches Triton's interpreter)
-        from repro.core.evidence.checked_interp import checked_interpreter
     warm_up(scenario.spec.device, checked)
     result.total_tokens = scenario.total_tokens
     out = scenario.fresh_out()

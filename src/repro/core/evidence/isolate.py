@@ -14,6 +14,7 @@ statuses of their own, none of them a fault.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from repro.core.evidence.cases import CaseResult
 from repro.core.evidence.channel import ParentChannel
 from repro.core.evidence.scenarios import ScenarioSpec
 from repro.core.evidence.watchdog import CURRENT_CASE_ENV, current_case, die_with_parent
+from repro.registry import ImplementationError
 
 #: Limit for a case's process to reach its case: interpreter, torch, the implementation's import, the scenario.
 STARTUP_TIMEOUT_S = 300.0
@@ -152,8 +154,6 @@ def _ending(child: ChildRun, timeout_s: float, startup_s: float) -> tuple[str, s
 
 
 def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False) -> list[str]:
-    import json
-
     payload = json.dumps({"spec": spec.to_dict(), "implementation": implementation, "checked": checked})
     return [sys.executable, "-m", "repro.core.evidence.cases", payload]
 
@@ -193,8 +193,6 @@ def check_implementation_isolated(path: str, param: str = "implementation", time
     """Import and check ``path`` in a child process and return its provenance, so a module that exits,
     hangs or crashes on import is an :class:`~repro.registry.ImplementationError` instead of the end
     (or the hang) of the caller. The answer comes through the child's channel, never its stdout."""
-    from repro.registry import ImplementationError
-
     child = run_child([sys.executable, "-m", "repro.core.evidence.probe", path, param], timeout_s)
     if child.timed_out:
         raise ImplementationError(f"{param}: importing {path!r} did not finish within {timeout_s:g} s")
