@@ -1,6 +1,8 @@
-"""The layout keeps data flowing one way: imports inside ``repro`` point down the floors, no modules
-import each other in a circle, a function-level import is one that must stay lazy and says why, and
-the reporting side (analysis, report) runs without torch, triton or the evidence machinery."""
+"""The layout keeps data flowing one way: the base layer (the shared vocabulary at the top of ``repro``) under
+the core (``repro.core``: the two bugs), the core under the studies (``repro.studies``), and rendering, the command
+line and the notebook helpers (``repro.report``, ``repro.cli``, ``repro.walkthrough``) on top; inside each, imports
+point down the floors; no modules import each other in a circle; a function-level import is one that must stay lazy
+and says why; and the reporting side (the analyses, the report) runs without torch, triton or the evidence code."""
 
 from __future__ import annotations
 
@@ -18,28 +20,43 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "repro"
 
-#: Floor of each part, by module prefix (longest prefix wins). A module may import its own floor or lower.
+#: The layers, bottom up, by module prefix (longest prefix wins): a layer never imports a layer above it.
+LAYERS = {
+    "repro": "base",  # tables, outcomes, parameters, paths, profiles, registry, seeds
+    "repro.core": "core",
+    "repro.studies": "studies",
+    "repro.walkthrough": "rendering",
+    "repro.report": "rendering",
+    "repro.cli": "rendering",
+    "repro.__main__": "rendering",
+}
+RENDERING = ("repro.report", "repro.cli", "repro.walkthrough", "repro.__main__")
+#: What each layer never imports, at any depth of its code (function-level imports included).
+NEVER_IMPORTS = {
+    "base": ("repro.studies", *RENDERING),
+    "core": ("repro.studies", *RENDERING),
+    "studies": RENDERING,
+}
+
+#: Floor of each part, by module prefix (longest prefix wins). A module may import its own floor or lower:
+#: inside the core and the studies, kernels and geometry, then the evidence that runs them, then the analyses.
 FLOORS = {
     "repro": 0,
-    "repro.paths": 0,
-    "repro.registry": 0,
-    "repro.seeds": 0,
-    "repro.tables": 0,
-    "repro.profiles": 0,
-    "repro.core.geometry": 0,
-    "repro.core.kernels": 0,
-    "repro.studies.kernels": 0,
-    "repro.core.reshape": 1,
-    "repro.core.evidence": 1,
-    "repro.studies.evidence": 1,
-    "repro.studies.upstream": 1,
-    "repro.parameters": 1,
-    "repro.core.analysis": 2,
-    "repro.studies.analysis": 2,
-    "repro.walkthrough": 3,
-    "repro.report": 4,
-    "repro.cli": 4,
-    "repro.__main__": 4,
+    "repro.core.geometry": 1,
+    "repro.core.kernels": 1,
+    "repro.core.reshape": 2,
+    "repro.core.evidence": 2,
+    "repro.core.analysis": 3,
+    "repro.parameters": 3,
+    "repro.profiles": 3,
+    "repro.studies.kernels": 4,
+    "repro.studies.upstream": 5,
+    "repro.studies.evidence": 5,
+    "repro.studies.analysis": 6,
+    "repro.walkthrough": 7,
+    "repro.report": 8,
+    "repro.cli": 8,
+    "repro.__main__": 8,
 }
 #: What the reporting side may import from the library: no torch, no kernels, no evidence.
 REPORTING = ("repro.core.analysis", "repro.studies.analysis", "repro.report")
@@ -74,7 +91,8 @@ def repro_imports(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("repro"):
             for alias in node.names:  # `from repro.report import plots` imports repro.report.plots
                 candidate = f"{node.module}.{alias.name}"
-                is_module = (SRC / Path(*candidate.split("."))).with_suffix(".py").is_file()
+                where = SRC / Path(*candidate.split("."))
+                is_module = where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
                 found.add(candidate if is_module else node.module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("repro"))
@@ -87,14 +105,18 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def part(name: str) -> str:
-    """The package a module belongs to (``repro.report``, ...); the top-level modules form ``repro``."""
-    parts = name.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else "repro"
+    """The package a module belongs to (``repro.core.evidence``, ``repro.report.sections``, ...); the top-level
+    modules form ``repro``."""
+    return name if MODULES[name].name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def layer(name: str) -> str:
+    """``base``, ``core``, ``studies`` or ``rendering``: the layer a module sits in (:data:`LAYERS`)."""
+    best = max((p for p in LAYERS if name == p or name.startswith(p + ".")), key=len)
+    return LAYERS[best]
 
 
 PARTS = sorted({part(name) for name in MODULES})
-#: Parts whose known circles are being removed; each flips to a failure (strict xfail) once it has none.
-PARTS_WITH_CIRCLES: dict[str, str] = {}
 
 
 @functools.cache
@@ -127,18 +149,35 @@ def test_the_circle_finder_finds_circles():
     assert sorted(map(sorted, circles(graph))) == [["a", "b", "c"], ["e", "e2"]]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PARTS_WITH_CIRCLES[p]))
-        if p in PARTS_WITH_CIRCLES
-        else p
-        for p in PARTS
-    ],
-)
+@pytest.mark.parametrize("name", PARTS)
 def test_no_import_circles(name):
     inside = [sorted(c) for c in circles(import_graph()) if any(part(m) == name for m in c)]
     assert not inside, f"modules that import each other in a circle: {inside}"
+
+
+@pytest.mark.parametrize("name", sorted(set(LAYERS.values())))
+def test_no_import_circles_inside_a_layer(name):
+    """Each layer's own import graph (its modules and the imports among them) has no circle: a layer reads as a
+    stack of modules too, not only as a whole below the next one."""
+    graph = {m: {n for n in deps if layer(n) == name} for m, deps in import_graph().items() if layer(m) == name}
+    assert graph, f"no module in layer {name!r}"
+    found = [sorted(c) for c in circles(graph)]
+    assert not found, f"modules of the {name} layer that import each other in a circle: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer(n) in NEVER_IMPORTS))
+def test_a_layer_never_imports_a_layer_above(name):
+    """The core imports nothing of the studies and neither imports rendering, the command line or the notebook
+    helpers; the base layer imports none of them. Every import counts, one inside a function too."""
+    banned = NEVER_IMPORTS[layer(name)]
+    bad = sorted(m for m in repro_imports(MODULES[name]) if any(m == b or m.startswith(b + ".") for b in banned))
+    assert not bad, f"{name} ({layer(name)}) imports {bad}"
+
+
+def test_every_module_has_a_layer_and_the_layers_their_modules():
+    assert {layer(n) for n in MODULES} == set(LAYERS.values())
+    assert {layer(n) for n in MODULES if n.startswith("repro.core.")} == {"core"}
+    assert {"repro.tables", "repro.registry", "repro.parameters"} <= {n for n in MODULES if layer(n) == "base"}
 
 
 def function_level_imports(path: Path) -> list[tuple[int, str, str]]:
@@ -160,29 +199,9 @@ def function_level_imports(path: Path) -> list[tuple[int, str, str]]:
 
 #: ``# lazy: why`` on the import line: the one-line reason a dependency is imported where it is used.
 LAZY_REASON = re.compile(r"#.*\blazy: \S")
-#: Modules whose function-level imports are still being moved or explained (strict: each flips once done).
-HIDDEN_IMPORTS_PENDING = (
-    "repro.report.",
-    "repro.cli.",
-    "repro.core.analysis.verdict",
-    "repro.core.evidence.cases",
-    "repro.studies.evidence.ceiling",
-    "repro.core.evidence.isolate",
-    "repro.core.evidence.timing",
-)
 
 
-def _hidden_import_params():
-    for name in sorted(MODULES):
-        if name.startswith(HIDDEN_IMPORTS_PENDING) and any(
-            not LAZY_REASON.search(text) for _, _, text in function_level_imports(MODULES[name])
-        ):
-            yield pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="imports still to be moved"))
-        else:
-            yield name
-
-
-@pytest.mark.parametrize("name", list(_hidden_import_params()))
+@pytest.mark.parametrize("name", sorted(MODULES))
 def test_function_level_imports_are_lazy_for_a_reason(name):
     """An import inside a function hides a dependency (and circles) from a reader and from the tests above:
     the standard library belongs at the top; anything else is imported late only when it must stay unloaded
