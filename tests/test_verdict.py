@@ -17,9 +17,10 @@ from repro.core.analysis.verdict import (
     behaviour,
     describe,
     implementation_names,
+    is_own_implementation,
     not_finished,
 )
-from repro.registry import EXPECT_BUG, UNDER_TEST_LABEL, expectation
+from repro.registry import EXPECT_BUG, FIXED, UNDER_TEST_LABEL, expectation
 from repro.report.verdict import run_verdict
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
@@ -79,6 +80,18 @@ def test_an_outside_implementation_that_matches_verifies_the_fix_in_it():
     table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {}}, {UNDER_TEST_LABEL: "vllm.x:gather"})
     v = run_verdict(run_of(table, parameters={"implementation": "vllm.x:gather"}))
     assert v.title.startswith("Fix verified: vllm's gather (version not recorded) matches the reference")
+
+
+def test_a_target_the_sweep_also_ran_as_a_control_is_this_repositorys_own():
+    """A run names a function by the module path it had then: the implementation under test is this repository's
+    when the registry names it today or another variant of the same sweep ran it."""
+    old = "repro.kernels.gather:gather_fixed"  # the fixed kernel's path before the core/studies split
+    table = sweep({"buggy": BUG, **CLEAN, "under-test": {}}, targets={"fixed": old, "under-test": old})
+    assert is_own_implementation(table, old)
+    assert is_own_implementation(table, FIXED.target)
+    assert not is_own_implementation(table, "vllm.x:gather")
+    v = run_verdict(run_of(table, parameters={"implementation": old}))
+    assert v.title == "Reproduced and fix verified: vllm-project/vllm#55109", v.title
 
 
 def test_wrong_at_one_request_is_not_the_bugs_signature():
