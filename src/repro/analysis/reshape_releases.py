@@ -29,6 +29,7 @@ from repro.registry import (
     RESHAPE_NO_COMPRESSED_PATH,
     RESHAPE_NO_FUNCTION,
     RESHAPE_RAN,
+    RESHAPE_SELECTION_NOT_RUN,
 )
 
 #: Columns of a check row (the release checks table).
@@ -118,10 +119,7 @@ def kernel_block_source_check(row: Mapping) -> dict:
 def observation_checks(row: Mapping) -> list[dict]:
     """The checks of one observation row (none for a release that did not run the function)."""
     status = row["status"]
-    if status == RESHAPE_RAN or (row["kbs input"] == KBS_SELECTED and status not in FINDINGS):
-        source = [kernel_block_source_check(row)]
-    else:
-        source = []
+    source = [kernel_block_source_check(row)] if status in (RESHAPE_RAN, RESHAPE_SELECTION_NOT_RUN) else []
     if status != RESHAPE_RAN:
         return [
             _check(
