@@ -154,10 +154,17 @@ def is_kernel_block_backend(member: str, text: bytes) -> bool:
 
 
 #: The V2 runner's kernel block size selection (:mod:`repro.upstream.kernel_blocks`): the worker utilities
-#: that define it, the backend base class (``MultipleOf``), and the DeepSeek-V4 cache groups' backends.
+#: that define it, the backend base class (``MultipleOf``), the DeepSeek-V4 cache groups' backends, and the
+#: JIT kernel classes a backend module instantiates at import (from 0.27.0).
 KERNEL_BLOCKS = MemberSet(
     "kernel-blocks",
-    members=("vllm/v1/worker/utils.py", "vllm/v1/attention/backend.py", "vllm/utils/math_utils.py"),
+    members=(
+        "vllm/v1/worker/utils.py",
+        "vllm/v1/attention/backend.py",
+        "vllm/utils/math_utils.py",
+        "vllm/model_executor/warmup/jit_warmup.py",
+        "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
+    ),
     patterns=("vllm/*.py",),
     accept=is_kernel_block_backend,
     description="kernel block size selection",
