@@ -35,7 +35,7 @@ def reported_rows(frame: pd.DataFrame) -> pd.DataFrame:
         ]
     )
     shown = shown.assign(kernel_block_size=[rules.kernel_block_cell(v) for v in shown["kernel_block_size"]])
-    columns = ["code", "kbs input", "kbs chosen by", "kernel_block_size", "result"]
+    columns = ["code", "kbs chosen by", "kernel_block_size", "result"]
     return shown[[c for c in columns if c in shown]].fillna("").astype(str)
 
 
