@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from repro.geometry.specs import KVCacheSpec
 from repro.upstream.loader import LoadedRelease, LoadError, member_to_module
 from repro.upstream.members import KERNEL_BLOCKS, RESHAPE, RESHAPE_FUNCTION_MEMBER
 from repro.upstream.stubs import placeholder_stub
-from repro.upstream.wheelcache import CacheEntry
+from repro.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
 #: The argument of ``_reshape_kv_cache`` the selection feeds.
 PARAMETER = "kernel_block_sizes"
@@ -200,7 +200,11 @@ def _trace_calls(root: str, calls: list[str]):
     return profile
 
 
-def run_selection(entry: CacheEntry, specs: list[KVCacheSpec], build_spec) -> Selection:
+#: Builds the release's spec object for a cache group (:func:`repro.upstream.reshape.build_spec`).
+SpecBuilder = Callable[[Any, KVCacheSpec], Any]
+
+
+def run_selection(entry: CacheEntry, specs: list[KVCacheSpec], build_spec: SpecBuilder) -> Selection:
     """Run ``entry``'s own kernel block size selection for ``specs`` (one KV cache group each).
 
     ``build_spec(shell, spec)`` builds the release's spec object (:func:`repro.upstream.reshape.build_spec`).
@@ -277,11 +281,13 @@ def run_selection(entry: CacheEntry, specs: list[KVCacheSpec], build_spec) -> Se
 
 
 def select_for_release(
-    version: str, specs: list[KVCacheSpec], build_spec, cache_root: Path | None = None, download: bool = True
+    version: str,
+    specs: list[KVCacheSpec],
+    build_spec: SpecBuilder,
+    cache_root: Path | None = None,
+    download: bool = True,
 ) -> Selection:
     """Fetch (once) the selection's modules of ``version`` and run its selection; a miss is a "not run"."""
-    from repro.upstream.wheelcache import CacheMiss, ensure_release
-
     got = ensure_release(version, cache_root, download=download, sets=(RESHAPE, KERNEL_BLOCKS))
     if isinstance(got, CacheMiss):
         return Selection(version, reason=f"{got.status}: {got.reason}")
