@@ -150,19 +150,32 @@ def test_committed_comparison_is_what_this_code_renders():
 
 
 def test_committed_release_matrix_merge_is_what_this_code_merges():
-    """data/h200/release-matrix-merged is the merge of the three matrix runs by today's rules."""
+    """data/h200/release-matrix-merged is the merge, by today's rules, of the runs its merge.json names, and those
+    runs cover every release of the index from the first one that ships a DeepSeek gather."""
     import json
 
     from repro.report.releases import MATRIX_TABLE, merge
+    from repro.tables import Table
 
     folder = ROOT / "release-matrix-merged"
-    result = merge([load_run(ROOT / f"release-matrix-{x}") for x in "abc"])
+    record = json.loads((folder / "merge.json").read_text())
+    result = merge([load_run(ROOT / i["run"]) for i in record["inputs"]])
     hint = "re-render with scripts/render-evidence-reports.sh"
     assert (folder / "releases.md").read_text() == result.markdown, hint
-    assert json.loads((folder / "merge.json").read_text()) == json.loads(json.dumps(result.record)), hint
+    assert record == json.loads(json.dumps(result.record)), hint
     committed = pd.read_csv(folder / "results" / f"{MATRIX_TABLE}.csv", keep_default_na=False, na_values=[""])
     assert committed.astype(str).equals(result.rows.reset_index(drop=True).astype(str)), hint
     verdicts = result.verdicts.set_index(["release", "kernel", "variant"])["verdict"]
-    # the CuTe-DSL gather ran in one run only, and its rows are the measured ones
-    assert verdicts[("0.33.0", "cutedsl:v4:v4", "released")] == "correct"
-    assert set(result.rows[result.rows.kernel.astype(str).str.startswith("cutedsl")]["run"]) >= {"release-matrix-c"}
+    # the CuTe-DSL gathers ran only where their stack was installed, and their rows are the measured ones
+    for release in ("0.30.0", "0.33.0"):
+        assert verdicts[(release, "cutedsl:v4:v4", "released")] == "correct"
+    cutedsl_runs = set(result.rows[result.rows.kernel.astype(str).str.startswith("cutedsl")]["run"])
+    assert {"release-matrix-c", "release-matrix-0.30-cutedsl"} <= cutedsl_runs
+    # every release the matrix runs listed in their index is in the merge, and each passed vLLM's regression test
+    index = pd.concat([load_run(ROOT / i["run"]).table(Table.RELEASE_INDEX) for i in record["inputs"]])
+    assert set(index["release"].astype(str)) <= set(result.rows["release"].astype(str))
+    assert {"0.20.0", "0.20.1", "0.20.2", "0.33.0"} <= set(result.rows["release"].astype(str))
+    suite = pd.read_csv(folder / "results" / f"{Table.UPSTREAM_TEST_SUMMARY}.csv")
+    assert suite["as expected"].astype(bool).all() and set(suite["release"].astype(str)) == set(
+        result.rows["release"].astype(str)
+    )

@@ -165,7 +165,7 @@ def _execute_as_shipped(root: Path, monkeypatch) -> str:
 def _checkout(tmp_path: Path) -> Path:
     """A checkout root for the kernel: the real notebooks and PR seeds, no runs/ folder yet."""
     root = tmp_path / "checkout"
-    (root / "data").mkdir()
+    (root / "data").mkdir(parents=True)
     (root / "data" / "seeds").symlink_to(ROOT / "data" / "seeds")
     (root / "pyproject.toml").write_text("")
     (root / "notebooks").symlink_to(ROOT / "notebooks")

@@ -2,6 +2,7 @@
 gets, or one line saying how to write it. No YAML guessing (``off`` -> False, ``01000`` -> 512 octal,
 ``4:16`` -> 256 base 60)."""
 
+import os
 import subprocess
 import sys
 
@@ -146,6 +147,27 @@ def test_help_lists_every_parameter_with_what_it_accepts_and_the_exit_codes():
 def test_a_bad_option_is_one_line_and_exit_2():
     proc = subprocess.run([sys.executable, "-m", "repro", "run", "--profil", "cpu"], capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"REPRO_GIT_SHA": "a" * 40, "REPRO_GIT_DIRTY": "no"}, "'no' is not a dirty flag"),
+        ({"REPRO_GIT_DIRTY": "false"}, "without REPRO_GIT_SHA"),
+    ],
+)
+def test_a_host_identity_the_manifest_cannot_record_is_refused_before_any_work(tmp_path, env, named):
+    """A dirty flag the manifest would write as "not recorded" is one line and exit 2; no run folder appears."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--notebooks", "01", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "REPRO_GIT_DIRTY: " in proc.stderr
+    assert named in proc.stderr and not out.exists()
 
 
 def test_a_sweep_case_that_cannot_fit_in_host_memory_is_refused_with_what_fits():

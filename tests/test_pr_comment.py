@@ -89,3 +89,11 @@ def test_the_report_keeps_every_figure_the_prs_quote(analysed):
         assert f"| requests where it fails | {counts} | {counts} | yes |" in md
         assert f"{pr['reported']['sanitizer_errors_buggy_a100']:,} (A100)" in md or run.table(Table.SANITIZER) is None
         assert pr["reported_error"] in md
+
+
+def test_the_test_plan_names_no_folder_of_the_host_that_ran_it(analysed):
+    """The rerun command a reviewer copies writes under the checkout, never into the other host's ``/tmp``."""
+    _, md, comment = analysed
+    for text in (md, comment):
+        plan = text[text.index("## Test Plan") : text.index("## Test Result")]
+        assert re.search(r"--out\s+/", plan) is None and re.search(r"report\s+/", plan) is None, plan

@@ -522,7 +522,10 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
                 (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
                 (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
                 (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
-                (Table.RUNNER_ANSWERS, "whether each release's runner hands a gather a narrowed table"),
+                (
+                    Table.RUNNER_ANSWERS,
+                    "whether each release's runner hands the gather of vllm-project/vllm#55109 a narrowed table",
+                ),
             )
             if table in run.tables and len(run.tables[table])
         ]

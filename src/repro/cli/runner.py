@@ -24,6 +24,7 @@ from pathlib import Path
 from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
+from repro.evidence.environment import host_identity_error
 from repro.parameters import RESERVED, ParameterError, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
@@ -230,6 +231,8 @@ def run(
     try:
         try:
             profile = resolve(profile_name)
+            if (why := host_identity_error()) is not None:
+                raise UsageError(why)
             paths = notebooks(selection)
             declared = declared_parameters(paths)
             params = parse_assignments(assignments, declared)

@@ -30,6 +30,21 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+#: What ``REPRO_GIT_DIRTY`` may say about the sending host's checkout.
+GIT_DIRTY_VALUES = {"true": True, "false": False}
+
+
+def host_identity_error() -> str | None:
+    """Why the sending host's description of the checkout cannot be recorded, before a run starts: a dirty flag
+    other than ``true``/``false`` would be written as "not recorded" and pass unnoticed."""
+    dirty = os.environ.get("REPRO_GIT_DIRTY")
+    if dirty is not None and dirty.strip().lower() not in GIT_DIRTY_VALUES:
+        return f"REPRO_GIT_DIRTY: {dirty!r} is not a dirty flag; accepted: true or false"
+    if dirty is not None and not os.environ.get("REPRO_GIT_SHA"):
+        return "REPRO_GIT_DIRTY: set without REPRO_GIT_SHA; accepted: both (the sending host's commit) or neither"
+    return None
+
+
 def git_revision(root: Path) -> dict:
     """The checkout's commit and whether tracked files differ from it.
 
@@ -41,7 +56,7 @@ def git_revision(root: Path) -> dict:
         dirty = os.environ.get("REPRO_GIT_DIRTY", "").strip().lower()
         return {
             "git_sha": os.environ["REPRO_GIT_SHA"],
-            "git_dirty": {"true": True, "false": False}.get(dirty, "not recorded"),
+            "git_dirty": GIT_DIRTY_VALUES.get(dirty, "not recorded"),
         }
     sha = _run(["git", "rev-parse", "HEAD"], root)
     if sha is None:

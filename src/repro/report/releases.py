@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from repro.analysis import vllm_suite as suite
 from repro.analysis.releases import (
     complete_matrix,
     matrix_table,
@@ -215,12 +216,50 @@ MERGE_RECORD = "merge.json"
 
 @dataclass
 class Merged:
-    """Many runs' release matrices as one: the rows, their verdicts, ``releases.md`` and ``merge.json``."""
+    """Many runs' release matrices as one: the rows, their verdicts, vLLM's regression test and the patch per
+    release, ``releases.md`` and ``merge.json``."""
 
     rows: pd.DataFrame
     verdicts: pd.DataFrame
+    suite: pd.DataFrame  # the regression test's summary rows of every run, with ``run``
+    patches: pd.DataFrame  # the patch rows of every run, with ``run`` and the diff's path from the merge folder
     markdown: str
     record: dict
+
+
+def _stacked(runs: list[RunData], table: Table) -> pd.DataFrame:
+    """``table`` of every run that wrote it, one frame with the run's name in ``run``."""
+    frames = [t.assign(run=run.name) for run in runs if (t := run.table(table)) is not None and len(t)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def suite_section(summary: pd.DataFrame, patches: pd.DataFrame) -> list[str]:
+    """The regression test written for vLLM's suite and the patch, per release, over the merged runs: a release
+    two runs agree on is shown once (from the first), a disagreement keeps both rows."""
+    if not len(summary):
+        return []
+    frames = []
+    for run, run_summary in summary.groupby("run", sort=False):
+        run_patches = patches[patches["run"] == run] if len(patches) else patches
+        frame = suite.release_outcomes(run_summary, run_patches)
+        diffs = {str(p["release"]): p["diff"] for p in run_patches.dropna(subset=["diff"]).to_dict("records")}
+        frame["diff"] = [
+            f"[{diffs[str(r)]}](../{run}/patches/{diffs[str(r)]})" if str(r) in diffs else "" for r in frame["release"]
+        ]
+        frames.append(frame.assign(run=run))
+    outcomes = pd.concat(frames, ignore_index=True)
+    observed = [c for c in outcomes.columns if c not in ("diff", "run")]
+    outcomes = outcomes.drop_duplicates(subset=observed, keep="first")
+    outcomes = outcomes.iloc[sorted(range(len(outcomes)), key=lambda i: version_key(str(outcomes["release"].iloc[i])))]
+    return [
+        "### vLLM's regression test and the patch, per release",
+        "",
+        "`upstream-tests/test_dequantize_and_gather_strided_block_table.py` run unchanged against each release's own "
+        "modules, as released and with the release's diff applied by `patch -p1` (each run's `patches/` folder).",
+        "",
+        markdown_table(formatted(outcomes)),
+        "",
+    ]
 
 
 def merge(runs: list[RunData]) -> Merged:
@@ -229,8 +268,10 @@ def merge(runs: list[RunData]) -> Merged:
     inputs = merge_inputs([(run.name, run.status, run.table(MATRIX_TABLE)) for run in runs], merged)
     v = complete_matrix(verdicts(merged))
     unfinished = inputs[~inputs["status"].isin(FINISHED)]
+    summary, patches = _stacked(runs, suite.SUMMARY_TABLE), _stacked(runs, suite.PATCH_TABLE)
     lines = [
         markdown_section(v),
+        *suite_section(summary, patches),
         "### Merged runs",
         "",
         "An arm one run could not try (`not run`, `download failed`) and another run measured keeps the "
@@ -247,7 +288,7 @@ def merge(runs: list[RunData]) -> Merged:
             "after their last row is missing.",
         ]
     record = {"inputs": inputs.to_dict("records"), "rows": len(merged)}
-    return Merged(merged, v, "\n".join(lines) + "\n", record)
+    return Merged(merged, v, summary, patches, "\n".join(lines) + "\n", record)
 
 
 def merge_command(out_dir: str | Path, runs: list[RunData]) -> int:
@@ -258,6 +299,9 @@ def merge_command(out_dir: str | Path, runs: list[RunData]) -> int:
     (out / "results").mkdir(parents=True, exist_ok=True)
     result.rows.to_csv(out / "results" / f"{MATRIX_TABLE}.csv", index=False)
     result.verdicts.to_csv(out / "results" / f"{Table.RELEASE_VERDICTS}.csv", index=False)
+    for table, frame in ((suite.SUMMARY_TABLE, result.suite), (suite.PATCH_TABLE, result.patches)):
+        if len(frame):
+            frame.to_csv(out / "results" / f"{table}.csv", index=False)
     (out / "releases.md").write_text(result.markdown)
     (out / MERGE_RECORD).write_text(json.dumps(result.record, indent=2) + "\n")
     save(release_matrix(result.verdicts), out, MATRIX_TABLE)

@@ -18,7 +18,8 @@ class Plan:
 
 def derive(c: Common) -> Plan:
     """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it; a
-    manifest written before the command kept ``--out`` gets the folder's name."""
+    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` (the
+    host that ran it) becomes ``runs/<name>``."""
     m = c.run.manifest
     cmd = str(m.get("command") or "python -m repro run")
     try:
@@ -27,6 +28,9 @@ def derive(c: Common) -> Plan:
         words = []
     given = "--out" in words[:-1]
     out = words[words.index("--out") + 1] if given else c.run.name
+    if given and out.startswith("/"):  # a folder of the host that ran it; any new folder under the checkout will do
+        words[words.index("--out") + 1] = out = f"runs/{c.run.name}"
+        cmd = shlex.join(words)
     run = cmd if given else f"{cmd} --out {c.run.name}"
     params = m.get("parameters") or {}
     listed = tuple(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in params.items())
