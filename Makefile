@@ -7,9 +7,9 @@ BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
 # `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
-# in the background); tests that share a module-scoped fixture go to one worker (tests/conftest.py groups them).
+# in the background while the workers run the other tests).
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadgroup
+XDIST := -n $(TEST_WORKERS)
 
 .PHONY: run test check lint lab report clean-venv
 

@@ -97,26 +97,9 @@ def _reads_the_shared_run(item: pytest.Item) -> bool:
     return "shared_run" in getattr(item, "fixturenames", ())
 
 
-def _module_fixture_group(item: pytest.Item) -> str | None:
-    """The module (and parameter) of the first module-scoped fixture the test uses, if any."""
-    info = getattr(item, "_fixtureinfo", None)
-    for name in getattr(item, "fixturenames", ()):
-        defs = info.name2fixturedefs.get(name) if info else None
-        if defs and defs[-1].scope == "module":
-            param = item.callspec.params.get(name) if hasattr(item, "callspec") else None
-            return f"{item.module.__name__}:{name}" + (f"[{getattr(param, 'name', param)}]" if param else "")
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Tests that share a module-scoped fixture run on one pytest-xdist worker (with ``--dist loadgroup``), so
-    the fixture is made once. The slow tests (each runs notebooks) start first; the tests that wait for the
-    shared run go last, so that it runs while every other test does."""
-    for item in items:
-        group = _module_fixture_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    """The slow tests (each runs notebooks) start first; the tests that wait for the shared run go last, so
+    that it runs while every other test does."""
     items.sort(
         key=lambda item: (
             "cpu_run" in getattr(item, "fixturenames", ()),
