@@ -8,6 +8,7 @@ import pytest
 from repro import seeds
 from repro.analysis import reshape_releases as rules
 from repro.registry import (
+    KBS_NOT_A_PARAMETER,
     KBS_SELECTED,
     KBS_STORAGE,
     OUTCOME_RAISED,
@@ -15,6 +16,7 @@ from repro.registry import (
     RESHAPE_NO_FUNCTION,
     RESHAPE_NOT_LOADED,
     RESHAPE_RAN,
+    RESHAPE_SELECTION_NOT_RUN,
 )
 
 SEED = seeds.load(43988)
@@ -31,6 +33,9 @@ def row(**changes):
         "release": "0.99.0",
         "cache group": "C128A KV",
         "kbs input": KBS_SELECTED,
+        "kernel_block_size": 256,
+        "kbs chosen by": "vLLM 0.99.0 prepare_kernel_block_sizes",
+        "storage_block_size": 2,
         "pr_geometry": True,
         "status": RESHAPE_RAN,
         "reason": "",
@@ -73,6 +78,8 @@ def raised(**changes):
         "payload_mismatches": None,
         "padding_bytes_changed": None,
         "kbs input": KBS_STORAGE,
+        "kernel_block_size": 2,
+        "kbs chosen by": "storage rows",
     }
     return row(**{**fields, **changes})
 
@@ -83,7 +90,7 @@ def oks(checks):
 
 def test_a_fitting_view_passes_only_when_every_figure_and_byte_is_right():
     good = rules.observation_checks(row()) + rules.pr_figure_checks(row(), SEED)
-    assert all(c["ok"] for c in good) and len(good) == 6
+    assert all(c["ok"] for c in good) and len(good) == 7
     assert {c["code"] for c in good} == {"vLLM 0.99.0"}
     assert not oks(rules.observation_checks(row(payload_mismatches=3)))[
         "the view aliases exactly the right bytes (written through the view, read from the raw pool)"
@@ -99,7 +106,7 @@ def test_a_fitting_view_passes_only_when_every_figure_and_byte_is_right():
 
 def test_a_raise_passes_only_as_pytorchs_setstorage_error_with_the_buggy_figures():
     checks = rules.observation_checks(raised()) + rules.pr_figure_checks(raised(), SEED)
-    assert all(c["ok"] for c in checks) and len(checks) == 6
+    assert all(c["ok"] for c in checks) and len(checks) == 7
     # another kind of error is a failed check, not a pass
     for error_type, text in [
         ("OutOfMemoryError", "CUDA out of memory"),
@@ -136,12 +143,51 @@ def test_verdicts_per_release_come_from_the_rows():
     v = rules.release_verdicts(frame).set_index("release")
     assert v.loc["0.99.0", "verdict"] == "bug 1: overruns"
     assert (v.loc["0.99.0", "overruns with"], v.loc["0.99.0", "fits with"]) == (KBS_STORAGE, KBS_SELECTED)
+    assert v.loc["0.99.0", "stock runner's selection"] == "fits (vLLM 0.99.0 prepare_kernel_block_sizes)"
     assert v.loc["0.98.0", "verdict"] == "fits"
     assert v.loc["0.97.0", "verdict"] == RESHAPE_NO_FUNCTION
     assert v.loc["0.96.0", "verdict"] == "does what neither model variant does"
     sentence = rules.verdict_sentence(rules.release_verdicts(frame))
-    assert "vLLM 0.99.0: bug 1 (overruns with the storage rows kernel block size" in sentence
+    assert "vLLM 0.99.0: bug 1 (overruns with the storage rows kernel block size; with the release's own runner " in (
+        sentence
+    )
     assert "vLLM 0.98.0: every group fits" in sentence
+
+
+SOURCE = "the kernel block size came from the code the row names"
+
+
+def test_a_kernel_block_size_that_did_not_come_from_the_release_fails():
+    assert oks(rules.observation_checks(row()))[SOURCE] and oks(rules.observation_checks(raised()))[SOURCE]
+    # the model (or nobody, or another release) named as the chooser of the release's selection
+    for chooser in ("model", "", "vLLM 0.98.0 prepare_kernel_block_sizes"):
+        assert not oks(rules.observation_checks(row(**{"kbs chosen by": chooser})))[SOURCE], chooser
+    assert not oks(rules.observation_checks(row(kernel_block_size=None)))[SOURCE]
+    # the storage-rows input must be the storage rows; "not a parameter" must hand in nothing
+    assert not oks(rules.observation_checks(raised(kernel_block_size=256)))[SOURCE]
+    assert not oks(rules.observation_checks(row(**{"kbs input": KBS_NOT_A_PARAMETER})))[SOURCE]
+    assert oks(rules.observation_checks(row(**{"kbs input": KBS_NOT_A_PARAMETER, "kernel_block_size": None})))[SOURCE]
+    # a selection that did not run is a failed row, never a value from elsewhere
+    not_run = row(status=RESHAPE_SELECTION_NOT_RUN, reason="not run: could not load", kernel_block_size=None)
+    assert not any(c["ok"] for c in rules.observation_checks(not_run))
+
+
+def test_the_runner_selection_is_found_in_the_release_source_and_unknown_modules_are_placeholders():
+    from repro.upstream import kernel_blocks
+
+    source = (
+        "from vllm.v1.worker.utils import bind_kv_cache, prepare_kernel_block_sizes\n"
+        "def init_attn_backend(kv_cache_config, attn_groups):\n"
+        "    kernel_block_sizes = prepare_kernel_block_sizes(kv_cache_config, attn_groups)\n"
+        "    return kernel_block_sizes\n"
+    )
+    assert kernel_blocks.runner_selection_call(source) == ("prepare_kernel_block_sizes", "vllm.v1.worker.utils")
+    assert kernel_blocks.runner_selection_call("def f():\n    return 1\n") == ("", "")
+    stubs = kernel_blocks.PlaceholderStubs({"vllm.v1.worker.utils", "vllm.v1.attention.backend"})
+    assert "vllm.config" in stubs and stubs["vllm.config"] == kernel_blocks.PLACEHOLDER_MODULE
+    # a cached module, and the packages above it, are never stubbed
+    assert "vllm.v1.worker.utils" not in stubs and "vllm.v1.worker" not in stubs and "vllm" not in stubs
+    assert "vllm.platforms" in stubs and stubs["vllm.platforms"] == kernel_blocks.SELECTION_STUBS["vllm.platforms"]
 
 
 def test_verdicts_read_rows_back_from_csv(tmp_path):
@@ -149,14 +195,16 @@ def test_verdicts_read_rows_back_from_csv(tmp_path):
     pd.DataFrame([row(), raised()]).to_csv(path, index=False)
     frame = pd.read_csv(path, keep_default_na=False)
     checks = rules.release_checks(frame, SEED, "C128A KV")
-    assert len(checks) == 12 and all(c["ok"] for c in checks)
+    assert len(checks) == 14 and all(c["ok"] for c in checks)
 
 
 @pytest.mark.integration
-def test_one_real_release_raises_the_prs_error_and_fits_with_the_backends_kernel_block_size(tmp_path):
+def test_one_real_release_raises_the_prs_error_and_fits_with_its_own_runner_selection(tmp_path, monkeypatch):
     import torch
 
+    import repro.geometry.specs
     from repro.geometry.specs import dsv4_catalogue
+    from repro.upstream import kernel_blocks
     from repro.upstream import reshape as vllm_reshape
     from repro.upstream.releases import fetch_index
 
@@ -173,16 +221,32 @@ def test_one_real_release_raises_the_prs_error_and_fits_with_the_backends_kernel
         "kv_cache_spec.block_size // kernel_block_size"
     ]
     assert len(vllm_reshape.as_strided_sites(loaded.source())) == 2  # the padded attention view and Mamba's
-    spec = next(s for s in dsv4_catalogue(256) if s.name == "C128A KV")
+    # The model's kernel block size is made wrong: a release row that still carried it would fail below.
+    for module in (repro.geometry.specs, vllm_reshape):
+        monkeypatch.setattr(module, "group_kernel_block_size", lambda spec: 7)
+    specs = dsv4_catalogue(256)
+    selection = kernel_blocks.select_for_release("0.22.0", specs, vllm_reshape.build_spec, tmp_path)
+    assert not selection.reason, selection.reason
+    assert selection.function == "prepare_kernel_block_sizes"
+    assert {"prepare_kernel_block_sizes", "select_common_block_size"} <= set(selection.calls)
+    assert "DeepseekV4FlashMLASparseBackend.get_supported_kernel_block_sizes" in selection.calls
+    spec = next(s for s in specs if s.name == "C128A KV")
+    chosen = selection.group(spec.name)
+    assert (chosen.kernel_block_size, chosen.declared) == (256, "[256]")
     pool = torch.empty(SEED["reported"]["available_bytes"], dtype=torch.uint8)
-    rows = [
-        vllm_reshape.observe(loaded, spec, pool, label, kbs, True)
-        for label, kbs in vllm_reshape.kernel_block_inputs(spec).items()
+    inputs = vllm_reshape.kernel_block_inputs(loaded, spec, selection)
+    rows = [vllm_reshape.observe(loaded, spec, pool, kbs, True) for kbs in inputs]
+    assert [(r["kbs input"], r["kernel_block_size"], r["model kernel_block_size"]) for r in rows] == [
+        (KBS_SELECTED, 256, 7),
+        (KBS_STORAGE, 2, 7),
     ]
+    assert rows[0]["kbs chosen by"] == "vLLM 0.22.0 prepare_kernel_block_sizes"
     assert [r["outcome"] for r in rows] == [OUTCOME_VIEW, OUTCOME_RAISED]
     checks = rules.release_checks(pd.DataFrame(rows), SEED, "C128A KV")
     assert all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
-    assert rules.release_verdicts(pd.DataFrame(rows))["verdict"].tolist() == ["bug 1: overruns"]
+    verdicts = rules.release_verdicts(pd.DataFrame(rows))
+    assert verdicts["verdict"].tolist() == ["bug 1: overruns"]
+    assert verdicts["stock runner's selection"].tolist() == ["fits (vLLM 0.22.0 prepare_kernel_block_sizes)"]
 
 
 def test_a_bad_release_selection_stops_at_the_parameters_naming_it():

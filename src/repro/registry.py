@@ -187,11 +187,13 @@ RESHAPE_NO_FUNCTION = "release has no _reshape_kv_cache"
 RESHAPE_NO_COMPRESSED_PATH = "no compressed-spec path"
 RESHAPE_NOT_LOADED = "could not load"
 RESHAPE_NOT_CACHED = "not in the cache"
-#: The kernel block size handed in for a group: what the runner selects from the DeepSeek-V4 backends'
-#: declared sizes (256 for the compressed groups at --block-size 256), or the group's storage rows (what
-#: PR #43988's runner used for compressed specs).
-KBS_SELECTED = "backends' selection"
+RESHAPE_SELECTION_NOT_RUN = "kernel block size selection not run"
+#: The kernel block size handed in for a group: what the release's own runner selection chose (run, with
+#: the release's backend classes), the group's storage rows (the input that reproduces PR #43988's
+#: report), or none (the release's ``_reshape_kv_cache`` takes no ``kernel_block_sizes``).
+KBS_SELECTED = "release's selection"
 KBS_STORAGE = "storage rows"
+KBS_NOT_A_PARAMETER = "not a parameter"
 #: Outcomes of one call.
 OUTCOME_VIEW, OUTCOME_RAISED = "view", "raised"
 #: Label of the implementation a user names with the ``implementation`` parameter.

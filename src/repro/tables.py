@@ -85,9 +85,9 @@ class Table(StrEnum):
     EAGER_COSTS = "03-eager-costs", ("arm", "code", "seq_len", "num_reqs")
     # notebook 03: the V4.1 records (528-B MXFP8, 288-B NVFP4), the repository's gathers beside vLLM's
     V41_LOADS = "03-v41-loads", ("release", "record")
-    V41_CHECKS = "03-v41-checks", ("check", "variant", "release", "record", "layout", "num_reqs")
-    V41_MEDIANS = "03-v41-medians", ("arm", "record", "layout", "launch", "seq_len", "num_reqs")
-    V41_VS_COPY = "03-v41-vs-copy", ("arm", "record", "layout", "seq_len", "num_reqs")
+    V41_CHECKS = "03-v41-checks", ("check", "variant", "release", "record", "layout", "shape", "num_reqs")
+    V41_MEDIANS = "03-v41-medians", ("arm", "kind", "layout", "launch", "seq_len", "num_reqs")
+    V41_VS_COPY = "03-v41-vs-copy", ("arm", "kind", "layout", "seq_len", "num_reqs")
     # notebook 04: every release
     #: ``run``: in a merge of several runs' matrices, the run a row comes from.
     RELEASE_MATRIX = (
@@ -168,7 +168,9 @@ IDENTITY_ORDER = (
     "code",
     "kernel",
     "record",
+    "kind",
     "layout",
+    "shape",
     "cache group",
     "kbs input",
     "module",

@@ -19,6 +19,9 @@ from typing import Any
 import pandas as pd
 
 from repro.registry import (
+    KBS_NOT_A_PARAMETER,
+    KBS_SELECTED,
+    KBS_STORAGE,
     OUTCOME_RAISED,
     OUTCOME_VIEW,
     RESHAPE_BUGGY,
@@ -26,6 +29,7 @@ from repro.registry import (
     RESHAPE_NO_COMPRESSED_PATH,
     RESHAPE_NO_FUNCTION,
     RESHAPE_RAN,
+    RESHAPE_SELECTION_NOT_RUN,
 )
 
 #: Columns of a check row (the release checks table).
@@ -71,6 +75,12 @@ def _int(value: Any) -> int | None:
     return int(float(value)) if isinstance(value, str) else int(value)
 
 
+def kernel_block_cell(value: Any) -> str:
+    """A kernel block size cell as shown: ``256``, or "none" when none was handed in."""
+    v = _int(value)
+    return "none" if v is None else str(v)
+
+
 def _check(row: Mapping, check: str, variant: str, expected: str, observed: str, ok: bool) -> dict:
     return {
         "code": row["code"],
@@ -89,9 +99,27 @@ def _figures(sizes, strides, required, available) -> str:
     return f"sizes {sizes}, strides {strides}, {required:,} of {available:,} bytes"
 
 
+def kernel_block_source_check(row: Mapping) -> dict:
+    """The kernel block size handed in came from the code the row names: the release's own selection (its
+    function named, a value), the group's storage rows, or nothing (not a parameter). Never the model."""
+    kbs, label, by = _int(row["kernel_block_size"]), row["kbs input"], str(row.get("kbs chosen by") or "")
+    own = f"vLLM {row['release']} "
+    if label == KBS_SELECTED:
+        expected, ok = f"a size chosen by {own}<function>", kbs is not None and by.startswith(own)
+    elif label == KBS_STORAGE:
+        expected, ok = f"the storage rows ({_int(row['storage_block_size'])})", kbs == _int(row["storage_block_size"])
+    elif label == KBS_NOT_A_PARAMETER:
+        expected, ok = "none handed in", kbs is None
+    else:
+        expected, ok = f"one of {KBS_SELECTED!r}, {KBS_STORAGE!r}, {KBS_NOT_A_PARAMETER!r}", False
+    observed = f"{kbs if kbs is not None else 'none'}, chosen by: {by or '(nobody named)'}"
+    return _check(row, "the kernel block size came from the code the row names", "", expected, observed, ok)
+
+
 def observation_checks(row: Mapping) -> list[dict]:
     """The checks of one observation row (none for a release that did not run the function)."""
     status = row["status"]
+    source = [kernel_block_source_check(row)] if status in (RESHAPE_RAN, RESHAPE_SELECTION_NOT_RUN) else []
     if status != RESHAPE_RAN:
         return [
             _check(
@@ -102,8 +130,8 @@ def observation_checks(row: Mapping) -> list[dict]:
                 f"{status}: {row.get('reason') or ''}".strip(": "),
                 status in FINDINGS,
             )
-        ]
-    checks = [
+        ] + source
+    checks = source + [
         _check(
             row,
             "the release's spec class computes the catalogue's page",
@@ -261,6 +289,7 @@ def release_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
             else:
                 fits.append(kbs_input)
         groups = sorted(set(variants[variants.matched == RESHAPE_BUGGY]["cache group"]))
+        stock = variants[variants["kbs input"] == KBS_SELECTED]
         if other:
             verdict = "does what neither model variant does"
         elif overruns:
@@ -275,10 +304,24 @@ def release_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
                 "overruns with": ", ".join(overruns),
                 "fits with": ", ".join(fits),
                 "groups that overrun": ", ".join(groups),
+                "stock runner's selection": stock_runner(stock),
                 "count expression": next((str(x) for x in g["count expression"] if str(x) not in ("", "nan")), ""),
             }
         )
     return pd.DataFrame(rows)
+
+
+def stock_runner(selected: pd.DataFrame) -> str:
+    """Does the release's own runner selection hand the function a kernel block size that overruns? From its
+    rows (``matched`` per row); "" when the function takes no kernel block size."""
+    if not len(selected):
+        return ""
+    by = ", ".join(sorted({str(x) for x in selected["kbs chosen by"]}))
+    if (selected.matched == RESHAPE_BUGGY).any():
+        return f"overruns ({by})"
+    if (selected.matched == RESHAPE_FIXED).all():
+        return f"fits ({by})"
+    return f"neither model variant ({by})"
 
 
 def verdict_sentence(verdicts: pd.DataFrame) -> str:
@@ -292,10 +335,22 @@ def verdict_sentence(verdicts: pd.DataFrame) -> str:
             hows = set()
             for _, r in g.iterrows():
                 how = f"overruns with the {r['overruns with']} kernel block size"
-                hows.add(how + (f", fits with the {r['fits with']}" if r["fits with"] else ""))
+                stock = r.get("stock runner's selection", "")
+                hows.add(how + (f"; with the release's own runner selection it {stock}" if stock else ""))
             parts.append(f"vLLM {names}: bug 1 ({'; '.join(sorted(hows))})")
         elif verdict == "fits":
-            parts.append(f"vLLM {names}: every group fits with every kernel block size handed in")
+            takes = g[g["stock runner's selection"].astype(bool)] if "stock runner's selection" in g else g.iloc[:0]
+            none = g[~g["release"].isin(takes["release"])]
+            if len(none):
+                parts.append(
+                    f"vLLM {', '.join(none['release'].astype(str))}: every group fits "
+                    "(the function takes no kernel block size)"
+                )
+            if len(takes):
+                parts.append(
+                    f"vLLM {', '.join(takes['release'].astype(str))}: every group fits with every kernel block size "
+                    "handed in, the release's own runner selection included"
+                )
         else:
             parts.append(f"vLLM {names}: {verdict}")
     return "; ".join(parts) + "."

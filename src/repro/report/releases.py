@@ -228,9 +228,14 @@ class Merged:
 
 
 def _stacked(runs: list[RunData], table: Table) -> pd.DataFrame:
-    """``table`` of every run that wrote it, one frame with the run's name in ``run``."""
+    """``table`` of every run that wrote it, one frame with the run's name in ``run``; a row an earlier run wrote
+    the same is kept once (from that run)."""
     frames = [t.assign(run=run.name) for run in runs if (t := run.table(table)) is not None and len(t)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not frames:
+        return pd.DataFrame()
+    stacked = pd.concat(frames, ignore_index=True)
+    observed = [c for c in stacked.columns if c != "run"]
+    return stacked.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
 
 
 def suite_section(summary: pd.DataFrame, patches: pd.DataFrame) -> list[str]:

@@ -138,6 +138,39 @@ RESHAPE = MemberSet(
 )
 
 
+#: A kernel-block-size backend class of the DeepSeek-V4 cache groups (read to decide what to extract).
+KERNEL_BLOCK_BACKEND = re.compile(
+    rb"^class (?:DeepseekV4\w*Backend|DeepseekSparseSWABackend|CompressorBackend)\b", re.MULTILINE
+)
+
+
+def is_kernel_block_backend(member: str, text: bytes) -> bool:
+    """A module (not a package's ``__init__``) defining a DeepSeek-V4 cache group's attention backend."""
+    return (
+        not member.endswith("/__init__.py")
+        and b"get_supported_kernel_block_sizes" in text
+        and KERNEL_BLOCK_BACKEND.search(text) is not None
+    )
+
+
+#: The V2 runner's kernel block size selection (:mod:`repro.upstream.kernel_blocks`): the worker utilities
+#: that define it, the backend base class (``MultipleOf``), the DeepSeek-V4 cache groups' backends, and the
+#: JIT kernel classes a backend module instantiates at import (from 0.27.0).
+KERNEL_BLOCKS = MemberSet(
+    "kernel-blocks",
+    members=(
+        "vllm/v1/worker/utils.py",
+        "vllm/v1/attention/backend.py",
+        "vllm/utils/math_utils.py",
+        "vllm/model_executor/warmup/jit_warmup.py",
+        "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
+    ),
+    patterns=("vllm/*.py",),
+    accept=is_kernel_block_backend,
+    description="kernel block size selection",
+)
+
+
 #: Which gather a release runs (:mod:`repro.upstream.dispatch`): the DeepSeek model packages, the platform
 #: base class, ``has_cutedsl``, and the few modules their decisions read.
 DISPATCH = MemberSet(

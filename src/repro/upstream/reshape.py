@@ -32,6 +32,7 @@ import torch
 from repro.geometry.layout import DSV4, HEAD_DIM
 from repro.geometry.specs import KVCacheSpec, group_kernel_block_size
 from repro.registry import (
+    KBS_NOT_A_PARAMETER,
     KBS_SELECTED,
     KBS_STORAGE,
     OUTCOME_RAISED,
@@ -43,10 +44,12 @@ from repro.registry import (
     RESHAPE_NOT_CACHED,
     RESHAPE_NOT_LOADED,
     RESHAPE_RAN,
+    RESHAPE_SELECTION_NOT_RUN,
     code_label,
 )
 from repro.reshape.plan import as_strided_required_elems, check_aliasing, plan_reshape
 from repro.upstream.fetch import derive_releases
+from repro.upstream.kernel_blocks import LAYER, PARAMETER, Selection, StandInGroup
 from repro.upstream.loader import LoadedRelease, LoadError
 from repro.upstream.members import RESHAPE, RESHAPE_FUNCTION_MEMBER
 from repro.upstream.releases import fetch_index, releases_from_index
@@ -57,8 +60,6 @@ FUNCTION = "_reshape_kv_cache"
 SPEC_MODULE = "vllm/v1/kv_cache_interface.py"
 #: The cache dtype string the V2 runner hands a DeepSeek-V4 model on FlashMLA (``--kv-cache-dtype fp8``).
 CACHE_DTYPE = "fp8_ds_mla"
-#: The layer name the single-layer configuration uses.
-LAYER = "model.layers.0.attn"
 
 #: Modules the function's module (and the spec module) import at load time. All but two are placeholders
 #: (nothing on this path calls them); ``vllm.logger`` gives a plain logger, and ``vllm.utils.torch_utils``
@@ -82,12 +83,13 @@ RESHAPE_STUBS: dict[str, str] = {
     "vllm.v1.worker.gpu.model_states.interface": placeholder_stub(),
 }
 
-RAN, NO_FUNCTION, NO_COMPRESSED_PATH, NOT_LOADED, NOT_CACHED = (
+RAN, NO_FUNCTION, NO_COMPRESSED_PATH, NOT_LOADED, NOT_CACHED, SELECTION_NOT_RUN = (
     RESHAPE_RAN,
     RESHAPE_NO_FUNCTION,
     RESHAPE_NO_COMPRESSED_PATH,
     RESHAPE_NOT_LOADED,
     RESHAPE_NOT_CACHED,
+    RESHAPE_SELECTION_NOT_RUN,
 )
 
 
@@ -118,16 +120,6 @@ class StandInBackend:
     @classmethod
     def full_cls_name(cls) -> tuple[str, str]:
         return (cls.__module__, cls.__qualname__)
-
-
-@dataclass
-class StandInGroup:
-    """The fields of vLLM's ``AttentionGroup`` that ``_reshape_kv_cache`` reads."""
-
-    backend: type
-    layer_names: list[str]
-    kv_cache_spec: Any
-    kv_cache_group_id: int = 0
 
 
 @dataclass
@@ -271,7 +263,7 @@ def spec_figures(spec: Any) -> dict[str, int | None]:
 class Observation:
     """What one call of a release's ``_reshape_kv_cache`` did over one pool."""
 
-    kernel_block_size: int  # the group's entry of kernel_block_sizes handed in
+    kernel_block_size: int | None  # the group's entry of kernel_block_sizes handed in (None: not a parameter)
     backend_calls: list[dict]
     view: torch.Tensor | None
     error_type: str = ""
@@ -284,7 +276,7 @@ class Observation:
 
 
 def call_reshape(
-    loaded: ReleaseReshape, built: BuiltSpec, spec: KVCacheSpec, pool: torch.Tensor, kbs: int
+    loaded: ReleaseReshape, built: BuiltSpec, spec: KVCacheSpec, pool: torch.Tensor, kbs: int | None
 ) -> Observation:
     """Run the release's function for one layer of ``spec``'s group over ``pool`` (a 1-D byte tensor).
 
@@ -309,8 +301,8 @@ def call_reshape(
             )
             kwargs["attn_backends"] = {LAYER: backend}
             how = "kv_cache_config=KVCacheConfig(1 tensor, 1 group), attn_backends={layer: stand-in}"
-        if "kernel_block_sizes" in params:
-            kwargs["kernel_block_sizes"] = [kbs]
+        if PARAMETER in params and kbs is not None:
+            kwargs[PARAMETER] = [kbs]
             how += f", kernel_block_sizes=[{kbs}]"
         if "shared_kv_cache_layers" in params:
             kwargs["shared_kv_cache_layers"] = {}
@@ -400,14 +392,39 @@ def as_strided_lines(source: str) -> list[str]:
 # Observation rows: what the release did, beside what the model predicts for the same spec and pool.
 
 
-def kernel_block_inputs(spec: KVCacheSpec) -> dict[str, int]:
-    """The kernel block sizes handed in for a group: the runner's selection from the backends' declared
-    sizes, and the group's storage rows (what PR #43988's runner used for compressed specs); one entry
-    when they agree."""
-    selected = group_kernel_block_size(spec)
-    inputs = {KBS_SELECTED: selected}
-    if spec.storage_block_size != selected:
-        inputs[KBS_STORAGE] = spec.storage_block_size
+@dataclass(frozen=True)
+class KernelBlockInput:
+    """One kernel block size handed to a release's function for a group, and which code chose it."""
+
+    label: str  # KBS_SELECTED, KBS_STORAGE or KBS_NOT_A_PARAMETER
+    kernel_block_size: int | None  # None: not handed in (no such parameter, or the selection did not run)
+    chosen_by: str  # the release's function by name, the storage-rows input, or "not run: <why>"
+    backend: str = ""  # the backend class whose declared sizes the selection read
+    declared: str = ""  # what that class declared
+
+
+#: ``chosen_by`` of the storage-rows input.
+STORAGE_ROWS_INPUT = "storage rows (block_size // compress_ratio): the input that reproduces PR #43988's report"
+
+
+def kernel_block_inputs(
+    loaded: ReleaseReshape, spec: KVCacheSpec, selection: Selection | None
+) -> list[KernelBlockInput]:
+    """The kernel block sizes a release's function gets for ``spec``'s group: the release's own runner
+    selection (``selection``, run by :mod:`repro.upstream.kernel_blocks`) and, for a compressed group, its
+    storage rows; one "not a parameter" input when the function takes no ``kernel_block_sizes`` (or did
+    not load). Never the repository's model."""
+    if loaded.status != RAN or PARAMETER not in loaded.parameters:
+        why = f"vLLM {loaded.version}'s {FUNCTION} takes no {PARAMETER}" if loaded.function else ""
+        return [KernelBlockInput(KBS_NOT_A_PARAMETER, None, why)]
+    chosen = selection.group(spec.name) if selection is not None else None
+    inputs = [
+        KernelBlockInput(KBS_SELECTED, chosen.kernel_block_size, chosen.chosen_by, chosen.backend, chosen.declared)
+        if chosen is not None
+        else KernelBlockInput(KBS_SELECTED, None, "not run: no selection was asked for")
+    ]
+    if spec.compressed:
+        inputs.append(KernelBlockInput(KBS_STORAGE, spec.storage_block_size, STORAGE_ROWS_INPUT))
     return inputs
 
 
@@ -421,8 +438,7 @@ def observe(
     loaded: ReleaseReshape,
     spec: KVCacheSpec,
     pool: torch.Tensor,
-    kbs_input: str,
-    kbs: int,
+    kbs: KernelBlockInput,
     pr_geometry: bool,
     aliasing: dict | None = None,
 ) -> dict[str, Any]:
@@ -440,8 +456,13 @@ def observe(
         "release": loaded.version,
         "cache group": spec.name,
         "compress_ratio": spec.compress_ratio,
-        "kbs input": kbs_input,
-        "kernel_block_size": kbs,
+        "kbs input": kbs.label,
+        "kernel_block_size": kbs.kernel_block_size,
+        "kbs chosen by": kbs.chosen_by,
+        "kbs backend": kbs.backend,
+        "kbs backend declares": kbs.declared,
+        "model kernel_block_size": group_kernel_block_size(spec),
+        "storage_block_size": spec.storage_block_size,
         "pr_geometry": pr_geometry,
         "status": loaded.status,
         "reason": loaded.reason,
@@ -472,6 +493,8 @@ def observe(
     }
     if loaded.status != RAN:
         return row
+    if kbs.label == KBS_SELECTED and kbs.kernel_block_size is None:
+        return {**row, "status": SELECTION_NOT_RUN, "reason": kbs.chosen_by}
     why_not = loaded.compressed_path()
     built = build_spec(loaded, spec)
     if built.spec is None or (why_not and spec.compressed):
@@ -482,7 +505,7 @@ def observe(
         spec_real_page_bytes=figures["real_page_size_bytes"],
         **{"keywords dropped": ", ".join(built.dropped)},
     )
-    obs = call_reshape(loaded, built, spec, pool, kbs)
+    obs = call_reshape(loaded, built, spec, pool, kbs.kernel_block_size)
     row["call"] = obs.arguments
     if obs.backend_calls:
         row.update(

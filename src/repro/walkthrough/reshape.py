@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from repro.registry import CODE_MODEL
 from repro.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
 from repro.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
 from repro.tables import Facts, Notebook, Table
+from repro.upstream import kernel_blocks
 from repro.upstream import reshape as vllm_reshape
 from repro.upstream.releases import ReleaseListError
 from repro.walkthrough.session import Session
@@ -66,6 +68,8 @@ class ReshapeWalkthrough:
     releases: list[str] = field(default_factory=list)
     download: bool = True
     loaded: dict[str, vllm_reshape.ReleaseReshape] = field(default_factory=dict)
+    #: Each release's own kernel block size selection (releases whose function takes kernel_block_sizes).
+    selections: dict[str, kernel_blocks.Selection] = field(default_factory=dict)
     verdicts: pd.DataFrame | None = None
 
     @classmethod
@@ -223,10 +227,18 @@ class ReshapeWalkthrough:
     # vLLM's own function, release by release.
 
     def vllm_releases(self) -> pd.DataFrame:
-        """Fetch (once) and load each release's ``_reshape_kv_cache`` and spec classes; what was found."""
+        """Fetch (once) and load each release's ``_reshape_kv_cache`` and spec classes, and run its runner's own
+        kernel block size selection where the function takes ``kernel_block_sizes``; what was found."""
         rows = []
+        specs = list(self.specs.values())
         for version in self.releases:
             got = self.loaded[version] = vllm_reshape.load_release(version, download=self.download)
+            selection = None
+            if got.status == vllm_reshape.RAN and kernel_blocks.PARAMETER in got.parameters:
+                selection = kernel_blocks.select_for_release(
+                    version, specs, vllm_reshape.build_spec, download=self.download
+                )
+                self.selections[version] = selection
             rows.append(
                 {
                     "code": got.code,
@@ -234,10 +246,24 @@ class ReshapeWalkthrough:
                     "parameters": ", ".join(got.parameters),
                     "kernel blocks per logical block": "; ".join(vllm_reshape.blocks_per_kv_block_lines(got.source())),
                     "reads storage_block_size": bool(got.function) and not got.compressed_path(),
+                    "kernel block sizes chosen by": kernel_blocks.chosen_by(got, selection),
+                    "selection ran": ", ".join(selection.calls) if selection else "",
+                    "placeholder modules": len(selection.placeholders) if selection else None,
                     "reason": got.reason,
                 }
             )
+            if selection is not None:
+                self.record_selection(selection)
         return pd.DataFrame(rows)
+
+    def record_selection(self, selection: kernel_blocks.Selection) -> None:
+        """What stood in for vLLM during a release's selection, for the run folder."""
+        if self.session.run_dir:
+            folder = Path(self.session.run_dir) / "reshape"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"kernel-block-selection-{selection.version}.json").write_text(
+                json.dumps(kernel_blocks.provenance(selection), indent=2) + "\n"
+            )
 
     def _first_with(self, attribute: str) -> vllm_reshape.ReleaseReshape | None:
         """The first loaded release whose count of kernel blocks divides ``<spec>.<attribute>``."""
@@ -283,11 +309,10 @@ class ReshapeWalkthrough:
         aliasing: dict = {}
         for got in self.loaded.values():
             for name, spec in self.specs.items():
-                for kbs_input, kbs in vllm_reshape.kernel_block_inputs(spec).items():
+                selection = self.selections.get(got.version)
+                for kbs in vllm_reshape.kernel_block_inputs(got, spec, selection):
                     table.append(
-                        vllm_reshape.observe(
-                            got, spec, pools[name], kbs_input, kbs, at_pr and name == REPORTED_CACHE, aliasing
-                        )
+                        vllm_reshape.observe(got, spec, pools[name], kbs, at_pr and name == REPORTED_CACHE, aliasing)
                     )
         frame = table.frame()
         if len(frame):
@@ -303,7 +328,8 @@ class ReshapeWalkthrough:
         if not len(frame):
             return frame
         rows = frame[frame["cache group"] == REPORTED_CACHE]
-        return rows[["code", "kbs input", "kernel_block_size", "status", "outcome", "sizes", "strides", "error"]]
+        shown = ["code", "kbs input", "kbs chosen by", "kernel_block_size", "status", "outcome", "sizes", "strides"]
+        return rows[[*shown, "error"]]
 
     def finish(self) -> pd.DataFrame:
         """The notebook's facts for the report; the checks table to show (model and releases)."""

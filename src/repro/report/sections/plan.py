@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from repro.report.model import Common, Section
 
@@ -18,8 +19,8 @@ class Plan:
 
 def derive(c: Common) -> Plan:
     """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it; a
-    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` (the
-    host that ran it) becomes ``runs/<name>``."""
+    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` that is
+    not where the folder is now (another host's, before it was copied here) becomes ``runs/<name>``."""
     m = c.run.manifest
     cmd = str(m.get("command") or "python -m repro run")
     try:
@@ -28,7 +29,8 @@ def derive(c: Common) -> Plan:
         words = []
     given = "--out" in words[:-1]
     out = words[words.index("--out") + 1] if given else c.run.name
-    if given and out.startswith("/"):  # a folder of the host that ran it; any new folder under the checkout will do
+    moved = given and out.startswith("/") and Path(out).resolve() != Path(c.run.path).resolve()
+    if moved:  # a folder of the host that ran it (the run was copied here); any new folder under the checkout will do
         words[words.index("--out") + 1] = out = f"runs/{c.run.name}"
         cmd = shlex.join(words)
     run = cmd if given else f"{cmd} --out {c.run.name}"

@@ -13,7 +13,7 @@ from repro.tables import Table
 
 #: The cache group PR #43988's error identifies.
 REPORTED_CACHE = "C128A KV"
-VERDICT_COLUMNS = ("code", "verdict", "overruns with", "fits with", "groups that overrun")
+VERDICT_COLUMNS = ("code", "verdict", "stock runner's selection", "overruns with", "fits with", "groups that overrun")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ def reported_rows(frame: pd.DataFrame) -> pd.DataFrame:
             for _, r in rows.iterrows()
         ]
     )
-    return shown[["code", "kbs input", "kernel_block_size", "result"]].astype(str)
+    shown = shown.assign(kernel_block_size=[rules.kernel_block_cell(v) for v in shown["kernel_block_size"]])
+    columns = ["code", "kbs chosen by", "kernel_block_size", "result"]
+    return shown[[c for c in columns if c in shown]].fillna("").astype(str)
 
 
 def derive(c: Common) -> ReshapeReleases | None:
@@ -53,7 +55,12 @@ MARKDOWN = """
 
 The section above runs the repository's model (`code` = `model` in its tables). Here each release's own
 `_reshape_kv_cache` (`vllm/v1/worker/gpu/attn_utils.py`) runs, loaded from its wheel with its own spec classes and a
-stand-in attention backend, over real pools (notebook 01, section 5). {{ d.sentence }}
+stand-in attention backend, over real pools (notebook 01, section 5). Where the function takes `kernel_block_sizes`,
+they come from the release's own runner selection (the function its `init_attn_backend` calls, run with the
+release's own DeepSeek-V4 backend classes; `kbs chosen by` names it), and, for the compressed groups, from their
+storage rows, the input that reproduces PR #43988's report. The repository's one-expression model is never the
+source of a kernel block size here (its value is the `model kernel_block_size` column of the run's table).
+{{ d.sentence }}
 
 {{ table(d.verdicts) }}
 

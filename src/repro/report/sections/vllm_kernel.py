@@ -42,7 +42,7 @@ class VllmKernel:
     medians: pd.DataFrame | None
     ratios: pd.DataFrame | None
     headline: str
-    cost: tuple[tuple[str, pd.DataFrame], ...]  # per release: the graph-replay ratio table
+    cost: pd.DataFrame  # the graph-replay ratio table of every release, one row per (release, shape)
     loads: pd.DataFrame | None  # what was loaded (untimed runs)
     whose: pd.DataFrame
     rewrites: tuple[Rewrite, ...]
@@ -67,7 +67,7 @@ def _root_cause(c: Common) -> str:
 
 
 def _whose_code(c: Common) -> pd.DataFrame:
-    """Every timed arm of the run and whose code it is (registry entries), with the loaded wheel's hash."""
+    """Whose code each timed arm runs (registry entries), with the loaded wheel's hash: one row per kernel."""
     releases = (c.run.facts.get(Facts.VLLM) or {}).get("releases", {})
     rows = []
     for table in (Table.PERF_MEDIANS, Table.VLLM_MEDIANS):
@@ -89,7 +89,22 @@ def _whose_code(c: Common) -> pd.DataFrame:
                     kernel = str((c.run.manifest.get("parameters") or {}).get("reference_gather", ""))
             sha = str(info.get("wheel_sha256") or "")[:16]
             rows.append({"arm": label, "code": entry.origin, "kernel": kernel, "wheel sha256": sha})
-    return pd.DataFrame(rows)
+    if not rows:
+        return pd.DataFrame()
+    # one row per piece of code, naming every arm that runs it
+    frame = pd.DataFrame(rows)
+    return (
+        frame.groupby(["code", "kernel", "wheel sha256"], sort=False)["arm"]
+        .agg(lambda arms: "; ".join(arms))
+        .reset_index()
+        .rename(columns={"arm": "arms"})
+    )
+
+
+def changed_lines(diff: str) -> str:
+    """A unified diff without its context lines: the file names, the hunk headers and what changed (the whole diff
+    stays in the run folder; the report shows what a reviewer reads)."""
+    return "\n".join(line for line in diff.splitlines() if line[:1] in ("-", "+", "@")).rstrip()
 
 
 def _rewrites(c: Common) -> tuple[Rewrite, ...]:
@@ -106,7 +121,7 @@ def _rewrites(c: Common) -> tuple[Rewrite, ...]:
                     str(info.get("wheel")),
                     str(info.get("wheel_sha256") or "")[:16],
                     tuple(other.get("edits") or ()),
-                    patched["diff"].rstrip(),
+                    changed_lines(patched["diff"]),
                 )
             )
     return tuple(out)
@@ -141,12 +156,15 @@ def derive(c: Common) -> VllmKernel | None:
     if not has_loads and jit is None and not root:
         return None
     timed = bool(has_loads) and ratios is not None and len(ratios) > 0
-    cost = ()
+    cost = pd.DataFrame()
     if timed:
-        cost = tuple(
-            (origin, upstream_cost.cost_table(ratios, origin, "graph").round(3))
+        tables = [
+            upstream_cost.cost_table(ratios, origin, "graph").round(3).assign(release=origin)
             for origin in upstream_cost.origins(medians if medians is not None else pd.DataFrame(columns=["arm"]))
-        )
+        ]
+        if tables:
+            joined = pd.concat(tables, ignore_index=True)
+            cost = joined[["release", *[c for c in joined.columns if c != "release"]]]
     shown = loads[[col for col in ("release", "variant", "kernel", "ok") if col in loads]] if has_loads else None
     return VllmKernel(
         root_cause=root,
@@ -208,11 +226,11 @@ CUDA-graph medians timed in the same rounds; 0.99-1.01 is no measurable cost.
 {% if d.timed %}
 
 {{ d.headline | link }}
-{% for origin, frame in d.cost %}
+{% if d.cost | length %}
 
-{{ origin }}, CUDA-graph replays (time ratios; `shipped us`: today's kernel)
-{{ shown(frame) }}
-{% endfor %}
+CUDA-graph replays per release (time ratios; `shipped us`: today's kernel)
+{{ shown(d.cost) }}
+{% endif %}
 {% for name in figure_names(d) %}
 {{ image(name) }}
 {% endfor %}
@@ -223,14 +241,14 @@ Loaded (timing runs on the GPU profile only):
 {% endif %}
 {% if d.whose | length %}
 
-Whose code each timed arm runs:
+Whose code the timed arms run:
 {{ shown(d.whose) }}
 {% endif %}
 {% for r in d.rewrites %}
 {% call fold("%s: the exact rewrite (diff)" % r.origin) %}
-{{ r.origin }}, BUG_GATHER's change as applied to `{{ r.module }}` of {{ r.wheel }} (sha256 `{{ r.wheel_sha256 }}`); the
-diffs are in the run folder's `rewrites/`.{% if r.constexpr_edits %} The constexpr-stride variant makes only the launch
-edit: {{ r.constexpr_edits | join("; ") }}.{% endif %}
+{{ r.origin }}, BUG_GATHER's change as applied to `{{ r.module }}` of {{ r.wheel }} (sha256 `{{ r.wheel_sha256 }}`): the
+changed lines; the diffs with their context are in the run folder's `rewrites/`.{% if r.constexpr_edits %} The
+constexpr-stride variant makes only the launch edit: {{ r.constexpr_edits | join("; ") }}.{% endif %}
 
 ```diff
 {{ r.diff }}
