@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
-# `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all).
+# `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
+# in the background while the workers run the other tests).
 TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS)
 
 .PHONY: run test check lint lab report clean-venv
 
@@ -30,11 +32,11 @@ $(MERMAID): scripts/setup-mermaid.sh | $(STAMP)
 
 # Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
 test: lint $(BROWSER) $(MERMAID)
-	$(PY) -m pytest -n $(TEST_WORKERS) $(ARGS)
+	$(PY) -m pytest $(XDIST) $(ARGS)
 
 # The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
 check: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not notebook and not gpu and not integration" $(ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not notebook and not gpu and not integration" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts examples upstream-tests

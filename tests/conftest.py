@@ -7,13 +7,29 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("CI", "1")  # quiet progress bars in runner subprocesses
 
 import json
+import signal
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from clitools import SHARED_RUN, run
+from clitools import ROOT, SHARED_RUN, cli_env, new_tag, repro_cmd
 from filelock import FileLock
+
+#: The shared run's time limit, from its start.
+SHARED_RUN_TIMEOUT_S = 1200
+
+#: Runs the shared CPU run and writes its exit code and output to a record file once it ends, so the record
+#: exists whichever test process started it and whichever waits for it.
+RECORDER = (
+    "import json, os, subprocess, sys; record = sys.argv[1]; "
+    "p = subprocess.run(sys.argv[2:], capture_output=True, text=True); "
+    "open(record + '.part', 'w').write(json.dumps("
+    "{'returncode': p.returncode, 'stdout': p.stdout, 'stderr': p.stderr})); "
+    "os.replace(record + '.part', record)"
+)
 
 
 @dataclass(frozen=True)
@@ -22,19 +38,96 @@ class CpuRun:
     proc: subprocess.CompletedProcess
 
 
+class SharedRun:
+    """One ``python -m repro run --profile cpu`` of every notebook at the small sizes, started once per test
+    session as soon as collection finds a test that reads it, in the background, so the test processes run
+    other tests meanwhile; :meth:`wait` gives it to a test once it has ended. With pytest-xdist workers,
+    the first to start it writes its pid under a file lock and the others find it there."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.out = root / "cpu-run" / "run"
+        self.record = root / "cpu-run.json"
+        self.pid_file = root / "cpu-run.pid"
+        self.lock = FileLock(str(root / "cpu-run.lock"))
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> "SharedRun":
+        root = config._tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent  # the session's folder above every worker's own
+        return cls(root)
+
+    def start(self) -> None:
+        with self.lock:
+            if self.pid_file.exists():
+                return
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            cmd = repro_cmd("run", "--profile", "cpu", "--out", str(self.out), *SHARED_RUN)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", RECORDER, str(self.record), *cmd],
+                env=cli_env(new_tag()),
+                cwd=ROOT,
+                start_new_session=True,  # ended as a group at the session's end if still running
+                stdin=subprocess.DEVNULL,
+            )
+            self.pid_file.write_text(json.dumps({"pid": proc.pid, "started": time.time()}))
+
+    def wait(self) -> CpuRun:
+        self.start()  # a test run without collection's start (e.g. a test selected by a plugin later)
+        started = json.loads(self.pid_file.read_text())["started"]
+        while not self.record.exists():
+            if time.time() - started > SHARED_RUN_TIMEOUT_S:
+                self.stop()
+                raise subprocess.TimeoutExpired("repro run (the shared CPU run)", SHARED_RUN_TIMEOUT_S)
+            time.sleep(0.5)
+        saved = json.loads(self.record.read_text())
+        return CpuRun(self.out, subprocess.CompletedProcess(["repro", "run"], **saved))
+
+    def stop(self) -> None:
+        """End the run's process group if it is still running (a session stopped early)."""
+        if self.pid_file.exists() and not self.record.exists():
+            try:
+                os.killpg(json.loads(self.pid_file.read_text())["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _reads_the_shared_run(item: pytest.Item) -> bool:
+    return "shared_run" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests (each runs notebooks) start first; the tests that wait for the shared run go last, so
+    that it runs while every other test does."""
+    items.sort(
+        key=lambda item: (
+            "cpu_run" in getattr(item, "fixturenames", ()),
+            item.get_closest_marker("notebook") is None,
+        )
+    )
+
+
+def pytest_collection_finish(session):
+    if any(_reads_the_shared_run(item) for item in session.items):
+        SharedRun.of(session.config).start()
+
+
+def pytest_sessionfinish(session):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or the one process): every worker is done
+        SharedRun.of(session.config).stop()
+
+
 @pytest.fixture(scope="session")
-def cpu_run(tmp_path_factory, worker_id) -> CpuRun:
-    """One ``python -m repro run --profile cpu`` of every notebook at the small sizes, made once per test session
-    and read by every test that only reads a run folder (they must not write into it). With pytest-xdist workers,
-    the first to ask makes it and the others wait for it (xdist's recipe for a session fixture they share)."""
-    root = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
-        root = root.parent  # the session's folder above every worker's own
-    out, record = root / "cpu-run" / "run", root / "cpu-run.json"
-    with FileLock(str(root / "cpu-run.lock")):
-        if not record.exists():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            proc = run(["run", "--profile", "cpu", "--out", str(out), *SHARED_RUN], timeout=1200)
-            record.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
-        saved = json.loads(record.read_text())
-    return CpuRun(out, subprocess.CompletedProcess(["repro", "run"], **saved))
+def shared_run(pytestconfig) -> SharedRun:
+    """The shared run, started; a test that first does work of its own calls ``.wait()`` only when it reads it."""
+    run = SharedRun.of(pytestconfig)
+    run.start()
+    return run
+
+
+@pytest.fixture(scope="session")
+def cpu_run(shared_run) -> CpuRun:
+    """The shared CPU run once it has ended, read by every test that only reads a run folder (they must not
+    write into it)."""
+    return shared_run.wait()

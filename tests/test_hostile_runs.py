@@ -29,6 +29,7 @@ from clitools import (
     wait_gone,
     write_module,
 )
+from filelock import FileLock
 
 from repro.cli.runfolder import LOCK_NAME
 
@@ -87,20 +88,34 @@ def run_02(out: Path, target: str, tag: str, modules: Path, *extra: str) -> subp
     return run([*args, "-p", f"implementation={target}"], tag, modules=modules)
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hostile")
-    modules = base / "modules"
-    target = write_module(modules, "hostile_gather", HOSTILE)
-    out = base / "run"
-    tag = new_tag()
-    try:
-        ran = run_02(out, target, tag, modules)
-        left = wait_gone(tag, 10)  # every process of the run, those the implementation started included
-        report = run(["report", str(out)], tag, modules=modules)
-    finally:
-        kill_tagged(tag)
-    return SimpleNamespace(out=out, ran=ran, left=left, report=report, modules=modules, target=target)
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory, worker_id):
+    """The hostile run and its report, made once per test session: with pytest-xdist workers the first to ask
+    makes it under a file lock and the others read what it recorded (they must not write into its folder)."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # the session's folder above every worker's own
+    base, record = root / "hostile", root / "hostile.json"
+    modules, out = base / "modules", base / "run"
+    with FileLock(str(root / "hostile.lock")):
+        if not record.exists():
+            target = write_module(modules, "hostile_gather", HOSTILE)
+            tag = new_tag()
+            try:
+                ran = run_02(out, target, tag, modules)
+                left = wait_gone(tag, 10)  # every process of the run, those the implementation started included
+                report = run(["report", str(out)], tag, modules=modules)
+            finally:
+                kill_tagged(tag)
+            done = {"target": target, "left": left, "ran": _saved(ran), "report": _saved(report)}
+            record.write_text(json.dumps(done))
+        saved = json.loads(record.read_text())
+    ran, report = (subprocess.CompletedProcess(**saved[k]) for k in ("ran", "report"))
+    return SimpleNamespace(out=out, ran=ran, left=saved["left"], report=report, modules=modules, target=saved["target"])
+
+
+def _saved(proc: subprocess.CompletedProcess) -> dict:
+    return {"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
 
 def rows(out: Path, table: str) -> pd.DataFrame:

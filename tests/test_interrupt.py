@@ -48,7 +48,7 @@ def wait_for_rows(csv: Path, rows: int, proc: subprocess.Popen, timeout: float =
     raise AssertionError(f"{csv} never reached {rows} rows")
 
 
-def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path, cpu_run):
+def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path, shared_run):
     out = tmp_path / "run"
     proc = start(out)
     sweep = out / "results" / "02-gather-sweep.csv"
@@ -104,5 +104,6 @@ def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path, c
     assert len(final) == 3 * 2 * 5  # counts x modes x variants, each exactly once
     assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    cpu_run = shared_run.wait()  # the session's run, made meanwhile
     assert cpu_run.proc.returncode == 0
     assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))

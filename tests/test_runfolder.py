@@ -257,7 +257,7 @@ def test_resume_and_report_while_the_run_is_writing_are_refused(tmp_path):
 
 
 @pytest.mark.notebook
-def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_path, cpu_run):
+def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_path, shared_run):
     """Killed in notebook 02's sweep, resumed: notebook 01 is kept, 02 runs again, and every table is the one the
     session's run with the same seed and sizes wrote (a resumed run is the run; the same seed, the same tables)."""
     out = tmp_path / "run"
@@ -287,6 +287,7 @@ def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_pa
     assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
     assert len(final) == 3 * 2 * final["variant"].nunique()
     assert manifest(out)["status"] == "complete"
+    cpu_run = shared_run.wait()  # the session's run, made meanwhile
     assert cpu_run.proc.returncode == 0
     assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))
 
