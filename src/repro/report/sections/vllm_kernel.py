@@ -42,7 +42,7 @@ class VllmKernel:
     medians: pd.DataFrame | None
     ratios: pd.DataFrame | None
     headline: str
-    cost: pd.DataFrame  # the graph-replay ratio table of every release, one row per (release, shape)
+    cost: tuple[tuple[str, pd.DataFrame], ...]  # per release: the graph-replay ratio table
     loads: pd.DataFrame | None  # what was loaded (untimed runs)
     whose: pd.DataFrame
     rewrites: tuple[Rewrite, ...]
@@ -156,15 +156,12 @@ def derive(c: Common) -> VllmKernel | None:
     if not has_loads and jit is None and not root:
         return None
     timed = bool(has_loads) and ratios is not None and len(ratios) > 0
-    cost = pd.DataFrame()
+    cost = ()
     if timed:
-        tables = [
-            upstream_cost.cost_table(ratios, origin, "graph").round(3).assign(release=origin)
+        cost = tuple(
+            (origin, upstream_cost.cost_table(ratios, origin, "graph").round(3))
             for origin in upstream_cost.origins(medians if medians is not None else pd.DataFrame(columns=["arm"]))
-        ]
-        if tables:
-            joined = pd.concat(tables, ignore_index=True)
-            cost = joined[["release", *[c for c in joined.columns if c != "release"]]]
+        )
     shown = loads[[col for col in ("release", "variant", "kernel", "ok") if col in loads]] if has_loads else None
     return VllmKernel(
         root_cause=root,
@@ -226,11 +223,11 @@ CUDA-graph medians timed in the same rounds; 0.99-1.01 is no measurable cost.
 {% if d.timed %}
 
 {{ d.headline | link }}
-{% if d.cost | length %}
+{% for origin, frame in d.cost %}
 
-CUDA-graph replays per release (time ratios; `shipped us`: today's kernel)
-{{ shown(d.cost) }}
-{% endif %}
+{{ origin }}, CUDA-graph replays (time ratios; `shipped us`: today's kernel)
+{{ shown(frame) }}
+{% endfor %}
 {% for name in figure_names(d) %}
 {{ image(name) }}
 {% endfor %}
