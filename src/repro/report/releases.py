@@ -25,6 +25,7 @@ from repro.studies.analysis.releases import (
     merge_inputs,
     merge_matrices,
     patch_effect,
+    stack_runs,
     verdict_class,
     verdicts,
     version_key,
@@ -228,34 +229,18 @@ class Merged:
 
 
 def _stacked(runs: list[RunData], table: Table) -> pd.DataFrame:
-    """``table`` of every run that wrote it, one frame with the run's name in ``run``; a row an earlier run wrote
-    the same is kept once (from that run)."""
-    frames = [t.assign(run=run.name) for run in runs if (t := run.table(table)) is not None and len(t)]
-    if not frames:
-        return pd.DataFrame()
-    stacked = pd.concat(frames, ignore_index=True)
-    observed = [c for c in stacked.columns if c != "run"]
-    return stacked.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+    return stack_runs([(run.name, run.table(table)) for run in runs])
 
 
 def suite_section(summary: pd.DataFrame, patches: pd.DataFrame) -> list[str]:
     """The regression test written for vLLM's suite and the patch, per release, over the merged runs: a release
     two runs agree on is shown once (from the first), a disagreement keeps both rows."""
-    if not len(summary):
+    outcomes = suite.outcomes_per_run(summary, patches)
+    if not len(outcomes):
         return []
-    frames = []
-    for run, run_summary in summary.groupby("run", sort=False):
-        run_patches = patches[patches["run"] == run] if len(patches) else patches
-        frame = suite.release_outcomes(run_summary, run_patches)
-        diffs = {str(p["release"]): p["diff"] for p in run_patches.dropna(subset=["diff"]).to_dict("records")}
-        frame["diff"] = [
-            f"[{diffs[str(r)]}](../{run}/patches/{diffs[str(r)]})" if str(r) in diffs else "" for r in frame["release"]
-        ]
-        frames.append(frame.assign(run=run))
-    outcomes = pd.concat(frames, ignore_index=True)
-    observed = [c for c in outcomes.columns if c not in ("diff", "run")]
-    outcomes = outcomes.drop_duplicates(subset=observed, keep="first")
-    outcomes = outcomes.iloc[sorted(range(len(outcomes)), key=lambda i: version_key(str(outcomes["release"].iloc[i])))]
+    outcomes["diff"] = [
+        f"[{d}](../{run}/patches/{d})" if d else "" for d, run in zip(outcomes["diff"], outcomes["run"])
+    ]
     return [
         "### vLLM's regression test and the patch, per release",
         "",

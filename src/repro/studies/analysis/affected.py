@@ -29,6 +29,7 @@ from repro.registry import (
     TABLE_RAN,
     UNDECIDED,
 )
+from repro.studies.analysis.releases import version_key
 
 ANSWER_COLUMNS = [
     "release",
@@ -62,13 +63,6 @@ NOT_MEASURED = "not measured"
 #: Released-variant verdicts that mean the kernel misreads narrowed tables.
 BUG_VERDICT_PREFIXES = ("faults from", "wrong from")
 RELEASED = "released"
-
-
-def version_key(version: str) -> tuple:
-    try:
-        return tuple(int(p) for p in str(version).split("."))
-    except ValueError:
-        return (10**9, str(version))
 
 
 def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:

@@ -250,6 +250,17 @@ def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
 NOT_TRIED = ("not run", "download failed")
 
 
+def stack_runs(tables: list[tuple[str, pd.DataFrame | None]]) -> pd.DataFrame:
+    """One table of several runs' tables: each row gains ``run``, and a row an earlier run wrote the same in every
+    observed column is kept once (from that run)."""
+    frames = [f.assign(run=name) for name, f in tables if f is not None and len(f)]
+    if not frames:
+        return pd.DataFrame()
+    stacked = pd.concat(frames, ignore_index=True)
+    observed = [c for c in stacked.columns if c != "run"]
+    return stacked.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+
+
 def merge_matrices(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     """The matrix rows of several runs (e.g. one CI job per release and runner) as one table.
 
@@ -258,12 +269,9 @@ def merge_matrices(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
     could not try (:data:`NOT_TRIED`) and another measured keeps the measured rows only; any other
     disagreement keeps every row, so a verdict over them shows it.
     """
-    frames = [f.assign(run=name) for name, f in tables if f is not None and len(f)]
-    if not frames:
-        return pd.DataFrame()
-    merged = pd.concat(frames, ignore_index=True)
-    observed = [c for c in merged.columns if c != "run"]
-    merged = merged.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+    merged = stack_runs(tables)
+    if not len(merged):
+        return merged
     not_tried = merged["status"].astype(str).isin(NOT_TRIED)
     tried_arms = set(map(tuple, merged.loc[~not_tried, KEY].astype(str).to_numpy()))
     superseded = not_tried & merged[KEY].astype(str).apply(tuple, axis=1).isin(tried_arms)

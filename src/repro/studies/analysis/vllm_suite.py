@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from repro.registry import SUITE_ASSERTION_FAILURES, UPSTREAM_PATCHED, UPSTREAM_RELEASED, SuiteOutcome
+from repro.studies.analysis.releases import version_key
 from repro.tables import Table
 
 #: The tables notebook 04 writes for this study (``results/<name>.csv``): the patches, every test, the summary.
@@ -187,3 +188,19 @@ def release_outcomes(summary_frame: pd.DataFrame, patches: pd.DataFrame | None =
             }
         )
     return pd.DataFrame(rows)
+
+
+def outcomes_per_run(summary: pd.DataFrame, patches: pd.DataFrame) -> pd.DataFrame:
+    """:func:`release_outcomes` over the stacked tables of merged runs (each with ``run``), one row per (release,
+    run) in release order, with the run's diff file in ``diff`` (blank where the run wrote none)."""
+    if not len(summary):
+        return pd.DataFrame()
+    frames = []
+    for run, run_summary in summary.groupby("run", sort=False):
+        run_patches = patches[patches["run"] == run] if len(patches) else patches
+        diffs = dict(zip(run_patches["release"].astype(str), run_patches["diff"].fillna(""))) if len(patches) else {}
+        frame = release_outcomes(run_summary, run_patches)
+        frames.append(frame.assign(diff=frame["release"].astype(str).map(diffs).fillna(""), run=run))
+    return pd.concat(frames, ignore_index=True).sort_values(
+        "release", key=lambda r: r.astype(str).map(version_key), kind="stable"
+    )

@@ -403,7 +403,6 @@ def study_path(
         sites, holder = gather_sites(cls)
         if not sites:
             path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
-            how = "; ".join(path.how)
             return [
                 _row(
                     release,
