@@ -35,7 +35,9 @@ uv_install() {
   [ -n "$uv" ] || return 1
   local -a extra
   mapfile -t extra < <(uv_options)
-  "$uv" pip install -q --python "$VENV/bin/python" --index-strategy unsafe-best-match "${extra[@]}" "$@"
+  # --compile-bytecode: as pip does, so that no process pays for compiling torch's modules (where
+  # PYTHONDONTWRITEBYTECODE is set, every process would)
+  "$uv" pip install -q --compile-bytecode --python "$VENV/bin/python" --index-strategy unsafe-best-match "${extra[@]}" "$@"
 }
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
