@@ -53,5 +53,8 @@ else
     "$VENV/bin/pip" install -q -c constraints-cpu.txt -e '.[dev]'
   fi
 fi
+# rfc3987-syntax (jsonschema's optional check of the 'iri' formats, which jupyter-events asks for) builds a parser at
+# import: a second in every process that imports nbformat, so in every notebook run. Nothing here validates an IRI.
+"$VENV/bin/pip" uninstall -q -y rfc3987-syntax 2>/dev/null || true
 "$VENV/bin/pip" check
 VENV="$VENV" scripts/setup-nbstripout.sh
