@@ -7,9 +7,10 @@ BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
 # `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
-# in the background while the workers run the other tests).
+# in the background while the workers run the other tests). Each worker is handed a test or two at a time, in the
+# order tests/conftest.py gives (longest first), so that the workers end together.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS)
+XDIST := -n $(TEST_WORKERS) --maxschedchunk 1
 
 .PHONY: run test check lint lab report clean-venv
 

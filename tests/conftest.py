@@ -97,20 +97,35 @@ def _reads_the_shared_run(item: pytest.Item) -> bool:
     return "shared_run" in getattr(item, "fixturenames", ())
 
 
+def _start_order(item: pytest.Item) -> int:
+    """Longest first, so that two workers taking one test at a time end together: the tests that run notebooks
+    of their own, then those that also compare with the shared run (by the time they do, it has ended), the
+    other end-to-end tests, the unit tests, and last the tests that only read the shared run."""
+    fixtures = getattr(item, "fixturenames", ())
+    if "cpu_run" in fixtures:
+        return 4
+    if "shared_run" in fixtures:
+        return 1
+    if item.get_closest_marker("notebook") is not None:
+        return 0
+    if item.get_closest_marker("integration") is not None:
+        return 2
+    return 3
+
+
 def pytest_collection_modifyitems(config, items):
-    """The slow tests (each runs notebooks) start first; the tests that wait for the shared run go last, so
-    that it runs while every other test does."""
-    items.sort(
-        key=lambda item: (
-            "cpu_run" in getattr(item, "fixturenames", ()),
-            item.get_closest_marker("notebook") is None,
-        )
-    )
+    items.sort(key=_start_order)
+
+
+#: How much lower the test processes run than the shared run (the session's longest chain of work, which the
+#: tests that read it wait for).
+TESTS_NICENESS = 5
 
 
 def pytest_collection_finish(session):
     if any(_reads_the_shared_run(item) for item in session.items):
         SharedRun.of(session.config).start()
+        os.nice(TESTS_NICENESS)  # after the start: the shared run keeps the priority it was started with
 
 
 def pytest_sessionfinish(session):
