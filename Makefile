@@ -7,10 +7,11 @@ BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
 # `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
-# in the background while the workers run the other tests). Each worker is handed a test or two at a time, in the
-# order tests/conftest.py gives (longest first), so that the workers end together.
+# in the background while the workers run the other tests). `--dist loadgroup` (tests/scheduling.py): a test at a
+# time to whichever worker is free, longest first, so that the workers end together; the tests that share a fixture
+# of their module go to one worker together.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --maxschedchunk 1
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: run test check lint lab report clean-venv
 

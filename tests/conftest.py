@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import scheduling
 from clitools import ROOT, SHARED_RUN, cli_env, new_tag, repro_cmd
 from filelock import FileLock
 
@@ -53,10 +54,7 @@ class SharedRun:
 
     @classmethod
     def of(cls, config: pytest.Config) -> "SharedRun":
-        root = config._tmp_path_factory.getbasetemp()
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            root = root.parent  # the session's folder above every worker's own
-        return cls(root)
+        return cls(scheduling.session_root(config))
 
     def start(self) -> None:
         with self.lock:
@@ -113,8 +111,30 @@ def _start_order(item: pytest.Item) -> int:
     return 3
 
 
+def _module_fixture_group(item: pytest.Item) -> str | None:
+    """The test module, when the test uses a module- or session-scoped fixture of that module: such tests go to one
+    pytest-xdist worker together (tests/scheduling.py), which makes the fixture once."""
+    module = item.nodeid.split("::")[0]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        if any(d.baseid == module and d.scope in ("module", "session") for d in defs):
+            return module
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_start_order)
+    for item in items:
+        group = _module_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    scheduling.write_groups(config, items)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own choice
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: one test at a time, a group at a time (tests/scheduling.py)."""
+    return scheduling.make_scheduler(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 #: How much lower the test processes run than the shared run (the session's longest chain of work, which the
