@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
     scheduling.write_groups(config, items)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own choice
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice; absent without it
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``: one test at a time, a group at a time (tests/scheduling.py)."""
     return scheduling.make_scheduler(config, log) if config.getvalue("dist") == "loadgroup" else None
