@@ -97,23 +97,22 @@ def _reads_the_shared_run(item: pytest.Item) -> bool:
 
 def _start_order(item: pytest.Item) -> int:
     """Longest first, so that two workers taking one test at a time end together: the tests that run notebooks
-    of their own, then those that also compare with the shared run (by the time they do, it has ended), the
-    other end-to-end tests, the unit tests, and last the tests that only read the shared run."""
-    fixtures = getattr(item, "fixturenames", ())
-    if "cpu_run" in fixtures:
-        return 4
-    if "shared_run" in fixtures:
-        return 1
+    of their own, the other end-to-end tests, the unit tests, and last the tests that read the shared run (it has
+    ended by then)."""
+    if "cpu_run" in getattr(item, "fixturenames", ()):
+        return 3
     if item.get_closest_marker("notebook") is not None:
         return 0
     if item.get_closest_marker("integration") is not None:
-        return 2
-    return 3
+        return 1
+    return 2
 
 
 def _module_fixture_group(item: pytest.Item) -> str | None:
     """The test module, when the test uses a module- or session-scoped fixture of that module: such tests go to one
     pytest-xdist worker together (tests/scheduling.py), which makes the fixture once."""
+    if "cpu_run" in getattr(item, "fixturenames", ()):
+        return None  # it goes last, and reads work that was made once whichever worker made it
     module = item.nodeid.split("::")[0]
     info = getattr(item, "_fixtureinfo", None)
     for defs in info.name2fixturedefs.values() if info is not None else ():
@@ -137,15 +136,9 @@ def pytest_xdist_make_scheduler(config, log):
     return scheduling.make_scheduler(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
-#: How much lower the test processes run than the shared run (the session's longest chain of work, which the
-#: tests that read it wait for).
-TESTS_NICENESS = 5
-
-
 def pytest_collection_finish(session):
     if any(_reads_the_shared_run(item) for item in session.items):
         SharedRun.of(session.config).start()
-        os.nice(TESTS_NICENESS)  # after the start: the shared run keeps the priority it was started with
 
 
 def pytest_sessionfinish(session):

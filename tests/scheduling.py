@@ -1,4 +1,5 @@
-"""How ``make test`` spreads the suite over pytest-xdist workers (``--dist loadgroup``, see tests/conftest.py).
+"""How ``make test`` spreads the suite over pytest-xdist workers (``--dist loadgroup``, see tests/conftest.py), and
+work made once per session whichever worker asks for it first (:func:`made_once`).
 
 One test at a time goes to whichever worker is free, in the order conftest.py gives (longest first), so that
 the workers end together; the tests that carry an ``xdist_group`` mark go to one worker together, which then
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 GROUPS_FILE = "xdist-groups.json"
 
@@ -25,6 +28,19 @@ def session_root(config: pytest.Config) -> Path:
     """The session's temporary folder, shared by the controller and every worker (each worker's is inside)."""
     root = config._tmp_path_factory.getbasetemp()
     return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def made_once(config: pytest.Config, name: str, make: Callable[[Path], dict]) -> dict:
+    """``make(folder)``'s record (JSON), made once in the test session: the first to ask makes it under a file lock,
+    in a folder of its own in the session's folder; every later caller, on any worker, reads it back."""
+    root = session_root(config)
+    record = root / f"{name}.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not record.exists():
+            folder = root / name
+            folder.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps(make(folder)))
+        return json.loads(record.read_text())
 
 
 def group_of(item: pytest.Item) -> str | None:
