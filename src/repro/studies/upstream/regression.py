@@ -136,6 +136,9 @@ def run_suite(
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
+    # Only the plugin named on the command line: the file needs no other, and every installed plugin's package
+    # would be imported (and rewritten for assertions, where bytecode is not written) in every such process.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     t0 = time.perf_counter()
     collected: dict[str, dict] = {}
     results: dict[str, list[dict]] = {}
