@@ -35,9 +35,12 @@ uv_install() {
   [ -n "$uv" ] || return 1
   local -a extra
   mapfile -t extra < <(uv_options)
-  # --compile-bytecode: as pip does, so that no process pays for compiling torch's modules (where
-  # PYTHONDONTWRITEBYTECODE is set, every process would)
-  "$uv" pip install -q --compile-bytecode --python "$VENV/bin/python" --index-strategy unsafe-best-match "${extra[@]}" "$@"
+  # Where PYTHONDONTWRITEBYTECODE is set, Python keeps no bytecode of what it imports and every process would
+  # compile torch's modules again: compiled here once (as pip does). Elsewhere the first import writes it.
+  if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    extra+=(--compile-bytecode)
+  fi
+  "$uv" pip install -q --python "$VENV/bin/python" --index-strategy unsafe-best-match "${extra[@]}" "$@"
 }
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
