@@ -184,6 +184,7 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     pointers = (sc.k_cache.data_ptr(), sc.seq_lens.data_ptr(), sc.gather_lens.data_ptr(), table.data_ptr())
     assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), 1)
     assert grid[1] == 2 and device == 0
+    g.ready.clear()
     g.launcher.lookup = lambda device, key: None  # not compiled yet: Triton's path, with the tensors
     g(*sc.args(out))
     tag, key2, grid2, args, consts, warps = calls[-1]
@@ -191,9 +192,35 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     assert tag == "compile" and key2 == key and grid2 == grid == plan.grid and warps == plan.num_warps
     assert args[0] is out and args[3] is sc.k_cache and args[6] is table and consts["HAS_GATHER_LENS"]
     g.launcher.lookup = lambda device, key: ("entry", key)
+    g.ready.clear()
     shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
     g(shifted, *sc.args(out)[1:])
     assert calls[-1][0] != key  # a misaligned output is another specialisation
+
+
+def test_a_repeated_call_is_one_lookup_and_one_launch_and_another_shape_replans(monkeypatch):
+    """After its first call a key's grid and compiled kernel are reused: nothing is planned or looked up again
+    for the same shape, while a new shape or a misaligned output plans (and keys) its own launch."""
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+
+    g, calls = enabled_gather(monkeypatch)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    planned = []
+    plan = fast.plan_launch
+    monkeypatch.setattr(fast, "plan_launch", lambda *a, **k: planned.append(a[:2]) or plan(*a, **k))
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    out = sc.fresh_out()
+    for _ in range(3):
+        g(*sc.args(out))
+    assert planned == [(2, out.shape[1])] and len(calls) == 3 and len(g.ready) == 1
+    assert len({c[0] for c in calls}) == 1  # one compiled kernel
+    wider = torch.zeros(2, out.shape[1] + 8, out.shape[2], dtype=out.dtype)
+    g(wider, *sc.args(out)[1:])
+    shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
+    g(shifted, *sc.args(out)[1:])
+    g(shifted, *sc.args(out)[1:])
+    assert planned[1:] == [(2, out.shape[1] + 8), (2, out.shape[1])] and len(g.ready) == 3
+    assert calls[-1][0] != calls[0][0]  # the misaligned output has its own specialisation
 
 
 def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):

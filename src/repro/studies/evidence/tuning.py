@@ -53,7 +53,7 @@ SMOKE_SHAPES = ((3, 40), (1, 24))
 SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
 TOP_CANDIDATES = 3
 #: (tokens, warps) of the flat byte mover (stream_move).
-MOVE_TILES = ((8, 8), (8, 4))
+MOVE_TILES = ((8, 8), (8, 4), (16, 8), (16, 16), (32, 16), (4, 4), (8, 16))
 
 
 def stream_candidates() -> list[tuple[str, dict]]:
@@ -105,6 +105,11 @@ def gather_candidates() -> list:
         F(block_t=4, num_warps=2, min_block_t=4, tile=lanes),
         F(min_block_t=4, tiles_per_program=2, prefetch=True, tile=lanes),
         F(block_t=4, num_warps=2, min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
+        F(block_t=8, num_warps=2, min_block_t=4, tile=lanes),
+        F(block_t=16, num_warps=4, min_block_t=4, tile=lanes),
+        F(block_t=32, num_warps=8, min_block_t=4, tile=lanes),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", load_cache=".cg")),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cg")),
     ]
 
 
