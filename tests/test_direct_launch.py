@@ -98,6 +98,24 @@ def test_launch_hooks_receive_metadata(monkeypatch):
     assert jit.log[-1][1][10:13] == ({"grid": (2,)}, "enter", "exit")
 
 
+def test_empty_hook_chains_are_passed_as_none_without_metadata(monkeypatch):
+    """Triton 3.6 keeps its launch hooks as chains that are empty unless a profiler registers one: then no
+    metadata is built and no hook is handed to the C launcher; once one is registered, both are again."""
+    from triton.knobs import HookChain
+
+    jit, lau = launcher(monkeypatch)
+    enter, leave = HookChain(), HookChain(reversed=True)
+    lau._knobs = SimpleNamespace(launch_enter_hook=enter, launch_exit_hook=leave)
+    built = []
+    monkeypatch.setattr(FakeCompiled, "launch_metadata", lambda self, grid, *a: built.append(grid) or {"grid": grid})
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
+    assert jit.log[-1][1][10:13] == (None, None, None) and built == []
+    leave.add(print)
+    lau.launch("k", (3,), (9,), first(("a",)), 4)
+    assert jit.log[-1][1][10:13] == ({"grid": (3,)}, enter, leave) and built == [(3,)]
+
+
 def test_unknown_compiled_objects_and_unchecked_versions_fall_back(monkeypatch):
     jit, lau = launcher(monkeypatch)
     jit.__class__ = type("OldJit", (FakeJit,), {"__getitem__": lambda self, g: lambda *a, **k: object()})
