@@ -139,7 +139,7 @@ def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
     names = list(inspect.signature(fast._gather_fast_kernel.fn).parameters)
     plan = fast.FastPlan(grid=(1, 1), block_t=8, tiles_per_program=1, num_warps=4)
     consts = fast._constexprs(False, 64, 64 * 584, plan, DEFAULT_SETTINGS)
-    assert names[:9] == [
+    assert names[:10] == [
         "out_ptr",
         "out_stride0",
         "out_stride1",
@@ -148,9 +148,10 @@ def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
         "gather_lens_ptr",
         "block_table_ptr",
         "block_table_row_pitch",
+        "block_table_width",
         "offset",
     ]
-    assert names[9:] == list(consts)
+    assert names[10:] == list(consts)
 
 
 @pytest.mark.parametrize("version,expected", [("3.6.0", (3, 6)), ("3.10.1+git", (3, 10)), ("4.0rc1", (4, 0))])
@@ -200,7 +201,7 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     g(*sc.args(out))
     key, grid, raw, device = calls[-1]
     pointers = (sc.k_cache.data_ptr(), sc.seq_lens.data_ptr(), sc.gather_lens.data_ptr(), table.data_ptr())
-    assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), 1)
+    assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), table.shape[1], 1)
     assert grid[1] == 2 and device == 0
     g.ready.clear()
     g.launcher.lookup = lambda device, key: None  # not compiled yet: Triton's path, with the tensors

@@ -110,6 +110,9 @@ def gather_candidates() -> list:
         F(block_t=32, num_warps=8, min_block_t=4, tile=lanes),
         F(min_block_t=4, tile=T(tile="lanes", load_evict="", load_cache=".cg")),
         F(min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cg")),
+        F(min_block_t=4, early_table=True, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tile=lanes),
+        F(block_t=16, num_warps=8, min_block_t=4, early_table=True, tile=lanes),
     ]
 
 
@@ -538,7 +541,7 @@ def host_split(sw: Sweep, gather: Callable, args: tuple, n: int, seq_len: int, c
     out, k_cache, seq_lens, gather_lens, table, _, offset = args
     lens = gather_lens if gather_lens is not None else seq_lens
     raw = (out.data_ptr(), *out.stride()[:2], k_cache.data_ptr(), seq_lens.data_ptr(), lens.data_ptr())
-    raw += (table.data_ptr(), table.stride(0), offset)
+    raw += (table.data_ptr(), table.stride(0), table.shape[1], offset)
     run = launcher.run
     parts = {
         "gather_fast: its C launch alone": lambda: run(entry, grid, raw, device),

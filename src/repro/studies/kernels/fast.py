@@ -155,7 +155,7 @@ def _gather_tile(
     )
 
 
-@triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
+@triton.jit(do_not_specialize=["block_table_row_pitch", "block_table_width", "offset"])
 def _gather_fast_kernel(
     out_ptr,
     out_stride0,
@@ -165,6 +165,7 @@ def _gather_fast_kernel(
     gather_lens_ptr,
     block_table_ptr,
     block_table_row_pitch,  # block_table.stride(0): the physical row pitch (PR #55109)
+    block_table_width,  # block_table.shape[1]: the entries a row may be read at
     offset,
     HAS_GATHER_LENS: tl.constexpr,
     CACHE_BLOCK_SIZE: tl.constexpr,
@@ -175,6 +176,7 @@ def _gather_fast_kernel(
     TILES_PER_PROGRAM: tl.constexpr,  # 1 on the GPU by default; all tiles of a request in the interpreter
     NUM_STAGES: tl.constexpr,
     PREFETCH: tl.constexpr,  # load tile k+1 before storing tile k (lanes tiles)
+    EARLY_TABLE: tl.constexpr,  # the tile's one table entry loaded beside seq_len (see FastSettings)
     TILE: tl.constexpr,
     OVERREAD: tl.constexpr,
     LOAD_CACHE: tl.constexpr,
@@ -199,7 +201,34 @@ def _gather_fast_kernel(
     out_req = out_ptr + b.to(tl.int64) * out_stride0
     t = tl.arange(0, BLOCK_T)
     first = tile_id * TILES_PER_PROGRAM * BLOCK_T
-    if TILES_PER_PROGRAM == 1:
+    if EARLY_TABLE:
+        # Without gather_lens a tile starts at its own index (start == 0) and, BLOCK_T dividing the block size,
+        # lies in one block: its table entry is one load, issued before seq_len is known (masked only by the
+        # row's width), so the data loads wait for one load instead of two in a row.
+        column = first // CACHE_BLOCK_SIZE
+        physical = tl.load(table_row + column, mask=column < block_table_width, other=0)
+        if first < gather_len:
+            slot = first % CACHE_BLOCK_SIZE + t
+            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
+            dequant_tokens(
+                block + slot * TOKEN_DATA_SIZE,
+                block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM,
+                out_req + (offset + first + t).to(tl.int64) * out_stride1,
+                first + t < gather_len,
+                BLOCK_T,
+                TILE,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                STORE_CACHE,
+                STORE_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                HEAD_DIM,
+            )
+    elif TILES_PER_PROGRAM == 1:
         if first < gather_len:
             _gather_tile(
                 first,
@@ -363,6 +392,17 @@ def plan_launch(
     )
 
 
+def early_table(settings: FastSettings, has_gather_lens: bool, block_size: int, launch: FastPlan) -> bool:
+    """Whether this launch loads each tile's table entry early: asked for, no ``gather_lens``, one tile per
+    program, and the tile size dividing the block size (so a tile never straddles two blocks)."""
+    return (
+        settings.early_table
+        and not has_gather_lens
+        and launch.tiles_per_program == 1
+        and block_size % launch.block_t == 0
+    )
+
+
 def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launch: FastPlan, settings: FastSettings):
     """The kernel's constexpr arguments, in signature order."""
     return {
@@ -375,6 +415,7 @@ def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launc
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "NUM_STAGES": settings.num_stages,
         "PREFETCH": settings.prefetch and launch.tiles_per_program > 1,
+        "EARLY_TABLE": early_table(settings, has_gather_lens, block_size, launch),
         **settings.tile.constexprs(),
     }
 
@@ -419,6 +460,7 @@ def gather_fast_with(
         gather_lens if gather_lens is not None else seq_lens,
         block_table,
         block_table.stride(0),
+        block_table.shape[1],
         offset,
         **_constexprs(gather_lens is not None, block_size, k_cache.stride(0), launch, settings),
         num_warps=launch.num_warps,
@@ -491,14 +533,14 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
             )
         if not (out.is_cuda and k_cache.is_cuda and seq_lens.is_cuda and lens.is_cuda and block_table.is_cuda):
             raise ValueError("gather_fast: out, k_cache, seq_lens, gather_lens and block_table must be CUDA tensors")
-        o0, o1, pitch = o_stride[0], o_stride[1], b_stride[0]
+        o0, o1, pitch, width = o_stride[0], o_stride[1], b_stride[0], b_shape[1]
         o_ptr, k_ptr, s_ptr = out.data_ptr(), k_cache.data_ptr(), seq_lens.data_ptr()
         l_ptr, b_ptr = lens.data_ptr(), block_table.data_ptr()
-        raw = (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset)
+        raw = (o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, width, offset)
         device = launcher.current_device()
         key = (num_reqs, max_gather, device, has_lens, block_size, k_stride0)
         if (o_ptr | k_ptr | s_ptr | l_ptr | b_ptr | o0 | o1) & 15 or not (
-            o0 < _I32_RANGE and o1 < _I32_RANGE and -_I32_RANGE <= pitch < _I32_RANGE and offset < _I32_RANGE
+            o0 < _I32_RANGE and o1 < _I32_RANGE and pitch < _I32_RANGE and width < _I32_RANGE and offset < _I32_RANGE
         ):
             key += _specialisation(raw)  # not the common case: Triton's whole specialisation decides
         hit = ready.get(key)
@@ -509,7 +551,7 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
         compiled_key = (launch.block_t, launch.tiles_per_program, launch.num_warps, *key[3:6], _specialisation(raw))
         entry = launcher.lookup(device, compiled_key)
         if entry is None:
-            args = (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, offset)
+            args = (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, width, offset)
             constexprs = _constexprs(has_lens, block_size, k_stride0, launch, settings)
             launcher.compile(compiled_key, launch.grid, args, constexprs, launch.num_warps)
             entry = launcher.lookup(launcher.current_device(), compiled_key)
@@ -527,13 +569,14 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
 def _specialisation(raw: tuple) -> tuple:
     """What Triton specialises the kernel on, of its runtime arguments ``raw`` (pointers as ints): the
     16-byte alignment of each of the five pointers; ``== 1``, divisibility by 16 and width of the two
-    output strides; the width of the row pitch and the offset (``do_not_specialize``)."""
-    o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, offset = raw
+    output strides; the integer width of the row pitch, the table width and the offset (``do_not_specialize``)."""
+    o_ptr, o0, o1, k_ptr, s_ptr, l_ptr, b_ptr, pitch, width, offset = raw
     return (
         *(pointer_spec(p) for p in (o_ptr, k_ptr, s_ptr, l_ptr, b_ptr)),
         *int_spec(o0),
         *int_spec(o1),
         *int_spec(pitch, specialize=False),
+        *int_spec(width, specialize=False),
         *int_spec(offset, specialize=False),
     )
 

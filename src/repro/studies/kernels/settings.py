@@ -96,6 +96,8 @@ class FastSettings:
     tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
     num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
     prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
+    early_table: bool = False  # without gather_lens, one tile per program: its block's table entry is loaded
+    # beside the request's length instead of after it (the tile lies in one block)
     tile: TileSettings = field(default_factory=TileSettings)
 
     def __post_init__(self) -> None:
@@ -110,6 +112,8 @@ class FastSettings:
             raise ValueError(f"num_stages must be an int from 1 to 8, got {self.num_stages!r}")
         if not isinstance(self.tile, TileSettings):
             raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
+        if not isinstance(self.early_table, bool):
+            raise ValueError(f"early_table must be a bool, got {self.early_table!r}")
         if self.prefetch and not self.tile.tile.startswith("lanes"):
             raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
@@ -121,6 +125,8 @@ class FastSettings:
             text += f", {self.num_stages} stages"
         if self.prefetch:
             text += ", prefetch"
+        if self.early_table:
+            text += ", early table"
         return f"{text}, {self.tile.label()}"
 
 
