@@ -21,6 +21,10 @@ Design (GPU)
   fp8 bytes and stores the 16 bytes of bf16 they become, a warp walks 256 contiguous bytes of one token,
   and no value passes through shared memory. The tile layout and cache hints are :class:`FastSettings`
   (:mod:`repro.studies.kernels.settings`).
+* **Early table entry** (``early_table``, the default): without ``gather_lens`` a tile starts at its own
+  gather index and, ``BLOCK_T`` dividing the block size, lies inside one block, so its one table entry is
+  loaded beside the request's length (masked only by the row's width, ``block_table.shape[1]``) rather than
+  after it: the data loads wait for one load instead of two in a row (1-3 % at 16-64 requests on the H200).
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 

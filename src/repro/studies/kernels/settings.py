@@ -130,10 +130,11 @@ class FastSettings:
         return f"{text}, {self.tile.label()}"
 
 
-#: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweep at
-#: 256 x 2,048 tokens (data/h200/tuning-gather-fast.md, run 3): the chunk-major "lanes" tile, 8 tokens and
-#: 4 warps per program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small.
-DEFAULT_SETTINGS = FastSettings(min_block_t=4, tile=TileSettings(tile="lanes", load_evict=""))
+#: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweeps
+#: (data/h200/tuning-gather-fast.md, runs 3 and 8): the chunk-major "lanes" tile, 8 tokens and 4 warps per
+#: program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small, and each tile's table
+#: entry loaded beside the request's length when there are no gather_lens.
+DEFAULT_SETTINGS = FastSettings(min_block_t=4, early_table=True, tile=TileSettings(tile="lanes", load_evict=""))
 
 
 def with_settings(**changes) -> FastSettings:
