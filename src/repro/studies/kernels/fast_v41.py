@@ -33,7 +33,8 @@ each byte's two bf16 values into one int32 and stores those (``store="packed"``)
 
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
 ``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint),
-``scale_3d`` (the scales loaded in the values' layout) and, for NVFP4, ``decode`` and ``store``;
+``scale_3d`` (the scales loaded in the values' layout), ``early_table`` (each tile's table entry loaded beside
+the request's length when there are no ``gather_lens``) and, for NVFP4, ``decode`` and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -65,7 +66,8 @@ STORE_CACHES = ("", ".cs")
 
 #: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweeps at 256 x 2,048 tokens
 #: (data/h200/tuning-gather-v41.md): 4 tokens and 2 warps per program, the scales loaded where the values are,
-#: and for NVFP4 the decode through fp16 with the interleaved store.
+#: each tile's table entry loaded early (third run), and for NVFP4 the decode through fp16 with the interleaved
+#: store.
 DEFAULT_CONFIG = {
     "mxfp8": {
         "block_t": 4,
@@ -75,7 +77,7 @@ DEFAULT_CONFIG = {
         "store_cache": "",
         "evict_first": True,
         "scale_3d": True,
-        "early_table": False,
+        "early_table": True,
     },
     "nvfp4": {
         "block_t": 4,
@@ -85,7 +87,7 @@ DEFAULT_CONFIG = {
         "store_cache": "",
         "evict_first": True,
         "scale_3d": True,
-        "early_table": False,
+        "early_table": True,
         "decode": "half",
         "store": "interleave",
     },
