@@ -7,9 +7,11 @@ BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
 # `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
-# in the background while the workers run the other tests).
+# in the background while the workers run the other tests). `--dist loadgroup` (tests/scheduling.py): a test at a
+# time to whichever worker is free, longest first, so that the workers end together; the tests that share a fixture
+# of their module go to one worker together.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS)
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: run test check lint lab report clean-venv
 

@@ -106,8 +106,10 @@ def wait_for(predicate, timeout: float, proc: subprocess.Popen | None = None, wh
         if predicate():
             return
         if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"process ended (rc {proc.returncode}) before {what}:\n{out[-2000:]}\n{err[-2000:]}")
+            out, err = proc.communicate()  # None for a stream the caller did not capture
+            raise AssertionError(
+                f"process ended (rc {proc.returncode}) before {what}:\n{(out or '')[-2000:]}\n{(err or '')[-2000:]}"
+            )
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import scheduling
 from clitools import ROOT, SHARED_RUN, cli_env, new_tag, repro_cmd
 from filelock import FileLock
 
@@ -53,10 +54,7 @@ class SharedRun:
 
     @classmethod
     def of(cls, config: pytest.Config) -> "SharedRun":
-        root = config._tmp_path_factory.getbasetemp()
-        if os.environ.get("PYTEST_XDIST_WORKER"):
-            root = root.parent  # the session's folder above every worker's own
-        return cls(root)
+        return cls(scheduling.session_root(config))
 
     def start(self) -> None:
         with self.lock:
@@ -97,15 +95,45 @@ def _reads_the_shared_run(item: pytest.Item) -> bool:
     return "shared_run" in getattr(item, "fixturenames", ())
 
 
+def _start_order(item: pytest.Item) -> int:
+    """Longest first, so that two workers taking one test at a time end together: the tests that run notebooks
+    of their own, the other end-to-end tests, the unit tests, and last the tests that read the shared run (it has
+    ended by then)."""
+    if "cpu_run" in getattr(item, "fixturenames", ()):
+        return 3
+    if item.get_closest_marker("notebook") is not None:
+        return 0
+    if item.get_closest_marker("integration") is not None:
+        return 1
+    return 2
+
+
+def _module_fixture_group(item: pytest.Item) -> str | None:
+    """The test module, when the test uses a module- or session-scoped fixture of that module: such tests go to one
+    pytest-xdist worker together (tests/scheduling.py), which makes the fixture once."""
+    if "cpu_run" in getattr(item, "fixturenames", ()):
+        return None  # it goes last, and reads work that was made once whichever worker made it
+    module = item.nodeid.split("::")[0]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        if any(d.baseid == module and d.scope in ("module", "session") for d in defs):
+            return module
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    """The slow tests (each runs notebooks) start first; the tests that wait for the shared run go last, so
-    that it runs while every other test does."""
-    items.sort(
-        key=lambda item: (
-            "cpu_run" in getattr(item, "fixturenames", ()),
-            item.get_closest_marker("notebook") is None,
-        )
-    )
+    items.sort(key=_start_order)
+    for item in items:
+        group = _module_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    scheduling.write_groups(config, items)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice; absent without it
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: one test at a time, a group at a time (tests/scheduling.py)."""
+    return scheduling.make_scheduler(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 def pytest_collection_finish(session):

@@ -12,7 +12,7 @@ import pytest
 from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
 from repro.report.analyse import analyse
-from repro.report.browser import BrowserUnavailable, check_run, find_browser, find_mermaid
+from repro.report.browser import BrowserUnavailable, check_run, chromium, find_mermaid
 from repro.report.comment import render_comment
 from repro.report.markdown import render_report
 from repro.report.template import Page, Target, render_page
@@ -23,12 +23,14 @@ H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for p in H200.iterdir() if (p / "manifest.json").is_file())
 
 
-def _browser_or_skip() -> None:
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for this module's tests (closed before a test of another module runs: Playwright's sync API
+    holds an event loop in this thread while it is open)."""
     try:
-        import playwright  # noqa: F401
-
-        find_browser()
-    except (ImportError, BrowserUnavailable) as exc:
+        with chromium() as started:
+            yield started
+    except BrowserUnavailable as exc:
         pytest.skip(f"no browser for this test here: {exc}")
 
 
@@ -44,11 +46,10 @@ def _expected_rows(run_dir: Path) -> dict[str, list[int]]:
 
 
 @pytest.mark.parametrize("run_dir", RUNS, ids=lambda p: p.name)
-def test_committed_report_reads_well_in_a_browser(run_dir, tmp_path):
-    _browser_or_skip()
+def test_committed_report_reads_well_in_a_browser(run_dir, tmp_path, browser):
     copy = tmp_path / run_dir.name
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("logs", "screenshots"))
-    checks = check_run(copy)
+    checks = check_run(copy, browser=browser)
     assert [c.name for c in checks] == ["report.md (GitHub)", "pr-comment.md (GitHub comment)", "report.html"]
     rows = _expected_rows(run_dir)
     charts = len(mermaid.blocks((run_dir / "pr-comment.md").read_text()))
@@ -71,14 +72,12 @@ def test_committed_report_reads_well_in_a_browser(run_dir, tmp_path):
         assert c.screenshot.parent == copy / "screenshots"
 
 
-def test_mermaid_itself_draws_the_charts_or_the_test_says_why_not():
-    _browser_or_skip()
+def test_mermaid_itself_draws_the_charts_or_the_test_says_why_not(browser):
     if find_mermaid() is None:
         pytest.skip("no Mermaid build here: scripts/setup-mermaid.sh installs it with npm (or set REPRO_MERMAID)")
 
 
-def test_a_wide_table_and_a_broken_image_are_caught(tmp_path):
-    _browser_or_skip()
+def test_a_wide_table_and_a_broken_image_are_caught(tmp_path, browser):
     run = tmp_path / "run"
     (run / "plots").mkdir(parents=True)
     (run / "plots" / "broken.png").write_bytes(b"not a png")
@@ -94,7 +93,7 @@ def test_a_wide_table_and_a_broken_image_are_caught(tmp_path):
         + "\n![relative](plots/broken.png)\n\n"
         + "".join(f"```mermaid\n{c}\n```\n\n" for c in (chart, bad, long))
     )
-    report, comment = check_run(run)
+    report, comment = check_run(run, browser=browser)
     assert any("image not decoded" in p for p in report.problems)
     assert any("table 1 is" in p for p in report.problems)
     assert report.table_rows == [1]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from clitools import SMALL, assert_same_tables
+from scheduling import made_once
 
 pytestmark = pytest.mark.notebook
 
@@ -48,62 +49,84 @@ def wait_for_rows(csv: Path, rows: int, proc: subprocess.Popen, timeout: float =
     raise AssertionError(f"{csv} never reached {rows} rows")
 
 
-def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(tmp_path, shared_run):
-    out = tmp_path / "run"
-    proc = start(out)
+def ended(proc: subprocess.Popen, timeout: float) -> dict:
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return {"returncode": proc.returncode, "stdout": stdout, "stderr": stderr}
+
+
+def saved(proc: subprocess.CompletedProcess) -> dict:
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def interrupt_then_resume(folder: Path) -> dict:
+    """Ctrl-C in notebook 02's sweep, two runs into the folder that must be refused, then --resume: what each step
+    left, as it was at that step."""
+    out = folder / "run"
     sweep = out / "results" / "02-gather-sweep.csv"
+    seen: dict = {"out": str(out)}
+    proc = start(out)
     wait_for_rows(sweep, 6, proc)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the runner and the notebook kernel alike
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stdout + stderr
-    assert "finished results are kept" in stderr
+    seen["interrupted"] = ended(proc, timeout=120)
+    seen["manifest"] = json.loads((out / "manifest.json").read_text())
+    kept = pd.read_csv(sweep)
+    seen["kept"] = {"rows": len(kept), "all_ok": bool(kept["ok"].all())}
+    seen["reshape_checks_kept"] = (out / "results" / "01-reshape-checks.csv").exists()
+    seen["partial_notebook"] = (out / "notebooks" / "02-strided-block-table-gather.ipynb").exists()
 
-    manifest = json.loads((out / "manifest.json").read_text())
+    # Running again into the same folder without --resume; --resume with other parameters.
+    again = [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out)]
+    refused = subprocess.run(again, capture_output=True, text=True)
+    seen["refused"] = saved(refused)
+    seen["refused_changed_nothing"] = pd.read_csv(sweep).equals(kept)
+    other = [*again, "--resume", "--notebooks", "01", "02", "-p", "seed=1"]
+    seen["other_parameters"] = saved(subprocess.run(other, capture_output=True, text=True))
+
+    seen["resumed"] = ended(start(out, "--resume"), timeout=600)
+    final = pd.read_csv(sweep)
+    seen["final"] = {"rows": len(final), "duplicated": bool(final.duplicated(["variant", "mode", "num_reqs"]).any())}
+    seen["final_status"] = json.loads((out / "manifest.json").read_text())["status"]
+    return seen
+
+
+@pytest.fixture(scope="session")
+def interrupted(pytestconfig) -> dict:
+    """The interrupted and resumed run, made once per session (tests/scheduling.py): the test of its own steps
+    runs early, the comparison with the shared run at the end, once that run has ended."""
+    return made_once(pytestconfig, "interrupted-run", interrupt_then_resume)
+
+
+def test_interrupted_run_keeps_finished_rows_and_resume_completes_it(interrupted):
+    first = interrupted["interrupted"]
+    assert first["returncode"] == 130, first["stdout"] + first["stderr"]
+    assert "finished results are kept" in first["stderr"]
+
+    manifest = interrupted["manifest"]
     assert manifest["status"] == "interrupted"
     assert manifest["notebooks"]["01-reshape-overrun"]["status"] == "ok"
-    kept = pd.read_csv(sweep)
-    assert len(kept) >= 6 and kept["ok"].all()
-    assert (out / "results" / "01-reshape-checks.csv").exists()
-    assert (out / "notebooks" / "02-strided-block-table-gather.ipynb").exists()  # the partial notebook
+    assert interrupted["kept"]["rows"] >= 6 and interrupted["kept"]["all_ok"]
+    assert interrupted["reshape_checks_kept"]
+    assert interrupted["partial_notebook"]
 
     # Running again into the same folder without --resume is refused and changes nothing.
-    refused = subprocess.run(
-        [sys.executable, "-m", "repro", "run", "--profile", "cpu", "--out", str(out)], capture_output=True, text=True
-    )
-    assert refused.returncode == 2 and "already holds a run" in refused.stderr
-    assert pd.read_csv(sweep).equals(kept)
+    refused = interrupted["refused"]
+    assert refused["returncode"] == 2 and "already holds a run" in refused["stderr"]
+    assert interrupted["refused_changed_nothing"]
 
     # --resume with other parameters is refused too.
-    other = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "repro",
-            "run",
-            "--profile",
-            "cpu",
-            "--out",
-            str(out),
-            "--resume",
-            "--notebooks",
-            "01",
-            "02",
-            "-p",
-            "seed=1",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert other.returncode == 2 and "--resume" in other.stderr
+    other = interrupted["other_parameters"]
+    assert other["returncode"] == 2 and "--resume" in other["stderr"]
 
-    resumed = start(out, "--resume")
-    stdout, stderr = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, stdout[-2000:] + stderr[-2000:]
-    assert "[01-reshape-overrun] already complete, kept" in stdout
-    final = pd.read_csv(sweep)
-    assert len(final) == 3 * 2 * 5  # counts x modes x variants, each exactly once
-    assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
-    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
-    cpu_run = shared_run.wait()  # the session's run, made meanwhile
+    resumed = interrupted["resumed"]
+    assert resumed["returncode"] == 0, resumed["stdout"][-2000:] + resumed["stderr"][-2000:]
+    assert "[01-reshape-overrun] already complete, kept" in resumed["stdout"]
+    assert interrupted["final"]["rows"] == 3 * 2 * 5  # counts x modes x variants, each exactly once
+    assert not interrupted["final"]["duplicated"]
+    assert interrupted["final_status"] == "complete"
+
+
+def test_the_resumed_run_has_the_tables_of_the_sessions_run(interrupted, cpu_run):
+    """A resumed run is the run: the same seed and sizes, the same tables as the shared run's."""
+    assert interrupted["resumed"]["returncode"] == 0
     assert cpu_run.proc.returncode == 0
-    assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))
+    assert_same_tables(cpu_run.path, Path(interrupted["out"]), notebooks=("01-", "02-"))

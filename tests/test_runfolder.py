@@ -31,6 +31,7 @@ from clitools import (
     wait_for,
     wait_gone,
 )
+from scheduling import made_once
 
 from repro.cli.runfolder import LOCK_NAME, RunFolderError, RunLock, holder_if_locked, new_default_folder
 
@@ -235,61 +236,97 @@ def test_two_runs_started_together_then_the_winners_command_reproduces_it(tmp_pa
 
 
 @pytest.mark.notebook
-def test_resume_and_report_while_the_run_is_writing_are_refused(tmp_path):
-    """On the smallest notebook: the refusals leave the writer to finish its run."""
+def test_resume_and_report_while_the_run_is_writing_are_refused_and_a_closed_stdout_does_not_end_it(tmp_path):
+    """On the smallest notebook, as ``python -m repro run ... | head -1`` runs it (the pipe closes, every write to
+    stdout fails with EPIPE): the refusals leave the writer to finish its run, and it finishes."""
     out = tmp_path / "run"
     tag = new_tag()
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01"]
-    proc = start(args, tag)
+    read, write = os.pipe()
+    proc = start(args, tag, stdout=write)
+    os.close(write)
+    os.close(read)  # nobody reads
     try:
         wait_for(lambda: (out / "manifest.json").exists(), 120, proc, "the manifest")
         resumed = run([*args, "--resume"])
         report = run(["report", str(out)])
         assert proc.poll() is None, "the run ended before the refusals were tested; nothing was proven"
-        stdout, stderr = proc.communicate(timeout=600)
+        _, stderr = proc.communicate(timeout=600)
     finally:
         kill_tagged(tag)
     assert resumed.returncode == 2 and "in use by another process" in one_line(resumed)
     assert report.returncode == 2 and "in use by another process" in one_line(report)
-    assert proc.returncode == 0, stdout + stderr
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
     assert {p.name for p in (out / "results").glob("*.csv")} >= {"01-reshape-checks.csv", "01-reshape-groups.csv"}
-    assert manifest(out)["status"] == "complete"
+    assert manifest(out)["status"] == "complete" and (out / "report.md").exists()
 
 
-@pytest.mark.notebook
-def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(tmp_path, shared_run):
-    """Killed in notebook 02's sweep, resumed: notebook 01 is kept, 02 runs again, and every table is the one the
-    session's run with the same seed and sizes wrote (a resumed run is the run; the same seed, the same tables)."""
-    out = tmp_path / "run"
+def kill_then_take_over(folder: Path) -> dict:
+    """kill -9 in notebook 02's sweep, then --resume until the killed run's processes are gone and the lock is
+    free: what each step left, as it was at that step."""
+    out = folder / "run"
     tag = new_tag()
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "01", "02", *SMALL]
     proc = start(args, tag)
     sweep = out / "results" / "02-gather-sweep.csv"
+    seen: dict = {"out": str(out), "refusals": []}
     try:
         wait_for(lambda: sweep.exists() and len(sweep.read_text().splitlines()) > 3, 300, proc, "sweep rows")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert manifest(out)["status"] == "running"
+        seen["status_after_kill"] = manifest(out)["status"]
         # The kernel notices its parent is gone within about a second; until then the folder stays locked.
         deadline = time.time() + 30
         while True:
             resumed = run([*args, "--resume"], tag=new_tag())
             if resumed.returncode != 2 or time.time() > deadline:
                 break
-            assert "in use by another process" in one_line(resumed)
+            seen["refusals"].append(resumed.stderr)
             time.sleep(0.5)
-        assert wait_gone(tag, 5) == []
+        seen["left"] = wait_gone(tag, 5)
     finally:
         kill_tagged(tag)
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    assert "taking over" in resumed.stdout and "[01-reshape-overrun] already complete, kept" in resumed.stdout
+    seen["resumed"] = {"returncode": resumed.returncode, "stdout": resumed.stdout, "stderr": resumed.stderr}
     final = pd.read_csv(sweep)
-    assert not final.duplicated(["variant", "mode", "num_reqs"]).any()
-    assert len(final) == 3 * 2 * final["variant"].nunique()
-    assert manifest(out)["status"] == "complete"
-    cpu_run = shared_run.wait()  # the session's run, made meanwhile
+    seen["final"] = {
+        "rows": len(final),
+        "variants": int(final["variant"].nunique()),
+        "duplicated": bool(final.duplicated(["variant", "mode", "num_reqs"]).any()),
+    }
+    seen["final_status"] = manifest(out)["status"]
+    return seen
+
+
+@pytest.fixture(scope="session")
+def killed(pytestconfig) -> dict:
+    """The killed and resumed run, made once per session (tests/scheduling.py): the test of its own steps runs early,
+    the comparison with the shared run at the end, once that run has ended."""
+    return made_once(pytestconfig, "killed-run", kill_then_take_over)
+
+
+@pytest.mark.notebook
+def test_a_killed_run_is_taken_over_by_resume_once_its_processes_are_gone(killed):
+    """Killed in notebook 02's sweep, resumed: notebook 01 is kept and 02 runs again."""
+    assert killed["status_after_kill"] == "running"
+    for refused in killed["refusals"]:
+        lines = refused.strip().splitlines()
+        assert len(lines) == 1 and "in use by another process" in lines[0], refused
+    assert killed["left"] == []
+    resumed = killed["resumed"]
+    assert resumed["returncode"] == 0, resumed["stdout"][-2000:] + resumed["stderr"][-2000:]
+    assert "taking over" in resumed["stdout"] and "[01-reshape-overrun] already complete, kept" in resumed["stdout"]
+    assert not killed["final"]["duplicated"]
+    assert killed["final"]["rows"] == 3 * 2 * killed["final"]["variants"]
+    assert killed["final_status"] == "complete"
+
+
+@pytest.mark.notebook
+def test_a_run_taken_over_has_the_tables_of_the_sessions_run(killed, cpu_run):
+    """A resumed run is the run: the same seed and sizes, the same tables as the shared run's."""
+    assert killed["resumed"]["returncode"] == 0
     assert cpu_run.proc.returncode == 0
-    assert_same_tables(cpu_run.path, out, notebooks=("01-", "02-"))
+    assert_same_tables(cpu_run.path, Path(killed["out"]), notebooks=("01-", "02-"))
 
 
 def test_tagged_processes_are_found():

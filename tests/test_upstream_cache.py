@@ -1,6 +1,8 @@
 """Release index and wheel cache, on synthetic registry documents and fake wheels."""
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
@@ -130,6 +132,26 @@ def test_a_wheel_is_downloaded_once_and_only_gather_modules_and_helpers_are_kept
     assert wheelcache.verify_entry(again) == []
     entry.path_of(V4_MEMBER).write_text("tampered")
     assert wheelcache.verify_entry(entry) == [V4_MEMBER]
+
+
+def test_processes_asking_for_one_release_at_once_download_it_once(tmp_path, monkeypatch):
+    """Two runs (or a test session's notebooks) filling one cache at the same time: one downloads, the other
+    waits on the release's lock and finds the entry made."""
+    wheel = make_wheel(tmp_path, "0.99.0", {V4_MEMBER: fixture_source()})
+    calls = []
+    fake_pip(monkeypatch, {"0.99.0": wheel}, calls)
+    slow = wheelcache._pip_download
+
+    def download(*args):
+        time.sleep(0.5)  # both callers are inside ensure_release while the first downloads
+        return slow(*args)
+
+    monkeypatch.setattr(wheelcache, "_pip_download", download)
+    root = tmp_path / "cache"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got = list(pool.map(lambda _: wheelcache.ensure_release("0.99.0", root), range(2)))
+    assert calls == ["0.99.0"]
+    assert got[0].provenance == got[1].provenance and wheelcache.verify_entry(got[0]) == []
 
 
 def test_the_production_path_set_is_read_as_text_and_never_imported(tmp_path, monkeypatch):

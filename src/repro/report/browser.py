@@ -18,10 +18,16 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro.paths import repo_root
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 #: The browser: ``REPRO_CHROMIUM`` if set, else the first of these on PATH.
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -220,24 +226,41 @@ PAGES = (
 )
 
 
-def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> list[PageCheck]:
-    """Open a run folder's report.md and pr-comment.md as GitHub renders them (the comment's mermaid charts
-    drawn by Mermaid where it is installed) and its report.html; screenshot each first screen into
-    ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found."""
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """A headless Chromium for one or more :func:`check_run` calls (each opens a page of its own), closed
+    on leaving. Playwright's sync API runs an event loop of its own in this thread while it is open."""
     try:
         from playwright.sync_api import sync_playwright  # lazy: a development extra, and it may be missing
     except ImportError as exc:
         raise BrowserUnavailable(f"the playwright package is not installed ({exc}); pip install -e '.[dev]'") from None
+    executable = find_browser()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def check_run(
+    run_dir: str | Path, screenshots: str | Path | None = None, browser: Browser | None = None
+) -> list[PageCheck]:
+    """Open a run folder's report.md and pr-comment.md as GitHub renders them (the comment's mermaid charts
+    drawn by Mermaid where it is installed) and its report.html; screenshot each first screen into
+    ``screenshots`` (default ``RUN_DIR/screenshots``) and return what was found. ``browser``: one that
+    :func:`chromium` opened (default: a browser started for this call)."""
+    if browser is None:
+        with chromium() as started:
+            return check_run(run_dir, screenshots, started)
     run_dir = Path(run_dir)
     out = Path(screenshots) if screenshots else run_dir / SCREENSHOTS
     out.mkdir(parents=True, exist_ok=True)
-    executable = find_browser()
     mermaid = find_mermaid()
     checks = []
-    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport=VIEWPORT)
+    with tempfile.TemporaryDirectory() as tmp:
         try:
-            page = browser.new_page(viewport=VIEWPORT)
             for name, source, shot_name, comment in PAGES:
                 path = run_dir / source
                 if not path.is_file():
@@ -264,7 +287,7 @@ def check_run(run_dir: str | Path, screenshots: str | Path | None = None) -> lis
                         check.problems.append(f"{name}: chart {k + 1} cuts off its text: {d['cut']}")
                 checks.append(check)
         finally:
-            browser.close()
+            page.close()
     return checks
 
 
@@ -275,21 +298,21 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m repro.report.browser RUN_DIR [RUN_DIR ...]", file=sys.stderr)
         return 2
     bad = 0
-    for run_dir in args:
-        try:
-            checks = check_run(run_dir)
-        except BrowserUnavailable as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        for c in checks:
-            charts = f", {len(c.charts)} Mermaid charts drawn" if c.charts else ""
-            print(
-                f"{run_dir}: {c.name}: {c.images} images, tables with {c.table_rows} rows{charts}; "
-                f"screenshot {c.screenshot}"
-            )
-            for p in c.problems:
-                print(f"  PROBLEM {p}")
-                bad += 1
+    try:
+        with chromium() as browser:  # one browser for every folder
+            for run_dir in args:
+                for c in check_run(run_dir, browser=browser):
+                    charts = f", {len(c.charts)} Mermaid charts drawn" if c.charts else ""
+                    print(
+                        f"{run_dir}: {c.name}: {c.images} images, tables with {c.table_rows} rows{charts}; "
+                        f"screenshot {c.screenshot}"
+                    )
+                    for p in c.problems:
+                        print(f"  PROBLEM {p}")
+                        bad += 1
+    except BrowserUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 1 if bad else 0
 
 

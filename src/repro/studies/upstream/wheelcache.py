@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
+import fcntl
 import hashlib
 import io
 import json
@@ -230,9 +231,27 @@ def ensure_release(
     An entry that lacks one of ``sets`` is extended from the same wheel (the other sets' files are kept);
     a release that does not ship a set's subject is a :class:`CacheMiss` (recorded, so it is not fetched
     again). ``platforms``: the ``pip download --platform`` tags (default: the tags of the release's
-    x86_64 wheel on the registry index).
+    x86_64 wheel on the registry index). Processes that ask for one release at once (two runs, the notebooks
+    of a test session) download it once: the first holds the release's lock, the others then find its entry.
     """
     cache_root = cache_root or default_cache_root()
+    if not download:  # a carried cache may be read-only: no lock file
+        return _ensure_release(version, cache_root, download, expected_sha256, timeout_s, sets, platforms)
+    lock = _ensure_dir(cache_root) / f".{version}.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        return _ensure_release(version, cache_root, download, expected_sha256, timeout_s, sets, platforms)
+
+
+def _ensure_release(
+    version: str,
+    cache_root: Path,
+    download: bool,
+    expected_sha256: str,
+    timeout_s: float,
+    sets: Sequence[MemberSet | str],
+    platforms: Sequence[str] | None,
+) -> CacheEntry | CacheMiss:
     wanted = resolve(sets)
     entry = load_entry(version, cache_root)
     if entry is not None and (entry.current_format or not download):
