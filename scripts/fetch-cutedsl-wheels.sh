@@ -2,8 +2,8 @@
 # Wheels for vLLM's CuTe-DSL gather on a GPU host without a registry (Python 3.12, manylinux x86_64):
 # nvidia-cutlass-dsl 4.8.0 with its base, core and cu13 libraries, quack-kernels 0.6.5 and the small
 # packages they import. Written to DEST (default .cutedsl-wheels, ignored by git) as
-#   DEST/small/*.whl            every wheel under 60 MiB
-#   DEST/parts/<wheel>.part-NN  wheels of 60 MiB or more, split into 55 MiB parts
+#   DEST/small/*.whl            every wheel under 40 MiB
+#   DEST/parts/<wheel>.part-NN  wheels of 40 MiB or more, split into 40 MiB parts
 #   DEST/SHA256SUMS             the hash of every whole wheel (check after joining the parts)
 # so each part fits one carried transfer. On the GPU host: copy the parts out of the working tree
 # (e.g. to ~/cutedsl) over several calls, then `cat <wheel>.part-* > <wheel>`, `sha256sum -c SHA256SUMS`
@@ -20,10 +20,10 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
   nvidia-cutlass-dsl-libs-cu13==4.8.0 quack-kernels==0.6.5 'apache-tvm-ffi>=0.1.6,<0.2' torch-c-dlpack-ext \
   einops 'protobuf>=4.21.12'
 (cd "$DEST/all" && sha256sum ./*.whl | sed 's# \./# #') > "$DEST/SHA256SUMS"
-LIMIT=$((60 * 1024 * 1024))
+LIMIT=$((40 * 1024 * 1024))
 for wheel in "$DEST"/all/*.whl; do
   if [ "$(stat -c %s "$wheel")" -ge "$LIMIT" ]; then
-    split -b 55M -d "$wheel" "$DEST/parts/$(basename "$wheel").part-"
+    split -b 40M -d "$wheel" "$DEST/parts/$(basename "$wheel").part-"
   else
     cp "$wheel" "$DEST/small/"
   fi

@@ -8,13 +8,15 @@
 # Usage: scripts/gpu-evidence.sh STEP OUT_DIR
 #   matrix-old  notebook 04 (matrix, patches, vLLM's regression test) for 0.20.0 .. 0.29.0, three runs
 #   matrix-new  the same for 0.30.0 .. 0.33.0, one run per release
+#   matrix-cutedsl  the CuTe-DSL rows (install its wheels first): notebook 04 for 0.22.0 .. 0.29.0, 0.31.0 and 0.32.0 in
+#               six runs, without vLLM's regression test and the record gathers (their rows come from the steps above)
 #   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
 #   gather      notebook 02: the sweep, memory safety and compute-sanitizer
 # Each run is OUT_DIR/<name> with its log OUT_DIR/<name>.log; merge the matrix runs afterwards with
 #   python -m repro report MERGED --merge OUT_DIR/m-*
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, profile or gather}
+STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, profile or gather}
 OUT=${2:?usage: scripts/gpu-evidence.sh STEP OUT_DIR}
 DEADLINE_S=${DEADLINE_S:-540}
 WHEELS=${WHEELS:-.whl}
@@ -45,9 +47,18 @@ case "$STEP" in
   matrix-new)
     for v in 0.30.0 0.31.0 0.32.0 0.33.0; do start "m-${v//./}" --notebooks 04 -p download=false -p releases="$v"; done
     ;;
+  matrix-cutedsl)
+    only=(--notebooks 04 -p download=false -p upstream_test=false -p 'record_gathers=[]')
+    start c-022 "${only[@]}" -p releases=0.22.0,0.22.1,0.23.0
+    start c-024 "${only[@]}" -p releases=0.24.0,0.25.0,0.25.1
+    start c-026 "${only[@]}" -p releases=0.26.0,0.27.0,0.27.1
+    start c-028 "${only[@]}" -p releases=0.28.0,0.29.0
+    start c-031 "${only[@]}" -p releases=0.31.0
+    start c-032 "${only[@]}" -p releases=0.32.0
+    ;;
   profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
   gather) start gather --notebooks 02 ;;
-  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, profile, gather" >&2; exit 2 ;;
+  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, profile, gather" >&2; exit 2 ;;
 esac
 t0=$(date +%s)
 while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$DEADLINE_S" ]; do sleep 2; done

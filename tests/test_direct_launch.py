@@ -98,6 +98,24 @@ def test_launch_hooks_receive_metadata(monkeypatch):
     assert jit.log[-1][1][10:13] == ({"grid": (2,)}, "enter", "exit")
 
 
+def test_empty_hook_chains_are_passed_as_none_without_metadata(monkeypatch):
+    """Triton 3.6 keeps its launch hooks as chains that are empty unless a profiler registers one: then no
+    metadata is built and no hook is handed to the C launcher; once one is registered, both are again."""
+    from triton.knobs import HookChain
+
+    jit, lau = launcher(monkeypatch)
+    enter, leave = HookChain(), HookChain(reversed=True)
+    lau._knobs = SimpleNamespace(launch_enter_hook=enter, launch_exit_hook=leave)
+    built = []
+    monkeypatch.setattr(FakeCompiled, "launch_metadata", lambda self, grid, *a: built.append(grid) or {"grid": grid})
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
+    lau.launch("k", (2,), (9,), first(("a",)), 4)
+    assert jit.log[-1][1][10:13] == (None, None, None) and built == []
+    leave.add(print)
+    lau.launch("k", (3,), (9,), first(("a",)), 4)
+    assert jit.log[-1][1][10:13] == ({"grid": (3,)}, enter, leave) and built == [(3,)]
+
+
 def test_unknown_compiled_objects_and_unchecked_versions_fall_back(monkeypatch):
     jit, lau = launcher(monkeypatch)
     jit.__class__ = type("OldJit", (FakeJit,), {"__getitem__": lambda self, g: lambda *a, **k: object()})
@@ -121,7 +139,7 @@ def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
     names = list(inspect.signature(fast._gather_fast_kernel.fn).parameters)
     plan = fast.FastPlan(grid=(1, 1), block_t=8, tiles_per_program=1, num_warps=4)
     consts = fast._constexprs(False, 64, 64 * 584, plan, DEFAULT_SETTINGS)
-    assert names[:9] == [
+    assert names[:10] == [
         "out_ptr",
         "out_stride0",
         "out_stride1",
@@ -130,9 +148,10 @@ def test_gather_fast_constexprs_are_the_kernels_remaining_parameters_in_order():
         "gather_lens_ptr",
         "block_table_ptr",
         "block_table_row_pitch",
+        "block_table_width",
         "offset",
     ]
-    assert names[9:] == list(consts)
+    assert names[10:] == list(consts)
 
 
 @pytest.mark.parametrize("version,expected", [("3.6.0", (3, 6)), ("3.10.1+git", (3, 10)), ("4.0rc1", (4, 0))])
@@ -182,8 +201,9 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     g(*sc.args(out))
     key, grid, raw, device = calls[-1]
     pointers = (sc.k_cache.data_ptr(), sc.seq_lens.data_ptr(), sc.gather_lens.data_ptr(), table.data_ptr())
-    assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), 1)
+    assert raw == (out.data_ptr(), *out.stride()[:2], *pointers, table.stride(0), table.shape[1], 1)
     assert grid[1] == 2 and device == 0
+    g.ready.clear()
     g.launcher.lookup = lambda device, key: None  # not compiled yet: Triton's path, with the tensors
     g(*sc.args(out))
     tag, key2, grid2, args, consts, warps = calls[-1]
@@ -191,9 +211,35 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     assert tag == "compile" and key2 == key and grid2 == grid == plan.grid and warps == plan.num_warps
     assert args[0] is out and args[3] is sc.k_cache and args[6] is table and consts["HAS_GATHER_LENS"]
     g.launcher.lookup = lambda device, key: ("entry", key)
+    g.ready.clear()
     shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
     g(shifted, *sc.args(out)[1:])
     assert calls[-1][0] != key  # a misaligned output is another specialisation
+
+
+def test_a_repeated_call_is_one_lookup_and_one_launch_and_another_shape_replans(monkeypatch):
+    """After its first call a key's grid and compiled kernel are reused: nothing is planned or looked up again
+    for the same shape, while a new shape or a misaligned output plans (and keys) its own launch."""
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+
+    g, calls = enabled_gather(monkeypatch)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    planned = []
+    plan = fast.plan_launch
+    monkeypatch.setattr(fast, "plan_launch", lambda *a, **k: planned.append(a[:2]) or plan(*a, **k))
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    out = sc.fresh_out()
+    for _ in range(3):
+        g(*sc.args(out))
+    assert planned == [(2, out.shape[1])] and len(calls) == 3 and len(g.ready) == 1
+    assert len({c[0] for c in calls}) == 1  # one compiled kernel
+    wider = torch.zeros(2, out.shape[1] + 8, out.shape[2], dtype=out.dtype)
+    g(wider, *sc.args(out)[1:])
+    shifted = torch.empty(out.numel() + 8, dtype=torch.bfloat16)[1 : 1 + out.numel()].view(out.shape)
+    g(shifted, *sc.args(out)[1:])
+    g(shifted, *sc.args(out)[1:])
+    assert planned[1:] == [(2, out.shape[1] + 8), (2, out.shape[1])] and len(g.ready) == 3
+    assert calls[-1][0] != calls[0][0]  # the misaligned output has its own specialisation
 
 
 def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):

@@ -69,6 +69,20 @@ def test_mxfp8_in_the_gpu_launch_shape_with_partial_tiles(interleaved):
     )
 
 
+@pytest.mark.parametrize("interleaved", LAYOUTS, ids=["interleaved", "page-split"])
+@pytest.mark.parametrize("record", ["mxfp8", "nvfp4"])
+def test_the_early_table_load_in_the_gpu_launch_shape(record, interleaved):
+    """Each tile's table entry loaded before the request's length, on a narrowed table with ragged requests, an
+    offset and poison ids past each request; with gather_lens the launch keeps the per-token load, exact too."""
+    for window in (0, 25):
+        sc = _scenario(record, interleaved, seq_len_max=70, window=window, offset=3, mode="poison")
+        settings = {"block_t": 8, "num_warps": 2, "early_table": True}
+        launch = fast_v41.gather_v41_with(*sc.args(sc.fresh_out()), interleaved=interleaved, plan="grid", **settings)
+        cfg = {**fast_v41.DEFAULT_CONFIG[record], **settings}
+        assert fast_v41.early_table(cfg, sc.gather_lens is not None, 16, launch) == (window == 0)
+        _assert_bitwise(sc, fast_v41.gather_v41_with, interleaved=interleaved, plan="grid", **settings)
+
+
 def _overwrite(sc, data_bytes, scale_bytes):
     """Every token's record: ``data_bytes`` / ``scale_bytes`` cycled over tokens (rows of the given tensors)."""
     layout, B = sc.spec.layout, sc.spec.block_size

@@ -10,6 +10,7 @@ exceed twice the L2, so a replay never finds its inputs cached.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,22 +26,26 @@ def median_us(fn: Callable[[], object], warmup_ms: int = 25, rep_ms: int = 100) 
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")) * 1e3
 
 
-#: Calls per host-time measurement (after a tenth as many warm-up calls).
+#: Calls per round of a host-time measurement (after a tenth as many warm-up calls), and rounds.
 HOST_CALLS = 100
+HOST_ROUNDS = 5
 
 
-def host_us(fn: Callable[[], object], calls: int = HOST_CALLS) -> float:
-    """Host time per call: a plain clock around ``calls`` back-to-back calls after warm-up, nothing
-    synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be busy)."""
+def host_us(fn: Callable[[], object], calls: int = HOST_CALLS, rounds: int = HOST_ROUNDS) -> float:
+    """Host time per call: the median over ``rounds`` of a plain clock around ``calls`` back-to-back calls,
+    nothing synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be
+    busy); the median, because a round that the host's scheduler or a collection interrupts is slower."""
     for _ in range(max(1, calls // 10)):
         fn()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
+    per_round = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_round.append((time.perf_counter() - start) * 1e6 / calls)
     torch.cuda.synchronize()
-    return elapsed * 1e6 / calls
+    return statistics.median(per_round)
 
 
 @dataclass

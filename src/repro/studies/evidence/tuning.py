@@ -53,7 +53,7 @@ SMOKE_SHAPES = ((3, 40), (1, 24))
 SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
 TOP_CANDIDATES = 3
 #: (tokens, warps) of the flat byte mover (stream_move).
-MOVE_TILES = ((8, 8), (8, 4))
+MOVE_TILES = ((8, 8), (8, 4), (16, 8), (16, 16), (32, 16), (4, 4), (8, 16))
 
 
 def stream_candidates() -> list[tuple[str, dict]]:
@@ -105,6 +105,14 @@ def gather_candidates() -> list:
         F(block_t=4, num_warps=2, min_block_t=4, tile=lanes),
         F(min_block_t=4, tiles_per_program=2, prefetch=True, tile=lanes),
         F(block_t=4, num_warps=2, min_block_t=4, tiles_per_program=4, prefetch=True, tile=lanes),
+        F(block_t=8, num_warps=2, min_block_t=4, tile=lanes),
+        F(block_t=16, num_warps=4, min_block_t=4, tile=lanes),
+        F(block_t=32, num_warps=8, min_block_t=4, tile=lanes),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", load_cache=".cg")),
+        F(min_block_t=4, tile=T(tile="lanes", load_evict="", store_cache=".cg")),
+        F(min_block_t=4, early_table=True, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tile=lanes),
+        F(block_t=16, num_warps=8, min_block_t=4, early_table=True, tile=lanes),
     ]
 
 
@@ -514,7 +522,43 @@ def host_section(
             except Exception as exc:
                 row |= {"status": "error", "error": _error(exc)}
             sw.add("host", row)
+        if sw.on_gpu and "gather_fast" in gathers and sw.left("host") > 0:
+            host_split(sw, gathers["gather_fast"], args, n, L, calls)
     direct_path_checks(sw, gathers)
+
+
+def host_split(sw: Sweep, gather: Callable, args: tuple, n: int, seq_len: int, calls: int) -> None:
+    """Where a direct-launch call's host time goes: everything but the launch (the launch replaced by nothing),
+    and the launch of the cached kernel alone (Triton's C launch function with the call's raw arguments)."""
+    launcher = gather.launcher
+    gather.ready.clear()
+    gather(*args)
+    gather(*args)
+    if len(gather.ready) != 1 or not launcher.enabled:
+        sw.add("host", {"arm": "gather_fast split", "num_reqs": n, "seq_len": seq_len, "status": "not direct"})
+        return
+    (grid, entry), device = next(iter(gather.ready.values())), launcher.current_device()
+    out, k_cache, seq_lens, gather_lens, table, _, offset = args
+    lens = gather_lens if gather_lens is not None else seq_lens
+    raw = (out.data_ptr(), *out.stride()[:2], k_cache.data_ptr(), seq_lens.data_ptr(), lens.data_ptr())
+    raw += (table.data_ptr(), table.stride(0), table.shape[1], offset)
+    run = launcher.run
+    parts = {
+        "gather_fast: its C launch alone": lambda: run(entry, grid, raw, device),
+        "gather_fast: all but the launch": partial(gather, *args),
+    }
+    for name, fn in parts.items():
+        if name.endswith("but the launch"):
+            launcher.run = lambda *a: None
+        try:
+            sw.add(
+                "host",
+                {"arm": name, "num_reqs": n, "seq_len": seq_len, "status": "ok"}
+                | {"host_us": round(sw.host_us(fn, calls), 2)},
+            )
+        finally:
+            launcher.run = run
+        sw.sync()
 
 
 def direct_path_checks(sw: Sweep, gathers: dict[str, Callable]) -> None:

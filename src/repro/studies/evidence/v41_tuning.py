@@ -64,6 +64,7 @@ MXFP8_VARIANTS = {
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
     **_grid("-keep", [(4, 1), (4, 2)], evict_first=False),
     **_grid("-s3", [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 4)], scale_3d=True),
+    **_grid("-s3-early", [(4, 1), (4, 2), (8, 4)], scale_3d=True, early_table=True),
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -83,6 +84,14 @@ NVFP4_VARIANTS = {
         scale_3d=True,
     ),
     **_grid("-half-packed-s3", [(8, 4)], decode="half", store="packed", scale_3d=True),
+    **_grid(
+        "-half-interleave-s3-early",
+        [(4, 2), (8, 2), (8, 4)],
+        decode="half",
+        store="interleave",
+        scale_3d=True,
+        early_table=True,
+    ),
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),
 }

@@ -33,7 +33,8 @@ each byte's two bf16 values into one int32 and stores those (``store="packed"``)
 
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
 ``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint),
-``scale_3d`` (the scales loaded in the values' layout) and, for NVFP4, ``decode`` and ``store``;
+``scale_3d`` (the scales loaded in the values' layout), ``early_table`` (each tile's table entry loaded beside
+the request's length when there are no ``gather_lens``) and, for NVFP4, ``decode`` and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -65,7 +66,8 @@ STORE_CACHES = ("", ".cs")
 
 #: Launch defaults per record kind: the fastest bitwise-exact settings of the H200 sweeps at 256 x 2,048 tokens
 #: (data/h200/tuning-gather-v41.md): 4 tokens and 2 warps per program, the scales loaded where the values are,
-#: and for NVFP4 the decode through fp16 with the interleaved store.
+#: each tile's table entry loaded early (third run), and for NVFP4 the decode through fp16 with the interleaved
+#: store.
 DEFAULT_CONFIG = {
     "mxfp8": {
         "block_t": 4,
@@ -75,6 +77,7 @@ DEFAULT_CONFIG = {
         "store_cache": "",
         "evict_first": True,
         "scale_3d": True,
+        "early_table": True,
     },
     "nvfp4": {
         "block_t": 4,
@@ -84,6 +87,7 @@ DEFAULT_CONFIG = {
         "store_cache": "",
         "evict_first": True,
         "scale_3d": True,
+        "early_table": True,
         "decode": "half",
         "store": "interleave",
     },
@@ -112,17 +116,23 @@ def _records(
     start,
     table_row,
     k_cache_ptr,
+    early,
+    EARLY: tl.constexpr,
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,
     INTERLEAVED: tl.constexpr,
     DATA_BYTES: tl.constexpr,
     SCALE_BYTES: tl.constexpr,
 ):
-    """(valid, data pointers, scale pointers) of the gather indices ``i``: one block-table entry per token,
-    int64 block offsets, the layout's placement of the scales."""
+    """(valid, data pointers, scale pointers) of the gather indices ``i``: one block-table entry per token
+    (or the tile's one entry, ``early``, when :func:`_early_entry` loaded it), int64 block offsets, the
+    layout's placement of the scales."""
     valid = i < gather_len
     pos = start + i
-    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
+    if EARLY:
+        physical = early
+    else:
+        physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
     slot = pos % CACHE_BLOCK_SIZE
     block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
     if INTERLEAVED:
@@ -132,6 +142,18 @@ def _records(
         data = block + slot * DATA_BYTES
         scales_at = block + CACHE_BLOCK_SIZE * DATA_BYTES + slot * SCALE_BYTES
     return valid, data, scales_at
+
+
+@triton.jit
+def _early_entry(table_row, block_table_width, i0, EARLY: tl.constexpr, CACHE_BLOCK_SIZE: tl.constexpr):
+    """The table entry of the tile starting at ``i0``, loaded before the request's length is known (``EARLY``:
+    no gather_lens, so the tile starts at its own index, and the tile lies in one block); 0 otherwise."""
+    if EARLY:
+        column = i0 // CACHE_BLOCK_SIZE
+        entry = tl.load(table_row + column, mask=column < block_table_width, other=0)
+    else:
+        entry = 0
+    return entry
 
 
 @triton.jit
@@ -145,7 +167,7 @@ def _load_scales(scales_at, g, valid, SCALE_3D: tl.constexpr):
     return s
 
 
-@triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
+@triton.jit(do_not_specialize=["block_table_row_pitch", "block_table_width", "offset"])
 def _gather_mxfp8_kernel(
     out_ptr,
     out_stride0,
@@ -155,8 +177,10 @@ def _gather_mxfp8_kernel(
     gather_lens_ptr,
     block_table_ptr,
     block_table_row_pitch,  # block_table.stride(0) (PR #55109)
+    block_table_width,  # block_table.shape[1]
     offset,
     HAS_GATHER_LENS: tl.constexpr,
+    EARLY_TABLE: tl.constexpr,  # each tile's table entry loaded beside the request's length (see early_table)
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,  # bytes between cache blocks (k_cache.stride(0))
     INTERLEAVED: tl.constexpr,  # vLLM >= 0.33: scales after each token's data; else after the page's data
@@ -182,6 +206,7 @@ def _gather_mxfp8_kernel(
     cols = g[:, None] * QUANT_BLOCK + c[None, :]  # [16, 32]: dim g*32 + c
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
+        early = _early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -190,6 +215,8 @@ def _gather_mxfp8_kernel(
                 start,
                 table_row,
                 k_cache_ptr,
+                early,
+                EARLY_TABLE,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 INTERLEAVED,
@@ -241,7 +268,7 @@ def _e2m1_half(codes):
     return bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32) + 0.0
 
 
-@triton.jit(do_not_specialize=["block_table_row_pitch", "offset"])
+@triton.jit(do_not_specialize=["block_table_row_pitch", "block_table_width", "offset"])
 def _gather_nvfp4_kernel(
     out_ptr,
     out_stride0,
@@ -251,8 +278,10 @@ def _gather_nvfp4_kernel(
     gather_lens_ptr,
     block_table_ptr,
     block_table_row_pitch,  # block_table.stride(0) (PR #55109)
+    block_table_width,  # block_table.shape[1]
     offset,
     HAS_GATHER_LENS: tl.constexpr,
+    EARLY_TABLE: tl.constexpr,  # each tile's table entry loaded beside the request's length (see early_table)
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,
     INTERLEAVED: tl.constexpr,
@@ -279,6 +308,7 @@ def _gather_nvfp4_kernel(
     cols = g[:, None] * BYTES_PER_SCALE + c[None, :]  # [32, 8]: packed byte g*8 + c (values 2*(g*8+c), +1)
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
+        early = _early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -287,6 +317,8 @@ def _gather_nvfp4_kernel(
                 start,
                 table_row,
                 k_cache_ptr,
+                early,
+                EARLY_TABLE,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 INTERLEAVED,
@@ -366,7 +398,7 @@ def check_config(kind: str, cfg: dict) -> None:
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
         raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")
-    for key in ("evict_first", "scale_3d"):
+    for key in ("evict_first", "scale_3d", "early_table"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     if cfg["store_cache"] not in STORE_CACHES:
@@ -391,6 +423,17 @@ def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict,
         while block_t > cfg["min_block_t"] and num_reqs * triton.cdiv(max_gather, block_t) < target:
             block_t //= 2
     return V41Plan((triton.cdiv(max_gather, block_t), num_reqs), block_t, 1, cfg["num_warps"])
+
+
+def early_table(cfg: dict, has_gather_lens: bool, block_size: int, launch: V41Plan) -> bool:
+    """Whether this launch loads each tile's table entry early: asked for (``early_table``), no ``gather_lens``,
+    one tile per program, and the tile size dividing the block size (a tile never straddles two blocks)."""
+    return (
+        cfg["early_table"]
+        and not has_gather_lens
+        and launch.tiles_per_program == 1
+        and block_size % launch.block_t == 0
+    )
 
 
 def record_layout(k_cache: torch.Tensor, interleaved: bool) -> RecordLayout:
@@ -466,10 +509,12 @@ def gather_v41_with(
         gather_lens if gather_lens is not None else seq_lens,
         block_table,
         block_table.stride(0),
+        block_table.shape[1],
         offset,
     )
     shared = {
         "HAS_GATHER_LENS": gather_lens is not None,
+        "EARLY_TABLE": early_table(cfg, gather_lens is not None, block_size, launch),
         "CACHE_BLOCK_SIZE": block_size,
         "BLOCK_STRIDE": k_cache.stride(0),
         "INTERLEAVED": layout.interleaved,

@@ -96,6 +96,8 @@ class FastSettings:
     tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
     num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
     prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
+    early_table: bool = False  # without gather_lens, one tile per program: its block's table entry is loaded
+    # beside the request's length instead of after it (the tile lies in one block)
     tile: TileSettings = field(default_factory=TileSettings)
 
     def __post_init__(self) -> None:
@@ -110,6 +112,8 @@ class FastSettings:
             raise ValueError(f"num_stages must be an int from 1 to 8, got {self.num_stages!r}")
         if not isinstance(self.tile, TileSettings):
             raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
+        if not isinstance(self.early_table, bool):
+            raise ValueError(f"early_table must be a bool, got {self.early_table!r}")
         if self.prefetch and not self.tile.tile.startswith("lanes"):
             raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
@@ -121,13 +125,16 @@ class FastSettings:
             text += f", {self.num_stages} stages"
         if self.prefetch:
             text += ", prefetch"
+        if self.early_table:
+            text += ", early table"
         return f"{text}, {self.tile.label()}"
 
 
-#: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweep at
-#: 256 x 2,048 tokens (data/h200/tuning-gather-fast.md, run 3): the chunk-major "lanes" tile, 8 tokens and
-#: 4 warps per program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small.
-DEFAULT_SETTINGS = FastSettings(min_block_t=4, tile=TileSettings(tile="lanes", load_evict=""))
+#: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweeps
+#: (data/h200/tuning-gather-fast.md, runs 3 and 8): the chunk-major "lanes" tile, 8 tokens and 4 warps per
+#: program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small, and each tile's table
+#: entry loaded beside the request's length when there are no gather_lens.
+DEFAULT_SETTINGS = FastSettings(min_block_t=4, early_table=True, tile=TileSettings(tile="lanes", load_evict=""))
 
 
 def with_settings(**changes) -> FastSettings:
