@@ -190,6 +190,7 @@ def _dequantize_and_gather_k_spare_kernel(block_table_ptr, max_blocks_per_seq: t
         make_callable(arm, interpreted=True)(*sc.args(sc.fresh_out()))
 
 
+@pytest.mark.integration  # its poison cases run in processes of their own
 def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
     root, _ = cached_release(tmp_path, monkeypatch)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
