@@ -6,6 +6,10 @@ STAMP := $(VENV)/.installed
 BROWSER := $(VENV)/.browser
 MERMAID := $(VENV)/.mermaid
 ARGS ?=
+# Python writes the bytecode of what it imports, as it does by default (into .venv and __pycache__/, both ignored):
+# a test session starts some two hundred Python processes, and with PYTHONDONTWRITEBYTECODE set each would compile
+# every module it imports again.
+unexport PYTHONDONTWRITEBYTECODE
 # `make test` runs on this many pytest-xdist workers (the shared CPU run of tests/conftest.py is made once for all,
 # in the background while the workers run the other tests). `--dist loadgroup` (tests/scheduling.py): a test at a
 # time to whichever worker is free, longest first, so that the workers end together; the tests that share a fixture
