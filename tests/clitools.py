@@ -27,6 +27,9 @@ SMALL_02 = ["-p", "request_counts=[1, 2]", "-p", "seq_len_max=48", "-p", "cache_
 SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
 #: The shared CPU run: every notebook, notebook 04's release matrix at the two request counts that show the bug.
 SHARED_RUN = [*SMALL, "-p", "matrix_request_counts=[1, 2]"]
+#: The notebook for a run that must be refused before any notebook runs: notebook 05's parameters are checked
+#: without importing torch (01's and 02's import it), so the refusal is all the process does.
+REFUSED_BEFORE_ANY_WORK = ["--notebooks", "05"]
 
 
 def new_tag() -> str:

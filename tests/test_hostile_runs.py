@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from clitools import (
+    REFUSED_BEFORE_ANY_WORK,
     ROOT,
     SMALL_02,
     cli_env,
@@ -390,12 +391,12 @@ def test_a_path_without_room_for_the_runs_files_is_refused_before_any_work(tmp_p
     deep = tmp_path
     while len(str(deep)) < 4096 - 200:
         deep = deep / ("d" * 200)
-    proc = run(["run", "--profile", "cpu", "--out", str(deep), "--notebooks", "01"])
+    proc = run(["run", "--profile", "cpu", "--out", str(deep), *REFUSED_BEFORE_ANY_WORK])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "leaves no room for the run's files below it" in one_line(proc.stderr)
     assert not (tmp_path / ("d" * 200)).exists()
     name = tmp_path / ("n" * 300)
-    proc = run(["run", "--profile", "cpu", "--out", str(name), "--notebooks", "01"])
+    proc = run(["run", "--profile", "cpu", "--out", str(name), *REFUSED_BEFORE_ANY_WORK])
     assert proc.returncode == 2 and "over the file system's limit of 255" in one_line(proc.stderr)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from clitools import (
+    REFUSED_BEFORE_ANY_WORK,
     ROOT,
     SMALL,
     SMALL_02,
@@ -71,7 +72,7 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
 def test_a_second_writer_is_refused_with_one_line(holder):
     folder, proc = holder
     before = snapshot(folder)
-    refused = run(["run", "--profile", "cpu", "--out", str(folder), "--notebooks", "01"])
+    refused = run(["run", "--profile", "cpu", "--out", str(folder), *REFUSED_BEFORE_ANY_WORK])
     assert refused.returncode == 2
     assert f"--out: {folder} is in use by another process (repro run, pid {proc.pid}" in one_line(refused)
     assert snapshot(folder) == before
@@ -169,7 +170,8 @@ def test_unusable_run_folders_are_one_line(tmp_path, setup, args, fragment):
     if setup == "list":
         (out / "manifest.json").write_text("[1, 2]")
     before = snapshot(out) if out.is_dir() else None
-    cmd = ["run", "--profile", "cpu", "--notebooks", "01", *(["--out", str(out)] if setup != "none" else []), *args]
+    out_args = ["--out", str(out)] if setup != "none" else []
+    cmd = ["run", "--profile", "cpu", *REFUSED_BEFORE_ANY_WORK, *out_args, *args]
     if setup == "none":
         cmd.remove("--out=")
     proc = run(cmd)
@@ -344,7 +346,7 @@ def test_tagged_processes_are_found():
 def test_a_refused_folder_is_left_without_a_lock_file(tmp_path):
     """A folder that is not a run (or holds one) is refused before anything, the lock file included, is written."""
     (tmp_path / "notes.txt").write_text("mine")
-    refused = run(["run", "--profile", "cpu", "--out", str(tmp_path), "--notebooks", "01"])
+    refused = run(["run", "--profile", "cpu", "--out", str(tmp_path), *REFUSED_BEFORE_ANY_WORK])
     assert refused.returncode == 2 and "already holds a run" in one_line(refused)
     report = run(["report", str(tmp_path)])
     assert report.returncode == 2 and "holds no manifest.json" in one_line(report)
