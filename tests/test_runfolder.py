@@ -82,7 +82,7 @@ def test_resume_and_report_are_refused_while_a_writer_holds_the_folder(holder):
     folder, _ = holder
     (folder / "manifest.json").write_text(json.dumps({"status": "running", "notebooks": {}, "parameters": {}}))
     before = snapshot(folder)
-    resumed = run(["run", "--profile", "cpu", "--out", str(folder), "--resume"])
+    resumed = run(["run", "--profile", "cpu", "--out", str(folder), "--resume", *REFUSED_BEFORE_ANY_WORK])
     assert (
         resumed.returncode == 2 and "--resume: " in one_line(resumed) and "in use by another process" in resumed.stderr
     )
