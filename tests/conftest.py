@@ -92,14 +92,14 @@ class SharedRun:
 
 
 def _reads_the_shared_run(item: pytest.Item) -> bool:
-    return "shared_run" in getattr(item, "fixturenames", ())
+    return "cpu_run" in getattr(item, "fixturenames", ())
 
 
 def _start_order(item: pytest.Item) -> int:
     """Longest first, so that two workers taking one test at a time end together: the tests that run notebooks
     of their own, the other end-to-end tests, the unit tests, and last the tests that read the shared run (it has
     ended by then)."""
-    if "cpu_run" in getattr(item, "fixturenames", ()):
+    if _reads_the_shared_run(item):
         return 3
     if item.get_closest_marker("notebook") is not None:
         return 0
@@ -111,7 +111,7 @@ def _start_order(item: pytest.Item) -> int:
 def _module_fixture_group(item: pytest.Item) -> str | None:
     """The test module, when the test uses a module- or session-scoped fixture of that module: such tests go to one
     pytest-xdist worker together (tests/scheduling.py), which makes the fixture once."""
-    if "cpu_run" in getattr(item, "fixturenames", ()):
+    if _reads_the_shared_run(item):
         return None  # it goes last, and reads work that was made once whichever worker made it
     module = item.nodeid.split("::")[0]
     info = getattr(item, "_fixtureinfo", None)
@@ -147,15 +147,7 @@ def pytest_sessionfinish(session):
 
 
 @pytest.fixture(scope="session")
-def shared_run(pytestconfig) -> SharedRun:
-    """The shared run, started; a test that first does work of its own calls ``.wait()`` only when it reads it."""
-    run = SharedRun.of(pytestconfig)
-    run.start()
-    return run
-
-
-@pytest.fixture(scope="session")
-def cpu_run(shared_run) -> CpuRun:
+def cpu_run(pytestconfig) -> CpuRun:
     """The shared CPU run once it has ended, read by every test that only reads a run folder (they must not
     write into it)."""
-    return shared_run.wait()
+    return SharedRun.of(pytestconfig).wait()
