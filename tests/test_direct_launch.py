@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from repro.studies.kernels import direct, fast
+from repro.studies.kernels import direct, fast, launch_plan
 from repro.studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, with_settings
 
@@ -163,7 +163,7 @@ def test_triton_version_parsing(monkeypatch, version, expected):
 def enabled_gather(monkeypatch):
     """gather_fast's body with the direct path switched on and its launch recorded (nothing runs)."""
     g = fast.make_gather()
-    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
     g.launcher.enabled, g.launcher._device = True, lambda: 0
     calls = []
     g.launcher.lookup = lambda device, key: ("entry", key)
@@ -247,7 +247,7 @@ def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):
     its own kernel, or a kernel built for 4 tiles per program would run on a grid planned for 1."""
     from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 
-    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
     looped = fast.make_gather(with_settings(tiles_per_program=4))
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     looped.launcher.enabled, looped.launcher._device = True, lambda: 0

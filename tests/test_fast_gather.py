@@ -23,7 +23,7 @@ from repro.core.kernels.gather import gather_contiguous_copy, gather_fixed
 from repro.core.kernels.launch import is_interpreted
 from repro.core.kernels.reference import dequantize_and_gather_reference
 from repro.registry import load_implementation
-from repro.studies.kernels import fast
+from repro.studies.kernels import fast, launch_plan
 from repro.studies.kernels.fast import gather_fast, gather_fast_with, plan_launch
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
 
@@ -229,7 +229,7 @@ def test_the_early_table_load_is_bitwise_the_reference(block_t, block_size):
 
 def test_gpu_plan_heuristic(monkeypatch):
     """Grid sizes of the two benchmark shapes on a 132-SM H200 (SM count faked, nothing launched)."""
-    monkeypatch.setattr(fast, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
     one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")  # 256 programs of 8 are too few: 512 of 4
     assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((512, 1), 4, 1, 2)

@@ -31,20 +31,26 @@ HOST_CALLS = 100
 HOST_ROUNDS = 5
 
 
-def host_us(fn: Callable[[], object], calls: int = HOST_CALLS, rounds: int = HOST_ROUNDS) -> float:
+def host_us(
+    fn: Callable[[], object],
+    calls: int = HOST_CALLS,
+    rounds: int = HOST_ROUNDS,
+    sync: Callable[[], object] = torch.cuda.synchronize,
+) -> float:
     """Host time per call: the median over ``rounds`` of a plain clock around ``calls`` back-to-back calls,
     nothing synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be
-    busy); the median, because a round that the host's scheduler or a collection interrupts is slower."""
+    busy); the median, because a round that the host's scheduler or a collection interrupts is slower.
+    ``sync`` waits for the device before and after (a no-op where there is none)."""
     for _ in range(max(1, calls // 10)):
         fn()
-    torch.cuda.synchronize()
+    sync()
     per_round = []
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
         per_round.append((time.perf_counter() - start) * 1e6 / calls)
-    torch.cuda.synchronize()
+    sync()
     return statistics.median(per_round)
 
 

@@ -38,7 +38,7 @@ import torch
 
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.core.evidence.timing import copy_ceiling, graph_median_us, median_us, rotation_count
+from repro.core.evidence.timing import copy_ceiling, graph_median_us, host_us, median_us, rotation_count
 from repro.studies.kernels.settings import DEFAULT_TILE
 from repro.studies.kernels.settings import FastSettings as F
 from repro.studies.kernels.settings import TileSettings as T
@@ -166,16 +166,8 @@ class Sweep:
         return (time.perf_counter() - t0) * 1e6 / len(calls)
 
     def host_us(self, fn: Callable[[], object], calls: int) -> float:
-        """Host time per call: plain clock over ``calls`` calls after warm-up, no synchronisation inside."""
-        for _ in range(max(3, calls // 20)):
-            fn()
-        self.sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        self.sync()
-        return (t1 - t0) * 1e6 / calls
+        """Host time per call (:func:`repro.core.evidence.timing.host_us`: median of rounds of ``calls`` calls)."""
+        return host_us(fn, calls, sync=self.sync)
 
     def rotation(self, nbytes: int) -> int:
         if not self.on_gpu:
@@ -537,19 +529,19 @@ def host_split(sw: Sweep, gather: Callable, args: tuple, n: int, seq_len: int, c
     if len(gather.ready) != 1 or not launcher.enabled:
         sw.add("host", {"arm": "gather_fast split", "num_reqs": n, "seq_len": seq_len, "status": "not direct"})
         return
-    (grid, entry), device = next(iter(gather.ready.values())), launcher.current_device()
-    out, k_cache, seq_lens, gather_lens, table, _, offset = args
-    lens = gather_lens if gather_lens is not None else seq_lens
-    raw = (out.data_ptr(), *out.stride()[:2], k_cache.data_ptr(), seq_lens.data_ptr(), lens.data_ptr())
-    raw += (table.data_ptr(), table.stride(0), table.shape[1], offset)
     run = launcher.run
-    parts = {
-        "gather_fast: its C launch alone": lambda: run(entry, grid, raw, device),
-        "gather_fast: all but the launch": partial(gather, *args),
-    }
-    for name, fn in parts.items():
-        if name.endswith("but the launch"):
-            launcher.run = lambda *a: None
+    launched = []  # what the direct call hands to the launch: (entry, grid, raw arguments, device)
+    launcher.run = lambda *launch: launched.append(launch)
+    try:
+        gather(*args)
+    finally:
+        launcher.run = run
+    parts = [
+        ("gather_fast: its C launch alone", partial(run, *launched[0]), run),
+        ("gather_fast: all but the launch", partial(gather, *args), lambda *launch: None),
+    ]
+    for name, fn, launch in parts:
+        launcher.run = launch
         try:
             sw.add(
                 "host",

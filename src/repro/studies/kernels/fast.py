@@ -21,10 +21,9 @@ Design (GPU)
   fp8 bytes and stores the 16 bytes of bf16 they become, a warp walks 256 contiguous bytes of one token,
   and no value passes through shared memory. The tile layout and cache hints are :class:`FastSettings`
   (:mod:`repro.studies.kernels.settings`).
-* **Early table entry** (``early_table``, the default): without ``gather_lens`` a tile starts at its own
-  gather index and, ``BLOCK_T`` dividing the block size, lies inside one block, so its one table entry is
-  loaded beside the request's length (masked only by the row's width, ``block_table.shape[1]``) rather than
-  after it: the data loads wait for one load instead of two in a row (1-3 % at 16-64 requests on the H200).
+* **Early table entry** (``early_table``, the default): without ``gather_lens`` each tile's one table entry is
+  loaded beside the request's length rather than after it (:mod:`repro.studies.kernels.launch_plan`): 1-3 % at
+  16-64 requests on the H200.
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 
@@ -43,7 +42,6 @@ results are the same. ``plan="grid"`` forces the GPU launch shape in the interpr
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -55,6 +53,7 @@ from repro.core.geometry.layout import DSV4
 from repro.core.kernels.gather import check_gather_args
 from repro.core.kernels.launch import is_interpreted
 from repro.studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
+from repro.studies.kernels.launch_plan import early_entry, loads_early, programs_target
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, FastSettings
 from repro.studies.kernels.tiles import dequant_tokens, load_lanes, store_lanes
 
@@ -77,16 +76,23 @@ def _gather_addresses(
     out_stride1,
     k_cache_ptr,
     offset,
+    early,
+    EARLY: tl.constexpr,
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,
     TOKEN_DATA_SIZE: tl.constexpr,
     SCALE_DIM: tl.constexpr,
 ):
-    """(data, scales, row, valid) of gather indices ``i0 .. i0 + BLOCK_T`` of one request (block table read)."""
+    """(data, scales, row, valid) of gather indices ``i0 .. i0 + BLOCK_T`` of one request: one block-table entry
+    per token, or the tile's one entry ``early`` when :func:`~repro.studies.kernels.launch_plan.early_entry`
+    loaded it."""
     i = i0 + t
     valid = i < gather_len
     pos = start + i
-    physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
+    if EARLY:
+        physical = early
+    else:
+        physical = tl.load(table_row + pos // CACHE_BLOCK_SIZE, mask=valid, other=0)
     slot = pos % CACHE_BLOCK_SIZE
     block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
     data = block + slot * TOKEN_DATA_SIZE
@@ -106,6 +112,8 @@ def _gather_tile(
     out_stride1,
     k_cache_ptr,
     offset,
+    early,
+    EARLY: tl.constexpr,
     CACHE_BLOCK_SIZE: tl.constexpr,
     BLOCK_STRIDE: tl.constexpr,
     TOKEN_DATA_SIZE: tl.constexpr,
@@ -134,6 +142,8 @@ def _gather_tile(
         out_stride1,
         k_cache_ptr,
         offset,
+        early,
+        EARLY,
         CACHE_BLOCK_SIZE,
         BLOCK_STRIDE,
         TOKEN_DATA_SIZE,
@@ -205,34 +215,8 @@ def _gather_fast_kernel(
     out_req = out_ptr + b.to(tl.int64) * out_stride0
     t = tl.arange(0, BLOCK_T)
     first = tile_id * TILES_PER_PROGRAM * BLOCK_T
-    if EARLY_TABLE:
-        # Without gather_lens a tile starts at its own index (start == 0) and, BLOCK_T dividing the block size,
-        # lies in one block: its table entry is one load, issued before seq_len is known (masked only by the
-        # row's width), so the data loads wait for one load instead of two in a row.
-        column = first // CACHE_BLOCK_SIZE
-        physical = tl.load(table_row + column, mask=column < block_table_width, other=0)
-        if first < gather_len:
-            slot = first % CACHE_BLOCK_SIZE + t
-            block = k_cache_ptr + physical.to(tl.int64) * BLOCK_STRIDE
-            dequant_tokens(
-                block + slot * TOKEN_DATA_SIZE,
-                block + CACHE_BLOCK_SIZE * TOKEN_DATA_SIZE + slot * SCALE_DIM,
-                out_req + (offset + first + t).to(tl.int64) * out_stride1,
-                first + t < gather_len,
-                BLOCK_T,
-                TILE,
-                OVERREAD,
-                LOAD_CACHE,
-                LOAD_EVICT,
-                STORE_CACHE,
-                STORE_EVICT,
-                N_GROUPS,
-                N_SCALES,
-                QUANT_BLOCK,
-                FP8_DIM,
-                HEAD_DIM,
-            )
-    elif TILES_PER_PROGRAM == 1:
+    if TILES_PER_PROGRAM == 1:
+        early = early_entry(table_row, block_table_width, first, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if first < gather_len:
             _gather_tile(
                 first,
@@ -244,6 +228,8 @@ def _gather_fast_kernel(
                 out_stride1,
                 k_cache_ptr,
                 offset,
+                early,
+                EARLY_TABLE,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 TOKEN_DATA_SIZE,
@@ -274,6 +260,8 @@ def _gather_fast_kernel(
                 out_stride1,
                 k_cache_ptr,
                 offset,
+                0,  # no early entry: tiles per program > 1
+                False,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 TOKEN_DATA_SIZE,
@@ -293,6 +281,8 @@ def _gather_fast_kernel(
                     out_stride1,
                     k_cache_ptr,
                     offset,
+                    0,  # no early entry: tiles per program > 1
+                    False,
                     CACHE_BLOCK_SIZE,
                     BLOCK_STRIDE,
                     TOKEN_DATA_SIZE,
@@ -327,6 +317,8 @@ def _gather_fast_kernel(
                 out_stride1,
                 k_cache_ptr,
                 offset,
+                0,  # no early entry: tiles per program > 1
+                False,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 TOKEN_DATA_SIZE,
@@ -356,11 +348,6 @@ class FastPlan:
     num_warps: int
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def plan_launch(
     num_reqs: int, max_gather: int, device: torch.device, settings: FastSettings = DEFAULT_SETTINGS, plan: str = "grid"
 ) -> FastPlan:
@@ -379,7 +366,7 @@ def plan_launch(
     if device.type == "cuda":
         # Too few programs to fill the GPU: fewer tiles per program first, then smaller tiles (and as many
         # fewer warps, so each thread keeps the same share of the tile).
-        target = settings.waves * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+        target = programs_target(device, settings.waves)
         while num_reqs * triton.cdiv(max_gather, block_t * per_program) < target:
             if per_program > 1:
                 per_program //= 2
@@ -397,14 +384,8 @@ def plan_launch(
 
 
 def early_table(settings: FastSettings, has_gather_lens: bool, block_size: int, launch: FastPlan) -> bool:
-    """Whether this launch loads each tile's table entry early: asked for, no ``gather_lens``, one tile per
-    program, and the tile size dividing the block size (so a tile never straddles two blocks)."""
-    return (
-        settings.early_table
-        and not has_gather_lens
-        and launch.tiles_per_program == 1
-        and block_size % launch.block_t == 0
-    )
+    """Whether this launch loads each tile's table entry early (:func:`launch_plan.loads_early`)."""
+    return loads_early(settings.early_table, has_gather_lens, block_size, launch.block_t, launch.tiles_per_program)
 
 
 def _constexprs(has_gather_lens: bool, block_size: int, block_stride: int, launch: FastPlan, settings: FastSettings):

@@ -43,7 +43,6 @@ Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 2
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +54,7 @@ from repro.core.geometry.records import V4, RecordLayout, layout_for
 from repro.core.kernels.gather import check_gather_args
 from repro.core.kernels.launch import is_interpreted
 from repro.studies.kernels.fast import gather_fast
+from repro.studies.kernels.launch_plan import early_entry, loads_early, programs_target
 
 #: Record kinds this module gathers, by ``k_cache.shape[-1]`` (vLLM's dispatch key).
 KIND_BY_TOKEN_BYTES = {layout_for("mxfp8").token_bytes: "mxfp8", layout_for("nvfp4").token_bytes: "nvfp4"}
@@ -124,9 +124,9 @@ def _records(
     DATA_BYTES: tl.constexpr,
     SCALE_BYTES: tl.constexpr,
 ):
-    """(valid, data pointers, scale pointers) of the gather indices ``i``: one block-table entry per token
-    (or the tile's one entry, ``early``, when :func:`_early_entry` loaded it), int64 block offsets, the
-    layout's placement of the scales."""
+    """(valid, data pointers, scale pointers) of the gather indices ``i``: one block-table entry per token (or
+    the tile's one entry, ``early``, when :func:`repro.studies.kernels.launch_plan.early_entry` loaded it), int64 block
+    offsets, the layout's placement of the scales."""
     valid = i < gather_len
     pos = start + i
     if EARLY:
@@ -142,18 +142,6 @@ def _records(
         data = block + slot * DATA_BYTES
         scales_at = block + CACHE_BLOCK_SIZE * DATA_BYTES + slot * SCALE_BYTES
     return valid, data, scales_at
-
-
-@triton.jit
-def _early_entry(table_row, block_table_width, i0, EARLY: tl.constexpr, CACHE_BLOCK_SIZE: tl.constexpr):
-    """The table entry of the tile starting at ``i0``, loaded before the request's length is known (``EARLY``:
-    no gather_lens, so the tile starts at its own index, and the tile lies in one block); 0 otherwise."""
-    if EARLY:
-        column = i0 // CACHE_BLOCK_SIZE
-        entry = tl.load(table_row + column, mask=column < block_table_width, other=0)
-    else:
-        entry = 0
-    return entry
 
 
 @triton.jit
@@ -206,7 +194,7 @@ def _gather_mxfp8_kernel(
     cols = g[:, None] * QUANT_BLOCK + c[None, :]  # [16, 32]: dim g*32 + c
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
-        early = _early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
+        early = early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -308,7 +296,7 @@ def _gather_nvfp4_kernel(
     cols = g[:, None] * BYTES_PER_SCALE + c[None, :]  # [32, 8]: packed byte g*8 + c (values 2*(g*8+c), +1)
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
-        early = _early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
+        early = early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -378,11 +366,6 @@ class V41Plan:
     num_warps: int
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _is_pow2(v) -> bool:
     return isinstance(v, int) and v >= 1 and (v & (v - 1)) == 0
 
@@ -419,21 +402,15 @@ def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict,
         raise ValueError(f"plan must be 'grid' or 'per-request', got {plan!r}")
     block_t = cfg["block_t"]
     if device.type == "cuda":
-        target = cfg["waves"] * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+        target = programs_target(device, cfg["waves"])
         while block_t > cfg["min_block_t"] and num_reqs * triton.cdiv(max_gather, block_t) < target:
             block_t //= 2
     return V41Plan((triton.cdiv(max_gather, block_t), num_reqs), block_t, 1, cfg["num_warps"])
 
 
 def early_table(cfg: dict, has_gather_lens: bool, block_size: int, launch: V41Plan) -> bool:
-    """Whether this launch loads each tile's table entry early: asked for (``early_table``), no ``gather_lens``,
-    one tile per program, and the tile size dividing the block size (a tile never straddles two blocks)."""
-    return (
-        cfg["early_table"]
-        and not has_gather_lens
-        and launch.tiles_per_program == 1
-        and block_size % launch.block_t == 0
-    )
+    """Whether this launch loads each tile's table entry early (:func:`launch_plan.loads_early`)."""
+    return loads_early(cfg["early_table"], has_gather_lens, block_size, launch.block_t, launch.tiles_per_program)
 
 
 def record_layout(k_cache: torch.Tensor, interleaved: bool) -> RecordLayout:
