@@ -260,3 +260,42 @@ def test_a_launch_plan_with_other_constexprs_is_another_kernel(monkeypatch):
     (big, big_grid), (small, small_grid) = keys
     assert big_grid[0] * 4 * 8 >= 512 and small_grid[0] * 8 >= 64
     assert big != small
+
+
+def test_the_host_split_times_the_launch_with_the_gathers_own_arguments_and_the_rest_without_it(monkeypatch):
+    """The tuning sweep's split of a direct call's host time: the C launch alone gets exactly what the gather hands
+    to it, and the rest is timed with the launch replaced by nothing (no launch happens while it is timed)."""
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+    from repro.studies.evidence.tuning import host_split
+
+    g, calls = enabled_gather(monkeypatch)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4, window=8, offset=1))
+    out = sc.fresh_out()
+
+    class Sweep:
+        def __init__(self):
+            self.rows, self.launches_while_timed = [], {}
+
+        def add(self, table, row):
+            self.rows.append(row)
+
+        def sync(self):
+            pass
+
+        def host_us(self, fn, calls_per_round):
+            before = len(calls)
+            fn()
+            self.launches_while_timed[len(self.rows)] = calls[before:]
+            return 1.0
+
+    sw = Sweep()
+    host_split(sw, g, sc.args(out), 2, 20, 3)
+    own = calls[0]  # the gather's own direct launch, before the split replaced anything
+    assert [r["arm"] for r in sw.rows] == ["gather_fast: its C launch alone", "gather_fast: all but the launch"]
+    assert all(r["status"] == "ok" for r in sw.rows)
+    assert sw.launches_while_timed[0] == [own]  # the launch alone: the gather's entry, grid, raw arguments, device
+    assert sw.launches_while_timed[1] == []  # the rest: the gather ran, nothing was launched
+    launched = len(calls)
+    g(*sc.args(out))
+    assert len(calls) == launched + 1  # the launch is put back
