@@ -2,11 +2,11 @@
 # Wheels for vLLM's CuTe-DSL gather on a GPU host without a registry (Python 3.12, manylinux x86_64):
 # nvidia-cutlass-dsl 4.8.0 with its base, core and cu13 libraries, quack-kernels 0.6.5 and the small
 # packages they import. Written to DEST (default .cutedsl-wheels, ignored by git) as
-#   DEST/small/*.whl            every wheel under 40 MiB
-#   DEST/parts/<wheel>.part-NN  wheels of 40 MiB or more, split into 40 MiB parts
+#   DEST/small/*.whl            every wheel under PART_MIB MiB (default 30)
+#   DEST/parts/<wheel>.part-NN  wheels of PART_MIB MiB or more, split into PART_MIB MiB parts
 #   DEST/SHA256SUMS             the hash of every whole wheel (check after joining the parts)
-# so each part fits one carried transfer. On the GPU host: copy the parts out of the working tree
-# (e.g. to ~/cutedsl) over several calls, then `cat <wheel>.part-* > <wheel>`, `sha256sum -c SHA256SUMS`
+# so each part fits one carried transfer beside the working tree (64 MiB in all; the tree is about 25 MiB).
+# On the GPU host: copy the parts out of the working tree (e.g. to ~/cutedsl) over several calls, then `cat <wheel>.part-* > <wheel>`, `sha256sum -c SHA256SUMS`
 # and `pip install --no-deps --no-index ~/cutedsl/*.whl` (cuda-bindings is already installed there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +20,11 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
   nvidia-cutlass-dsl-libs-cu13==4.8.0 quack-kernels==0.6.5 'apache-tvm-ffi>=0.1.6,<0.2' torch-c-dlpack-ext \
   einops 'protobuf>=4.21.12'
 (cd "$DEST/all" && sha256sum ./*.whl | sed 's# \./# #') > "$DEST/SHA256SUMS"
-LIMIT=$((40 * 1024 * 1024))
+PART_MIB=${PART_MIB:-30}
+LIMIT=$((PART_MIB * 1024 * 1024))
 for wheel in "$DEST"/all/*.whl; do
   if [ "$(stat -c %s "$wheel")" -ge "$LIMIT" ]; then
-    split -b 40M -d "$wheel" "$DEST/parts/$(basename "$wheel").part-"
+    split -b "${PART_MIB}M" -d "$wheel" "$DEST/parts/$(basename "$wheel").part-"
   else
     cp "$wheel" "$DEST/small/"
   fi
