@@ -1,12 +1,13 @@
 """Discovery, patcher, loader and the matrix runner, on the synthetic fixture module in fake wheels."""
 
 import sys
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
-from repro.studies.upstream import discovery, patcher
+from repro.studies.upstream import discovery, matrix, patcher
 from repro.studies.upstream.arms import Arm, WrongKernel, make_callable
 from repro.studies.upstream.loader import LoadedRelease, LoadError
 from repro.studies.upstream.matrix import MatrixConfig, run_matrix, write_rewrites
@@ -190,10 +191,14 @@ def _dequantize_and_gather_k_spare_kernel(block_table_ptr, max_blocks_per_seq: t
         make_callable(arm, interpreted=True)(*sc.args(sc.fresh_out()))
 
 
-@pytest.mark.integration  # its poison cases run in processes of their own
+@pytest.mark.integration  # one poison case runs in a process of its own, as on a GPU
 def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
+    """In the interpreter every case runs in this process (a bounds-checked launch cannot fault), and a poison
+    case's row is what the case's own process gives, as on a GPU."""
     root, _ = cached_release(tmp_path, monkeypatch)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
+    in_child = matrix.run_isolated
+    monkeypatch.setattr(matrix, "run_isolated", lambda *a: pytest.fail("a case ran in a child in the interpreter"))
     rows = []
     cfg = MatrixConfig(
         request_counts=[1, 2],
@@ -217,6 +222,11 @@ def test_matrix_end_to_end_on_a_fake_release(tmp_path, monkeypatch):
     assert released.loc[("poison", 2), "out_of_bounds_lanes"] > 0
     patched = cases[cases.variant == "patched"]
     assert (patched.mismatched_tokens == 0).all() and (patched.out_of_bounds_lanes == 0).all()
+    arm = finished[0]
+    spec = replace(matrix.sweep_spec(cfg, arm.record, arm.interleaved), num_reqs=2, mode="poison")
+    child = in_child(arm, spec, True, 120)
+    fields = ["status", "mismatched_tokens", "stray_writes", "out_of_view_lanes", "out_of_bounds_lanes"]
+    assert [getattr(child, f) for f in fields] == released.loc[("poison", 2), fields].tolist()
     diffs = write_rewrites(plans, tmp_path / "rewrites")
     assert len(diffs) == 1 and "+        max_blocks_per_seq=block_table.stride(0)," in diffs[0].read_text()
 

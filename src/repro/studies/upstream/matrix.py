@@ -2,9 +2,10 @@
 
 For each release: the cache provides its modules (or a row says why not), discovery lists its
 kernels, and each (kernel, variant) arm runs the request-count sweep on column-narrowed tables in both
-sentinel modes. ``in-range`` cases run in this process (bounds-checked in the interpreter); ``poison``
-cases, which can fault, each run in a child process. Every observation is handed to ``sink`` as one
-row with the columns of :data:`ROW_COLUMNS`; nothing here decides a verdict.
+sentinel modes. ``in-range`` cases run in this process; ``poison`` cases, which can fault on a GPU, each run in a
+child process there. In the interpreter every launch is bounds-checked (lanes outside every tensor are counted,
+not dereferenced), so no case can fault and every case runs in this process, as the child would run it. Every
+observation is handed to ``sink`` as one row with the columns of :data:`ROW_COLUMNS`; nothing here decides a verdict.
 
 Arms whose launch path (kernel, wrapper and everything it reaches, stubs, helpers, switches) has the
 same source text as an arm already run share its rows, marked with ``shared_from`` and the
@@ -260,7 +261,7 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
         isolated = []
         for n in cfg.request_counts:
             spec = replace(spec0, num_reqs=n, mode=mode)
-            if mode == "poison":
+            if mode == "poison" and not cfg.interpreted:
                 isolated.append(spec)
                 continue
             scenario = build_scenario(spec)
