@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from rendered import rendering
 
 from repro import seeds
 from repro.core.analysis import gather, performance, reshape
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
-from repro.report.build import render_run
 from repro.report.comparison import render_comparison
-from repro.report.html import render_fragment
 from repro.studies.analysis import reshape_releases
 
 pytestmark = pytest.mark.integration
@@ -119,17 +118,16 @@ def _text(html: str) -> str:
 
 
 def test_committed_report_is_what_this_code_renders(run):
-    report = render_run(run)
-    report.close()
-    names = [f.name for f in report.figures]
-    assert (run.path / "report.md").read_text() == report.markdown.text, (
+    rendered = rendering(run.path)
+    names = rendered.figures
+    assert (run.path / "report.md").read_text() == rendered.markdown, (
         "re-render with scripts/render-evidence-reports.sh"
     )
-    assert (run.path / "pr-comment.md").read_text() == report.comment, (
+    assert (run.path / "pr-comment.md").read_text() == rendered.comment, (
         "re-render with scripts/render-evidence-reports.sh"
     )
     html = (run.path / "report.html").read_text()
-    fragment = render_fragment(run)
+    fragment = rendered.fragment
     assert _text(fragment).split(" | images: ")[0] in _text(html), "re-render with scripts/render-evidence-reports.sh"
     assert _text(fragment).split(" | images: ")[1] == _text(html).split(" | images: ")[1]
     assert fragment[: fragment.index("</style>")] in html  # the stylesheet itself

@@ -10,6 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from rendered import rendering
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.report import plots
@@ -31,10 +32,8 @@ MAX_COLUMNS = 8
 @pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
 def rendered(request) -> tuple[RunData, list[str], str, list[pd.DataFrame]]:
     """The run, its figures' names, report.md and every table report.md shows (as shown), in order."""
-    run = load_run(request.param)
-    report = render_run(run)
-    report.close()
-    return run, [f.name for f in report.figures], report.markdown.text, report.markdown.tables
+    r = rendering(request.param)
+    return r.run, r.figures, r.markdown, r.tables
 
 
 def _md(run: RunData, figures=()) -> str:
@@ -134,9 +133,14 @@ def test_github_renders_every_table_with_its_rows(rendered):
     assert parser.rows == [len(t) for t in tables]
 
 
+def test_the_report_notebooks_fragment_is_the_one_drawn_beside_report_md():
+    path = H200 / "vllm-0.22.0-under-test"
+    assert render_fragment(load_run(path)) == rendering(path).fragment
+
+
 def test_html_has_the_same_tables_and_every_figure_embedded(rendered):
     run, names, md, tables = rendered
-    fragment = render_fragment(run)
+    fragment = rendering(run.path).fragment
     parser = _Tables()
     parser.feed(fragment)
     assert parser.rows == [len(t) for t in tables]

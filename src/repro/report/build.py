@@ -11,7 +11,7 @@ from repro.report import plots
 from repro.report.analyse import analyse, draw
 from repro.report.comment import render_comment
 from repro.report.comparison import render_comparison
-from repro.report.html import build_html
+from repro.report.html import build_html, fragment
 from repro.report.markdown import render_report
 from repro.report.model import Analysis, Drawn
 from repro.report.template import Rendered
@@ -28,6 +28,11 @@ class Report:
     figures: list[Drawn]
     markdown: Rendered
     comment: str
+
+    def html_fragment(self) -> str:
+        """What the report notebook shows (:func:`repro.report.html.render_fragment`), from this analysis and
+        these figures: call before :meth:`close`."""
+        return fragment(self.analysis, self.figures).text
 
     def close(self) -> None:
         plots.close_all(self.figures)
