@@ -14,10 +14,6 @@ for run in data/h200/*/ data/cpu/*/; do
   rc=0
   "$PY" -m repro report "$run" || rc=$?
   [ "$rc" -le 1 ] || exit "$rc"
-  rm -f "$run/notebooks/90-report.ipynb"           # the report notebook's own execution, not evidence
-  rmdir "$run/notebooks" 2>/dev/null || true
-  rm -f "$run/logs/90-report.kernel.log"            # the report kernel's own log, likewise
-  rmdir "$run/logs" 2>/dev/null || true
 done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile || [ $? -eq 1 ]
 "$PY" -m repro report data/h200/release-matrix-merged --merge data/h200/release-matrix-0.{20,21-0.24,25-0.29,30,31,32,33} data/h200/release-matrix-0.{22-0.23,24-0.25,26-0.27,28-0.29,30,31,32}-cutedsl data/h200/release-matrix-c

@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from repro.cli.kernels import kernel_manager_class
 from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
 from repro.cli.runner import declared_parameters, notebooks, run
 from repro.parameters import RESERVED, SCHEMA
@@ -193,8 +192,7 @@ def report(run_dir: str, against: str | None) -> int:
     line naming the file, exit code 2, with nothing written."""
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
-    from repro.report.build import write_comparison, write_markdown  # lazy: matplotlib, only to write a report
-    from repro.report.html import build_html  # lazy: matplotlib, only to write a report
+    from repro.report.build import write_comparison, write_report  # lazy: matplotlib, only to write a report
     from repro.report.verdict import run_verdict  # lazy: pandas, only to read a run
 
     path = Path(run_dir)
@@ -206,8 +204,8 @@ def report(run_dir: str, against: str | None) -> int:
         if busy is not None:  # a run is writing it: its tables may end mid-row right now
             raise RunFolderError(f"report: {path} is in use by another process{busy}; accepted: wait for it to end")
         load_run(path)  # not a run folder, or a damaged one: refused before the lock file is created
-        check_writable(path, "report", ("plots", "logs"))
-        with RunLock(path, "report").acquire("report") as lock:
+        check_writable(path, "report", ("plots",))
+        with RunLock(path, "report").acquire("report"):
             run = load_run(path)
             if against:
                 if not is_folder(Path(against)):
@@ -217,22 +215,13 @@ def report(run_dir: str, against: str | None) -> int:
                     print(f"wrote {write_comparison(run, load_run(against))}")
                 return verdict_code(run_verdict(run))
             try:
-                md = write_markdown(run)
+                md, comment, html = write_report(run)
             except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
                 if isinstance(exc, DamagedRun):
                     raise
                 raise DamagedRun(
                     f"{path}: its tables cannot be rendered ({type(exc).__name__}: {exc}); nothing was written"
                 ) from None
-            log = path / "logs" / "90-report.kernel.log"
-            try:
-                html = build_html(run, kernel_manager_class=kernel_manager_class(log, (lock.fd,)))
-            except OSError as exc:
-                print(f"error: report: wrote {md} but not report.html ({_cannot_write(exc, path)})", file=sys.stderr)
-                return 1
-            except Exception as exc:  # the notebook export; report.md stands
-                print(f"error: report: wrote {md} but not report.html ({type(exc).__name__}: {exc})", file=sys.stderr)
-                return 1
     except (RunFolderError, DamagedRun) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -242,7 +231,7 @@ def report(run_dir: str, against: str | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print(f"wrote {md}, {md.parent / 'pr-comment.md'} and {html}")
+    print(f"wrote {md}, {comment} and {html}")
     verdict = run_verdict(run)
     print(verdict_line(verdict, run.status))
     return verdict_code(verdict)

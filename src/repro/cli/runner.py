@@ -463,12 +463,11 @@ def _run_locked(
     except OSError as exc:
         return _stopped(manifest, run_dir, str(exc))
     if report:
-        from repro.report.build import build_report  # lazy: matplotlib, only to write a report
+        from repro.report.build import write_report  # lazy: matplotlib, only to write a report
 
         t0 = time.perf_counter()
-        kernel = KernelWatch(run_dir, "90-report", lock)
         try:
-            build_report(load_run(run_dir), progress=progress, **kernel.engine())
+            write_report(load_run(run_dir))
             say(f"[report] ok in {time.perf_counter() - t0:.1f} s")
         except KeyboardInterrupt:
             say(
@@ -484,7 +483,6 @@ def _run_locked(
             broken.append(f"report: {type(exc).__name__}: {first_line(exc)}")
             say(f"[report] failed: {type(exc).__name__}: {first_line(exc)}")
         finally:
-            kernel.close()
             end_leftovers(keep)
     try:
         point_latest(run_dir)

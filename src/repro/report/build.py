@@ -1,8 +1,9 @@
-"""``python -m repro report RUN_DIR``: the run analysed once, then figures, ``report.md``,
-``pr-comment.md`` and ``report.html`` drawn from that analysis."""
+"""``python -m repro report RUN_DIR``: the run analysed once, its figures drawn once, then ``report.md``,
+``pr-comment.md`` and ``report.html`` rendered from that analysis and those figures."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,12 +12,14 @@ from repro.report import plots
 from repro.report.analyse import analyse, draw
 from repro.report.comment import render_comment
 from repro.report.comparison import render_comparison
-from repro.report.html import build_html, fragment
+from repro.report.html import fragment, page
 from repro.report.markdown import render_report
 from repro.report.model import Analysis, Drawn
 from repro.report.template import Rendered
 
-REPORT, COMMENT = "report.md", "pr-comment.md"
+REPORT, COMMENT, HTML = "report.md", "pr-comment.md", "report.html"
+#: The files a report writes into its run folder, in the order :func:`write_report` writes them.
+REPORT_FILES = (REPORT, COMMENT, HTML)
 
 
 @dataclass
@@ -29,10 +32,15 @@ class Report:
     markdown: Rendered
     comment: str
 
+    @functools.cached_property
+    def pngs(self) -> dict[str, bytes]:
+        """Each figure as the PNG both ``plots/`` and ``report.html`` hold, made once (call before :meth:`close`)."""
+        return {f.name: plots.png_bytes(f.figure) for f in self.figures}
+
     def html_fragment(self) -> str:
-        """What the report notebook shows (:func:`repro.report.html.render_fragment`), from this analysis and
-        these figures: call before :meth:`close`."""
-        return fragment(self.analysis, self.figures).text
+        """What ``report.html`` and the report notebook show (:func:`repro.report.html.fragment`), from this
+        analysis and these figures' PNGs: call before :meth:`close`."""
+        return fragment(self.analysis, self.figures, self.pngs).text
 
     def close(self) -> None:
         plots.close_all(self.figures)
@@ -49,25 +57,20 @@ def render_run(run: RunData) -> Report:
         raise
 
 
-def write_markdown(run: RunData) -> Path:
-    """Redraw every figure and write ``report.md`` and ``pr-comment.md``: all drawn and rendered in memory
-    first, so a table the report cannot use raises before any file of the folder is replaced. PNGs of
-    figures no longer drawn are removed."""
+def write_report(run: RunData) -> list[Path]:
+    """Draw every figure and write ``report.md``, ``pr-comment.md`` and ``report.html``: all rendered in memory
+    first, so a table the report cannot use raises before any file of the folder is replaced. PNGs of figures
+    no longer drawn are removed. Returns the three files' paths."""
     report = render_run(run)
     try:
-        plots.save_all(report.figures, run.path)
+        texts = (report.markdown.text, report.comment, page(run, report.html_fragment()))
+        plots.save_all(report.figures, run.path, report.pngs)
     finally:
         report.close()
-    (run.path / COMMENT).write_text(report.comment)
-    md_path = run.path / REPORT
-    md_path.write_text(report.markdown.text)
-    return md_path
-
-
-def build_report(run: RunData, progress: bool = False, **engine) -> tuple[Path, Path]:
-    """Write the figures, ``report.md`` and ``pr-comment.md``, then ``report.html``; ``engine`` goes to
-    papermill (the command line's quiet kernel)."""
-    return write_markdown(run), build_html(run, progress, **engine)
+    paths = [run.path / name for name in REPORT_FILES]
+    for path, text in zip(paths, texts):
+        path.write_text(text)
+    return paths
 
 
 def write_comparison(run_a: RunData, run_b: RunData) -> Path:

@@ -1,25 +1,24 @@
-"""``report.html``: the report notebook (``notebooks/90-report.ipynb``) executed on a run folder and
-exported without code. The notebook shows one HTML fragment, :func:`render_fragment`: the same sections
-as ``report.md`` through the same templates, figures embedded as 160-dpi PNGs, under a small stylesheet
-scoped to the report (so it looks the same in JupyterLab and in the exported page).
+"""``report.html`` and the report notebook (``notebooks/90-report.ipynb``) show one HTML fragment, :func:`fragment`:
+the same sections as ``report.md`` through the same templates, figures embedded as 160-dpi PNGs, under a small
+stylesheet scoped to the report (so it looks the same in JupyterLab and in the page). The page is written from the
+analysis and the figures ``report.md`` is written from (:mod:`repro.report.build`): a run is read once.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import mistune
 
 from repro.core.analysis.rundata import RunData, RunFolderError, load_run
-from repro.paths import notebooks_dir, repo_root, runs_dir
+from repro.paths import repo_root, runs_dir
 from repro.report import plots
 from repro.report.analyse import analyse, draw
 from repro.report.model import Analysis, Drawn
 from repro.report.template import Page, Rendered, Target, render_page
 
-REPORT_NOTEBOOK = "90-report.ipynb"
 #: The class every rule of the stylesheet is scoped to.
 SCOPE = "repro-report"
 STYLE = f"""
@@ -65,9 +64,12 @@ def _markdown(text: str) -> str:
     return mistune.create_markdown(escape=False)(text)
 
 
-def fragment(analysis: Analysis, figures: Sequence[Drawn]) -> Rendered:
-    """The report as one HTML fragment: the scoped stylesheet, then every section, figures embedded."""
-    page = Page(Target.HTML, {f.name: f.caption for f in figures}, {f.name: plots.png_bytes(f.figure) for f in figures})
+def fragment(analysis: Analysis, figures: Sequence[Drawn], pngs: Mapping[str, bytes] | None = None) -> Rendered:
+    """The report as one HTML fragment: the scoped stylesheet, then every section, figures embedded (``pngs``:
+    their :func:`repro.report.plots.png_bytes` by name, when already made)."""
+    if pngs is None:
+        pngs = {f.name: plots.png_bytes(f.figure) for f in figures}
+    page = Page(Target.HTML, {f.name: f.caption for f in figures}, dict(pngs))
     rendered = render_page(analysis, page)
     body = _markdown(rendered.text)
     return Rendered(f'<style>{STYLE}</style>\n<div class="{SCOPE}">\n{body}\n</div>', rendered.tables, rendered.images)
@@ -119,34 +121,6 @@ def display_report(run_dir: str | Path = "") -> None:
     display(HTML(render_fragment(run)))
 
 
-def build_html(run: RunData, progress: bool = False, **engine) -> Path:
-    """Execute the report notebook on ``run`` and export it without code to ``report.html``; ``engine``
-    goes to papermill."""
-    import nbformat  # lazy: the notebook machinery loads only to write report.html
-    import papermill as pm  # lazy: as nbformat
-    from nbconvert import HTMLExporter  # lazy: as nbformat
-    from nbconvert.preprocessors import TagRemovePreprocessor  # lazy: as nbformat
-
-    run_dir = run.path.resolve()
-    executed = run_dir / "notebooks" / REPORT_NOTEBOOK
-    executed.parent.mkdir(exist_ok=True)
-    pm.execute_notebook(
-        str(notebooks_dir() / REPORT_NOTEBOOK),
-        str(executed),
-        parameters={"run_dir": str(run_dir)},
-        kernel_name="python3",
-        progress_bar=progress,
-        execution_timeout=600,
-        cwd=str(repo_root()),
-        **engine,
-    )
-    exporter = HTMLExporter(
-        template_name="basic", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
-    )
-    # cells without output for a reader; papermill's injected cell also carries a random id (a diff per render)
-    hidden = {"report-hide", "parameters", "injected-parameters"}
-    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=hidden, enabled=True), enabled=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
-    html_path = run_dir / "report.html"
-    html_path.write_text(PAGE.format(title=html.escape(f"Report: {run.name}"), body=body))
-    return html_path
+def page(run: RunData, body: str) -> str:
+    """``report.html``: the fragment ``body`` as a self-contained page titled after the run."""
+    return PAGE.format(title=html.escape(f"Report: {run.name}"), body=body)

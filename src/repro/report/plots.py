@@ -77,11 +77,12 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def save(fig: Figure, run_dir: str | Path, name: str) -> Path:
-    """Write ``plots/<name>.png`` in the run folder and return its path."""
+def save(fig: Figure, run_dir: str | Path, name: str, png: bytes | None = None) -> Path:
+    """Write ``plots/<name>.png`` in the run folder (``png``: the figure's :func:`png_bytes`, when already made:
+    a figure saved twice need not give the same bytes) and return its path."""
     path = Path(run_dir) / "plots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(png_bytes(fig))
+    path.write_bytes(png_bytes(fig) if png is None else png)
     return path
 
 
@@ -375,10 +376,11 @@ def close_all(figures: Sequence[Drawn]) -> None:
         plt.close(f.figure)
 
 
-def save_all(figures: Sequence[Drawn], run_dir: str | Path) -> None:
-    """Write every figure into ``plots/`` and remove PNGs of figures no longer drawn."""
+def save_all(figures: Sequence[Drawn], run_dir: str | Path, pngs: Mapping[str, bytes] | None = None) -> None:
+    """Write every figure into ``plots/`` (``pngs``: their :func:`png_bytes` by name, when already made) and
+    remove PNGs of figures no longer drawn."""
     for f in figures:
-        save(f.figure, run_dir, f.name)
+        save(f.figure, run_dir, f.name, None if pngs is None else pngs[f.name])
     names = {f.name for f in figures}
     for stale in (Path(run_dir) / "plots").glob("*.png"):
         if stale.stem not in names:
