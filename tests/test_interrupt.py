@@ -45,7 +45,7 @@ def wait_for_rows(csv: Path, rows: int, proc: subprocess.Popen, timeout: float =
         if csv.exists() and len(csv.read_text().splitlines()) > rows:
             return
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
+        time.sleep(0.005)
     raise AssertionError(f"{csv} never reached {rows} rows")
 
 
@@ -66,7 +66,11 @@ def interrupt_then_resume(folder: Path) -> dict:
     seen: dict = {"out": str(out)}
     proc = start(out)
     wait_for_rows(sweep, 6, proc)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the runner and the notebook kernel alike
+    # The sweep writes its rows within a second: the run is frozen where they were seen, so that Ctrl-C lands in
+    # the sweep and not in whatever comes after it, then Ctrl-C reaches the runner and the notebook kernel alike.
+    os.killpg(proc.pid, signal.SIGSTOP)
+    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGCONT)
     seen["interrupted"] = ended(proc, timeout=120)
     seen["manifest"] = json.loads((out / "manifest.json").read_text())
     kept = pd.read_csv(sweep)

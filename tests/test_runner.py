@@ -205,3 +205,23 @@ def test_a_notebook_that_stops_early_without_an_error_failed(tmp_path):
     assert status["error"] == (
         "NotebookStopped: code cell 2 of 3 ended the notebook by SystemExit: 0; 1 cell(s) after it never ran"
     )
+
+
+def test_an_interrupt_dropped_inside_a_weakref_callback_is_still_received():
+    """Python prints and drops a KeyboardInterrupt raised inside a weakref callback; the runner's handler has
+    remembered the signal, so the run still ends as interrupted."""
+    code = (
+        "import gc, signal, weakref\n"
+        "from repro.cli import interrupts\n"
+        "interrupts.install()\n"
+        "class Thing: pass\n"
+        "thing = Thing()\n"
+        "ref = weakref.ref(thing, lambda r: signal.raise_signal(signal.SIGINT))\n"
+        "del thing\n"
+        "gc.collect()\n"
+        "print('went on', interrupts.received())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "KeyboardInterrupt" in proc.stderr  # dropped: printed as ignored, the program went on
+    assert proc.stdout.strip() == "went on True"

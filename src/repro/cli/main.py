@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from repro.cli import interrupts
 from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
 from repro.cli.runner import declared_parameters, notebooks, run
 from repro.parameters import RESERVED, SCHEMA
@@ -124,14 +124,9 @@ def is_folder(path: Path) -> bool:
         return False
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     # A kill from a timeout or a closed terminal ends like Ctrl-C at every stage: results kept, exit 130.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+    interrupts.install()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser(with_parameters="-h" in argv or "--help" in argv).parse_args(argv)
@@ -143,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.merge:
             return merge(args.run_dir, args.merge)
         return report(args.run_dir, args.against)
+    except KeyboardInterrupt:  # a stage with no message of its own (each that writes has one)
+        print("interrupted", file=sys.stderr)
+        return 130
     except SystemExit as exc:  # something imported or called during the run tried to end it
         print(
             f"error: the run was ended from inside by SystemExit({exc.code!r}); nothing counts as passed",

@@ -18,11 +18,11 @@ import json
 import logging
 import os
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
 
+from repro.cli import interrupts
 from repro.cli.code_identity import code_identity, differences
 from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
@@ -205,12 +205,6 @@ def keep_machinery_logs(run_dir: Path) -> None:
             old.close()
         log.addHandler(handler)
         log.propagate = False
-
-
-def ignore_interrupts() -> None:
-    """While an interrupted run records how far it got, further Ctrl-C / SIGTERM / SIGHUP wait."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
 
 
 def first_line(text: str) -> str:
@@ -405,6 +399,8 @@ def _run_locked(
             status = execute_notebook(
                 path, run_dir / "notebooks" / path.name, nb_params, progress, KernelWatch(run_dir, path.stem, lock)
             )
+            if interrupts.received():  # a signal that came as the notebook ended and a library swallowed
+                raise KeyboardInterrupt("a signal while the notebook ended")
             if status["error"].startswith(RunFolderWriteError.__name__):  # the run folder, not the notebook
                 return _stopped(manifest, run_dir, status["error"].split(": ", 1)[-1].splitlines()[0])
             status["tables"] = sorted(_results(run_dir) - before)
@@ -420,7 +416,7 @@ def _run_locked(
             if left:
                 say(f"[{path.stem}] ended {len(left)} process(es) it left running: {'; '.join(left)}")
     except KeyboardInterrupt:
-        ignore_interrupts()  # a second Ctrl-C must not cut the manifest write short
+        interrupts.ignore()  # a second Ctrl-C must not cut the manifest write short
         for st in manifest.data["notebooks"].values():
             if st.get("status") == "running":
                 st["status"] = "interrupted"
@@ -443,30 +439,38 @@ def _run_locked(
     from repro.core.analysis.verdict import rule_disagreements  # lazy: pandas, only to read a run
 
     try:
-        written = load_run(run_dir)
-        failures = written.failures() + rule_disagreements(written)
-    except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
-        failures = [f"run folder: {exc}"]
-    broken = [
-        f"{name}: {first_line(st.get('error')) or st['status']}"
-        for name, st in manifest.data["notebooks"].items()
-        if st["status"] != "ok"
-    ]
-    manifest.data.update(
-        status="complete" if not (failures or broken) else "failed",
-        finished=now(),
-        failed_checks=failures,
-        failed_notebooks=broken,
-    )
-    try:
+        try:
+            written = load_run(run_dir)
+            failures = written.failures() + rule_disagreements(written)
+        except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
+            failures = [f"run folder: {exc}"]
+        broken = [
+            f"{name}: {first_line(st.get('error')) or st['status']}"
+            for name, st in manifest.data["notebooks"].items()
+            if st["status"] != "ok"
+        ]
+        manifest.data.update(
+            status="complete" if not (failures or broken) else "failed",
+            finished=now(),
+            failed_checks=failures,
+            failed_notebooks=broken,
+        )
         manifest.save()
+    except KeyboardInterrupt:  # every notebook ran; the verdict was not recorded: --resume records it
+        interrupts.ignore()
+        say(
+            f"interrupted after every notebook ran: the results are kept in {run_dir}; finish with: "
+            f"{manifest.data['command']} --resume",
+            err=True,
+        )
+        return 130
     except OSError as exc:
         return _stopped(manifest, run_dir, str(exc))
     if report:
-        from repro.report.build import write_report  # lazy: matplotlib, only to write a report
-
         t0 = time.perf_counter()
         try:
+            from repro.report.build import write_report  # lazy: matplotlib, only to write a report
+
             write_report(load_run(run_dir))
             say(f"[report] ok in {time.perf_counter() - t0:.1f} s")
         except KeyboardInterrupt:
@@ -489,6 +493,10 @@ def _run_locked(
     except OSError as exc:
         say(f"note: runs/latest not updated ({exc.strerror or exc})", err=True)
 
+    interrupts.ignore()  # the run is recorded and reported: what is left is telling its verdict
+    if interrupts.received():  # a signal during the report that a library swallowed
+        say(f"interrupted at the end: the run and its report are complete in {run_dir}", err=True)
+        return 130
     say(f"run folder: {run_dir}")
     # A notebook that ended at its checks gate finished: its failed checks are listed one by one below.
     broke = [line for line in broken if ": ChecksFailed:" not in line] if failures else broken
