@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
@@ -486,8 +487,19 @@ def shape_sweep(
 # 5. host time per eager call, and the direct launch path on aligned and misaligned tensors
 
 
+class HostStage(StrEnum):
+    """When in the sweep's process a host time was measured: the process's state changes what a call costs."""
+
+    FIRST = "first: before vLLM's CuTe-DSL stack is loaded"
+    LAST = "last: after the sweep, with the CuTe-DSL stack when it loaded"
+
+
 def host_section(
-    sw: Sweep, shapes: tuple, arms: list[tuple[str, Callable, Callable | None]], gathers: dict[str, Callable]
+    sw: Sweep,
+    shapes: tuple,
+    arms: list[tuple[str, Callable, Callable | None]],
+    gathers: dict[str, Callable],
+    stage: HostStage = HostStage.LAST,
 ) -> None:
     from repro.core.kernels.gather import check_gather_args  # lazy: kernels: after main() sets the profile
 
@@ -500,10 +512,10 @@ def host_section(
         args = s0.args(out)
         entries = list(arms) + [("check_gather_args alone", check_gather_args, None)]
         for name, fn, scope in entries:
+            row = {"stage": stage, "arm": name, "num_reqs": n, "seq_len": L}
             if sw.left("host") <= 0:
-                sw.add("host", {"arm": name, "num_reqs": n, "seq_len": L, "status": "skipped: time budget"})
+                sw.add("host", row | {"status": "skipped: time budget"})
                 continue
-            row = {"arm": name, "num_reqs": n, "seq_len": L}
             try:
                 with scope() if scope else contextlib.nullcontext():
                     row["host_us"] = round(sw.host_us(partial(fn, *args), calls), 2)
@@ -527,7 +539,8 @@ def host_split(sw: Sweep, gather: Callable, args: tuple, n: int, seq_len: int, c
     gather(*args)
     gather(*args)
     if len(gather.ready) != 1 or not launcher.enabled:
-        sw.add("host", {"arm": "gather_fast split", "num_reqs": n, "seq_len": seq_len, "status": "not direct"})
+        row = {"stage": HostStage.LAST, "arm": "gather_fast split", "num_reqs": n, "seq_len": seq_len}
+        sw.add("host", row | {"status": "not direct"})
         return
     run = launcher.run
     launched = []  # what the direct call hands to the launch: (entry, grid, raw arguments, device)
@@ -545,7 +558,7 @@ def host_split(sw: Sweep, gather: Callable, args: tuple, n: int, seq_len: int, c
         try:
             sw.add(
                 "host",
-                {"arm": name, "num_reqs": n, "seq_len": seq_len, "status": "ok"}
+                {"stage": HostStage.LAST, "arm": name, "num_reqs": n, "seq_len": seq_len, "status": "ok"}
                 | {"host_us": round(sw.host_us(fn, calls), 2)},
             )
         finally:
@@ -621,6 +634,10 @@ def run(sw: Sweep) -> None:
     rates = measure_rates(sw)
     print(f"[{time.monotonic() - sw.started:.0f} s] rates {rates}", flush=True)
 
+    host_shapes = ((1, 256), (256, 2048)) if sw.on_gpu else ((1, 24),)
+    host_section(sw, host_shapes, [("gather_fast, direct launch", gather_fast, None)], {}, HostStage.FIRST)
+    print(f"[{time.monotonic() - sw.started:.0f} s] first host section done", flush=True)
+
     cute, cute_why = load_cutedsl(sw)
     sw.add("cutedsl", {"release": CUTEDSL_RELEASE, "loaded": cute is not None, "why_not": cute_why})
     print(
@@ -683,9 +700,8 @@ def run(sw: Sweep) -> None:
         host_arms.append(
             (f"vLLM {CUTEDSL_RELEASE} CuTe-DSL, scope per call (old harness)", _per_call_scope(cute), None)
         )
-    host_shapes = ((1, 256), (256, 2048)) if sw.on_gpu else ((1, 24),)
     gathers = {"gather_fast": gather_fast} | ({"c0": made["c0"]} if "c0" in made else {})
-    host_section(sw, host_shapes, host_arms, gathers)
+    host_section(sw, host_shapes, host_arms, gathers, HostStage.LAST)
     print(f"[{time.monotonic() - sw.started:.0f} s] host section done", flush=True)
 
 
@@ -710,7 +726,7 @@ SUMMARY = (
     ("rates", ["kind", "how", "launch", "median_us", "tbps"], None),
     ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["graph_us"]),
     ("gather", ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["num_reqs", "graph_us"]),
-    ("host", ["num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
+    ("host", ["stage", "num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
     ("direct", ["gather", "case", "call", "direct", "mismatched", "stray", "status"], None),
     ("cutedsl", ["release", "loaded", "why_not"], None),
     ("legend", ["arm", "what"], None),
