@@ -64,7 +64,7 @@ def write_report(run: RunData) -> list[Path]:
     report = render_run(run)
     try:
         texts = (report.markdown.text, report.comment, page(run, report.html_fragment()))
-        plots.save_all(report.figures, run.path, report.pngs)
+        plots.save_all(report.pngs, run.path)
     finally:
         report.close()
     paths = [run.path / name for name in REPORT_FILES]

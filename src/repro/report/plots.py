@@ -77,12 +77,16 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def save(fig: Figure, run_dir: str | Path, name: str, png: bytes | None = None) -> Path:
-    """Write ``plots/<name>.png`` in the run folder (``png``: the figure's :func:`png_bytes`, when already made:
-    a figure saved twice need not give the same bytes) and return its path."""
+def save(fig: Figure, run_dir: str | Path, name: str) -> Path:
+    """Write ``plots/<name>.png`` in the run folder and return its path."""
+    return write_png(png_bytes(fig), run_dir, name)
+
+
+def write_png(png: bytes, run_dir: str | Path, name: str) -> Path:
+    """Write a figure's :func:`png_bytes` as ``plots/<name>.png`` in the run folder and return its path."""
     path = Path(run_dir) / "plots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(png_bytes(fig) if png is None else png)
+    path.write_bytes(png)
     return path
 
 
@@ -376,14 +380,13 @@ def close_all(figures: Sequence[Drawn]) -> None:
         plt.close(f.figure)
 
 
-def save_all(figures: Sequence[Drawn], run_dir: str | Path, pngs: Mapping[str, bytes] | None = None) -> None:
-    """Write every figure into ``plots/`` (``pngs``: their :func:`png_bytes` by name, when already made) and
-    remove PNGs of figures no longer drawn."""
-    for f in figures:
-        save(f.figure, run_dir, f.name, None if pngs is None else pngs[f.name])
-    names = {f.name for f in figures}
+def save_all(pngs: Mapping[str, bytes], run_dir: str | Path) -> None:
+    """Write every figure's PNG (:func:`png_bytes`, by figure name) into ``plots/`` and remove PNGs of figures no
+    longer drawn. The bytes are made once by the caller: a figure saved twice need not give the same bytes."""
+    for name, png in pngs.items():
+        write_png(png, run_dir, name)
     for stale in (Path(run_dir) / "plots").glob("*.png"):
-        if stale.stem not in names:
+        if stale.stem not in pngs:
             stale.unlink()
 
 

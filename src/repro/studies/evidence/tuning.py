@@ -499,7 +499,7 @@ def host_section(
     shapes: tuple,
     arms: list[tuple[str, Callable, Callable | None]],
     gathers: dict[str, Callable],
-    stage: HostStage = HostStage.LAST,
+    stage: HostStage,
 ) -> None:
     from repro.core.kernels.gather import check_gather_args  # lazy: kernels: after main() sets the profile
 
