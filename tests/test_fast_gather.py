@@ -211,19 +211,40 @@ def test_tile_loops_are_bitwise_the_reference(plan):
         with_settings(tiles_per_program=2, prefetch=True, tile=TileSettings())
 
 
-@pytest.mark.parametrize("block_t,block_size", [(4, 16), (8, 64), (16, 16), (8, 12)])
-def test_the_early_table_load_is_bitwise_the_reference(block_t, block_size):
-    """The tile's one table entry loaded before seq_len, on a narrowed table with ragged requests, an offset and
-    poison ids past each request; with ``gather_lens``, or a tile size that does not divide the block size, the
-    launch keeps the per-token table load, and is exact too."""
-    early = with_settings(block_t=block_t, min_block_t=block_t, early_table=True, tile=TileSettings(tile="lanes"))
+@pytest.mark.parametrize(
+    "block_t,tiles,prefetch,block_size",
+    [
+        (4, 1, False, 16),
+        (8, 1, False, 64),
+        (16, 1, False, 16),
+        (8, 1, False, 12),
+        (4, 2, False, 16),
+        (2, 4, False, 16),
+        (4, 4, True, 16),
+        (4, 4, False, 8),
+    ],
+)
+def test_the_early_table_load_is_bitwise_the_reference(block_t, tiles, prefetch, block_size):
+    """The program's one table entry loaded before seq_len (for each of its tiles, looped or prefetched), on a
+    narrowed table with ragged requests, an offset and poison ids past each request; with ``gather_lens``, or a
+    program span that does not divide the block size, the launch keeps the per-token table load, and is exact
+    too."""
+    early = with_settings(
+        block_t=block_t,
+        min_block_t=block_t,
+        tiles_per_program=tiles,
+        prefetch=prefetch,
+        early_table=True,
+        tile=TileSettings(tile="lanes"),
+    )
     whole = ScenarioSpec(num_reqs=4, block_size=block_size, seq_len_max=70, max_reqs=6, mode="poison", offset=3)
     windowed = dataclasses.replace(whole, window=25)
     for spec in (whole, windowed):
         sc = build_scenario(spec)
         launch = gather_fast_with(*sc.args(sc.fresh_out()), early, plan="grid")
+        assert launch.tiles_per_program == tiles
         loads_early = fast.early_table(early, sc.gather_lens is not None, block_size, launch)
-        assert loads_early == (sc.gather_lens is None and block_size % block_t == 0)
+        assert loads_early == (sc.gather_lens is None and block_size % (block_t * tiles) == 0)
         assert_matches(sc, fn=gather_fast_with, settings=early, plan="grid")
 
 

@@ -8,7 +8,7 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.records import layout_for
 from repro.core.kernels.records_reference import gather_reference, pages_as_bytes
-from repro.studies.kernels import fast_v41
+from repro.studies.kernels import fast_v41, launch_plan
 
 LAYOUTS = [True, False]
 GATHERS = {True: fast_v41.dequantize_and_gather_k_cache, False: fast_v41.dequantize_and_gather_k_cache_page_split}
@@ -71,15 +71,19 @@ def test_mxfp8_in_the_gpu_launch_shape_with_partial_tiles(interleaved):
 
 @pytest.mark.parametrize("interleaved", LAYOUTS, ids=["interleaved", "page-split"])
 @pytest.mark.parametrize("record", ["mxfp8", "nvfp4"])
-def test_the_early_table_load_in_the_gpu_launch_shape(record, interleaved):
-    """Each tile's table entry loaded before the request's length, on a narrowed table with ragged requests, an
-    offset and poison ids past each request; with gather_lens the launch keeps the per-token load, exact too."""
+@pytest.mark.parametrize("block_t,tiles", [(8, 1), (4, 2), (4, 8)])
+def test_the_early_table_load_in_the_gpu_launch_shape(record, interleaved, block_t, tiles):
+    """Each program's table entry loaded before the request's length (for each of its tiles), on a narrowed table
+    with ragged requests, an offset and poison ids past each request; with gather_lens, or a program spanning two
+    blocks (4 x 8 tokens, blocks of 16), the launch keeps the per-token load, exact too."""
     for window in (0, 25):
         sc = _scenario(record, interleaved, seq_len_max=70, window=window, offset=3, mode="poison")
-        settings = {"block_t": 8, "num_warps": 2, "early_table": True}
+        settings = {"block_t": block_t, "num_warps": 2, "early_table": True, "tiles_per_program": tiles}
         launch = fast_v41.gather_v41_with(*sc.args(sc.fresh_out()), interleaved=interleaved, plan="grid", **settings)
+        assert launch.tiles_per_program == tiles
         cfg = {**fast_v41.DEFAULT_CONFIG[record], **settings}
-        assert fast_v41.early_table(cfg, sc.gather_lens is not None, 16, launch) == (window == 0)
+        early = window == 0 and block_t * tiles <= 16
+        assert fast_v41.early_table(cfg, sc.gather_lens is not None, 16, launch) == early
         _assert_bitwise(sc, fast_v41.gather_v41_with, interleaved=interleaved, plan="grid", **settings)
 
 
@@ -191,6 +195,21 @@ def test_grid_plan_halves_the_tile_only_on_a_gpu_and_names_a_bad_plan():
     with pytest.raises(ValueError, match="plan"):
         fast_v41.plan_launch(3, 100, torch.device("cpu"), cfg, "persistent")
     assert layout_for("nvfp4", True).token_bytes in fast_v41.KIND_BY_TOKEN_BYTES
+
+
+def test_gpu_plan_gives_up_tiles_per_program_before_the_tile(monkeypatch):
+    """Grid sizes on a 132-SM H200 (SM count faked, nothing launched): 4 tiles of 4 tokens per program at
+    256 x 2,048; for one request of 1,024 tokens first 1 tile per program, then 2-token tiles (256 programs of 4
+    tokens are fewer than 2 waves)."""
+    monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+    cfg = {**fast_v41.DEFAULT_CONFIG["mxfp8"], "tiles_per_program": 4}
+    many = fast_v41.plan_launch(256, 2048, cuda, cfg, "grid")
+    assert (many.grid, many.block_t, many.tiles_per_program) == ((128, 256), 4, 4)
+    few = fast_v41.plan_launch(1, 1024, cuda, cfg, "grid")
+    assert (few.grid, few.block_t, few.tiles_per_program) == ((512, 1), 2, 1)
+    with pytest.raises(ValueError, match="tiles_per_program must be a power of two"):
+        fast_v41.check_config("mxfp8", {**cfg, "tiles_per_program": 3})
 
 
 @pytest.mark.integration

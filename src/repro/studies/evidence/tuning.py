@@ -89,8 +89,9 @@ def stream_label(layout: str, kw: dict) -> str:
 
 def gather_candidates() -> list:
     """``FastSettings`` of the gather sweep: the first two defaults (grouped tile; 4 tiles per program pipelined
-    in 3 stages), the grouped tile's hints and loop depths around them, and the chunk-major "lanes" tile (the
-    third run's best, now the default) in sizes and loops."""
+    in 3 stages), the grouped tile's hints and loop depths around them, the chunk-major "lanes" tile (the
+    third run's best) in sizes and loops, and with the early table entry (the default since run 8), one per tile or
+    one per program of several tiles."""
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
     return [
@@ -114,6 +115,13 @@ def gather_candidates() -> list:
         F(min_block_t=4, early_table=True, tile=lanes),
         F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tile=lanes),
         F(block_t=16, num_warps=8, min_block_t=4, early_table=True, tile=lanes),
+        # A program of several tiles within one cache block loads its one table entry once.
+        F(min_block_t=4, early_table=True, tiles_per_program=2, tile=lanes),
+        F(min_block_t=4, early_table=True, tiles_per_program=4, tile=lanes),
+        F(min_block_t=4, early_table=True, tiles_per_program=8, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tiles_per_program=4, tile=lanes),
+        F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tiles_per_program=16, tile=lanes),
+        F(min_block_t=4, early_table=True, tiles_per_program=2, prefetch=True, tile=lanes),
     ]
 
 

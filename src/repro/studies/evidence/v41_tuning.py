@@ -58,13 +58,24 @@ def _grid(prefix: str, tiles: list[tuple[int, int]], **settings) -> dict[str, di
 #: Launch variants swept at the largest request count (interleaved layout); names are table keys. The first
 #: H200 sweep (data/h200/tuning-gather-v41.md) found the small tiles fastest and, for NVFP4, the decode through
 #: fp16 far ahead of the others (the kernel is bound by its integer work there), the interleaved store ahead of
-#: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead.
+#: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead. Programs of
+#: several tiles in one cache block, which load their one table entry once, are the ``-tppN`` keys.
 MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
     **_grid("-keep", [(4, 1), (4, 2)], evict_first=False),
     **_grid("-s3", [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 4)], scale_3d=True),
     **_grid("-s3-early", [(4, 1), (4, 2), (8, 4)], scale_3d=True, early_table=True),
+    **{
+        f"t4w2-s3-early-tpp{n}": {
+            "block_t": 4,
+            "num_warps": 2,
+            "scale_3d": True,
+            "early_table": True,
+            "tiles_per_program": n,
+        }
+        for n in (2, 4, 8, 16)
+    },
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -92,6 +103,18 @@ NVFP4_VARIANTS = {
         scale_3d=True,
         early_table=True,
     ),
+    **{
+        f"t4w2-half-interleave-s3-early-tpp{n}": {
+            "block_t": 4,
+            "num_warps": 2,
+            "decode": "half",
+            "store": "interleave",
+            "scale_3d": True,
+            "early_table": True,
+            "tiles_per_program": n,
+        }
+        for n in (2, 4, 8, 16)
+    },
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),
 }

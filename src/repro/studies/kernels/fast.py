@@ -215,8 +215,9 @@ def _gather_fast_kernel(
     out_req = out_ptr + b.to(tl.int64) * out_stride0
     t = tl.arange(0, BLOCK_T)
     first = tile_id * TILES_PER_PROGRAM * BLOCK_T
+    # The program's one table entry when all its tiles lie in one cache block (launch_plan.loads_early).
+    early = early_entry(table_row, block_table_width, first, EARLY_TABLE, CACHE_BLOCK_SIZE)
     if TILES_PER_PROGRAM == 1:
-        early = early_entry(table_row, block_table_width, first, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if first < gather_len:
             _gather_tile(
                 first,
@@ -260,8 +261,8 @@ def _gather_fast_kernel(
                 out_stride1,
                 k_cache_ptr,
                 offset,
-                0,  # no early entry: tiles per program > 1
-                False,
+                early,
+                EARLY_TABLE,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 TOKEN_DATA_SIZE,
@@ -281,8 +282,8 @@ def _gather_fast_kernel(
                     out_stride1,
                     k_cache_ptr,
                     offset,
-                    0,  # no early entry: tiles per program > 1
-                    False,
+                    early,
+                    EARLY_TABLE,
                     CACHE_BLOCK_SIZE,
                     BLOCK_STRIDE,
                     TOKEN_DATA_SIZE,
@@ -317,8 +318,8 @@ def _gather_fast_kernel(
                 out_stride1,
                 k_cache_ptr,
                 offset,
-                0,  # no early entry: tiles per program > 1
-                False,
+                early,
+                EARLY_TABLE,
                 CACHE_BLOCK_SIZE,
                 BLOCK_STRIDE,
                 TOKEN_DATA_SIZE,
@@ -384,7 +385,7 @@ def plan_launch(
 
 
 def early_table(settings: FastSettings, has_gather_lens: bool, block_size: int, launch: FastPlan) -> bool:
-    """Whether this launch loads each tile's table entry early (:func:`launch_plan.loads_early`)."""
+    """Whether this launch loads each program's table entry early (:func:`launch_plan.loads_early`)."""
     return loads_early(settings.early_table, has_gather_lens, block_size, launch.block_t, launch.tiles_per_program)
 
 

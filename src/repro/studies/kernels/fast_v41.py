@@ -22,9 +22,10 @@ computed by the same arithmetic:
   by memory: at 256 x 2,048 tokens vLLM's formula costs 287-296 us, the fp32 bits 240-281, the fp16 route
   178-240 (data/h200/tuning-gather-v41.md); ``"half"`` is the default.
 
-Design (GPU), as :mod:`repro.studies.kernels.fast`: grid ``(cdiv(out.shape[1] - offset, BLOCK_T),
-num_reqs)``, one tile of ``BLOCK_T`` consecutive gather indices per program (halved down to
-``min_block_t`` while the grid has fewer than ``waves * SMs`` programs), loads before stores, one
+Design (GPU), as :mod:`repro.studies.kernels.fast`: grid ``(cdiv(out.shape[1] - offset, BLOCK_T *
+TILES_PER_PROGRAM), num_reqs)``, ``tiles_per_program`` tiles (1 by default) of ``BLOCK_T`` consecutive gather
+indices per program (tiles per program, then the tile, halved down to 1 and ``min_block_t`` while the grid has
+fewer than ``waves * SMs`` programs), loads before stores, one
 int32 block-table entry per token, the record's bytes as one ``[BLOCK_T, scales, bytes per scale]``
 tile (16-byte vectors, one contiguous run per cache block in the interleaved layout) and its scales
 as one ``[BLOCK_T, scales]`` tile; the scale is applied per (token, block), not loaded per element.
@@ -33,8 +34,9 @@ each byte's two bf16 values into one int32 and stores those (``store="packed"``)
 
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
 ``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint),
-``scale_3d`` (the scales loaded in the values' layout), ``early_table`` (each tile's table entry loaded beside
-the request's length when there are no ``gather_lens``) and, for NVFP4, ``decode`` and ``store``;
+``scale_3d`` (the scales loaded in the values' layout), ``early_table`` (each program's table entry loaded
+beside the request's length when there are no ``gather_lens``), ``tiles_per_program`` and, for NVFP4, ``decode``
+and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -78,6 +80,7 @@ DEFAULT_CONFIG = {
         "evict_first": True,
         "scale_3d": True,
         "early_table": True,
+        "tiles_per_program": 1,
     },
     "nvfp4": {
         "block_t": 4,
@@ -90,6 +93,7 @@ DEFAULT_CONFIG = {
         "early_table": True,
         "decode": "half",
         "store": "interleave",
+        "tiles_per_program": 1,
     },
 }
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
@@ -192,9 +196,12 @@ def _gather_mxfp8_kernel(
     g = tl.arange(0, N_SCALES)
     c = tl.arange(0, QUANT_BLOCK)
     cols = g[:, None] * QUANT_BLOCK + c[None, :]  # [16, 32]: dim g*32 + c
+    # The program's one table entry when all its tiles lie in one cache block (launch_plan.loads_early).
+    early = early_entry(
+        table_row, block_table_width, tile_id * TILES_PER_PROGRAM * BLOCK_T, EARLY_TABLE, CACHE_BLOCK_SIZE
+    )
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
-        early = early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -294,9 +301,12 @@ def _gather_nvfp4_kernel(
     g = tl.arange(0, N_SCALES)
     c = tl.arange(0, BYTES_PER_SCALE)
     cols = g[:, None] * BYTES_PER_SCALE + c[None, :]  # [32, 8]: packed byte g*8 + c (values 2*(g*8+c), +1)
+    # The program's one table entry when all its tiles lie in one cache block (launch_plan.loads_early).
+    early = early_entry(
+        table_row, block_table_width, tile_id * TILES_PER_PROGRAM * BLOCK_T, EARLY_TABLE, CACHE_BLOCK_SIZE
+    )
     for k in tl.static_range(TILES_PER_PROGRAM):
         i0 = (tile_id * TILES_PER_PROGRAM + k) * BLOCK_T
-        early = early_entry(table_row, block_table_width, i0, EARLY_TABLE, CACHE_BLOCK_SIZE)
         if i0 < gather_len:
             i = i0 + t
             valid, data, scales_at = _records(
@@ -376,7 +386,7 @@ def check_config(kind: str, cfg: dict) -> None:
     unknown = set(cfg) - set(allowed)
     if unknown:
         raise ValueError(f"unknown {kind} gather settings {sorted(unknown)}; accepted: {sorted(allowed)}")
-    for key in ("block_t", "min_block_t", "num_warps"):
+    for key in ("block_t", "min_block_t", "num_warps", "tiles_per_program"):
         if not _is_pow2(cfg[key]) or (key == "num_warps" and cfg[key] > 32):
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
@@ -394,22 +404,28 @@ def check_config(kind: str, cfg: dict) -> None:
 
 
 def plan_launch(num_reqs: int, max_gather: int, device: torch.device, cfg: dict, plan: str) -> V41Plan:
-    """``"grid"`` (GPU: one tile per program) or ``"per-request"`` (interpreter: one program per request)."""
+    """``"grid"`` (GPU: ``tiles_per_program`` tiles per program) or ``"per-request"`` (interpreter: one program per
+    request). On a GPU with too few programs to fill it, tiles per program give way first, then the tile."""
     if plan == "per-request":
         block_t = min(INTERPRETER_MAX_BLOCK_T, triton.next_power_of_2(max_gather))
         return V41Plan((1, num_reqs), block_t, triton.cdiv(max_gather, block_t), 4)
     if plan != "grid":
         raise ValueError(f"plan must be 'grid' or 'per-request', got {plan!r}")
-    block_t = cfg["block_t"]
+    block_t, per_program = cfg["block_t"], cfg["tiles_per_program"]
     if device.type == "cuda":
         target = programs_target(device, cfg["waves"])
-        while block_t > cfg["min_block_t"] and num_reqs * triton.cdiv(max_gather, block_t) < target:
-            block_t //= 2
-    return V41Plan((triton.cdiv(max_gather, block_t), num_reqs), block_t, 1, cfg["num_warps"])
+        while num_reqs * triton.cdiv(max_gather, block_t * per_program) < target:
+            if per_program > 1:
+                per_program //= 2
+            elif block_t > cfg["min_block_t"]:
+                block_t //= 2
+            else:
+                break
+    return V41Plan((triton.cdiv(max_gather, block_t * per_program), num_reqs), block_t, per_program, cfg["num_warps"])
 
 
 def early_table(cfg: dict, has_gather_lens: bool, block_size: int, launch: V41Plan) -> bool:
-    """Whether this launch loads each tile's table entry early (:func:`launch_plan.loads_early`)."""
+    """Whether this launch loads each program's table entry early (:func:`launch_plan.loads_early`)."""
     return loads_early(cfg["early_table"], has_gather_lens, block_size, launch.block_t, launch.tiles_per_program)
 
 
