@@ -160,9 +160,9 @@ def test_triton_version_parsing(monkeypatch, version, expected):
     assert direct.triton_version() == expected
 
 
-def enabled_gather(monkeypatch):
+def enabled_gather(monkeypatch, settings=DEFAULT_SETTINGS):
     """gather_fast's body with the direct path switched on and its launch recorded (nothing runs)."""
-    g = fast.make_gather()
+    g = fast.make_gather(settings)
     monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
     g.launcher.enabled, g.launcher._device = True, lambda: 0
     calls = []
@@ -206,9 +206,10 @@ def test_the_direct_path_passes_raw_pointers_and_keys_on_alignment(monkeypatch):
     g.ready.clear()
     g.launcher.lookup = lambda device, key: None  # not compiled yet: Triton's path, with the tensors
     g(*sc.args(out))
-    tag, key2, grid2, args, consts, warps = calls[-1]
+    tag, key2, grid2, args, consts, warps, options = calls[-1]
     plan = fast.plan_launch(2, out.shape[1] - 1, torch.device("cuda", 0), g.settings)
     assert tag == "compile" and key2 == key and grid2 == grid == plan.grid and warps == plan.num_warps
+    assert options == {}  # the compiler's own register choice
     assert args[0] is out and args[3] is sc.k_cache and args[6] is table and consts["HAS_GATHER_LENS"]
     g.launcher.lookup = lambda device, key: ("entry", key)
     g.ready.clear()
@@ -299,3 +300,20 @@ def test_the_host_split_times_the_launch_with_the_gathers_own_arguments_and_the_
     launched = len(calls)
     g(*sc.args(out))
     assert len(calls) == launched + 1  # the launch is put back
+
+
+def test_a_register_limit_reaches_the_compiler_and_the_direct_launch(monkeypatch):
+    """``FastSettings.maxnreg`` is a compile option of the first call (Triton's ``maxnreg``); the interpreter, which
+    compiles nothing, takes the same call and reports no registers."""
+    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+
+    limited = with_settings(maxnreg=40)
+    g, calls = enabled_gather(monkeypatch, limited)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    sc = build_scenario(ScenarioSpec(num_reqs=2, seq_len_max=20, max_reqs=4))
+    g.launcher.lookup = lambda device, key: None
+    g(*sc.args(sc.fresh_out()))
+    assert calls[-1][0] == "compile" and calls[-1][-1] == {"maxnreg": 40}
+    jit, lau = launcher(monkeypatch)
+    lau.compile("k", (1,), ("t",), {"A": 1}, 2, {"maxnreg": 40})
+    assert jit.log[-1] == ("triton", (1,), ("t",), {"A": 1, "num_warps": 2, "maxnreg": 40})

@@ -187,6 +187,15 @@ def test_settings_are_explicit_and_checked():
         TileSettings(store_cache=".xx")
     with pytest.raises(ValueError, match="settings must be a FastSettings"):
         gather_fast_with(*scenario.args(out), {"block_t": 8})
+    for bad in (8, 300, 40.0, True):
+        with pytest.raises(ValueError, match="maxnreg must be None or an int from 16 to 255"):
+            FastSettings(maxnreg=bad)
+    limited = with_settings(block_t=4, num_warps=1, maxnreg=40)
+    assert limited.launch_options() == {"maxnreg": 40} and "maxnreg 40" in limited.label()
+    assert DEFAULT_SETTINGS.launch_options() == {}
+    launch = gather_fast_with(*scenario.args(out), limited, plan="grid")  # the interpreter compiles nothing
+    assert launch.registers is None
+    assert_matches(scenario, fn=gather_fast_with, settings=limited, plan="grid")
 
 
 @pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)])

@@ -210,6 +210,8 @@ def test_gpu_plan_gives_up_tiles_per_program_before_the_tile(monkeypatch):
     assert (few.grid, few.block_t, few.tiles_per_program) == ((512, 1), 2, 1)
     with pytest.raises(ValueError, match="tiles_per_program must be a power of two"):
         fast_v41.check_config("mxfp8", {**cfg, "tiles_per_program": 3})
+    with pytest.raises(ValueError, match="maxnreg must be None or an int from 16 to 255"):
+        fast_v41.check_config("nvfp4", {**fast_v41.DEFAULT_CONFIG["nvfp4"], "maxnreg": 8})
 
 
 @pytest.mark.integration

@@ -91,7 +91,7 @@ def gather_candidates() -> list:
     """``FastSettings`` of the gather sweep: the first two defaults (grouped tile; 4 tiles per program pipelined
     in 3 stages), the grouped tile's hints and loop depths around them, the chunk-major "lanes" tile (the
     third run's best) in sizes and loops, and with the early table entry (the default since run 8), one per tile or
-    one per program of several tiles."""
+    one per program of several tiles, and with fewer registers per thread (``maxnreg``)."""
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
     return [
@@ -122,6 +122,9 @@ def gather_candidates() -> list:
         F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tiles_per_program=4, tile=lanes),
         F(block_t=4, num_warps=2, min_block_t=4, early_table=True, tiles_per_program=16, tile=lanes),
         F(min_block_t=4, early_table=True, tiles_per_program=2, prefetch=True, tile=lanes),
+        # Fewer registers per thread, more programs resident per SM (more bytes in flight).
+        *(F(min_block_t=4, early_table=True, maxnreg=r, tile=lanes) for r in (32, 40, 48)),
+        *(F(block_t=4, num_warps=2, min_block_t=4, early_table=True, maxnreg=r, tile=lanes) for r in (32, 40)),
     ]
 
 
@@ -297,7 +300,7 @@ def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
         row = {"arm": label, "layout": layout, "tokens": tokens}
         try:
             check = inputs[layout][0].fresh_out()
-            S.stream_dequant(inputs[layout][0], check, **kw)
+            row["registers"] = S.stream_dequant(inputs[layout][0], check, **kw).registers
             sw.sync()
             bad = int((check.view(torch.int16) != refs[layout]).any(1).sum())
             row["mismatched_tokens"] = bad
@@ -322,6 +325,7 @@ def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
         try:
             check = inputs["records"][0].fresh_out()
             launch = S.stream_move(inputs["records"][0], check, block_t=bt, num_warps=w)
+            row["registers"] = launch.registers
             sw.sync()
             ref = S.move_reference(inputs["records"][0], launch).view(torch.int16)
             row["mismatched_tokens"] = bad = int((check.view(torch.int16) != ref).any(1).sum())
@@ -361,11 +365,16 @@ def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
 
 
 def _check(fn, scenario, ref) -> int:
+    """Tokens ``fn`` got wrong on ``scenario`` (mismatched or stray), against ``ref``."""
+    return _checked_call(fn, scenario, ref)[0]
 
+
+def _checked_call(fn, scenario, ref) -> tuple[int, object]:
+    """(:func:`_check`'s count, what ``fn`` returned)."""
     out = scenario.fresh_out()
-    fn(*scenario.args(out))
+    result = fn(*scenario.args(out))
     mismatched, stray = compare_bitwise(out, ref, scenario)
-    return mismatched + stray
+    return mismatched + stray, result
 
 
 def gather_sweep(sw: Sweep, shapes: list[tuple], copy_rate: float) -> list[tuple[float, object]]:
@@ -386,8 +395,9 @@ def gather_sweep(sw: Sweep, shapes: list[tuple], copy_rate: float) -> list[tuple
                 continue
             fn = partial(gather_fast_with, settings=settings, plan=plan)
             try:
-                bad = _check(fn, s0, ref)
+                bad, launch = _checked_call(fn, s0, ref)
                 row["mismatched_tokens"] = bad
+                row["registers"] = launch.registers  # per thread, as compiled (None in the interpreter)
                 if bad:
                     row["status"] = "mismatch"
                 else:
@@ -732,8 +742,12 @@ def _stream_kwargs(label: str) -> dict:
 #: What the summary shows of each table: its columns and sort keys.
 SUMMARY = (
     ("rates", ["kind", "how", "launch", "median_us", "tbps"], None),
-    ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["graph_us"]),
-    ("gather", ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction"], ["num_reqs", "graph_us"]),
+    ("stream", ["arm", "status", "graph_us", "tbps", "copy_equiv_fraction", "registers"], ["graph_us"]),
+    (
+        "gather",
+        ["num_reqs", "arm", "status", "graph_us", "tbps", "copy_equiv_fraction", "registers"],
+        ["num_reqs", "graph_us"],
+    ),
     ("host", ["stage", "num_reqs", "seq_len", "arm", "status", "host_us", "eager_device_us", "mismatched"], None),
     ("direct", ["gather", "case", "call", "direct", "mismatched", "stray", "status"], None),
     ("cutedsl", ["release", "loaded", "why_not"], None),

@@ -59,7 +59,8 @@ def _grid(prefix: str, tiles: list[tuple[int, int]], **settings) -> dict[str, di
 #: H200 sweep (data/h200/tuning-gather-v41.md) found the small tiles fastest and, for NVFP4, the decode through
 #: fp16 far ahead of the others (the kernel is bound by its integer work there), the interleaved store ahead of
 #: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead. Programs of
-#: several tiles in one cache block, which load their one table entry once, are the ``-tppN`` keys.
+#: several tiles in one cache block, which load their one table entry once, are the ``-tppN`` keys; a register
+#: limit per thread (``maxnreg``), the ``-rN`` keys.
 MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
@@ -75,6 +76,10 @@ MXFP8_VARIANTS = {
             "tiles_per_program": n,
         }
         for n in (2, 4, 8, 16)
+    },
+    **{
+        f"t4w2-s3-early-r{r}": {"block_t": 4, "num_warps": 2, "scale_3d": True, "early_table": True, "maxnreg": r}
+        for r in (32, 40, 48)
     },
 }
 NVFP4_VARIANTS = {
@@ -114,6 +119,18 @@ NVFP4_VARIANTS = {
             "tiles_per_program": n,
         }
         for n in (2, 4, 8, 16)
+    },
+    **{
+        f"t4w2-half-interleave-s3-early-r{r}": {
+            "block_t": 4,
+            "num_warps": 2,
+            "decode": "half",
+            "store": "interleave",
+            "scale_3d": True,
+            "early_table": True,
+            "maxnreg": r,
+        }
+        for r in (32, 40, 48)
     },
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),

@@ -82,11 +82,13 @@ class DirectLauncher:
         """The compiled kernel for ``key`` on ``device`` (None: compile it through :meth:`compile`)."""
         return self.compiled.get((device, key)) if self.enabled and device is not None else None
 
-    def compile(self, key: Hashable, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> None:
-        """``kernel[grid](*args, **constexprs, num_warps=num_warps)`` through Triton, tensors as tensors (it
-        compiles if needed), and keep the compiled kernel for ``key``; the constexprs are the kernel's
-        remaining parameters in signature order."""
-        kernel = self.kernel[grid](*args, **constexprs, num_warps=num_warps)
+    def compile(
+        self, key: Hashable, grid: tuple, args: tuple, constexprs: dict, num_warps: int, options: dict | None = None
+    ) -> None:
+        """``kernel[grid](*args, **constexprs, num_warps=num_warps, **options)`` through Triton, tensors as tensors
+        (it compiles if needed), and keep the compiled kernel for ``key``; the constexprs are the kernel's
+        remaining parameters in signature order, ``options`` further compile options (``maxnreg``)."""
+        kernel = self.kernel[grid](*args, **constexprs, num_warps=num_warps, **(options or {}))
         if self.enabled:
             self._remember(key, kernel, constexprs)
 

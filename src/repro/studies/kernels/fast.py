@@ -43,7 +43,7 @@ results are the same. ``plan="grid"`` forces the GPU launch shape in the interpr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -341,12 +341,14 @@ def _gather_fast_kernel(
 
 @dataclass(frozen=True)
 class FastPlan:
-    """One launch: grid, tile, tiles per program and warps."""
+    """One launch: grid, tile, tiles per program and warps; once launched through Triton, the registers per thread
+    its compiled kernel uses (None before, and in the interpreter)."""
 
     grid: tuple
     block_t: int
     tiles_per_program: int
     num_warps: int
+    registers: int | None = None
 
 
 def plan_launch(
@@ -421,7 +423,8 @@ def gather_fast_with(
     """:func:`gather_fast` with explicit :class:`FastSettings`, through Triton's own launcher.
 
     ``plan=None`` picks ``"per-request"`` in the interpreter and ``"grid"`` on a GPU. Returns the
-    :class:`FastPlan` launched (``None`` when there was nothing to do).
+    :class:`FastPlan` launched, with the compiled kernel's registers per thread (``None`` when there was nothing
+    to do).
     """
     if not isinstance(settings, FastSettings):
         raise ValueError(f"settings must be a FastSettings, got {settings!r}")
@@ -437,7 +440,7 @@ def gather_fast_with(
     if plan is None:
         plan = "per-request" if is_interpreted(_gather_fast_kernel) else "grid"
     launch = plan_launch(num_reqs, max_gather, out.device, settings, plan)
-    _gather_fast_kernel[launch.grid](
+    compiled = _gather_fast_kernel[launch.grid](
         out,
         out.stride(0),
         out.stride(1),
@@ -450,8 +453,9 @@ def gather_fast_with(
         offset,
         **_constexprs(gather_lens is not None, block_size, k_cache.stride(0), launch, settings),
         num_warps=launch.num_warps,
+        **settings.launch_options(),
     )
-    return launch
+    return replace(launch, registers=getattr(compiled, "n_regs", None))
 
 
 _BF16, _U8, _I32 = torch.bfloat16, torch.uint8, torch.int32
@@ -539,7 +543,7 @@ def make_gather(settings: FastSettings = DEFAULT_SETTINGS) -> Callable[..., None
         if entry is None:
             args = (out, o0, o1, k_cache, seq_lens, lens, block_table, pitch, width, offset)
             constexprs = _constexprs(has_lens, block_size, k_stride0, launch, settings)
-            launcher.compile(compiled_key, launch.grid, args, constexprs, launch.num_warps)
+            launcher.compile(compiled_key, launch.grid, args, constexprs, launch.num_warps, settings.launch_options())
             entry = launcher.lookup(launcher.current_device(), compiled_key)
         else:
             launcher.run(entry, launch.grid, raw, device)

@@ -35,8 +35,8 @@ each byte's two bf16 values into one int32 and stores those (``store="packed"``)
 Tunables per record (:data:`DEFAULT_CONFIG`): ``block_t``, ``min_block_t``, ``waves``, ``num_warps``,
 ``store_cache`` (the output stores' cache modifier), ``evict_first`` (the record loads' eviction hint),
 ``scale_3d`` (the scales loaded in the values' layout), ``early_table`` (each program's table entry loaded
-beside the request's length when there are no ``gather_lens``), ``tiles_per_program`` and, for NVFP4, ``decode``
-and ``store``;
+beside the request's length when there are no ``gather_lens``), ``tiles_per_program``, ``maxnreg`` (registers per
+thread the compiler may use; ``None``: its own choice) and, for NVFP4, ``decode`` and ``store``;
 :func:`gather_v41_with` overrides them for a benchmark.
 
 Interpreter (``TRITON_INTERPRET=1``): one program per request loops over up to 256-token tiles
@@ -81,6 +81,7 @@ DEFAULT_CONFIG = {
         "scale_3d": True,
         "early_table": True,
         "tiles_per_program": 1,
+        "maxnreg": None,
     },
     "nvfp4": {
         "block_t": 4,
@@ -94,6 +95,7 @@ DEFAULT_CONFIG = {
         "decode": "half",
         "store": "interleave",
         "tiles_per_program": 1,
+        "maxnreg": None,
     },
 }
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
@@ -394,6 +396,9 @@ def check_config(kind: str, cfg: dict) -> None:
     for key in ("evict_first", "scale_3d", "early_table"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
+    maxnreg = cfg["maxnreg"]
+    if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not 16 <= maxnreg <= 255):
+        raise ValueError(f"maxnreg must be None or an int from 16 to 255, got {maxnreg!r}")
     if cfg["store_cache"] not in STORE_CACHES:
         raise ValueError(f"store_cache must be one of {STORE_CACHES}, got {cfg['store_cache']!r}")
     if kind == "nvfp4":
@@ -517,6 +522,7 @@ def gather_v41_with(
         "SCALE_3D": cfg["scale_3d"],
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "num_warps": launch.num_warps,
+        **({} if cfg["maxnreg"] is None else {"maxnreg": cfg["maxnreg"]}),
     }
     if layout.kind == "mxfp8":
         _gather_mxfp8_kernel[launch.grid](

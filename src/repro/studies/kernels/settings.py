@@ -96,8 +96,9 @@ class FastSettings:
     tiles_per_program: int = 1  # consecutive tiles one program handles (a loop when > 1)
     num_stages: int = 1  # software-pipelining stages of that loop (Triton's tl.range)
     prefetch: bool = False  # that loop loads tile k+1 into registers before storing tile k ("lanes" tiles)
-    early_table: bool = False  # without gather_lens, one tile per program: its block's table entry is loaded
-    # beside the request's length instead of after it (the tile lies in one block)
+    early_table: bool = False  # without gather_lens, each program's block-table entry is loaded beside the
+    # request's length instead of after it (when the program lies in one block)
+    maxnreg: int | None = None  # registers per thread the compiler may use (PTX .maxnreg); None: its own choice
     tile: TileSettings = field(default_factory=TileSettings)
 
     def __post_init__(self) -> None:
@@ -114,6 +115,10 @@ class FastSettings:
             raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
         if not isinstance(self.early_table, bool):
             raise ValueError(f"early_table must be a bool, got {self.early_table!r}")
+        if self.maxnreg is not None and (
+            isinstance(self.maxnreg, bool) or not isinstance(self.maxnreg, int) or not 16 <= self.maxnreg <= 255
+        ):
+            raise ValueError(f"maxnreg must be None or an int from 16 to 255, got {self.maxnreg!r}")
         if self.prefetch and not self.tile.tile.startswith("lanes"):
             raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
@@ -127,7 +132,13 @@ class FastSettings:
             text += ", prefetch"
         if self.early_table:
             text += ", early table"
+        if self.maxnreg is not None:
+            text += f", maxnreg {self.maxnreg}"
         return f"{text}, {self.tile.label()}"
+
+    def launch_options(self) -> dict:
+        """Triton's compile options beyond ``num_warps`` these settings ask for."""
+        return {} if self.maxnreg is None else {"maxnreg": self.maxnreg}
 
 
 #: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweeps

@@ -27,7 +27,7 @@ constexpr loop (few program instances; same per-token code), as in ``gather_fast
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -384,12 +384,14 @@ def make_stream_input(
 
 @dataclass(frozen=True)
 class StreamPlan:
-    """One launch: programs, tokens per tile, tiles per program, warps."""
+    """One launch: programs, tokens per tile, tiles per program, warps; once launched through Triton, the registers
+    per thread its compiled kernel uses (None before, and in the interpreter)."""
 
     grid: tuple
     block_t: int
     tiles_per_program: int
     num_warps: int
+    registers: int | None = None
 
     @property
     def tokens_per_program(self) -> int:
@@ -481,7 +483,7 @@ def stream_dequant(
     launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan, tiles_per_program)
     common = _common(launch)
     del common["N_GROUPS"], common["N_SCALES"], common["QUANT_BLOCK"], common["FP8_DIM"]
-    _stream_dequant_kernel[launch.grid](
+    compiled = _stream_dequant_kernel[launch.grid](
         out,
         inp.data,
         inp.scales,
@@ -493,7 +495,7 @@ def stream_dequant(
         **common,
         **tile.constexprs(),
     )
-    return launch
+    return replace(launch, registers=getattr(compiled, "n_regs", None))
 
 
 def read_sums_buffer(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
@@ -567,7 +569,7 @@ def stream_move(
     _check_out(out, inp.num_tokens, inp.buffer.device)
     launch = plan_stream(inp.num_tokens, block_t, num_warps, "grid")
     words = DSV4.token_bytes // 4
-    _stream_move_kernel[launch.grid](
+    compiled = _stream_move_kernel[launch.grid](
         out.view(torch.int32),
         inp.buffer.view(torch.int32),
         inp.num_tokens,
@@ -576,7 +578,7 @@ def stream_move(
         OUT_WORDS=DSV4.head_dim // 2,
         num_warps=num_warps,
     )
-    return launch
+    return replace(launch, registers=getattr(compiled, "n_regs", None))
 
 
 def move_reference(inp: StreamInput, launch: StreamPlan) -> torch.Tensor:
