@@ -192,7 +192,7 @@ def test_settings_are_explicit_and_checked():
             FastSettings(maxnreg=bad)
     limited = with_settings(block_t=4, num_warps=1, maxnreg=40)
     assert limited.launch_options() == {"maxnreg": 40} and "maxnreg 40" in limited.label()
-    assert DEFAULT_SETTINGS.launch_options() == {}
+    assert FastSettings().launch_options() == {}
     launch = gather_fast_with(*scenario.args(out), limited, plan="grid")  # the interpreter compiles nothing
     assert launch.registers is None
     assert_matches(scenario, fn=gather_fast_with, settings=limited, plan="grid")
@@ -261,10 +261,13 @@ def test_gpu_plan_heuristic(monkeypatch):
     """Grid sizes of the two benchmark shapes on a 132-SM H200 (SM count faked, nothing launched)."""
     monkeypatch.setattr(launch_plan, "sm_count", lambda index: 132)
     cuda = torch.device("cuda", 0)
-    one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")  # 256 programs of 8 are too few: 512 of 4
+    one = plan_launch(1, 2048, cuda, DEFAULT_SETTINGS, "grid")  # 512 programs of 4 tokens fill 2 waves
     assert (one.grid, one.block_t, one.tiles_per_program, one.num_warps) == ((512, 1), 4, 1, 2)
     many = plan_launch(256, 2048, cuda, DEFAULT_SETTINGS, "grid")
-    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((256, 256), 8, 1, 4)
+    assert (many.grid, many.block_t, many.tiles_per_program, many.num_warps) == ((512, 256), 4, 1, 2)
+    eight = with_settings(block_t=8, num_warps=4)  # 256 programs of 8 are too few for one request: 512 of 4
+    assert plan_launch(1, 2048, cuda, eight, "grid").block_t == 4
+    assert plan_launch(256, 2048, cuda, eight, "grid").block_t == 8
     # The grid-filling heuristic halves a larger tile for a single request, keeps it for many.
     wide = with_settings(block_t=32, num_warps=8, min_block_t=8)
     small = plan_launch(1, 2048, cuda, wide, "grid")

@@ -142,10 +142,17 @@ class FastSettings:
 
 
 #: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweeps
-#: (data/h200/tuning-gather-fast.md, runs 3 and 8): the chunk-major "lanes" tile, 8 tokens and 4 warps per
-#: program, no load eviction hint, tiles down to 4 tokens (2 warps) where the grid is small, and each tile's table
-#: entry loaded beside the request's length when there are no gather_lens.
-DEFAULT_SETTINGS = FastSettings(min_block_t=4, early_table=True, tile=TileSettings(tile="lanes", load_evict=""))
+#: (data/h200/tuning-gather-fast.md, runs 3, 8 and 12): the chunk-major "lanes" tile, 4 tokens and 2 warps per
+#: program, no load eviction hint, each tile's table entry loaded beside the request's length when there are no
+#: gather_lens, and 40 registers per thread (the compiler alone chooses 32, and the tile then loses 0.6-7 %).
+DEFAULT_SETTINGS = FastSettings(
+    block_t=4,
+    num_warps=2,
+    min_block_t=4,
+    early_table=True,
+    maxnreg=40,
+    tile=TileSettings(tile="lanes", load_evict=""),
+)
 
 
 def with_settings(**changes) -> FastSettings:
