@@ -24,6 +24,9 @@ Design (GPU)
 * **Early table entry** (``early_table``, the default): without ``gather_lens`` each tile's one table entry is
   loaded beside the request's length rather than after it (:mod:`repro.studies.kernels.launch_plan`): 1-3 % at
   16-64 requests on the H200.
+* **Registers** (``maxnreg``): the default tile of 4 tokens x 2 warps is compiled with 40 registers per thread;
+  left to itself the compiler picks 32 (so that 2,048 threads fit on an SM) and the tile is 0.6-7 % slower on the
+  H200 (``data/h200/tuning-gather-fast.md``, runs 12-13).
 * Block offsets are ``int64(physical) * BLOCK_STRIDE``; ``BLOCK_STRIDE = k_cache.stride(0)`` is a
   constexpr (as in vLLM), which also tells the compiler the alignment of every cache address.
 
