@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, FastSettings, TileSettings
 
 BLOCK_SIZE = 64
@@ -108,7 +109,6 @@ ARMS = (
 
 def build_inputs(num_reqs: int, seq_len: int, device: str) -> dict:
     """Every arm's inputs and outputs, built before the first profiled launch."""
-    from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
     from repro.studies.kernels import stream as S  # lazy: kernels: after the caller picks the profile
 
     spec = ScenarioSpec(
