@@ -61,6 +61,8 @@ def _grid(prefix: str, tiles: list[tuple[int, int]], **settings) -> dict[str, di
 #: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead. Programs of
 #: several tiles in one cache block, which load their one table entry once, are the ``-tppN`` keys; a register
 #: limit per thread (``maxnreg``), the ``-rN`` keys.
+S3_EARLY = {"scale_3d": True, "early_table": True}
+HALF_S3_EARLY = {"decode": "half", "store": "interleave", **S3_EARLY}
 MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
@@ -68,19 +70,11 @@ MXFP8_VARIANTS = {
     **_grid("-s3", [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 4)], scale_3d=True),
     **_grid("-s3-early", [(4, 1), (4, 2), (8, 4)], scale_3d=True, early_table=True),
     **{
-        f"t4w2-s3-early-tpp{n}": {
-            "block_t": 4,
-            "num_warps": 2,
-            "scale_3d": True,
-            "early_table": True,
-            "tiles_per_program": n,
-        }
+        k: v
         for n in (2, 4, 8, 16)
+        for k, v in _grid(f"-s3-early-tpp{n}", [(4, 2)], **S3_EARLY, tiles_per_program=n).items()
     },
-    **{
-        f"t4w2-s3-early-r{r}": {"block_t": 4, "num_warps": 2, "scale_3d": True, "early_table": True, "maxnreg": r}
-        for r in (32, 40, 48)
-    },
+    **{k: v for r in (32, 40, 48) for k, v in _grid(f"-s3-early-r{r}", [(4, 2)], **S3_EARLY, maxnreg=r).items()},
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -109,28 +103,14 @@ NVFP4_VARIANTS = {
         early_table=True,
     ),
     **{
-        f"t4w2-half-interleave-s3-early-tpp{n}": {
-            "block_t": 4,
-            "num_warps": 2,
-            "decode": "half",
-            "store": "interleave",
-            "scale_3d": True,
-            "early_table": True,
-            "tiles_per_program": n,
-        }
+        k: v
         for n in (2, 4, 8, 16)
+        for k, v in _grid(f"-half-interleave-s3-early-tpp{n}", [(4, 2)], **HALF_S3_EARLY, tiles_per_program=n).items()
     },
     **{
-        f"t4w2-half-interleave-s3-early-r{r}": {
-            "block_t": 4,
-            "num_warps": 2,
-            "decode": "half",
-            "store": "interleave",
-            "scale_3d": True,
-            "early_table": True,
-            "maxnreg": r,
-        }
+        k: v
         for r in (32, 40, 48)
+        for k, v in _grid(f"-half-interleave-s3-early-r{r}", [(4, 2)], **HALF_S3_EARLY, maxnreg=r).items()
     },
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),
