@@ -228,7 +228,6 @@ def test_tile_loops_are_bitwise_the_reference(plan):
         (16, 1, False, 16),
         (8, 1, False, 12),
         (4, 2, False, 16),
-        (2, 4, False, 16),
         (4, 4, True, 16),
         (4, 4, False, 8),
     ],

@@ -69,9 +69,16 @@ def test_mxfp8_in_the_gpu_launch_shape_with_partial_tiles(interleaved):
     )
 
 
-@pytest.mark.parametrize("interleaved", LAYOUTS, ids=["interleaved", "page-split"])
-@pytest.mark.parametrize("record", ["mxfp8", "nvfp4"])
-@pytest.mark.parametrize("block_t,tiles", [(8, 1), (4, 2), (4, 8)])
+@pytest.mark.parametrize(
+    "record,interleaved,block_t,tiles",
+    [
+        *((record, interleaved, 8, 1) for record in ("mxfp8", "nvfp4") for interleaved in LAYOUTS),
+        ("mxfp8", True, 4, 2),
+        ("nvfp4", False, 4, 2),
+        ("nvfp4", True, 4, 8),
+        ("mxfp8", False, 4, 8),
+    ],
+)
 def test_the_early_table_load_in_the_gpu_launch_shape(record, interleaved, block_t, tiles):
     """Each program's table entry loaded before the request's length (for each of its tiles), on a narrowed table
     with ragged requests, an offset and poison ids past each request; with gather_lens, or a program spanning two
