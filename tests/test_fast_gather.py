@@ -247,7 +247,8 @@ def test_the_early_table_load_is_bitwise_the_reference(block_t, tiles, prefetch,
     )
     whole = ScenarioSpec(num_reqs=4, block_size=block_size, seq_len_max=70, max_reqs=6, mode="poison", offset=3)
     windowed = dataclasses.replace(whole, window=25)
-    for spec in (whole, windowed):
+    # With gather_lens a looped program is test_tile_loops_are_bitwise_the_reference's case.
+    for spec in (whole, windowed) if tiles == 1 else (whole,):
         sc = build_scenario(spec)
         launch = gather_fast_with(*sc.args(sc.fresh_out()), early, plan="grid")
         assert launch.tiles_per_program == tiles
