@@ -25,10 +25,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.core.evidence.scenarios import build_scenario
+from repro.studies.evidence.tuning import equal_requests
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, FastSettings, TileSettings
-
-BLOCK_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -111,16 +110,7 @@ def build_inputs(num_reqs: int, seq_len: int, device: str) -> dict:
     """Every arm's inputs and outputs, built before the first profiled launch."""
     from repro.studies.kernels import stream as S  # lazy: kernels: after the caller picks the profile
 
-    spec = ScenarioSpec(
-        num_reqs=num_reqs,
-        block_size=BLOCK_SIZE,
-        seq_len_max=seq_len,
-        seq_lens=(seq_len,) * num_reqs,
-        max_reqs=num_reqs,
-        device=device,
-        mode="in-range",
-    )
-    scenario = build_scenario(spec)
+    scenario = build_scenario(equal_requests(num_reqs, seq_len, num_reqs, device))
     tokens = num_reqs * seq_len
     return {
         "scenario": scenario,

@@ -349,17 +349,23 @@ def stream_sweep(sw: Sweep, tokens: int, rates: dict) -> list[dict]:
 # 3. gather candidates at the largest shape
 
 
-def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
-
-    spec = ScenarioSpec(
+def equal_requests(num_reqs: int, seq_len: int, max_reqs: int, device: str) -> ScenarioSpec:
+    """The measured scenario: ``num_reqs`` requests of ``seq_len`` tokens each on a table narrowed from
+    ``max_reqs`` rows, blocks of :data:`BLOCK_SIZE`, every id in range."""
+    return ScenarioSpec(
         num_reqs=num_reqs,
         block_size=BLOCK_SIZE,
         seq_len_max=seq_len,
         seq_lens=(seq_len,) * num_reqs,
         max_reqs=max_reqs,
-        device=sw.device,
+        device=device,
         mode="in-range",
     )
+
+
+def _scenarios(sw: Sweep, num_reqs: int, seq_len: int, max_reqs: int):
+    """As many seeds of :func:`equal_requests` as exceed twice the L2 (:meth:`Sweep.rotation`)."""
+    spec = equal_requests(num_reqs, seq_len, max_reqs, sw.device)
     copies = sw.rotation(num_reqs * seq_len * 1608)
     return [build_scenario(replace(spec, seed=k)) for k in range(copies)]
 

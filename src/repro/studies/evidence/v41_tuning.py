@@ -61,20 +61,16 @@ def _grid(prefix: str, tiles: list[tuple[int, int]], **settings) -> dict[str, di
 #: the packed one at the same tile; the second, the scales loaded where the values are (``-s3``) ahead. Programs of
 #: several tiles in one cache block, which load their one table entry once, are the ``-tppN`` keys; a register
 #: limit per thread (``maxnreg``), the ``-rN`` keys.
-S3_EARLY = {"scale_3d": True, "early_table": True}
-HALF_S3_EARLY = {"decode": "half", "store": "interleave", **S3_EARLY}
+T4W2_S3_EARLY = {"block_t": 4, "num_warps": 2, "scale_3d": True, "early_table": True}
+HALF_INTERLEAVE = {"decode": "half", "store": "interleave"}
 MXFP8_VARIANTS = {
     **_grid("", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]),
     **_grid("-cs", [(2, 1), (4, 1), (4, 2), (8, 4)], store_cache=".cs"),
     **_grid("-keep", [(4, 1), (4, 2)], evict_first=False),
     **_grid("-s3", [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 4)], scale_3d=True),
     **_grid("-s3-early", [(4, 1), (4, 2), (8, 4)], scale_3d=True, early_table=True),
-    **{
-        k: v
-        for n in (2, 4, 8, 16)
-        for k, v in _grid(f"-s3-early-tpp{n}", [(4, 2)], **S3_EARLY, tiles_per_program=n).items()
-    },
-    **{k: v for r in (32, 40, 48) for k, v in _grid(f"-s3-early-r{r}", [(4, 2)], **S3_EARLY, maxnreg=r).items()},
+    **{f"t4w2-s3-early-tpp{n}": {**T4W2_S3_EARLY, "tiles_per_program": n} for n in (2, 4, 8, 16)},
+    **{f"t4w2-s3-early-r{r}": {**T4W2_S3_EARLY, "maxnreg": r} for r in (32, 40, 48)},
 }
 NVFP4_VARIANTS = {
     **_grid(
@@ -103,15 +99,10 @@ NVFP4_VARIANTS = {
         early_table=True,
     ),
     **{
-        k: v
+        f"t4w2-half-interleave-s3-early-tpp{n}": {**T4W2_S3_EARLY, **HALF_INTERLEAVE, "tiles_per_program": n}
         for n in (2, 4, 8, 16)
-        for k, v in _grid(f"-half-interleave-s3-early-tpp{n}", [(4, 2)], **HALF_S3_EARLY, tiles_per_program=n).items()
     },
-    **{
-        k: v
-        for r in (32, 40, 48)
-        for k, v in _grid(f"-half-interleave-s3-early-r{r}", [(4, 2)], **HALF_S3_EARLY, maxnreg=r).items()
-    },
+    **{f"t4w2-half-interleave-s3-early-r{r}": {**T4W2_S3_EARLY, **HALF_INTERLEAVE, "maxnreg": r} for r in (32, 40, 48)},
     **_grid("-bits-interleave", [(8, 4)], decode="bits", store="interleave"),
     **_grid("-arith-interleave", [(8, 4)], decode="arith", store="interleave"),
 }

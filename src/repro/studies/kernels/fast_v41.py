@@ -57,6 +57,7 @@ from repro.core.kernels.gather import check_gather_args
 from repro.core.kernels.launch import is_interpreted
 from repro.studies.kernels.fast import gather_fast
 from repro.studies.kernels.launch_plan import early_entry, loads_early, programs_target
+from repro.studies.kernels.settings import check_maxnreg, maxnreg_options
 
 #: Record kinds this module gathers, by ``k_cache.shape[-1]`` (vLLM's dispatch key).
 KIND_BY_TOKEN_BYTES = {layout_for("mxfp8").token_bytes: "mxfp8", layout_for("nvfp4").token_bytes: "nvfp4"}
@@ -396,9 +397,7 @@ def check_config(kind: str, cfg: dict) -> None:
     for key in ("evict_first", "scale_3d", "early_table"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
-    maxnreg = cfg["maxnreg"]
-    if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not 16 <= maxnreg <= 255):
-        raise ValueError(f"maxnreg must be None or an int from 16 to 255, got {maxnreg!r}")
+    check_maxnreg(cfg["maxnreg"])
     if cfg["store_cache"] not in STORE_CACHES:
         raise ValueError(f"store_cache must be one of {STORE_CACHES}, got {cfg['store_cache']!r}")
     if kind == "nvfp4":
@@ -522,7 +521,7 @@ def gather_v41_with(
         "SCALE_3D": cfg["scale_3d"],
         "TILES_PER_PROGRAM": launch.tiles_per_program,
         "num_warps": launch.num_warps,
-        **({} if cfg["maxnreg"] is None else {"maxnreg": cfg["maxnreg"]}),
+        **maxnreg_options(cfg["maxnreg"]),
     }
     if layout.kind == "mxfp8":
         _gather_mxfp8_kernel[launch.grid](

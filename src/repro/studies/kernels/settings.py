@@ -81,6 +81,17 @@ RECORD_CONSTEXPRS = {
 }
 
 
+def check_maxnreg(maxnreg: object) -> None:
+    """``maxnreg`` (registers per thread the compiler may use): None or an int from 16 to 255."""
+    if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not 16 <= maxnreg <= 255):
+        raise ValueError(f"maxnreg must be None or an int from 16 to 255, got {maxnreg!r}")
+
+
+def maxnreg_options(maxnreg: int | None) -> dict:
+    """Triton's compile options for a register limit (none when the compiler chooses)."""
+    return {} if maxnreg is None else {"maxnreg": maxnreg}
+
+
 def _is_pow2(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (v & (v - 1)) == 0
 
@@ -115,10 +126,7 @@ class FastSettings:
             raise ValueError(f"tile must be a TileSettings, got {self.tile!r}")
         if not isinstance(self.early_table, bool):
             raise ValueError(f"early_table must be a bool, got {self.early_table!r}")
-        if self.maxnreg is not None and (
-            isinstance(self.maxnreg, bool) or not isinstance(self.maxnreg, int) or not 16 <= self.maxnreg <= 255
-        ):
-            raise ValueError(f"maxnreg must be None or an int from 16 to 255, got {self.maxnreg!r}")
+        check_maxnreg(self.maxnreg)
         if self.prefetch and not self.tile.tile.startswith("lanes"):
             raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
@@ -138,7 +146,7 @@ class FastSettings:
 
     def launch_options(self) -> dict:
         """Triton's compile options beyond ``num_warps`` these settings ask for."""
-        return {} if self.maxnreg is None else {"maxnreg": self.maxnreg}
+        return maxnreg_options(self.maxnreg)
 
 
 #: The settings :func:`gather_fast <repro.studies.kernels.fast.gather_fast>` uses: the best of the H200 sweeps
