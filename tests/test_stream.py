@@ -73,6 +73,23 @@ def test_the_byte_mover_writes_each_programs_record_words_then_zeros(tokens, blo
         S.stream_move(S.make_stream_input(4, "split"), inp.fresh_out()[:4])
 
 
+@pytest.mark.parametrize("tokens,block_t", [(37, 8), (3, 4)])
+def test_the_byte_mover_reading_a_whole_row_per_token_is_a_copy(tokens, block_t):
+    src = torch.randint(0, 256, (tokens * 1024,), dtype=torch.uint8)
+    out = S.make_stream_input(tokens, "records").fresh_out()
+    S.move_words(src, out, tokens, 1024, block_t=block_t)
+    assert torch.equal(out.view(torch.uint8).reshape(-1), src)
+
+
+@pytest.mark.parametrize("read_bytes", [0, 6, 1028])
+def test_the_byte_mover_refuses_what_it_cannot_read(read_bytes):
+    out = S.make_stream_input(4, "records").fresh_out()
+    with pytest.raises(ValueError, match=r"read_bytes must be a multiple of 4 in 4\.\.1024"):
+        S.move_words(torch.zeros(8192, dtype=torch.uint8), out, 4, read_bytes)
+    with pytest.raises(ValueError, match="src must hold"):
+        S.move_words(torch.zeros(100, dtype=torch.uint8), out, 4, 584)
+
+
 def test_prefetch_needs_the_lanes_tile():
     inp = S.make_stream_input(8, "split")
     with pytest.raises(ValueError, match="prefetch needs a 'lanes' tile"):

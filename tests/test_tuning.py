@@ -49,3 +49,19 @@ def test_one_file_holds_every_table_and_reads_back(tmp_path: Path):
 def test_render_refuses_a_missing_file(capsys):
     assert T.main(["--render", "no-such.csv"]) == 2
     assert "--render" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_the_byte_mover_prices_each_mix_of_reads_and_writes_against_a_copy():
+    sw = T.Sweep("cpu", 60.0, None)
+    rates = T.measure_rates(sw)
+    rows = {(r["kind"], r["how"], r["launch"]): r for r in sw.tables["rates"]}
+    tokens = (1 << 16) // 1024
+    bt, w = T.RATE_MOVE_TILES[0]
+    for read_bytes in T.MOVE_READ_BYTES:
+        kind = T.mix_kind(read_bytes)
+        for launch in ("eager", "graph"):
+            row = rows[(kind, f"stream_move {read_bytes} B in, 1024 out, {bt}x{w}", launch)]
+            assert row["bytes"] == tokens * (read_bytes + 1024) and "error" not in row
+        assert kind in rates
+    assert T.mix_kind(1024) == "copy" and T.mix_kind(584) == "read 584 : write 1,024"

@@ -3,7 +3,8 @@
 ``python -m repro.studies.evidence.tuning [--out DIR] [--budget-s S] [--smoke]`` measures, in this order and
 within a time budget (a section that would overrun is recorded as skipped, never killed):
 
-1. copy-equivalent rates: a device copy, a read-only and a write-only pass over 1 GiB;
+1. copy-equivalent rates: a device copy, a read-only and a write-only pass over 1 GiB, and the byte mover as a
+   copy and at the gather's and other mixes of reads and writes (:data:`MOVE_READ_BYTES`);
 2. streaming kernels (the gather's 584 B in / 1,024 B out per token, no block table) in many tile
    settings (:class:`repro.studies.kernels.settings.TileSettings`, tokens and warps per program, tiles per program)
    and both record layouts, at the largest shape;
@@ -40,6 +41,7 @@ import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.evidence.timing import copy_ceiling, graph_median_us, host_us, median_us, rotation_count
+from repro.core.geometry.layout import DSV4
 from repro.studies.kernels.settings import DEFAULT_TILE
 from repro.studies.kernels.settings import FastSettings as F
 from repro.studies.kernels.settings import TileSettings as T
@@ -53,6 +55,19 @@ SMOKE_SHAPES = ((3, 40), (1, 24))
 #: Fraction of the budget each section may use before the next one starts (cumulative).
 SECTION_END = {"rates": 0.06, "stream": 0.30, "gather": 0.62, "shapes": 0.90, "host": 1.0}
 TOP_CANDIDATES = 3
+#: Bytes the byte mover reads per 1,024-byte row it writes in the rates section: the gather's 584 among other mixes,
+#: and 1,024 (a copy, one of the copy's ways), so that the rows price the gather's mix of reads and writes against a
+#: copy's, kernel for kernel.
+MOVE_READ_BYTES = (256, 512, 584, 768, 1024)
+
+
+def mix_kind(read_bytes: int) -> str:
+    """The rates row's kind of the byte mover reading ``read_bytes`` per 1,024 written (1,024: ``"copy"``)."""
+    return "copy" if read_bytes == 1024 else f"read {read_bytes:,} : write 1,024"
+
+
+#: (tokens, warps) of the byte mover in the rates section: the fastest of the ceiling sweeps (runs 4-13).
+RATE_MOVE_TILES = ((4, 4), (8, 16))
 #: (tokens, warps) of the flat byte mover (stream_move).
 MOVE_TILES = ((8, 8), (8, 4), (16, 8), (16, 16), (32, 16), (4, 4), (8, 16))
 
@@ -211,7 +226,8 @@ def _tbps(nbytes: float, us: float) -> float:
 
 
 def measure_rates(sw: Sweep) -> dict:
-    """Copy, read-only and write-only rates in TB/s (bytes moved per second), each the best of a few ways."""
+    """Copy, read-only, write-only and mixed (:data:`MOVE_READ_BYTES`) rates in TB/s (bytes moved per second), each
+    the best of a few ways."""
 
     from repro.studies.kernels import stream as S  # lazy: kernels: after main() sets the profile
 
@@ -224,7 +240,20 @@ def measure_rates(sw: Sweep) -> dict:
         "copy": [("torch copy_", lambda: dst.copy_(src), 2 * nbytes)],
         "write-only": [("torch zero_", lambda: dst.zero_(), nbytes), ("torch fill_", lambda: dst.fill_(7), nbytes)],
         "read-only": [("torch sum (int64 words)", lambda: words.sum(), nbytes)],
+        **{mix_kind(r): [] for r in MOVE_READ_BYTES if r != 1024},
     }
+    row_bytes = DSV4.head_dim * 2
+    rows = nbytes // row_bytes
+    moved_out = torch.empty(rows, DSV4.head_dim, dtype=torch.bfloat16, device=sw.device)
+    for bt, w in RATE_MOVE_TILES if sw.on_gpu else RATE_MOVE_TILES[:1]:
+        for read_bytes in MOVE_READ_BYTES:
+            ways[mix_kind(read_bytes)].append(
+                (
+                    f"stream_move {read_bytes} B in, {row_bytes} out, {bt}x{w}",
+                    partial(S.move_words, src, moved_out, rows, read_bytes, block_t=bt, num_warps=w),
+                    rows * (read_bytes + row_bytes),
+                )
+            )
     tokens = nbytes // (2 * 1024) if sw.on_gpu else 64
     for layout, bt, w in (("split", 8, 4), ("split", 32, 8)):
         inp = S.make_stream_input(tokens, layout, device=sw.device)

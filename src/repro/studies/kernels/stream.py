@@ -567,15 +567,34 @@ def stream_move(
     if inp.layout != "records":
         raise ValueError(f"stream_move reads the 'records' layout, got {inp.layout!r}")
     _check_out(out, inp.num_tokens, inp.buffer.device)
-    launch = plan_stream(inp.num_tokens, block_t, num_warps, "grid")
-    words = DSV4.token_bytes // 4
+    return move_words(inp.buffer, out, inp.num_tokens, DSV4.token_bytes, block_t=block_t, num_warps=num_warps)
+
+
+def move_words(
+    src: torch.Tensor,
+    out: torch.Tensor,
+    num_tokens: int,
+    read_bytes: int,
+    *,
+    block_t: int = DEFAULT_BLOCK_T,
+    num_warps: int = DEFAULT_NUM_WARPS,
+) -> StreamPlan:
+    """The byte mover for any bytes read per token (a multiple of 4, at most what is written): ``read_bytes`` of
+    ``src`` in, ``out``'s row out per token. At 1,024 bytes read it is a copy, so its rate there and at the
+    gather's 584 bytes tells what the gather's mix of reads and writes costs a kernel that moves bytes alike."""
+    row_bytes = out.numel() * out.element_size() // num_tokens
+    if read_bytes % 4 or not 0 < read_bytes <= row_bytes:
+        raise ValueError(f"read_bytes must be a multiple of 4 in 4..{row_bytes}, got {read_bytes!r}")
+    if src.numel() * src.element_size() < num_tokens * read_bytes:
+        raise ValueError(f"src must hold num_tokens * read_bytes = {num_tokens * read_bytes} bytes")
+    launch = plan_stream(num_tokens, block_t, num_warps, "grid")
     compiled = _stream_move_kernel[launch.grid](
         out.view(torch.int32),
-        inp.buffer.view(torch.int32),
-        inp.num_tokens,
+        src.view(torch.int32),
+        num_tokens,
         BLOCK_T=block_t,
-        IN_WORDS=words,
-        OUT_WORDS=DSV4.head_dim // 2,
+        IN_WORDS=read_bytes // 4,
+        OUT_WORDS=row_bytes // 4,
         num_warps=num_warps,
     )
     return replace(launch, registers=getattr(compiled, "n_regs", None))
