@@ -63,5 +63,6 @@ def test_the_byte_mover_prices_each_mix_of_reads_and_writes_against_a_copy():
         for launch in ("eager", "graph"):
             row = rows[(kind, f"stream_move {read_bytes} B in, 1024 out, {bt}x{w}", launch)]
             assert row["bytes"] == tokens * (read_bytes + 1024) and "error" not in row
+            assert row["mover_read_bytes"] == read_bytes
         assert kind in rates
     assert T.mix_kind(1024) == "copy" and T.mix_kind(584) == "read 584 : write 1,024"

@@ -70,3 +70,24 @@ def test_each_page_names_its_run_folders(page, runs):
     folder = page.removesuffix(".md")
     for run in runs:
         assert f"{run.name}/" in text, f"{page} does not describe {folder}/{run.name}"
+
+
+MIX_RUNS = [run for run in FAST_RUNS if tuning.mix_kind(584) in set(_sweep_tables(run)["rates"]["kind"])]
+
+
+def test_a_run_prices_the_gathers_mix():
+    assert MIX_RUNS, "no committed run times the byte mover at the gather's mix (run 14 on)"
+
+
+@pytest.mark.parametrize("run", MIX_RUNS, ids=lambda p: p.name)
+def test_the_byte_mover_copies_at_the_copy_rate_and_slows_as_writes_grow(run):
+    """What run 14's section says: as a copy the byte mover matches PyTorch's ``copy_`` within 1 %, and its rate
+    falls with every step towards more writes, the gather's mix below the copy."""
+    rates = _sweep_tables(run)["rates"]
+    movers = rates[(rates["launch"] == "graph") & rates["mover_read_bytes"].notna()]
+    best = movers.groupby("mover_read_bytes")["tbps"].max()
+    torch_copy = rates[(rates["kind"] == "copy") & (rates["how"] == "torch copy_") & (rates["launch"] == "eager")]
+    assert sorted(best.index) == sorted(tuning.MOVE_READ_BYTES)
+    assert abs(best[1024] / torch_copy["tbps"].iloc[0] - 1) < 0.01
+    assert list(best.sort_index()) == sorted(best), best
+    assert best[584] < 0.98 * best[1024]

@@ -252,6 +252,7 @@ def measure_rates(sw: Sweep) -> dict:
                     f"stream_move {read_bytes} B in, {row_bytes} out, {bt}x{w}",
                     partial(S.move_words, src, moved_out, rows, read_bytes, block_t=bt, num_warps=w),
                     rows * (read_bytes + row_bytes),
+                    {"mover_read_bytes": read_bytes},
                 )
             )
     tokens = nbytes // (2 * 1024) if sw.on_gpu else 64
@@ -276,9 +277,9 @@ def measure_rates(sw: Sweep) -> dict:
         )
     for kind, entries in ways.items():
         best = 0.0
-        for how, fn, moved in entries:
+        for how, fn, moved, *columns in entries:  # (how, call, bytes moved[, the byte mover's columns])
             for launch, timer in (("eager", sw.eager_us), ("graph", lambda f: sw.graph_us([f]))):
-                row = {"kind": kind, "how": how, "launch": launch, "bytes": moved}
+                row = {"kind": kind, "how": how, "launch": launch, "bytes": moved, **(columns[0] if columns else {})}
                 try:
                     us = timer(fn)
                     tb = _tbps(moved, us)
