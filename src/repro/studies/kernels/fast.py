@@ -220,40 +220,9 @@ def _gather_fast_kernel(
     first = tile_id * TILES_PER_PROGRAM * BLOCK_T
     # The program's one table entry when all its tiles lie in one cache block (launch_plan.loads_early).
     early = early_entry(table_row, block_table_width, first, EARLY_TABLE, CACHE_BLOCK_SIZE)
-    if TILES_PER_PROGRAM == 1:
-        if first < gather_len:
-            _gather_tile(
-                first,
-                t,
-                gather_len,
-                start,
-                table_row,
-                out_req,
-                out_stride1,
-                k_cache_ptr,
-                offset,
-                early,
-                EARLY_TABLE,
-                CACHE_BLOCK_SIZE,
-                BLOCK_STRIDE,
-                TOKEN_DATA_SIZE,
-                SCALE_DIM,
-                BLOCK_T,
-                TILE,
-                OVERREAD,
-                LOAD_CACHE,
-                LOAD_EVICT,
-                STORE_CACHE,
-                STORE_EVICT,
-                N_GROUPS,
-                N_SCALES,
-                QUANT_BLOCK,
-                FP8_DIM,
-                HEAD_DIM,
-            )
-    elif PREFETCH:
-        # Registers hold two tiles: tile k+1's loads are in flight while tile k is stored.
-        if first < gather_len:
+    if first < gather_len:  # a program whose tiles all lie past its request's length writes nothing
+        if PREFETCH:
+            # Registers hold two tiles: tile k+1's loads are in flight while tile k is stored.
             data, scales, row, valid = _gather_addresses(
                 first,
                 t,
@@ -307,39 +276,39 @@ def _gather_fast_kernel(
                 store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
                 x, s, rope, row, valid = x_n, s_n, rope_n, row_n, valid_n
             store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
-    else:
-        # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
-        # gather_len are fully masked.
-        for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
-            _gather_tile(
-                first + k * BLOCK_T,
-                t,
-                gather_len,
-                start,
-                table_row,
-                out_req,
-                out_stride1,
-                k_cache_ptr,
-                offset,
-                early,
-                EARLY_TABLE,
-                CACHE_BLOCK_SIZE,
-                BLOCK_STRIDE,
-                TOKEN_DATA_SIZE,
-                SCALE_DIM,
-                BLOCK_T,
-                TILE,
-                OVERREAD,
-                LOAD_CACHE,
-                LOAD_EVICT,
-                STORE_CACHE,
-                STORE_EVICT,
-                N_GROUPS,
-                N_SCALES,
-                QUANT_BLOCK,
-                FP8_DIM,
-                HEAD_DIM,
-            )
+        else:
+            # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
+            # gather_len are fully masked.
+            for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):
+                _gather_tile(
+                    first + k * BLOCK_T,
+                    t,
+                    gather_len,
+                    start,
+                    table_row,
+                    out_req,
+                    out_stride1,
+                    k_cache_ptr,
+                    offset,
+                    early,
+                    EARLY_TABLE,
+                    CACHE_BLOCK_SIZE,
+                    BLOCK_STRIDE,
+                    TOKEN_DATA_SIZE,
+                    SCALE_DIM,
+                    BLOCK_T,
+                    TILE,
+                    OVERREAD,
+                    LOAD_CACHE,
+                    LOAD_EVICT,
+                    STORE_CACHE,
+                    STORE_EVICT,
+                    N_GROUPS,
+                    N_SCALES,
+                    QUANT_BLOCK,
+                    FP8_DIM,
+                    HEAD_DIM,
+                )
 
 
 @dataclass(frozen=True)
