@@ -198,7 +198,7 @@ def test_settings_are_explicit_and_checked():
     assert_matches(scenario, fn=gather_fast_with, settings=limited, plan="grid")
 
 
-@pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)])
+@pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)] + [("wide", False)])
 def test_every_tile_layout_is_bitwise_the_reference(tile, overread):
     spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=2, window=30)
     chosen = with_settings(tile=TileSettings(tile=tile, overread=overread, store_cache=".cs"))

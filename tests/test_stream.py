@@ -47,11 +47,12 @@ def test_stream_dequant_is_bitwise_the_reference(layout, tokens, plan, block_t):
     [
         {"tile": TileSettings(tile="lanes"), "block_t": 4},
         {"tile": TileSettings(tile="lanes", overread=True), "block_t": 8},
+        {"tile": TileSettings(tile="wide"), "block_t": 4},
         {"tile": TileSettings(store_cache=".cs", load_evict=""), "block_t": 8},
         {"tile": TileSettings(tile="lanes"), "block_t": 4, "tiles_per_program": 4, "prefetch": True},
         {"tile": TileSettings(overread=True), "block_t": 8, "tiles_per_program": 2, "num_stages": 2},
     ],
-    ids=["lanes", "lanes-overread", "grouped-hints", "lanes-prefetch", "grouped-staged"],
+    ids=["lanes", "lanes-overread", "wide", "grouped-hints", "lanes-prefetch", "grouped-staged"],
 )
 def test_every_tile_and_loop_is_bitwise_the_reference(layout, kw):
     inp = S.make_stream_input(37, layout, seed=3)

@@ -75,10 +75,11 @@ MOVE_TILES = ((8, 8), (8, 4), (16, 8), (16, 16), (32, 16), (4, 4), (8, 16))
 def stream_candidates() -> list[tuple[str, dict]]:
     """(layout, stream_dequant keywords) of the streaming sweep: the earlier runs' best (grouped tile, no load
     eviction hint), the chunk-major "lanes" tile (8 fp8 bytes in, 16 bf16 bytes out per thread, no register
-    exchange), loops over tiles."""
+    exchange), loops over tiles, and the "wide" tile (16 fp8 bytes in, 32 bf16 bytes out per thread)."""
 
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
+    wide = T(tile="wide", load_evict="")
     split = [
         {"block_t": 8, "num_warps": 4, "tile": plain},
         {"block_t": 8, "num_warps": 4, "tile": plain, "tiles_per_program": 4, "num_stages": 3},
@@ -87,6 +88,11 @@ def stream_candidates() -> list[tuple[str, dict]]:
         {"block_t": 4, "num_warps": 2, "tile": lanes},
         {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "prefetch": True},
         {"block_t": 8, "num_warps": 4, "tile": lanes, "tiles_per_program": 4, "num_stages": 3},
+        # 16 fp8 bytes per thread (one 16-byte load), stored as two 16-byte halves.
+        {"block_t": 4, "num_warps": 1, "tile": wide},
+        {"block_t": 4, "num_warps": 2, "tile": wide},
+        {"block_t": 8, "num_warps": 2, "tile": wide},
+        {"block_t": 8, "num_warps": 4, "tile": wide},
     ]
     return [("split", kw) for kw in split] + [("records", {"block_t": 8, "num_warps": 4, "tile": lanes})]
 
@@ -106,9 +112,11 @@ def gather_candidates() -> list:
     """``FastSettings`` of the gather sweep: the first two defaults (grouped tile; 4 tiles per program pipelined
     in 3 stages), the grouped tile's hints and loop depths around them, the chunk-major "lanes" tile (the
     third run's best) in sizes and loops, and with the early table entry (the default since run 8), one per tile or
-    one per program of several tiles, and with fewer registers per thread (``maxnreg``)."""
+    one per program of several tiles, and with fewer registers per thread (``maxnreg``), and the "wide" tile (16 fp8
+    bytes per thread and load)."""
     plain = T(load_evict="")
     lanes = T(tile="lanes", load_evict="")
+    wide = T(tile="wide", load_evict="")
     return [
         F(),  # gather_fast's settings before the H200 sweep
         F(tiles_per_program=4, num_stages=3),  # the default after its second run
@@ -140,6 +148,14 @@ def gather_candidates() -> list:
         # Fewer registers per thread, more programs resident per SM (more bytes in flight).
         *(F(min_block_t=4, early_table=True, maxnreg=r, tile=lanes) for r in (32, 40, 48)),
         *(F(block_t=4, num_warps=2, min_block_t=4, early_table=True, maxnreg=r, tile=lanes) for r in (32, 40)),
+        # Half the load instructions: 16 fp8 bytes per thread and load, two 16-byte stores.
+        *(
+            F(block_t=4, num_warps=w, min_block_t=4, early_table=True, maxnreg=r, tile=wide)
+            for w in (1, 2)
+            for r in (None, 40)
+        ),
+        F(block_t=8, num_warps=2, min_block_t=4, early_table=True, tile=wide),
+        F(block_t=8, num_warps=4, min_block_t=4, early_table=True, tile=wide),
     ]
 
 

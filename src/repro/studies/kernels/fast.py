@@ -58,7 +58,7 @@ from repro.core.kernels.launch import is_interpreted
 from repro.studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
 from repro.studies.kernels.launch_plan import early_entry, loads_early, programs_target
 from repro.studies.kernels.settings import DEFAULT_SETTINGS, FastSettings
-from repro.studies.kernels.tiles import dequant_tokens, load_lanes, store_lanes
+from repro.studies.kernels.tiles import LANES_CHUNK, dequant_tokens, load_lanes, store_lanes
 
 #: Largest token tile in the interpreter (one program per request loops over its tiles).
 INTERPRETER_MAX_BLOCK_T = 256
@@ -241,7 +241,17 @@ def _gather_fast_kernel(
                 SCALE_DIM,
             )
             x, s, rope = load_lanes(
-                data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
+                data,
+                scales,
+                valid,
+                OVERREAD,
+                LOAD_CACHE,
+                LOAD_EVICT,
+                N_GROUPS,
+                N_SCALES,
+                QUANT_BLOCK,
+                FP8_DIM,
+                LANES_CHUNK,
             )
             for k in tl.static_range(1, TILES_PER_PROGRAM):
                 data_n, scales_n, row_n, valid_n = _gather_addresses(
@@ -272,10 +282,26 @@ def _gather_fast_kernel(
                     N_SCALES,
                     QUANT_BLOCK,
                     FP8_DIM,
+                    LANES_CHUNK,
                 )
-                store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+                store_lanes(
+                    row,
+                    x,
+                    s,
+                    rope,
+                    valid,
+                    STORE_CACHE,
+                    STORE_EVICT,
+                    N_GROUPS,
+                    N_SCALES,
+                    QUANT_BLOCK,
+                    FP8_DIM,
+                    LANES_CHUNK,
+                )
                 x, s, rope, row, valid = x_n, s_n, rope_n, row_n, valid_n
-            store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+            store_lanes(
+                row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, LANES_CHUNK
+            )
         else:
             # The loop's bound is a constexpr (the interpreter cannot loop to a loaded value); tiles past
             # gather_len are fully masked.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from repro.core.geometry.layout import DSV4
 
 #: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
-TILES = ("grouped", "lanes")
+TILES = ("grouped", "lanes", "wide")
 #: PTX cache operators Triton accepts on loads and stores ("" = the default).
 LOAD_CACHE = ("", ".ca", ".cg", ".cv")
 STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")

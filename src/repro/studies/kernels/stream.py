@@ -37,7 +37,7 @@ from repro.core.geometry.layout import DSV4, UE8M0_BIAS
 from repro.core.kernels.launch import is_interpreted
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.studies.kernels.settings import DEFAULT_TILE, TileSettings
-from repro.studies.kernels.tiles import dequant_tokens, load_lanes, store_lanes
+from repro.studies.kernels.tiles import LANES_CHUNK, dequant_tokens, load_lanes, store_lanes
 
 #: Token layouts without a block table (see the module docstring).
 LAYOUTS = ("records", "split")
@@ -125,6 +125,7 @@ def _stream_dequant_kernel(
             N_SCALES,
             QUANT_BLOCK,
             FP8_DIM,
+            LANES_CHUNK,
         )
         for _ in tl.static_range(1, TILES_PER_PROGRAM):
             j = i + BLOCK_T
@@ -139,6 +140,7 @@ def _stream_dequant_kernel(
                 N_SCALES,
                 QUANT_BLOCK,
                 FP8_DIM,
+                LANES_CHUNK,
             )
             store_lanes(
                 out_ptr + i.to(tl.int64) * HEAD_DIM,
@@ -152,6 +154,7 @@ def _stream_dequant_kernel(
                 N_SCALES,
                 QUANT_BLOCK,
                 FP8_DIM,
+                LANES_CHUNK,
             )
             x, s, rope, i = x_n, s_n, rope_n, j
         store_lanes(
@@ -166,6 +169,7 @@ def _stream_dequant_kernel(
             N_SCALES,
             QUANT_BLOCK,
             FP8_DIM,
+            LANES_CHUNK,
         )
     else:
         for k in tl.range(0, TILES_PER_PROGRAM, num_stages=NUM_STAGES):

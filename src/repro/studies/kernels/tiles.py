@@ -16,6 +16,10 @@ How the tile is laid out is a compile-time choice (:class:`TileSettings`), measu
   needs); chunk-major, so that a warp's lanes walk consecutive chunks of one token (token-major, a warp's
   8-byte pieces land 64 bytes apart and its stores half-fill sectors: measured 2x slower on the H200);
   RoPE as ``[8, T, 8]`` bf16; two stores.
+  ``"wide"``: the lanes tile with 16-byte chunks, fp8 bytes as ``[32, T, 16]``: every thread loads 16 fp8 bytes
+  (one 16-byte load, half the load instructions and scale loads of ``"lanes"``) and stores the 16 bf16 values as
+  two 16-byte halves, split out of its own registers (a reshape, a permute and ``tl.split`` that move no value
+  between threads), so again no exchange through shared memory; RoPE as in ``"lanes"``.
   (A flat ``[T, 512]`` tile, vLLM's Triton layout, and grouped loads reshaped for one ``[T, 512]`` store
   were measured too and lost: ``data/h200/tuning-gather-fast.md``.)
 * ``overread``: load the 8th fp8 group (the first 64 RoPE bytes of the same token, in bounds) instead of
@@ -31,6 +35,10 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+#: fp8 bytes per thread and chunk of the ``"lanes"`` tile (the prefetching loops' tile) and of the ``"wide"`` tile.
+LANES_CHUNK = tl.constexpr(8)
+WIDE_CHUNK = tl.constexpr(16)
 
 
 @triton.jit
@@ -55,9 +63,18 @@ def dequant_tokens(
     """Load every byte of the tile's tokens, then store their 512 bf16 values (see the module docstring)."""
     if TILE == 1:  # lanes: [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out
         x, s, rope = load_lanes(
-            data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM
+            data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, LANES_CHUNK
         )
-        store_lanes(row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM)
+        store_lanes(
+            row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, LANES_CHUNK
+        )
+    elif TILE == 2:  # wide: [32 chunks, T, 16 bytes], 16 bytes per thread in, 2 x 16 out
+        x, s, rope = load_lanes(
+            data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, WIDE_CHUNK
+        )
+        store_lanes(
+            row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, WIDE_CHUNK
+        )
     else:  # grouped [T, 8, 64] fp8 + [T, 8] scales
         rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
         g = tl.arange(0, N_GROUPS)
@@ -113,20 +130,23 @@ def load_lanes(
     N_SCALES: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
     FP8_DIM: tl.constexpr,
+    CHUNK: tl.constexpr,  # fp8 bytes per thread and chunk: 8 ("lanes") or 16 ("wide")
 ):
-    """The ``"lanes"`` tile's loads, chunk-major so that a warp's lanes walk one token's bytes: fp8 bytes
-    ``[64 chunks, T, 8]``, each chunk's scale byte ``[64, T]``, RoPE ``[8 chunks, T, 8]`` bf16 (as int16)."""
-    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // 8)  # 8-byte chunk of the 512 NoPE-or-padding columns
-    e = tl.arange(0, 8)
+    """The ``"lanes"`` and ``"wide"`` tiles' loads, chunk-major so that a warp's lanes walk one token's bytes: fp8
+    bytes ``[512 / CHUNK chunks, T, CHUNK]``, each chunk's scale byte ``[512 / CHUNK, T]``, RoPE ``[8 chunks, T, 8]``
+    bf16 (as int16)."""
+    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // CHUNK)  # chunk of the 512 NoPE-or-padding columns
+    e = tl.arange(0, CHUNK)
     r = tl.arange(0, QUANT_BLOCK // 8)  # 8-value chunk of the 64 RoPE values
+    f = tl.arange(0, 8)
     valid3 = valid[None, :, None]
     if OVERREAD:
         x_mask = valid3
     else:
-        x_mask = valid3 & (k < N_SCALES * QUANT_BLOCK // 8)[:, None, None]
-    s = tl.load(scales[None, :] + (k // (QUANT_BLOCK // 8))[:, None], mask=valid[None, :], other=0)
+        x_mask = valid3 & (k < N_SCALES * QUANT_BLOCK // CHUNK)[:, None, None]
+    s = tl.load(scales[None, :] + (k // (QUANT_BLOCK // CHUNK))[:, None], mask=valid[None, :], other=0)
     x = tl.load(
-        data[None, :, None] + (k * 8)[:, None, None] + e[None, None, :],
+        data[None, :, None] + (k * CHUNK)[:, None, None] + e[None, None, :],
         mask=x_mask,
         other=0,
         cache_modifier=LOAD_CACHE,
@@ -134,7 +154,7 @@ def load_lanes(
     )
     rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
     rope = tl.load(
-        rope16[None, :, None] + (r * 8)[:, None, None] + e[None, None, :],
+        rope16[None, :, None] + (r * 8)[:, None, None] + f[None, None, :],
         mask=valid3,
         other=0,
         cache_modifier=LOAD_CACHE,
@@ -156,24 +176,33 @@ def store_lanes(
     N_SCALES: tl.constexpr,
     QUANT_BLOCK: tl.constexpr,
     FP8_DIM: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
-    """The ``"lanes"`` tile's arithmetic and its two stores (NoPE chunks, RoPE chunks)."""
-    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // 8)
+    """The ``"lanes"`` and ``"wide"`` tiles' arithmetic and their stores (NoPE chunks, RoPE chunks); a 16-value
+    chunk is stored as two 8-value halves, 16 bytes each, taken apart in each thread's own registers."""
+    k = tl.arange(0, N_GROUPS * QUANT_BLOCK // CHUNK)
     e = tl.arange(0, 8)
     r = tl.arange(0, QUANT_BLOCK // 8)
     valid3 = valid[None, :, None]
-    is_nope = (k < N_SCALES * QUANT_BLOCK // 8)[:, None, None]
-    cols = (k * 8)[:, None, None] + e[None, None, :]
+    is_nope = (k < N_SCALES * QUANT_BLOCK // CHUNK)[:, None, None]
+    cols = (k * CHUNK)[:, None, None] + e[None, None, :]  # the first 8 columns of each chunk
     scale = (s.to(tl.int32) << 23).to(tl.float32, bitcast=True)
     nope = (x.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
     rope = rope.to(tl.bfloat16, bitcast=True)
-    tl.store(
-        row[None, :, None] + cols,
-        nope,
-        mask=valid3 & is_nope,
-        cache_modifier=STORE_CACHE,
-        eviction_policy=STORE_EVICT,
-    )
+    if CHUNK == LANES_CHUNK:
+        tl.store(
+            row[None, :, None] + cols,
+            nope,
+            mask=valid3 & is_nope,
+            cache_modifier=STORE_CACHE,
+            eviction_policy=STORE_EVICT,
+        )
+    else:
+        # [chunks, T, 16] -> [chunks, T, 2, 8] -> [chunks, T, 8, 2] -> two [chunks, T, 8] halves
+        first, second = tl.split(tl.permute(tl.reshape(nope, [k.shape[0], valid.shape[0], 2, 8]), [0, 1, 3, 2]))
+        at = row[None, :, None] + cols
+        tl.store(at, first, mask=valid3 & is_nope, cache_modifier=STORE_CACHE, eviction_policy=STORE_EVICT)
+        tl.store(at + 8, second, mask=valid3 & is_nope, cache_modifier=STORE_CACHE, eviction_policy=STORE_EVICT)
     tl.store(
         row[None, :, None] + FP8_DIM + (r * 8)[:, None, None] + e[None, None, :],
         rope,
