@@ -19,7 +19,9 @@ How the tile is laid out is a compile-time choice (:class:`TileSettings`), measu
   ``"wide"``: the lanes tile with 16-byte chunks, fp8 bytes as ``[32, T, 16]``: every thread loads 16 fp8 bytes
   (one 16-byte load, half the load instructions and scale loads of ``"lanes"``) and stores the 16 bf16 values as
   two 16-byte halves, split out of its own registers (a reshape, a permute and ``tl.split`` that move no value
-  between threads), so again no exchange through shared memory; RoPE as in ``"lanes"``.
+  between threads), so again no exchange through shared memory; RoPE as in ``"lanes"``. Measured 30-75 % slower
+  on the H200: each of a warp's two stores fills half of every 32-byte sector it touches (run 15 of
+  ``data/h200/tuning-gather-fast.md``).
   (A flat ``[T, 512]`` tile, vLLM's Triton layout, and grouped loads reshaped for one ``[T, 512]`` store
   were measured too and lost: ``data/h200/tuning-gather-fast.md``.)
 * ``overread``: load the 8th fp8 group (the first 64 RoPE bytes of the same token, in bounds) instead of
