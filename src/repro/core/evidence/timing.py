@@ -40,12 +40,13 @@ def host_us(
     """Host time per call: the median over ``rounds`` of a plain clock around ``calls`` back-to-back calls,
     nothing synchronised inside, so it is what enqueueing one launch costs the caller (the GPU may still be
     busy); the median, because a round that the host's scheduler or a collection interrupts is slower.
-    ``sync`` waits for the device before and after (a no-op where there is none)."""
+    ``sync`` waits for the device before each round, outside the clock, so that launches of long kernels never
+    fill the driver's queue and wait for room in it, and after the last (a no-op where there is none)."""
     for _ in range(max(1, calls // 10)):
         fn()
-    sync()
     per_round = []
     for _ in range(rounds):
+        sync()
         start = time.perf_counter()
         for _ in range(calls):
             fn()
