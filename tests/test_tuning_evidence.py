@@ -91,3 +91,22 @@ def test_the_byte_mover_copies_at_the_copy_rate_and_slows_as_writes_grow(run):
     assert abs(best[1024] / torch_copy["tbps"].iloc[0] - 1) < 0.01
     assert list(best.sort_index()) == sorted(best), best
     assert best[584] < 0.98 * best[1024]
+
+
+LAUNCH_RUNS = [run for run in FAST_RUNS if tuning.TORCH_LAUNCH in set(_sweep_tables(run)["host"]["arm"])]
+
+
+def test_a_run_times_pytorchs_own_launch():
+    assert LAUNCH_RUNS, "no committed run times PyTorch's own launch beside the gathers (run 16 on)"
+
+
+@pytest.mark.parametrize("run", LAUNCH_RUNS, ids=lambda p: p.name)
+def test_the_direct_launch_costs_a_few_microseconds_more_than_pytorchs_own(run):
+    """What run 16's section says: in every stage and shape, gather_fast's direct launch took 3-4.1 us more host
+    time than PyTorch's own launch of its smallest kernel."""
+    host = _sweep_tables(run)["host"]
+    mine = host[host["arm"] == "gather_fast, direct launch"].set_index(["stage", "num_reqs"])["host_us"]
+    torch_own = host[host["arm"] == tuning.TORCH_LAUNCH].set_index(["stage", "num_reqs"])["host_us"]
+    assert len(mine) == len(torch_own) == 4
+    difference = (mine - torch_own).dropna()
+    assert len(difference) == 4 and difference.between(3.0, 4.1).all(), difference
