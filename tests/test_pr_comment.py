@@ -97,3 +97,16 @@ def test_the_test_plan_names_no_folder_of_the_host_that_ran_it(analysed):
     for text in (md, comment):
         plan = text[text.index("## Test Plan") : text.index("## Test Result")]
         assert re.search(r"--out\s+/", plan) is None and re.search(r"report\s+/", plan) is None, plan
+
+
+@pytest.mark.parametrize("out", ["/root/w6/ev/profile", "~/w6/ev/profile", "$TMPDIR/evc/c-032"])
+def test_a_folder_of_the_host_that_ran_it_becomes_one_under_the_checkout(out, tmp_path):
+    from types import SimpleNamespace
+
+    from repro.report.sections import plan
+
+    manifest = {"command": f"python -m repro run --profile gpu --out {out} --notebooks 03"}
+    run = SimpleNamespace(manifest=manifest, name="gpu-profile-vllm", path=tmp_path / "gpu-profile-vllm")
+    derived = plan.derive(SimpleNamespace(run=run))
+    assert derived.commands[1].endswith("--out runs/gpu-profile-vllm --notebooks 03")
+    assert derived.commands[2] == "python -m repro report runs/gpu-profile-vllm"

@@ -19,8 +19,9 @@ class Plan:
 
 def derive(c: Common) -> Plan:
     """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it; a
-    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` that is
-    not where the folder is now (another host's, before it was copied here) becomes ``runs/<name>``."""
+    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` (or one under
+    ``~/`` or ``$TMPDIR/``, as a committed run names it) that is not where the folder is now (another host's, before it
+    was copied here) becomes ``runs/<name>``."""
     m = c.run.manifest
     cmd = str(m.get("command") or "python -m repro run")
     try:
@@ -29,7 +30,9 @@ def derive(c: Common) -> Plan:
         words = []
     given = "--out" in words[:-1]
     out = words[words.index("--out") + 1] if given else c.run.name
-    moved = given and out.startswith("/") and Path(out).resolve() != Path(c.run.path).resolve()
+    # Another host's folder: absolute, or as scripts/scrub-machine-paths.py writes one (from a home or /tmp).
+    elsewhere = out.startswith(("/", "~/", "$TMPDIR/"))
+    moved = given and elsewhere and Path(out).resolve() != Path(c.run.path).resolve()
     if moved:  # a folder of the host that ran it (the run was copied here); any new folder under the checkout will do
         words[words.index("--out") + 1] = out = f"runs/{c.run.name}"
         cmd = shlex.join(words)

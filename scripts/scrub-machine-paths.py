@@ -1,0 +1,57 @@
+"""Rewrite the absolute paths of the machines a committed run came from, in the text files under the given folders.
+
+A run copied into data/ from a GPU host records where it ran: its folder in the manifest's command and the run log,
+the notebooks' paths in papermill's metadata and the parameter cell. Those say nothing about the evidence and name
+a machine's layout, so before a run is committed its text files are rewritten in place: the checkout root of these
+machines (``/work/main/``) becomes a path relative to the checkout, a home folder (``/root/``, ``/home/<user>/``)
+``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/ still has one.
+
+Usage: python scripts/scrub-machine-paths.py FOLDER ...   (prints each file it rewrote)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+#: (pattern, replacement) in the order applied; the checkout root first, so that its files stay repository paths.
+RULES = (
+    (re.compile(r"/work/main/"), ""),
+    (re.compile(r"/work/main\b"), "."),
+    (re.compile(r"/root/"), "~/"),
+    (re.compile(r"/home/[A-Za-z0-9_.-]+/"), "~/"),
+    (re.compile(r"(?<![\w.~$])/tmp/"), "$TMPDIR/"),
+)
+#: Text files a run folder holds.
+SUFFIXES = {".json", ".log", ".md", ".csv", ".ipynb", ".html", ".txt", ".svg"}
+
+
+def scrub(text: str) -> str:
+    for pattern, replacement in RULES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python scripts/scrub-machine-paths.py FOLDER ...", file=sys.stderr)
+        return 2
+    missing = [a for a in argv if not Path(a).is_dir()]
+    if missing:
+        print(f"FOLDER must be an existing folder, got {missing[0]!r}", file=sys.stderr)
+        return 2
+    for folder in argv:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.suffix not in SUFFIXES or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+            new = scrub(text)
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+                print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,45 @@
+"""Committed runs name no machine's folders (scripts/scrub-machine-paths.py rewrites them before a run is committed)."""
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("scrub_machine_paths", ROOT / "scripts" / "scrub-machine-paths.py")
+scrub_machine_paths = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scrub_machine_paths)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('"input_path": "/work/main/notebooks/04.ipynb"', '"input_path": "notebooks/04.ipynb"'),
+        ("--out /root/w6/ev/profile", "--out ~/w6/ev/profile"),
+        ("run folder: /home/ci/runs/a", "run folder: ~/runs/a"),
+        ('run_dir = "/tmp/evc/c-032"', 'run_dir = "$TMPDIR/evc/c-032"'),
+        ("not in the cache /work/main/.vllm-cache", "not in the cache .vllm-cache"),
+        ("data/h200/tmp/x and ~/tmp/y stay", "data/h200/tmp/x and ~/tmp/y stay"),
+    ],
+)
+def test_each_machine_path_becomes_a_neutral_one(text, expected):
+    assert scrub_machine_paths.scrub(text) == expected
+    assert scrub_machine_paths.scrub(expected) == expected
+
+
+def test_no_committed_run_names_a_machines_folders():
+    tracked = subprocess.run(["git", "ls-files", "data"], cwd=ROOT, capture_output=True, text=True, check=True)
+    files = [ROOT / f for f in tracked.stdout.split() if Path(f).suffix in scrub_machine_paths.SUFFIXES]
+    assert files
+    named = [
+        str(f.relative_to(ROOT))
+        for f in files
+        if scrub_machine_paths.scrub(f.read_text("utf-8")) != f.read_text("utf-8")
+    ]
+    assert not named, f"run python scripts/scrub-machine-paths.py on: {named[:5]}"
+
+
+def test_a_missing_folder_is_refused(capsys):
+    assert scrub_machine_paths.main(["no-such-folder"]) == 2
+    assert "FOLDER must be an existing folder" in capsys.readouterr().err
