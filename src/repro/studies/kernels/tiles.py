@@ -38,9 +38,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-#: fp8 bytes per thread and chunk of the ``"lanes"`` tile (the prefetching loops' tile) and of the ``"wide"`` tile.
+#: fp8 bytes per thread and chunk of the ``"lanes"`` tile (the prefetching loops' tile); the ``"wide"`` tile's are
+#: twice as many (``LANES_CHUNK * TILE``: TILE is 1 for lanes, 2 for wide).
 LANES_CHUNK = tl.constexpr(8)
-WIDE_CHUNK = tl.constexpr(16)
 
 
 @triton.jit
@@ -63,19 +63,35 @@ def dequant_tokens(
     HEAD_DIM: tl.constexpr,
 ):
     """Load every byte of the tile's tokens, then store their 512 bf16 values (see the module docstring)."""
-    if TILE == 1:  # lanes: [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out
+    if TILE != 0:
+        # lanes (TILE 1): [64 chunks, T, 8 bytes], 8 bytes per thread in, 16 out;
+        # wide (TILE 2): [32 chunks, T, 16 bytes], 16 bytes per thread in, 2 x 16 out
         x, s, rope = load_lanes(
-            data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, LANES_CHUNK
+            data,
+            scales,
+            valid,
+            OVERREAD,
+            LOAD_CACHE,
+            LOAD_EVICT,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+            LANES_CHUNK * TILE,
         )
         store_lanes(
-            row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, LANES_CHUNK
-        )
-    elif TILE == 2:  # wide: [32 chunks, T, 16 bytes], 16 bytes per thread in, 2 x 16 out
-        x, s, rope = load_lanes(
-            data, scales, valid, OVERREAD, LOAD_CACHE, LOAD_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, WIDE_CHUNK
-        )
-        store_lanes(
-            row, x, s, rope, valid, STORE_CACHE, STORE_EVICT, N_GROUPS, N_SCALES, QUANT_BLOCK, FP8_DIM, WIDE_CHUNK
+            row,
+            x,
+            s,
+            rope,
+            valid,
+            STORE_CACHE,
+            STORE_EVICT,
+            N_GROUPS,
+            N_SCALES,
+            QUANT_BLOCK,
+            FP8_DIM,
+            LANES_CHUNK * TILE,
         )
     else:  # grouped [T, 8, 64] fp8 + [T, 8] scales
         rope16 = (data + FP8_DIM).to(tl.pointer_type(tl.int16))
