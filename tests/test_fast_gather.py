@@ -198,6 +198,14 @@ def test_settings_are_explicit_and_checked():
     assert_matches(scenario, fn=gather_fast_with, settings=limited, plan="grid")
 
 
+def test_the_tile_index_is_the_lanes_familys_chunk_in_8_byte_units():
+    """dequant_tokens takes the lanes family's chunk as LANES_CHUNK * TILE: reordering TILES would change it."""
+    from repro.studies.kernels.tiles import LANES_CHUNK
+
+    assert TILES.index("grouped") == 0
+    assert [LANES_CHUNK.value * TILES.index(t) for t in ("lanes", "wide")] == [8, 16]
+
+
 @pytest.mark.parametrize("tile,overread", [(t, i % 2 == 0) for i, t in enumerate(TILES)] + [("wide", False)])
 def test_every_tile_layout_is_bitwise_the_reference(tile, overread):
     spec = ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=45, max_reqs=5, mode="poison", offset=2, window=30)

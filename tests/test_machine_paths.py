@@ -1,15 +1,14 @@
-"""Committed runs name no machine's folders (scripts/scrub-machine-paths.py rewrites them before a run is committed)."""
+"""Committed runs name no machine's folders (``python -m repro.machine_paths`` rewrites them before a run is
+committed)."""
 
-import importlib.util
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from repro import machine_paths as scrub_machine_paths
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("scrub_machine_paths", ROOT / "scripts" / "scrub-machine-paths.py")
-scrub_machine_paths = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(scrub_machine_paths)
 
 
 @pytest.mark.parametrize(
@@ -37,9 +36,16 @@ def test_no_committed_run_names_a_machines_folders():
         for f in files
         if scrub_machine_paths.scrub(f.read_text("utf-8")) != f.read_text("utf-8")
     ]
-    assert not named, f"run python scripts/scrub-machine-paths.py on: {named[:5]}"
+    assert not named, f"run python -m repro.machine_paths on: {named[:5]}"
 
 
 def test_a_missing_folder_is_refused(capsys):
     assert scrub_machine_paths.main(["no-such-folder"]) == 2
     assert "FOLDER must be an existing folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("path", "theirs"), [("/root/w6/ev", True), ("~/w6/ev", True), ("$TMPDIR/evc", True), ("runs/a", False)]
+)
+def test_a_scrubbed_folder_is_still_another_machines(path, theirs):
+    assert scrub_machine_paths.elsewhere(path) is theirs

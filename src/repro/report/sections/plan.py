@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro import machine_paths
 from repro.report.model import Common, Section
 
 
@@ -19,9 +20,9 @@ class Plan:
 
 def derive(c: Common) -> Plan:
     """The manifest's rerun command (shell-quoted, with its ``--out``) and the report command after it; a
-    manifest written before the command kept ``--out`` gets the folder's name, and an absolute ``--out`` (or one under
-    ``~/`` or ``$TMPDIR/``, as a committed run names it) that is not where the folder is now (another host's, before it
-    was copied here) becomes ``runs/<name>``."""
+    manifest written before the command kept ``--out`` gets the folder's name, and an ``--out`` of some machine
+    (:func:`repro.machine_paths.elsewhere`) that is not where the folder is now (another host's, before it was copied
+    here) becomes ``runs/<name>``."""
     m = c.run.manifest
     cmd = str(m.get("command") or "python -m repro run")
     try:
@@ -30,9 +31,7 @@ def derive(c: Common) -> Plan:
         words = []
     given = "--out" in words[:-1]
     out = words[words.index("--out") + 1] if given else c.run.name
-    # Another host's folder: absolute, or as scripts/scrub-machine-paths.py writes one (from a home or /tmp).
-    elsewhere = out.startswith(("/", "~/", "$TMPDIR/"))
-    moved = given and elsewhere and Path(out).resolve() != Path(c.run.path).resolve()
+    moved = given and machine_paths.elsewhere(out) and Path(out).resolve() != Path(c.run.path).resolve()
     if moved:  # a folder of the host that ran it (the run was copied here); any new folder under the checkout will do
         words[words.index("--out") + 1] = out = f"runs/{c.run.name}"
         cmd = shlex.join(words)

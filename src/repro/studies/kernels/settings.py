@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from repro.core.geometry.layout import DSV4
 
-#: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr.
+#: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr, and for the lanes family
+#: also its chunk in units of 8 bytes (``tiles.LANES_CHUNK * TILE``: lanes 8, wide 16).
 TILES = ("grouped", "lanes", "wide")
 #: PTX cache operators Triton accepts on loads and stores ("" = the default).
 LOAD_CACHE = ("", ".ca", ".cg", ".cv")

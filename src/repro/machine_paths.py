@@ -1,12 +1,13 @@
-"""Rewrite the absolute paths of the machines a committed run came from, in the text files under the given folders.
+"""The folders of the machine a run ran on, as a committed run names them: neutral of that machine.
 
 A run copied into data/ from a GPU host records where it ran: its folder in the manifest's command and the run log,
 the notebooks' paths in papermill's metadata and the parameter cell. Those say nothing about the evidence and name
-a machine's layout, so before a run is committed its text files are rewritten in place: the checkout root of these
-machines (``/work/main/``) becomes a path relative to the checkout, a home folder (``/root/``, ``/home/<user>/``)
-``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/ still has one.
+a machine's layout, so before a run is committed its text files are rewritten in place (:func:`scrub`): the checkout
+root of these machines (``/work/main/``) becomes a path relative to the checkout, a home folder (``/root/``,
+``/home/<user>/``) ``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/
+still has one; the report's rerun command reads those forms as another host's folder (:func:`elsewhere`).
 
-Usage: python scripts/scrub-machine-paths.py FOLDER ...   (prints each file it rewrote)
+Usage: python -m repro.machine_paths FOLDER ...   (prints each file it rewrote)
 """
 
 from __future__ import annotations
@@ -15,27 +16,37 @@ import re
 import sys
 from pathlib import Path
 
+#: What a home folder and the temporary folder become.
+HOME, TMP = "~/", "$TMPDIR/"
 #: (pattern, replacement) in the order applied; the checkout root first, so that its files stay repository paths.
 RULES = (
     (re.compile(r"/work/main/"), ""),
     (re.compile(r"/work/main\b"), "."),
-    (re.compile(r"/root/"), "~/"),
-    (re.compile(r"/home/[A-Za-z0-9_.-]+/"), "~/"),
-    (re.compile(r"(?<![\w.~$])/tmp/"), "$TMPDIR/"),
+    (re.compile(r"/root/"), HOME),
+    (re.compile(r"/home/[A-Za-z0-9_.-]+/"), HOME),
+    (re.compile(r"(?<![\w.~$])/tmp/"), TMP),
 )
 #: Text files a run folder holds.
 SUFFIXES = {".json", ".log", ".md", ".csv", ".ipynb", ".html", ".txt", ".svg"}
 
 
 def scrub(text: str) -> str:
+    """``text`` with every machine folder of :data:`RULES` rewritten."""
     for pattern, replacement in RULES:
         text = pattern.sub(replacement, text)
     return text
 
 
-def main(argv: list[str]) -> int:
+def elsewhere(path: str) -> bool:
+    """Whether ``path`` is some machine's folder, not one relative to the checkout: absolute, or as :func:`scrub`
+    writes one."""
+    return path.startswith(("/", HOME, TMP))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python scripts/scrub-machine-paths.py FOLDER ...", file=sys.stderr)
+        print("usage: python -m repro.machine_paths FOLDER ...", file=sys.stderr)
         return 2
     missing = [a for a in argv if not Path(a).is_dir()]
     if missing:
@@ -54,4 +65,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
