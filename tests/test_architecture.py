@@ -62,6 +62,7 @@ FLOORS = {
 REPORTING = ("repro.core.analysis", "repro.studies.analysis", "repro.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
+    "repro.machine_paths",
     "repro.registry",
     "repro.outcomes",
     "repro.seeds",
