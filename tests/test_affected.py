@@ -11,6 +11,7 @@ import pytest
 
 from repro.registry import (
     DISPATCH_NO_KERNEL,
+    DISPATCH_NOT_SERVED,
     DISPATCH_NOT_SHIPPED,
     DISPATCH_RAISED,
     DISPATCH_RAN,
@@ -177,6 +178,74 @@ def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
     readme = (ROOT / "README.md").read_text()
     start, end = readme.index(render.README_START), readme.index(render.README_END) + len(render.README_END)
     assert readme[start:end] == render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+    detail = (ROOT / render.DETAIL).read_text()
+    assert detail == render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+
+
+def test_the_readme_table_fits_ten_rows_without_zero_width_characters_and_every_link_resolves():
+    import re
+
+    from repro.report import affected as render
+
+    block = render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+    detail = render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+    rows = [line for line in block.splitlines() if line.startswith("| ")][1:]
+    assert 0 < len(rows) <= rules.COMPACT_LIMIT
+    assert not re.search("[\u200b-\u200f\u2060\ufeff]", block + detail)
+    headings = {f"row-{i}" for i in range(1, len(rows) + 1)} | {"not-served"}
+    for i, row in enumerate(rows, 1):
+        assert f"({render.DETAIL}#row-{i})" in row
+    assert {h.lower().replace(" ", "-") for h in re.findall(r"^## (.+)$", detail, re.M)} == headings
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", detail):
+        assert (ROOT / "docs" / target).resolve().is_file(), target
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", block):
+        assert (ROOT / target).is_file(), target
+
+
+def test_the_compact_table_merges_rows_with_one_outcome(frames):
+    d, answers, v = frames
+    table = rules.who_is_affected(d, answers, v)
+    compact = rules.compact(table, ["1.0.0", "1.1.0", "1.2.0"])
+    cells = compact[["bug", "kernels", "models", "where"]].values.tolist()
+    assert cells == [
+        ["present", ["triton:k"], ["V4"], [("V4", ["sm90", "sm100"], "1.0.0"), ("V4", ["rocm"], "1.0.0 – 1.2.0")]],
+        ["absent", ["CuTe-DSL entry"], ["V4"], [("V4", ["sm90", "sm100"], "1.1.0, 1.2.0")]],
+        ["—", ["the dispatcher raises"], ["V4.1"], [("V4.1", ["sm100"], "1.2.0")]],
+    ]
+    assert sorted(i for cell in compact["rows"] for i in cell) == list(range(len(table)))
+
+
+def test_the_compact_table_coarsens_its_outcome_key_until_it_fits(frames):
+    d, answers, v = frames
+    table = rules.who_is_affected(d, answers, v)
+    other = table[table.kernel == "triton:k"].assign(kernel="triton:other", model="V4.1")
+    table = pd.concat([table, other], ignore_index=True)
+    assert len(rules.compact(table)) == 4  # (model, kernel) fits ten rows
+    by_kind = rules.compact(table, limit=3)  # kernels of one kind merge, the models named in one cell
+    assert by_kind[["bug", "kernels", "models"]].values.tolist()[0] == [
+        "present",
+        ["triton:k", "triton:other"],
+        ["V4", "V4.1"],
+    ]
+    assert len(by_kind) == 3
+    # Outcomes a deployer acts on never merge: three bug classes stay three rows under any limit.
+    assert set(rules.compact(table, limit=1)["bug"]) == {"present", "absent", "—"}
+
+
+def test_platforms_a_release_cannot_serve_the_model_on_are_ranges_with_the_releases_reason():
+    rows = [
+        dispatch(r, "xpu", "V4", rec, "", "", stored="", status=DISPATCH_NOT_SERVED) | {"refused_by": why}
+        for r, why in (("1.0.0", "op: RuntimeError: no"), ("1.1.0", "op: RuntimeError: no"), ("1.2.0", "no branch"))
+        for rec in (584, 288)
+    ]
+    rows.append(dispatch("1.3.0", "xpu", "V4", 584, "triton:k", "v4:k"))
+    table = rules.not_served(pd.DataFrame(rows))
+    assert table[["releases", "gpu_family", "refused_by"]].values.tolist() == [
+        ["1.0.0 – 1.1.0", "xpu", "op: RuntimeError: no"],
+        ["1.2.0", "xpu", "no branch"],
+    ]
+    assert table["dispatch_rows"].tolist() == [[0, 2], [4]]
+    assert rules.who_is_affected(pd.DataFrame(rows), None, None)["releases"].tolist() == ["1.3.0"]
 
 
 def warm(release, family, model, kind, registered):

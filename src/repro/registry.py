@@ -564,6 +564,9 @@ SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, S
 #: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.
 DISPATCH_RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
 DISPATCH_NOT_SHIPPED = "not shipped"  # the release has no code for this model
+#: The release's model code cannot serve the model on the family: its package has no branch for the platform,
+#: or an op the selected attention class calls raises there (``how`` has the release's error).
+DISPATCH_NOT_SERVED = "model not served on this platform"
 DISPATCH_NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
 DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
 DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
@@ -575,6 +578,7 @@ STAGE_KERNEL = "kernel-block table"
 STAGE_CALL = "gather call site"
 TABLE_RAN = "ran"
 TABLE_NOT_RUN = "could not run"
+TABLE_NOT_SHIPPED = "runner not shipped"  # the release has no such model runner (one row says so)
 RUNNER_V1, RUNNER_V2 = "V1", "V2"
 #: The GPU families notebook 05 tells a release's code about (``repro.studies.upstream.platforms`` holds their facts).
 GPU_FAMILY_NAMES = {
@@ -582,8 +586,10 @@ GPU_FAMILY_NAMES = {
     "sm100": "SM100 (B200/GB200)",
     "rocm": "ROCm (MI300)",
     "xpu": "XPU (Intel)",
-    "cuda-no-cutlass": "CUDA without cutlass",
-    "cuda-cutlass-fails": "CUDA whose cutlass import fails",
+    "sm90-no-cutlass": "SM90 without cutlass",
+    "sm100-no-cutlass": "SM100 without cutlass",
+    "sm90-cutlass-fails": "SM90 whose cutlass import fails",
+    "sm100-cutlass-fails": "SM100 whose cutlass import fails",
 }
 #: Notebook 05's result tables.
 TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (

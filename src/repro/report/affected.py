@@ -1,15 +1,15 @@
-"""The "Who is affected" table on the report's first screen and in the README, with links to the rows behind
-each cell.
+"""The "Who is affected" tables: the README's compact table and the detail it links, and the report's table.
 
-The table is :func:`repro.studies.analysis.affected.who_is_affected` of a run's dispatch table and runner answers,
-joined with release-matrix verdicts (the run's own ``04-release-matrix``, or a given verdict table). The
-README's copy is generated from committed runs by :func:`readme_block` and checked by a test;
-``python -m repro.report.affected README.md`` rewrites it from the committed runs.
+The detailed table is :func:`repro.studies.analysis.affected.who_is_affected` of a run's dispatch table and runner
+answers, joined with release-matrix verdicts (the run's own ``04-release-matrix``, or a given verdict table); each
+cell links the row behind it. The README carries :func:`~repro.studies.analysis.affected.compact` of it (at most ten
+rows, one per outcome), each row linking its section of ``docs/who-is-affected.md``, which holds the detailed rows
+and the platforms a release cannot serve the model on. Both are generated from committed runs and checked by a
+test; ``python -m repro.report.affected README.md`` rewrites them.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -29,6 +29,8 @@ README_END = "<!-- who-is-affected: end -->"
 #: H200 release matrix's verdicts.
 README_DISPATCH_RUN = "data/cpu/who-is-affected"
 README_VERDICTS = "data/h200/release-matrix-merged/results/04-release-verdicts.csv"
+#: The detail the README's rows link (generated beside it).
+DETAIL = "docs/who-is-affected.md"
 
 
 def verdicts_of(run: RunData) -> pd.DataFrame | None:
@@ -44,14 +46,14 @@ def derive(run: RunData, verdicts: pd.DataFrame | None = None) -> pd.DataFrame:
     return analysis.who_is_affected(dispatch, answers, verdicts if verdicts is not None else verdicts_of(run))
 
 
-#: Where a long identifier may wrap in a narrow column (a zero-width space after each ``_``, ``.`` and ``:``).
-_WRAP = "\u200b"
-
-
-def breakable(name: str) -> str:
-    """A kernel name that wraps inside a table cell instead of widening the table."""
-    name = name.replace("_", "_" + _WRAP).replace(".", "." + _WRAP).replace(":", ":" + _WRAP)
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", _WRAP, name)  # and between the words of a CamelCase name
+def code(name: str) -> str:
+    """A dispatch row's kernel cell with the kernel's name as a Markdown code span (plain text: copy and grep
+    find it): ``triton:k`` -> Triton `k`, ``CuTe-DSL k`` -> CuTe-DSL `k`; words (``the dispatcher raises``) as
+    they are."""
+    for prefix, shown in (("triton:", "Triton"), ("CuTe-DSL ", "CuTe-DSL")):
+        if name.startswith(prefix):
+            return f"{shown} `{name[len(prefix) :]}`"
+    return name
 
 
 def _line(csv: str, position: int) -> str:
@@ -64,7 +66,7 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
     rows = []
     for _, r in frame.iterrows():
         d, m, a = list(r["dispatch_rows"]), list(r["matrix_rows"]), list(r["runner_rows"])
-        name = breakable(r["kernel"])
+        name = code(r["kernel"])
         kernel = f"[{name}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else name
         bug = f"[{r['bug']}]({_line(verdict_csv, m[0])})" if m and verdict_csv else r["bug"]
         stock = f"[{r['stock_vllm']}]({_line(f'{results}/{TABLE_ANSWERS}.csv', a[0])})" if a else r["stock_vllm"]
@@ -73,13 +75,18 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
                 "releases": r["releases"],
                 "GPU": "; ".join(GPU_FAMILY_NAMES.get(f, f) for f in r["gpu_family"].split(analysis.FAMILY_JOIN)),
                 "model": r["model"],
-                "record (stored in)": f"{r['record']} B ({r['stored_in']})",
+                "record (stored in)": f"{r['record']} B ({r['stored_in']})" + _topology(r),
                 "gather kernel": kernel,
                 "bug in that kernel": bug,
                 "stock vLLM": stock,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _topology(r: pd.Series) -> str:
+    topology = str(r.get("topology", "") or "")
+    return f", {topology}" if topology.startswith("TP ") else ""
 
 
 def markdown(frame: pd.DataFrame, results: str, verdict_csv: str) -> str:
@@ -121,15 +128,109 @@ def report_table(run: RunData) -> pd.DataFrame | None:
     return display(frame, "results", matrix_csv)
 
 
-def readme_block(dispatch_run: str | Path, verdicts_csv: str | Path, root: str | Path = ".") -> str:
-    """The README's table from committed runs (paths relative to ``root``, the repository)."""
-    root = Path(root)
+#: The compact table's note (the README's): what each word means, where the detail is.
+COMPACT_NOTE = (
+    "One row per outcome: the gather a release launches on a GPU family for a model's default records, whether "
+    "that kernel misreads column-narrowed tables (*bug*, the release matrix's verdict on the H200), and whether "
+    "stock vLLM's own runner code ever hands it one (**reached**) or never does (**latent**: the kernel is wrong "
+    "only for forks, plugins and direct callers that pass narrowed views). *details* opens the rows behind each "
+    "row, each linked to the evidence; a GPU family a release cannot serve the model on has no row "
+    "([not served]({detail}#not-served))."
+)
+
+
+def _families(names: list[str]) -> str:
+    out = []
+    for name in names:
+        family, _, topology = name.partition(" at ")
+        shown = GPU_FAMILY_NAMES.get(family, family)
+        out.append(f"{shown} at {topology}" if topology else shown)
+    return ", ".join(out)
+
+
+def compact_display(compact: pd.DataFrame, detail: str) -> pd.DataFrame:
+    """The compact table as the README shows it; ``detail`` is the detail document's path from the README."""
+    rows = []
+    for i, r in compact.iterrows():
+        where = "; ".join(
+            f"{_families(families)}: {releases}" + (f" ({model})" if len(r["models"]) > 1 else "")
+            for model, families, releases in r["where"]
+        )
+        rows.append(
+            {
+                "model": ", ".join(r["models"]),
+                "GPU: releases": where,
+                "record": ", ".join(f"{b} B" for b in r["records"]),
+                "gather kernel": ", ".join(code(k) for k in r["kernels"]),
+                "bug": r["bug"],
+                "stock vLLM": r["stock_vllm"],
+                "details": f"[row {i + 1}]({detail}#row-{i + 1})",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _committed(dispatch_run: str | Path, verdicts_csv: str | Path, root: Path) -> tuple[RunData, pd.DataFrame]:
     run = load_run(root / dispatch_run)
     verdicts = pd.read_csv(root / verdicts_csv, keep_default_na=False, na_values=[""])
-    frame = derive(run, verdicts)
-    results = f"{Path(dispatch_run).as_posix()}/results"
-    body = markdown(frame, results, Path(verdicts_csv).as_posix())
-    return "\n".join([README_START, "", body, "", NOTE, "", README_END])
+    return run, derive(run, verdicts)
+
+
+def _releases(run: RunData) -> list[str]:
+    dispatch = run.tables.get(TABLE_DISPATCH)
+    return [] if dispatch is None else list(dict.fromkeys(dispatch["release"].astype(str)))
+
+
+def readme_block(dispatch_run: str | Path, verdicts_csv: str | Path, root: str | Path = ".") -> str:
+    """The README's compact table from committed runs (paths relative to ``root``, the repository)."""
+    run, frame = _committed(dispatch_run, verdicts_csv, Path(root))
+    body = markdown_table(compact_display(analysis.compact(frame, _releases(run)), DETAIL))
+    return "\n".join([README_START, "", body, "", COMPACT_NOTE.format(detail=DETAIL), "", README_END])
+
+
+def detail_document(dispatch_run: str | Path, verdicts_csv: str | Path, root: str | Path = ".") -> str:
+    """``docs/who-is-affected.md``: per row of the README's table, the detailed rows behind it (each cell linking
+    its evidence), then the platforms a release cannot serve the model on."""
+    root = Path(root)
+    run, frame = _committed(dispatch_run, verdicts_csv, root)
+    up = "../" * len(Path(DETAIL).parent.parts)
+    results = f"{up}{Path(dispatch_run).as_posix()}/results"
+    verdict_csv = f"{up}{Path(verdicts_csv).as_posix()}"
+    compact = analysis.compact(frame, _releases(run))
+    lines = [
+        "# Who is affected: the rows behind the README's table",
+        "",
+        f"Generated by `python -m repro.report.affected` from `{Path(dispatch_run).as_posix()}` (notebook 05 over "
+        f"every release) and the release matrix's verdicts `{Path(verdicts_csv).as_posix()}`; do not edit.",
+        "",
+        NOTE,
+    ]
+    for i, r in compact.iterrows():
+        lines += ["", f"## Row {i + 1}", ""]
+        lines.append(markdown(frame.loc[r["rows"]], results, verdict_csv))
+    lines += ["", "## Not served", ""]
+    lines.append(
+        "The release's own model code cannot serve the model on these platforms: its package has no branch for the "
+        "platform, or an attention op the selected class calls there raises (the release's error below)."
+    )
+    lines += ["", markdown_table(not_served_display(analysis.not_served(run.tables.get(TABLE_DISPATCH)), results))]
+    return "\n".join(lines) + "\n"
+
+
+def not_served_display(frame: pd.DataFrame, results: str) -> pd.DataFrame:
+    rows = []
+    for _, r in frame.iterrows():
+        d = list(r["dispatch_rows"])
+        reason = f"[{r['refused_by']}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else r["refused_by"]
+        rows.append(
+            {
+                "releases": r["releases"],
+                "GPU": GPU_FAMILY_NAMES.get(r["gpu_family"], r["gpu_family"]),
+                "model": r["model"],
+                "why (the release's own error)": reason,
+            }
+        )
+    return pd.DataFrame(rows, columns=["releases", "GPU", "model", "why (the release's own error)"])
 
 
 def replace_block(readme: str, block: str) -> str:
@@ -138,13 +239,16 @@ def replace_block(readme: str, block: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m repro.report.affected [README.md [DISPATCH_RUN VERDICTS_CSV]]``: rewrite the README's table
-    (default: the committed runs)."""
+    """``python -m repro.report.affected [README.md [DISPATCH_RUN VERDICTS_CSV]]``: rewrite the README's table and
+    the detail document beside it (default: the committed runs)."""
     args = list(sys.argv[1:] if argv is None else argv)
     readme = args[0] if args else "README.md"
     run, csv = (args[1], args[2]) if len(args) >= 3 else (README_DISPATCH_RUN, README_VERDICTS)
     path = Path(readme)
     path.write_text(replace_block(path.read_text(), readme_block(run, csv, path.parent)))
+    detail = path.parent / DETAIL
+    detail.parent.mkdir(parents=True, exist_ok=True)
+    detail.write_text(detail_document(run, csv, path.parent))
     return 0
 
 

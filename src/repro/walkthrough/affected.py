@@ -106,6 +106,11 @@ def runner_answers(ctx: Context, tables: pd.DataFrame) -> pd.DataFrame:
     return ctx.session.record(ANSWERS, analysis.runner_answers(tables).to_dict("records"))
 
 
+def not_served(dispatch: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU family and model, the releases whose code cannot serve the model there, with the release's error."""
+    return analysis.not_served(dispatch)[["releases", "gpu_family", "model", "refused_by"]]
+
+
 def who_is_affected(ctx: Context, dispatch: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """The answer, joined with the verdicts of the release matrix notebook 04 recorded in this run folder
     (without them the ``bug`` column says ``not measured``)."""

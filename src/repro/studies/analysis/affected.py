@@ -21,11 +21,13 @@ import pandas as pd
 
 from repro.registry import (
     DISPATCH_NOT_GATHERED,
+    DISPATCH_NOT_SERVED,
     DISPATCH_RAISED,
     DISPATCH_RAN,
     LATENT,
     REACHED,
     STAGE_CALL,
+    TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
 )
@@ -49,6 +51,7 @@ AFFECTED_COLUMNS = [
     "gpu_family",
     "model",
     "record",
+    "topology",
     "stored_in",
     "backend",
     "kernel",
@@ -71,6 +74,8 @@ def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=ANSWER_COLUMNS)
     out = []
     for (release, runner), g in tables.groupby(["release", "runner"], sort=False):
+        if (g["status"] == TABLE_NOT_SHIPPED).all():
+            continue  # the release has no such runner: it answers nothing
         configs = list(dict.fromkeys(g["config"]))
         ran_configs = [c for c in configs if not (g[g["config"] == c]["status"] != TABLE_RAN).any()]
         calls = g[(g["stage"] == STAGE_CALL) & (g["status"] == TABLE_RAN)]
@@ -151,7 +156,10 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
     """The compact table: consecutive releases with the same outcome on one path merged into a range."""
     if dispatch is None or dispatch.empty:
         return pd.DataFrame(columns=AFFECTED_COLUMNS)
+    if "topology" not in dispatch:  # a table written before the selection was run per topology
+        dispatch = dispatch.assign(topology="")
     rows = default_paths(dispatch).copy()
+    rows["topology"] = rows["topology"].fillna("").astype(str)
     order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
     rows["kernel"] = rows["gather_kernel"].fillna("").astype(str)
     rows.loc[rows["status"] == DISPATCH_NOT_GATHERED, "kernel"] = "none (the backend does not gather)"
@@ -170,7 +178,7 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
         for r in rows["release"]
     ]
     out = []
-    path_cols = ["gpu_family", "model", "record"]
+    path_cols = ["gpu_family", "model", "record", "topology"]
     outcome_cols = ["stored_in", "backend", "kernel", "bug", "stock_vllm"]
     rows["stored_in"] = rows["default_record_for"]
     for key, g in rows.groupby(path_cols, sort=False):
@@ -202,7 +210,19 @@ def merge_families(frame: pd.DataFrame, families: list[str]) -> pd.DataFrame:
     """Rows that differ only in the GPU family become one row naming every family (in ``families`` order)."""
     if frame.empty:
         return frame
-    same = ["first", "last", "releases", "model", "record", "stored_in", "backend", "kernel", "bug", "stock_vllm"]
+    same = [
+        "first",
+        "last",
+        "releases",
+        "model",
+        "record",
+        "topology",
+        "stored_in",
+        "backend",
+        "kernel",
+        "bug",
+        "stock_vllm",
+    ]
     out = []
     for _, g in frame.groupby(same, sort=False):
         g = g.assign(_order=g["gpu_family"].map(families.index)).sort_values("_order")
@@ -227,6 +247,132 @@ def _range(run: list[pd.Series], key: tuple, path_cols: list[str], outcome_cols:
     row["runner_rows"] = sorted({i for r in run for i in r["_runner_rows"]})
     del releases
     return row
+
+
+# ---- the compact table ---------------------------------------------------------------------------------
+#: At most this many rows in the compact table (the README's first screen).
+COMPACT_LIMIT = 10
+#: A bug cell in one word: the verdict's class.
+PRESENT, ABSENT, NO_VERDICT = "present", "absent", "not measured"
+#: Outcome keys tried in turn, finest first, until the compact table fits :data:`COMPACT_LIMIT` rows; every key
+#: starts with the bug and the stock answer, so rows that merge never mix outcomes a deployer acts on.
+COMPACT_TIERS = (("model", "kernel"), ("kernel",), ("kernel_kind",), ())
+COMPACT_COLUMNS = ["bug", "stock_vllm", "kernels", "models", "records", "where", "first", "last", "rows"]
+
+
+def bug_class(bug: str) -> str:
+    """``present``, ``absent``, ``not measured`` or the cell as it is (``—`` where no kernel ran)."""
+    for word in (PRESENT, ABSENT, NO_VERDICT):
+        if bug.startswith(word):
+            return word
+    return bug
+
+
+def kernel_kind(kernel: str) -> str:
+    """The kind of gather a ``kernel`` cell names (``triton:...`` -> Triton), or the cell itself."""
+    if kernel.startswith("triton:"):
+        return "Triton"
+    if kernel.startswith("CuTe-DSL"):
+        return "CuTe-DSL"
+    return kernel
+
+
+def compact(frame: pd.DataFrame, releases: list[str] | None = None, limit: int = COMPACT_LIMIT) -> pd.DataFrame:
+    """The who-is-affected table (:func:`who_is_affected`) in at most ``limit`` rows: rows with the same outcome
+    (bug class, stock answer, and the finest key of :data:`COMPACT_TIERS` that fits) become one row naming every
+    model, kernel and record, and per model the GPU families with the releases each runs it in (``releases``: every
+    release read, in order, so that ranges join across rows); ``rows`` are the positions behind it."""
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=COMPACT_COLUMNS)
+    f = frame.assign(
+        _bug=frame["bug"].astype(str).map(bug_class), kernel_kind=frame["kernel"].astype(str).map(kernel_kind)
+    )
+    order = sorted(set(releases or []) | set(frame["first"]) | set(frame["last"]), key=version_key)
+    for tier in COMPACT_TIERS:
+        keys = ["_bug", "stock_vllm", *tier]
+        if f.groupby(keys, sort=False).ngroups <= limit:
+            break
+    out = []
+    for _, g in f.groupby(keys, sort=False):
+        out.append(
+            {
+                "bug": g["_bug"].iloc[0],
+                "stock_vllm": g["stock_vllm"].iloc[0],
+                "kernels": list(dict.fromkeys(g["kernel"])),
+                "models": list(dict.fromkeys(g["model"])),
+                "records": sorted(dict.fromkeys(int(r) for r in g["record"]), reverse=True),
+                "where": _where(g, order),
+                "first": min(g["first"], key=version_key),
+                "last": max(g["last"], key=version_key),
+                "rows": [int(i) for i in g.index],
+            }
+        )
+    order = [PRESENT, NO_VERDICT, ABSENT]
+    table = pd.DataFrame(out, columns=COMPACT_COLUMNS)
+    table["_order"] = table["bug"].map(lambda b: order.index(b) if b in order else len(order))
+    table["_first"] = table["first"].map(version_key)
+    table = table.sort_values(["_order", "_first"], kind="stable")
+    return table.drop(columns=["_order", "_first"]).reset_index(drop=True)
+
+
+def _where(group: pd.DataFrame, order: list[str]) -> list[tuple[str, list[str], str]]:
+    """(model, families, releases) of a compact row: per model, the GPU families (a topology other than "any"
+    kept with its family) that run the row's outcome in the same releases, with those releases as ranges of
+    ``order``."""
+    spans: dict[tuple[str, str], set[int]] = {}
+    for _, r in group.iterrows():
+        topology = str(r.get("topology", "") or "")
+        suffix = f" at {topology}" if topology.startswith("TP ") else ""
+        lo, hi = order.index(r["first"]), order.index(r["last"])
+        for family in str(r["gpu_family"]).split(FAMILY_JOIN):
+            spans.setdefault((r["model"], family + suffix), set()).update(range(lo, hi + 1))
+    found: dict[tuple[str, str], list[str]] = {}
+    for (model, family), positions in spans.items():
+        found.setdefault((model, _ranges([order[p] for p in positions], order).replace("-", " – ")), []).append(family)
+    out = [(model, families, releases) for (model, releases), families in found.items()]
+    first = {key: min(p) for key, p in spans.items()}
+    return sorted(out, key=lambda w: min(first[(w[0], f)] for f in w[1]))
+
+
+def not_served(dispatch: pd.DataFrame) -> pd.DataFrame:
+    """Per (GPU family, model), the consecutive releases whose code cannot serve the model there, with the
+    release's refusal and the first dispatch row."""
+    columns = ["releases", "gpu_family", "model", "refused_by", "first", "last", "dispatch_rows"]
+    if dispatch is None or not len(dispatch):
+        return pd.DataFrame(columns=columns)
+    order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
+    rows = dispatch[dispatch["status"] == DISPATCH_NOT_SERVED]
+    rows = rows.drop_duplicates(["release", "gpu_family", "model"])
+    refused = rows["refused_by"] if "refused_by" in rows else pd.Series("", index=rows.index)
+    rows = rows.assign(refused_by=refused.fillna("").astype(str), _pos=rows["release"].map(order.index))
+    out = []
+    for (family, model), g in rows.groupby(["gpu_family", "model"], sort=False):
+        run: list[pd.Series] = []
+        for _, r in g.sort_values("_pos").iterrows():
+            if run and r["_pos"] == run[-1]["_pos"] + 1 and r["refused_by"] == run[-1]["refused_by"]:
+                run.append(r)
+                continue
+            if run:
+                out.append(_served_range(run, family, model))
+            run = [r]
+        if run:
+            out.append(_served_range(run, family, model))
+    table = pd.DataFrame(out, columns=columns)
+    table["_first"] = table["first"].map(version_key)
+    return table.sort_values(["_first", "model"], kind="stable").drop(columns="_first").reset_index(drop=True)
+
+
+def _served_range(run: list[pd.Series], family: str, model: str) -> dict:
+    first, last = run[0]["release"], run[-1]["release"]
+    return {
+        "releases": first if first == last else f"{first} – {last}",
+        "gpu_family": family,
+        "model": model,
+        "refused_by": run[0]["refused_by"],
+        "first": first,
+        "last": last,
+        "dispatch_rows": [int(r.name) for r in run],
+    }
 
 
 # ---- warm-ups ------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from repro.registry import (
     STAGE_KERNEL,
     STAGE_RUNNER,
     TABLE_NOT_RUN,
+    TABLE_NOT_SHIPPED,
     TABLE_RAN,
 )
 from repro.studies.upstream import platforms as pf
@@ -77,7 +78,10 @@ V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"
 V2_TABLES = "vllm/v1/worker/gpu/block_table.py"
 WORKER_UTILS = "vllm/v1/worker/utils.py"
 UBATCH_UTILS = "vllm/v1/worker/ubatch_utils.py"
+V2_UBATCH_UTILS = "vllm/v1/worker/gpu/ubatch_utils.py"
 SPECS = "vllm/v1/kv_cache_interface.py"
+#: The modules whose presence means the release ships a runner.
+RUNNER_MEMBERS = {RUNNER_V1: (V1_RUNNER,), RUNNER_V2: (V2_RUNNER, V2_TABLES)}
 #: DeepSeek-V4's sliding window (tokens) and its two compress ratios.
 SLIDING_WINDOW = 128
 C4, C128 = 4, 128
@@ -452,7 +456,7 @@ def _backend(kernel_block_size: int) -> Any:
 
 
 def kernel_tables(
-    code: ReleasedCode, cfg: Config, group_def: Group, spec: Any, g: int, table: Any
+    code: ReleasedCode, cfg: Config, group_def: Group, spec: Any, g: int, table: Any, runner: str = RUNNER_V1
 ) -> list[tuple[str, Any]] | None:
     """(label, table) per micro-batch after ``AttentionGroup.map_to_kernel_block_table``; None where the
     release maps kernel blocks inside the runner's own table instead."""
@@ -487,38 +491,54 @@ def kernel_tables(
     except Exception as exc:
         raise NotRun(f"{WORKER_UTILS}:AttentionGroup.create_metadata_builders: {type(exc).__name__}: {exc}") from None
     out = []
-    for ub, rows in enumerate(ubatch_rows(code, table, cfg.ubatches)):
+    for ub, rows in enumerate(ubatch_rows(code, table, cfg.ubatches, runner)):
         out.append((f"micro-batch {ub}" if cfg.ubatches > 1 else "", group.map_to_kernel_block_table(rows, ub)))
     return out
 
 
-def ubatch_rows(code: ReleasedCode, table: Any, ubatches: int) -> list[Any]:
-    """The table each micro-batch's metadata gets: the release's own slicing expression in
-    ``ubatch_utils`` (``attn_metadata.block_table_tensor[request_slice]``)."""
+def ubatch_rows(code: ReleasedCode, table: Any, ubatches: int, runner: str = RUNNER_V1) -> list[Any]:
+    """The table each micro-batch's metadata gets: the release's own slicing expression, the V2 runner's
+    (``block_table[ubatch_slice.request_slice]`` in ``gpu/ubatch_utils``) where the release has one, else
+    ``ubatch_utils``'s (``attn_metadata.block_table_tensor[request_slice]``)."""
     if ubatches == 1:
         return [table]
-    if UBATCH_UTILS not in code.members:
-        raise NotRun(f"{UBATCH_UTILS} is not in this release")
-    expr = _slicing_expression(code, UBATCH_UTILS, "block_table_tensor")
+    modules = [V2_UBATCH_UTILS, UBATCH_UTILS] if runner == RUNNER_V2 else [UBATCH_UTILS]
+    found = [(m, _slicing_expression(code, m)) for m in modules if m in code.members]
+    found = [(m, node) for m, node in found if node is not None]
+    if not found:
+        raise NotRun(f"no micro-batch slice of a block table in {' or '.join(modules)}")
+    member, node = found[0]
     rows = table.shape[0]
     bounds = [(i * rows // ubatches, (i + 1) * rows // ubatches) for i in range(ubatches)]
-    out = []
-    for lo, hi in bounds:
-        local = {
-            "attn_metadata": types.SimpleNamespace(block_table_tensor=table),
-            "request_slice": slice(lo, hi),
-        }
-        out.append(code.evaluate(UBATCH_UTILS, expr, local))
-    return out
+    return [code.evaluate(member, ast.unparse(node), _slice_names(node, table, slice(lo, hi))) for lo, hi in bounds]
 
 
-def _slicing_expression(code: ReleasedCode, member: str, attr: str) -> str:
+def _slicing_expression(code: ReleasedCode, member: str) -> ast.Subscript | None:
+    """The first ``<...block_table...>[<...request_slice...>]`` of ``member``."""
     for node in ast.walk(code.tree(member)):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript):
-            text = ast.unparse(node.value)
-            if text.startswith(f"attn_metadata.{attr}["):
-                return text
-    raise NotRun(f"{member}: no slice of attn_metadata.{attr}")
+        if (
+            isinstance(node, ast.Subscript)
+            and "block_table" in ast.unparse(node.value)
+            and "request_slice" in ast.unparse(node.slice)
+        ):
+            return node
+    return None
+
+
+def _slice_names(node: ast.Subscript, table: Any, request_slice: slice) -> dict[str, Any]:
+    """The names the slicing expression reads: the table (``block_table``, or ``attn_metadata`` carrying
+    it) and the request slice (``request_slice``, or ``ubatch_slice`` carrying it)."""
+    names: dict[str, Any] = {}
+    value = node.value
+    if isinstance(value, ast.Name):
+        names[value.id] = table
+    elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        names[value.value.id] = types.SimpleNamespace(**{value.attr: table})
+    for n in ast.walk(node.slice):
+        if isinstance(n, ast.Name):
+            carrier = types.SimpleNamespace(request_slice=request_slice)
+            names[n.id] = request_slice if n.id == "request_slice" else carrier
+    return names
 
 
 @dataclass(frozen=True)
@@ -600,6 +620,11 @@ def study_release(
     parsed: dict = {}
     rows: list[dict] = []
     for runner in RUNNERS:
+        missing = [m for m in RUNNER_MEMBERS[runner] if m not in members]
+        if missing:
+            how = f"vLLM {release} ships no {', '.join(missing)}"
+            rows.append(_row(release, runner, Config("—"), status=TABLE_NOT_SHIPPED, how=how))
+            continue
         for cfg in sweep:
             code = released_code(read, members, release, parsed)
             rows.extend(study_config(code, release, runner, cfg))
@@ -635,7 +660,7 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                     **_tensor(table),
                 )
             )
-            mapped = kernel_tables(code, cfg, group, spec, g, table)
+            mapped = kernel_tables(code, cfg, group, spec, g, table, runner)
             handed = [("", table)] if mapped is None else mapped
             if mapped is not None:
                 for label, t in mapped:

@@ -7,11 +7,16 @@ facts are the only stand-ins):
 1. the model package's ``__init__`` picks a platform implementation (its ``if`` tests evaluated);
 2. that implementation's attention selector (``_select_dsv4_attn_cls``, ``_select_v4_sparse_impl``) is
    called with a default configuration; without one, the implementation's only class calling the gather
-   dispatcher is the backend;
-3. DeepSeek-V4.1's record widths are computed by the statements of its attention ``__init__`` that assign
+   dispatcher is the backend. A selector that reads the tensor-parallel size (SM100's mega-attention check)
+   is run for every size of :data:`~repro.studies.upstream.topology.TOPOLOGIES`, and each class it returns is a
+   path of its own, labelled with the sizes and with what the release's check read and returned;
+3. the ops the class calls on the family's branch are called (:mod:`repro.studies.upstream.serving`): a package
+   without a branch for the platform, or an op that raises there, is a row "model not served on this
+   platform" with the release's own error;
+4. DeepSeek-V4.1's record widths are computed by the statements of its attention ``__init__`` that assign
    them (the default ``--kv-cache-dtype`` read from ``CacheConfig``); DeepSeek-V4's gather module reads
    one record only;
-4. the dispatcher the backend calls (``dequantize_and_gather_k_cache``) is called with a K cache of each
+5. the dispatcher the backend calls (``dequantize_and_gather_k_cache``) is called with a K cache of each
    record width, ``has_cutedsl()`` being the release's own function on the family's ``importlib``; every
    Triton gather's ``run`` and the CuTe-DSL entry are intercepted, so what launches is observed and nothing
    runs (no GPU needed).
@@ -36,13 +41,15 @@ from repro.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_DECIDED,
     DISPATCH_NOT_GATHERED,
+    DISPATCH_NOT_SERVED,
     DISPATCH_NOT_SHIPPED,
     DISPATCH_RAISED,
     DISPATCH_RAN,
     NOT_LOADED,
 )
 from repro.studies.upstream import platforms as pf
-from repro.studies.upstream import warmups
+from repro.studies.upstream import serving, warmups
+from repro.studies.upstream import topology as tp
 from repro.studies.upstream.arms import CUTEDSL_PREFIX
 from repro.studies.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
 from repro.studies.upstream.members import DISPATCH
@@ -82,11 +89,14 @@ COLUMNS = (
     "gpu_family",
     "model",
     "record",
+    "topology",
     "backend",
     "gather_kernel",
     "default_record_for",
     "status",
     "matrix_kernel",
+    "condition",
+    "refused_by",
     "how",
 )
 #: What a Triton launch is called in ``gather_kernel`` (a CuTe-DSL launch starts with ``CUTEDSL_PREFIX``).
@@ -95,6 +105,10 @@ TRITON_PREFIX = "triton:"
 
 class PathNotDecided(RuntimeError):
     """A link of the chain could not run; the message names the release's definition and the reason."""
+
+
+class NotServed(RuntimeError):
+    """The release's model code cannot serve the model on the family; the message is the release's reason."""
 
 
 @dataclass
@@ -107,6 +121,8 @@ class Path:
     dispatcher_member: str = ""
     records: dict[int, str] = field(default_factory=dict)  # record bytes -> "compressed + SWA" etc.
     how: list[str] = field(default_factory=list)
+    topology: str = tp.ANY_TOPOLOGY  # the tensor-parallel sizes the selection gives this class for
+    condition: str = ""  # the released checks that read the topology
 
 
 def released_code(
@@ -126,25 +142,10 @@ def triton_utils() -> types.ModuleType:
     return module
 
 
-def default_config(code: ReleasedCode) -> Any:
-    """The engine configuration a selector reads, at vLLM's defaults (no ``--attention-backend``, TP 1).
-
-    The model facts are those of the 64-head geometry with wo_a groups of 8 heads that vLLM's own
-    mega-attention code is measured on (``o_groups`` is what its availability check reads)."""
-    ns = types.SimpleNamespace
-    hf = ns(num_attention_heads=64, o_groups=8)
-    return ns(
-        attention_config=ns(backend=None),
-        parallel_config=ns(
-            prefill_context_parallel_size=1, tensor_parallel_size=1, decode_context_parallel_size=1, use_ubatching=False
-        ),
-        model_config=ns(hf_config=hf, hf_text_config=hf, max_model_len=8192),
-        cache_config=ns(cache_dtype=default_cache_dtype(code)),
-        kernel_config=ns(moe_backend=None, enable_jit_warmup=True),
-        speculative_config=None,
-        lora_config=None,
-        use_v2_model_runner=False,
-    )
+def default_config(code: ReleasedCode, topology: tp.Topology = tp.DEFAULT) -> Any:
+    """The engine configuration a selector reads, at vLLM's defaults and ``topology``
+    (:func:`repro.studies.upstream.topology.default_config`)."""
+    return tp.default_config(default_cache_dtype(code), topology)
 
 
 def default_cache_dtype(code: ReleasedCode) -> str:
@@ -160,13 +161,14 @@ def default_cache_dtype(code: ReleasedCode) -> str:
 
 # ---- link 1: platform implementation ---------------------------------------------------------------------
 def implementation(code: ReleasedCode, model: Model) -> tuple[str, str]:
-    """(directory of the platform implementation, evidence); ("", why) when the model is not shipped."""
+    """(directory of the platform implementation, evidence); ("", why) when the model is not shipped;
+    :class:`NotServed` when the package has no branch for the platform."""
     init = f"vllm/models/{model.package}/__init__.py"
     if init in code.members:
         imports = code.taken_imports(init)
         causal = [m for m, n in imports if n.endswith("ForCausalLM") and "DSpark" not in n]
         if not causal:
-            raise PathNotDecided(f"{init}: no ...ForCausalLM import on the taken branch")
+            raise NotServed(f"{init} has no branch for this platform: no ...ForCausalLM import on the taken branch")
         module = causal[0]
         sub = module.rsplit(".", 1)[0].replace(".", "/")
         return sub + "/", f"{init} imports {module} on this platform"
@@ -198,8 +200,23 @@ def gather_callers(code: ReleasedCode, directory: str) -> list[tuple[str, str]]:
     return found
 
 
-def backend(code: ReleasedCode, model: Model, directory: str) -> tuple[ClassRef, list[str]]:
-    """The attention class the release selects by default, and how that was found."""
+@dataclass
+class Selection:
+    """One class a release's selection gives, and the topologies it gives it for."""
+
+    cls: ClassRef
+    how: list[str]
+    topologies: tuple[tp.Topology, ...] = (tp.DEFAULT,)
+    read_topology: bool = False
+    condition: str = ""  # the released checks that read the topology, their values and answers
+
+    @property
+    def topology(self) -> str:
+        return tp.label(self.topologies) if self.read_topology else tp.ANY_TOPOLOGY
+
+
+def selections(code: ReleasedCode, model: Model, directory: str) -> list[Selection]:
+    """The attention classes the release selects by default, per topology, and how each was found."""
     root = f"vllm/models/{model.package}/"
     candidates = [f"{directory}model.py", f"{root}attention.py"] if directory != "vllm/" else []
     for member in candidates:
@@ -208,26 +225,46 @@ def backend(code: ReleasedCode, model: Model, directory: str) -> tuple[ClassRef,
         for name in _functions(code, member):
             if not SELECTOR.match(name):
                 continue
-            fn = code.function(member, name)
-            node = code.toplevel(member, name)
-            args = [default_config(code)] if node.args.args else []
-            try:
-                chosen = fn(*args)
-            except Exception as exc:  # the row says which definition and why
-                raise PathNotDecided(f"{member}:{name} raised {type(exc).__name__}: {exc}") from None
-            if not isinstance(chosen, ClassRef):
-                raise PathNotDecided(f"{member}:{name} returned {chosen!r}, not a released class")
-            return chosen, [f"{member}:{name}() -> {chosen.__name__}"]
+            return _run_selector(code, member, name)
     scope = directory if directory != "vllm/" else "vllm/"
     callers = gather_callers(code, scope)
     if len(callers) == 1:
         member, name = callers[0]
         cls = code.value(member, name)
-        return cls, [f"no selector; {member}:{name} is the only class under {scope} calling {DISPATCHER}"]
+        return [Selection(cls, [f"no selector; {member}:{name} is the only class under {scope} calling {DISPATCHER}"])]
     if not callers:
         raise PathNotDecided(f"no selector and no class under {scope} calls {DISPATCHER}")
     names = ", ".join(f"{m}:{n}" for m, n in callers)
     raise PathNotDecided(f"no selector and several classes under {scope} call {DISPATCHER}: {names}")
+
+
+def _run_selector(code: ReleasedCode, member: str, name: str) -> list[Selection]:
+    """Run the selector at the default topology, and at every topology when it read the tensor-parallel size;
+    one :class:`Selection` per class returned."""
+    fn = code.function(member, name)
+    takes_config = bool(code.toplevel(member, name).args.args)
+    cache_dtype = default_cache_dtype(code)
+    runs: list[tuple[tp.Topology, tp.Traced]] = []
+    for topology in tp.TOPOLOGIES:
+        try:
+            run = tp.traced(code, fn, takes_config, cache_dtype, topology)
+        except Exception as exc:  # the row says which definition and why
+            raise PathNotDecided(f"{member}:{name} raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(run.chosen, ClassRef):
+            raise PathNotDecided(f"{member}:{name} returned {run.chosen!r}, not a released class")
+        runs.append((topology, run))
+        if not runs[0][1].read_topology():
+            break
+    read = runs[0][1].read_topology()
+    out: list[Selection] = []
+    for cls in dict.fromkeys(run.chosen for _, run in runs):
+        mine = [(t, run) for t, run in runs if run.chosen is cls]
+        topologies = tuple(t for t, _ in mine)
+        condition = tp.checks(code, [run for _, run in mine]) if read else ""
+        where = f" with {tp.label(topologies)}" if read else ""
+        how = [f"{member}:{name}(){where} -> {cls.__name__}" + (f" ({condition})" if condition else "")]
+        out.append(Selection(cls, how, topologies, read, condition))
+    return out
 
 
 def gather_sites(cls: ClassRef) -> tuple[list[str], ClassRef | None]:
@@ -262,7 +299,9 @@ def _assigns_self(stmt: ast.stmt, names: Iterable[str]) -> bool:
     )
 
 
-def record_widths(code: ReleasedCode, cls: ClassRef) -> tuple[dict[str, int], list[str]]:
+def record_widths(
+    code: ReleasedCode, cls: ClassRef, topology: tp.Topology = tp.DEFAULT
+) -> tuple[dict[str, int], list[str]]:
     """The record widths the class's ``__init__`` assigns, by running those statements as released."""
     for owner in cls.lineage():
         init = owner.own("__init__")
@@ -271,7 +310,7 @@ def record_widths(code: ReleasedCode, cls: ClassRef) -> tuple[dict[str, int], li
         stmts = [s for s in init.body if _assigns_self(s, RECORD_TARGETS)]
         if not stmts:
             continue
-        cfg = default_config(code)
+        cfg = default_config(code, topology)
         asked = cfg.cache_config.cache_dtype
         self_obj = cls.instance()
         local = {"self": self_obj, "cache_config": cfg.cache_config, "vllm_config": cfg}
@@ -386,35 +425,58 @@ def study_path(
     parsed: dict | None = None,
     warmup_rows: list[dict] | None = None,
 ) -> list[dict]:
-    """The rows of one (family, model); the warm-up registrations the selected class would run are appended
-    to ``warmup_rows``."""
+    """The rows of one (family, model), per class the selection gives; the warm-up registrations each served
+    class would run are appended to ``warmup_rows``."""
     code = released_code(read, members, release, family, parsed)
-    path = Path()
     try:
         directory, how = implementation(code, model)
         if not directory:
             return [_row(release, family, model, r, status=DISPATCH_NOT_SHIPPED, how=how) for r in RECORDS]
-        path.how.append(how)
-        cls, how_backend = backend(code, model, directory)
-        path.backend, path.backend_member = cls.__name__, cls._member
-        path.how += how_backend
+        chosen = selections(code, model, directory)
+    except NotServed as exc:
+        refusal = {"status": DISPATCH_NOT_SERVED, "refused_by": str(exc), "how": str(exc)}
+        return [_row(release, family, model, r, **refusal) for r in RECORDS]
+    except PathNotDecided as exc:
+        return [_row(release, family, model, r, status=DISPATCH_NOT_DECIDED, how=str(exc)) for r in RECORDS]
+    rows: list[dict] = []
+    for selection in chosen:
+        rows += _selection_rows(release, code, family, model, Path(how=[how]), selection, warmup_rows)
+    return rows
+
+
+def _selection_rows(
+    release: str,
+    code: ReleasedCode,
+    family: pf.GpuFamily,
+    model: Model,
+    path: Path,
+    selection: Selection,
+    warmup_rows: list[dict] | None,
+) -> list[dict]:
+    cls = selection.cls
+    path.backend, path.backend_member = cls.__name__, cls._member
+    path.topology, path.condition = selection.topology, selection.condition
+    path.how += selection.how
+    try:
+        probes = serving.probes(code, cls)
+        refusals = [p for p in probes if p.refuses]
+        if refusals:
+            path.how += [p.describe() for p in refusals]
+            first = refusals[0]
+            refusal = {"status": DISPATCH_NOT_SERVED, "refused_by": f"{first.op.name}: {first.error}"}
+            return [_path_row(release, family, model, r, path, **refusal) for r in RECORDS]
+        if probes:
+            ops = ", ".join(f"{p.op.name} -> {p.bound_to}" for p in probes)
+            path.how.append(f"attention ops on this branch: {ops}")
         if warmup_rows is not None:
-            warmup_rows += _warmups(code, release, family, model, cls)
+            warmup_rows += [
+                {**w, "topology": selection.topology}
+                for w in _warmups(code, release, family, model, cls, selection.topologies[0])
+            ]
         sites, holder = gather_sites(cls)
         if not sites:
             path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
-            return [
-                _row(
-                    release,
-                    family,
-                    model,
-                    r,
-                    backend=path.backend,
-                    status=DISPATCH_NOT_GATHERED,
-                    how="; ".join(path.how),
-                )
-                for r in RECORDS
-            ]
+            return [_path_row(release, family, model, r, path, status=DISPATCH_NOT_GATHERED) for r in RECORDS]
         dispatcher_fn = code.value(holder._member, DISPATCHER)
         location = getattr(dispatcher_fn, "__code__", None)
         path.dispatcher_member = _member_of_function(code, dispatcher_fn) or ""
@@ -423,7 +485,7 @@ def study_path(
         path.gather_sites = sites
         path.how.append(f"{', '.join(sites)} call {path.dispatcher_member}:{DISPATCHER}")
         if model is V41:
-            widths, how_records = record_widths(code, cls)
+            widths, how_records = record_widths(code, cls, selection.topologies[0])
             path.records = uses_of(widths)
             path.how += how_records
         else:
@@ -433,19 +495,16 @@ def study_path(
             path.records = {FP8_DS_MLA.bytes: "compressed + SWA"}
             path.how.append(f"{path.dispatcher_member} reads one record (584 B) for every cache")
     except PathNotDecided as exc:
-        return [
-            _row(
-                release,
-                family,
-                model,
-                r,
-                backend=path.backend,
-                status=DISPATCH_NOT_DECIDED,
-                how="; ".join([*path.how, str(exc)]),
-            )
-            for r in RECORDS
-        ]
+        path.how.append(str(exc))
+        return [_path_row(release, family, model, r, path, status=DISPATCH_NOT_DECIDED) for r in RECORDS]
     return [_record_row(release, code, family, model, path, r) for r in RECORDS]
+
+
+def _path_row(release: str, family: pf.GpuFamily, model: Model, record: Record, path: Path, **kw: Any) -> dict:
+    """A row of one record on a path whose class is known (``kw``: the status and what the dispatcher did)."""
+    fields = {"backend": path.backend, "topology": path.topology, "condition": path.condition}
+    fields["how"] = "; ".join(x for x in path.how if x)
+    return _row(release, family, model, record, **{**fields, **kw})
 
 
 def kernels_of(code: ReleasedCode, member: str) -> list:
@@ -456,7 +515,9 @@ def kernels_of(code: ReleasedCode, member: str) -> list:
     return code._trees[key]
 
 
-def _warmups(code: ReleasedCode, release: str, family: pf.GpuFamily, model: Model, cls: ClassRef) -> list[dict]:
+def _warmups(
+    code: ReleasedCode, release: str, family: pf.GpuFamily, model: Model, cls: ClassRef, topology: tp.Topology
+) -> list[dict]:
     dirs = (
         (f"vllm/models/{model.package}/", "vllm/model_executor/layers/")
         if not model.legacy_module
@@ -466,7 +527,7 @@ def _warmups(code: ReleasedCode, release: str, family: pf.GpuFamily, model: Mode
         )
     )
     base = {"release": release, "gpu_family": family.key, "model": model.name}
-    found = warmups.registrations(code, cls, default_config(code), dirs)
+    found = warmups.registrations(code, cls, default_config(code, topology), dirs)
     if not found:
         none = f"no register_warmup() of a gather under {', '.join(dirs)}"
         return [
@@ -485,7 +546,8 @@ def _member_of_function(code: ReleasedCode, fn: Any) -> str | None:
 def _record_row(
     release: str, code: ReleasedCode, family: pf.GpuFamily, model: Model, path: Path, record: Record
 ) -> dict:
-    base = {"backend": path.backend, "default_record_for": path.records.get(record.bytes, "")}
+    base = {"topology": path.topology, "condition": path.condition, "backend": path.backend}
+    base["default_record_for"] = path.records.get(record.bytes, "")
     kinds = {k.record for k in kernels_of(code, path.dispatcher_member)}
     if record.kind not in kinds:
         how = f"{path.dispatcher_member} has no gather kernel for the {record.display} record"

@@ -209,6 +209,7 @@ BLOCK_TABLES = MemberSet(
         "vllm/v1/worker/gpu/model_runner.py",
         "vllm/v1/worker/utils.py",
         "vllm/v1/worker/ubatch_utils.py",
+        "vllm/v1/worker/gpu/ubatch_utils.py",
         "vllm/v1/kv_cache_interface.py",
         "vllm/v1/kv_cache_layout.py",
         "vllm/v1/kv_cache_spec_registry.py",
@@ -216,6 +217,7 @@ BLOCK_TABLES = MemberSet(
         "vllm/v1/attention/backends/registry.py",
         "vllm/v1/utils.py",
         "vllm/utils/math_utils.py",
+        "vllm/utils/torch_utils.py",
         "vllm/platforms/interface.py",
         "vllm/envs.py",
         "vllm/config/cache.py",
@@ -237,4 +239,13 @@ PRODUCTION_PATH = MemberSet(
     patterns=(PRODUCTION_PATH_PACKAGE,),
     anchor=(PRODUCTION_PATH_PACKAGE,),
     description="DeepSeek-V4 model package",
+)
+
+
+#: The wheel's own metadata: its ``Requires-Dist`` lines say which dependency versions the release pins (the
+#: CuTe-DSL stack among them), read by :mod:`repro.studies.upstream.cutedsl_stack`.
+METADATA = MemberSet(
+    "metadata",
+    patterns=("vllm-*.dist-info/METADATA",),
+    description="wheel metadata",
 )

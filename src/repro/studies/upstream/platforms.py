@@ -56,9 +56,21 @@ SM90 = GpuFamily("sm90", "CUDA", (9, 0), CUTLASS_IMPORTS, True)
 SM100 = GpuFamily("sm100", "CUDA", (10, 0), CUTLASS_IMPORTS, True)
 ROCM = GpuFamily("rocm", "ROCM", (9, 4), CUTLASS_ABSENT, False)
 XPU = GpuFamily("xpu", "XPU", None, CUTLASS_ABSENT, False)
-CUDA_NO_CUTLASS = GpuFamily("cuda-no-cutlass", "CUDA", (9, 0), CUTLASS_ABSENT, True)
-CUDA_BROKEN_CUTLASS = GpuFamily("cuda-cutlass-fails", "CUDA", (9, 0), CUTLASS_IMPORT_FAILS, True)
-FAMILIES: tuple[GpuFamily, ...] = (SM90, SM100, ROCM, XPU, CUDA_NO_CUTLASS, CUDA_BROKEN_CUTLASS)
+#: The CUDA families without a working ``cutlass``, on both device capabilities a release tells apart.
+SM90_NO_CUTLASS = GpuFamily("sm90-no-cutlass", "CUDA", (9, 0), CUTLASS_ABSENT, True)
+SM100_NO_CUTLASS = GpuFamily("sm100-no-cutlass", "CUDA", (10, 0), CUTLASS_ABSENT, True)
+SM90_BROKEN_CUTLASS = GpuFamily("sm90-cutlass-fails", "CUDA", (9, 0), CUTLASS_IMPORT_FAILS, True)
+SM100_BROKEN_CUTLASS = GpuFamily("sm100-cutlass-fails", "CUDA", (10, 0), CUTLASS_IMPORT_FAILS, True)
+FAMILIES: tuple[GpuFamily, ...] = (
+    SM90,
+    SM100,
+    ROCM,
+    XPU,
+    SM90_NO_CUTLASS,
+    SM100_NO_CUTLASS,
+    SM90_BROKEN_CUTLASS,
+    SM100_BROKEN_CUTLASS,
+)
 FAMILY_BY_KEY = {f.key: f for f in FAMILIES}
 
 

@@ -85,6 +85,12 @@ class Missing:
     def __getitem__(self, item: Any) -> Missing:
         return self
 
+    def __contains__(self, item: Any) -> bool:  # without it, ``x in missing`` iterates __getitem__ forever
+        raise NotProvided(f"{self.qualified} was searched but is not provided to the released code")
+
+    def __iter__(self) -> Any:
+        raise NotProvided(f"{self.qualified} was iterated but is not provided to the released code")
+
     def __repr__(self) -> str:
         return f"<missing {self.qualified}>"
 
