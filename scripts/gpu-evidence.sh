@@ -12,16 +12,24 @@
 #               six runs, without vLLM's regression test and the record gathers (their rows come from the steps above)
 #   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
 #   gather      notebook 02: the sweep, memory safety and compute-sanitizer
+#   matrix-034  vLLM 0.34.0: notebook 03 (its CuTe-DSL gather and its V4.1 gathers, the rewritten NVFP4 one among them,
+#               timed beside gather_fast and the fast V4.1 gathers) alone on the GPU first, then notebook 04 twice in
+#               parallel (small GPU work): without the CuTe-DSL stack on the path (matrix, patch, regression test,
+#               record gathers) and with it (the CuTe-DSL rows, released arms only); install the CuTe-DSL wheels first
 # Each run is OUT_DIR/<name> with its log OUT_DIR/<name>.log; merge the matrix runs afterwards with
 #   python -m repro report MERGED --merge OUT_DIR/m-*
+# PROFILE=cpu PYTHON=.venv/bin/python runs a step's runs on this machine's interpreter instead (no wheelhouse, no
+# GPU): what of the step a CPU can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, profile or gather}
+STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile or gather}
 OUT=${2:?usage: scripts/gpu-evidence.sh STEP OUT_DIR}
 DEADLINE_S=${DEADLINE_S:-540}
 WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/repro-site}
-if [ ! -e "$SITE/.installed" ]; then
+PROFILE=${PROFILE:-gpu}
+PY=${PYTHON:-python3}
+if [ "$PROFILE" = gpu ] && [ ! -e "$SITE/.installed" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl
   touch "$SITE/.installed"
 fi
@@ -29,14 +37,25 @@ export PYTHONPATH="$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export JUPYTER_PATH="$SITE/share/jupyter"
 export PYTHONUNBUFFERED=1
 if [ -d .vllm-cache-gpu ]; then export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache-gpu}"; fi
+PLAIN_PYTHONPATH=$PYTHONPATH  # without the CuTe-DSL stack: the runs that must see vLLM fall back to Triton
 . scripts/cutedsl-env.sh
 mkdir -p "$OUT"
 pids=()
 start() {  # start NAME [python -m repro run options]: one run in the background
   local name=$1
   shift
-  python3 -m repro run --profile gpu --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
+  "$PY" -m repro run --profile "$PROFILE" --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
   pids+=($!)
+}
+start_plain() {  # the same, with the CuTe-DSL stack off the path (import cutlass fails, has_cutedsl() is false)
+  local name=$1
+  shift
+  PYTHONPATH=$PLAIN_PYTHONPATH "$PY" -m repro run --profile "$PROFILE" --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
+  pids+=($!)
+}
+t0=$(date +%s)
+wait_alone() {  # wait for the runs started so far, at most until $1 seconds after the start
+  while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$1" ]; do sleep 2; done
 }
 case "$STEP" in
   matrix-old)
@@ -56,11 +75,22 @@ case "$STEP" in
     start c-031 "${only[@]}" -p releases=0.31.0
     start c-032 "${only[@]}" -p releases=0.32.0
     ;;
+  matrix-034)
+    if [ "$PROFILE" = gpu ] && [ ! -d "${CUTEDSL_SITE:-/tmp/cutedsl-site}" ]; then
+      echo "matrix-034 needs the CuTe-DSL wheels installed (scripts/fetch-cutedsl-wheels.sh, scripts/cutedsl-env.sh)" >&2
+      exit 2
+    fi
+    start p-034 --notebooks 03 -p download=false -p 'vllm_releases=[0.34.0]'
+    wait_alone $((DEADLINE_S / 2))  # the timing has the GPU to itself while it lasts
+    start_plain m-034 --notebooks 04 -p download=false -p releases=0.34.0
+    start c-034 --notebooks 04 -p download=false -p upstream_test=false -p 'record_gathers=[]' \
+      -p 'variants=["released"]' -p releases=0.34.0
+    ;;
   profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
   gather) start gather --notebooks 02 ;;
-  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, profile, gather" >&2; exit 2 ;;
+  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather" >&2
+     exit 2 ;;
 esac
-t0=$(date +%s)
 while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$DEADLINE_S" ]; do sleep 2; done
 for pid in $(jobs -rp); do kill -TERM "$pid" && echo "stopped run $pid at the ${DEADLINE_S}-s deadline"; done
 code=0

@@ -88,7 +88,8 @@ class RecordGathers:
                 raw = bitwise_rows(scenario, [self._ours(kind, interleaved), *theirs], None, ref, "")
                 for release in theirs:
                     mine = self._ours(kind, interleaved)
-                    raw += [r for r in bitwise_rows(scenario, [mine], run_out(release, scenario), None, "")]
+                    theirs_out = run_out(release, scenario)
+                    raw += bitwise_rows(scenario, [mine], theirs_out, None, "", release.negative_zero)
                 for row in rules.check_rows(raw, "narrowed, ragged, gather_lens, offset"):
                     table.append(row)
         return table.frame()

@@ -58,6 +58,7 @@ class ScenarioSpec:
     record: str = "v4"  # v4 | mxfp8 | nvfp4 (repro.core.geometry.records)
     interleaved: bool = False  # V4.1 records: each token's scales after its data (vLLM >= 0.33) or page-split
     table_width: int = 0  # 0: as many columns as the longest request needs; else this many (JIT fingerprint)
+    negative_zero: bool = False  # NVFP4: the reference decodes e2m1 code 8 to -0 (the gather under test does)
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "gather_lens"):

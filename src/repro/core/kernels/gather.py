@@ -9,7 +9,7 @@ the row lands at ``out[b, offset + i]``. Block offsets are computed in int64.
 The variants share vLLM's signature ``fn(out, k_cache, seq_lens, gather_lens, block_table,
 block_size, offset)`` and differ only in the block table's row pitch:
 
-* :func:`gather_buggy`: ``block_table.shape[-1]`` (vLLM through 0.33.0),
+* :func:`gather_buggy`: ``block_table.shape[-1]`` (vLLM through 0.34.0),
 * :func:`gather_fixed`: ``block_table.stride(0)`` (vLLM PR #55109),
 * :func:`gather_contiguous_copy`: the rejected alternative, ``.contiguous()`` before the buggy launch.
 """
@@ -186,7 +186,7 @@ def gather_buggy(
     block_size: int,
     offset: int,
 ) -> None:
-    """vLLM <= 0.33.0: rows advance by ``block_table.shape[-1]`` (assumes contiguous rows)."""
+    """vLLM <= 0.34.0: rows advance by ``block_table.shape[-1]`` (assumes contiguous rows)."""
     _launch(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, row_pitch=block_table.shape[-1])
 
 

@@ -2,8 +2,10 @@
 
 The decoders follow the arithmetic of vLLM's gathers bit for bit: values times ``2**(s - 127)``
 (UE8M0) or times an e4m3 scale, in fp32, rounded to bf16. For NVFP4 the sign is applied as
-``0 - magnitude``, which is what Triton's unary minus computes, so the e2m1 code for -0 decodes to +0
-exactly as vLLM's kernel returns it (the format itself says -0; :func:`decode_nvfp4` can give either).
+``0 - magnitude`` by default, which is what Triton's unary minus computes, so the e2m1 code for -0 decodes
+to +0 as vLLM's kernels up to 0.33 return it; the format itself says -0, and a gather that places the sign
+bit (vLLM 0.34's) returns -0. :func:`decoded_negative_zero` reads which a gather does from one token it
+decodes, and the reference follows it (``negative_zero``).
 The MXFP8 writer follows ``_quantize_and_insert_k_mxfp8_kernel`` of vLLM 0.30-0.33; its fp8 cast is
 torch's round-to-nearest-even unless a ``cast`` is given (the Triton interpreter's cast differs).
 """
@@ -11,11 +13,12 @@ torch's round-to-nearest-even unless a ``cast`` is given (the Triton interpreter
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
 from repro.core.geometry.layout import FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS
-from repro.core.geometry.records import E2M1_MAGNITUDES, RecordLayout
+from repro.core.geometry.records import E2M1_MAGNITUDES, RecordLayout, layout_for
 from repro.core.kernels.reference import gather_positions, quantize_and_insert_reference
 
 _CHUNK_TOKENS = 1 << 15
@@ -109,11 +112,15 @@ def gather_reference(
     block_table: torch.Tensor,
     block_size: int,
     offset: int,
+    negative_zero: bool = False,
 ) -> None:
-    """vLLM's gather semantics for any record, with stride-aware PyTorch indexing of the block table."""
+    """vLLM's gather semantics for any record, with stride-aware PyTorch indexing of the block table.
+    ``negative_zero``: NVFP4's code 8 decodes to -0 (else +0, :func:`decode_nvfp4`)."""
     req_all, i_all, pos_all = gather_positions(seq_lens, gather_lens)
     pages = pages_as_bytes(k_cache, layout, block_size)
     decode = DECODERS[layout.kind]
+    if layout.kind == "nvfp4" and negative_zero:
+        decode = partial(decode_nvfp4, signed_zero=True)
     for lo in range(0, req_all.shape[0], _CHUNK_TOKENS):
         req, i, pos = (t[lo : lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
         physical = block_table[req, pos // block_size]
@@ -168,3 +175,26 @@ def fill_records(
             return
     dev = k_cache.device
     write_tokens(pages, layout, block_size, slots.to(dev), data.to(dev), scales.to(dev))
+
+
+#: The bf16 bit patterns of -0 and +0.
+NEGATIVE_ZERO_BITS, ZERO_BITS = -0x8000, 0
+
+
+def decoded_negative_zero(fn: Callable[..., None], interleaved: bool, device: str = "cpu") -> bool | None:
+    """How gather ``fn`` (vLLM's signature) decodes NVFP4's e2m1 code 8 (-0): True for -0, False for +0, None
+    for anything else. Read from one token of a one-block cache, every byte holding one code in both nibbles
+    (codes 0-15, scales 1.0), gathered through a one-entry table."""
+    layout = layout_for("nvfp4", interleaved)
+    block_size = 16
+    k_cache = torch.zeros((1, block_size, layout.token_bytes), dtype=torch.uint8, device=device)
+    codes = torch.arange(16, dtype=torch.uint8).repeat(layout.data_bytes // 16)
+    data = (codes | (codes << 4)).to(device)[None, :]
+    scales = torch.full((1, layout.scale_bytes), 0x38, dtype=torch.uint8, device=device)  # e4m3 1.0
+    pages = pages_as_bytes(k_cache, layout, block_size)
+    write_tokens(pages, layout, block_size, torch.zeros(1, dtype=torch.long, device=device), data, scales)
+    out = torch.full((1, 1, HEAD_DIM), 1.0, dtype=torch.bfloat16, device=device)
+    ones = torch.ones(1, dtype=torch.int32, device=device)
+    fn(out, k_cache, ones, ones, torch.zeros((1, 1), dtype=torch.int32, device=device), block_size, 0)
+    bits = out.view(torch.int16)[0, 0, 2 * 8].item()  # byte 8 holds code 8 in its low nibble: element 16
+    return {NEGATIVE_ZERO_BITS: True, ZERO_BITS: False}.get(bits)

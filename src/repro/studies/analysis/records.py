@@ -23,7 +23,7 @@ def check_rows(raw: list[dict], shape: str) -> list[dict]:
                 "check": CHECK_BY_AGAINST[r.get("against", "")],
                 "variant": r["arm"],
                 "num_reqs": r.get("num_reqs"),
-                "expected": "0 tokens differ",
+                "expected": "0 tokens differ" + (f" ({r['note']})" if r.get("note") else ""),
                 "observed": observed,
                 "ok": not failed and r["mismatched"] == 0 and r["stray"] == 0,
                 "code": r["code"],

@@ -55,6 +55,7 @@ VERDICT_COLUMNS = [
     "cases",
     "reason",
     "shared_from",
+    "cutedsl_stack",
 ]
 
 
@@ -96,8 +97,9 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
     frame["variant"] = frame["variant"].fillna("")
     for (release, kernel, variant), g in frame.groupby(KEY, sort=False, dropna=False):
         shared = next((s for s in g.get("shared_from", pd.Series(dtype=object)).map(_text) if s), "")
+        stack = next((s for s in g.get("cutedsl_stack", pd.Series(dtype=object)).map(_text) if s), "")
         arm = g[g["status"].isin(ARM_STATUSES)]
-        base = dict(release=str(release), kernel=kernel, variant=variant, shared_from=shared)
+        base = dict(release=str(release), kernel=kernel, variant=variant, shared_from=shared, cutedsl_stack=stack)
         if len(arm):
             first = arm.iloc[0]
             out.append(

@@ -21,6 +21,7 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, layout_for
+from repro.core.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
 from repro.registry import ORIGIN_REPO
 from repro.studies.upstream.arms import make_callable
 from repro.studies.upstream.cases import reference_for
@@ -151,6 +152,7 @@ class Candidate:
     fn: Callable[..., None]
     settings: dict
     upstream: bool = False  # a release's kernel (what the others are compared with)
+    negative_zero: bool = False  # NVFP4: decodes e2m1 code 8 to -0 (read from one token it decoded)
 
 
 def ours(kind: str, interleaved: bool, name: str, settings: dict) -> Candidate:
@@ -193,7 +195,15 @@ def load_release_gather(
     except Exception as exc:
         return None, f"vLLM {release}: could not load {arm.kernel}: {type(exc).__name__}: {exc}"[:300]
     name = f"{origin} {PATCHED_WORD}"
-    return Candidate(kind, arm.interleaved, name, origin, fn, {"kernel": arm.kernel}, upstream=True), ""
+    negative = False
+    if kind == "nvfp4":
+        try:
+            negative = decoded_negative_zero(fn, arm.interleaved, device) is True
+        except Exception:  # the checks that follow run the kernel again and record what it raises
+            negative = False
+    cand = Candidate(kind, arm.interleaved, name, origin, fn, {"kernel": arm.kernel}, upstream=True)
+    cand.negative_zero = negative
+    return cand, ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,9 +225,13 @@ def bitwise_rows(
     vllm_out: torch.Tensor | None,
     ref: torch.Tensor | None,
     check: str,
+    vllm_negative_zero: bool = False,
 ) -> list[dict]:
-    """Each candidate's output against the reference decoder (``ref``) and a release's output (``vllm_out``),
-    bitwise: one row per comparison; a candidate that raises is a row with the error."""
+    """Each candidate's output against the reference decoder (``ref``, NVFP4's code 8 as +0; a candidate that
+    decodes it to -0 is compared with the reference that does too) and a release's output (``vllm_out``, whose
+    code 8 is -0 when ``vllm_negative_zero``; where the two decode it with opposite signs, bf16's -0 is read as +0
+    in both and the row says so), bitwise: one row per comparison; a candidate that raises is a row with the
+    error."""
     rows = []
     for c in cands:
         row = {"check": check, "kind": c.kind, "layout": layout_word(c.interleaved), "arm": c.name, "code": c.code}
@@ -230,12 +244,31 @@ def bitwise_rows(
             )
             continue
         if ref is not None:
-            bad, stray = compare_bitwise(out, ref, scenario)
-            rows.append({**row, "against": "reference decoder", "mismatched": bad, "stray": stray, "tokens": total})
+            want, note = ref, ""
+            if c.negative_zero:
+                want, note = reference_for(scenario, negative_zero=True), "e2m1 code 8 decoded as -0"
+            bad, stray = compare_bitwise(out, want, scenario)
+            rows.append(
+                {**row, "against": "reference decoder", "mismatched": bad, "stray": stray, "tokens": total}
+                | ({"note": note} if note else {})
+            )
         if vllm_out is not None and not c.upstream:
-            bad, stray = compare_bitwise(out, vllm_out, scenario)
-            rows.append({**row, "against": "vLLM patched", "mismatched": bad, "stray": stray, "tokens": total})
+            mine, theirs, note = out, vllm_out, ""
+            if c.negative_zero != vllm_negative_zero:
+                mine, theirs = positive_zero(out), positive_zero(vllm_out)
+                note = "bf16 -0 read as +0: the two decode e2m1 code 8 with opposite signs"
+            bad, stray = compare_bitwise(mine, theirs, scenario)
+            rows.append(
+                {**row, "against": "vLLM patched", "mismatched": bad, "stray": stray, "tokens": total}
+                | ({"note": note} if note else {})
+            )
     return rows
+
+
+def positive_zero(out: torch.Tensor) -> torch.Tensor:
+    """``out`` with every bf16 -0 turned into +0 (nothing else changes)."""
+    bits = out.view(torch.int16)
+    return torch.where(bits == NEGATIVE_ZERO_BITS, torch.zeros_like(bits), bits).view(torch.bfloat16)
 
 
 def graph_us(calls: list[Callable[[], None]], rep_ms: int) -> float:
@@ -309,7 +342,9 @@ def time_shape(
                 }
             )
             cands = [c for c in cands if c is not vllm]
-    rows = bitwise_rows(scenarios[0], cands, vllm_out, ref, f"timed shape {shape.num_reqs}x{shape.seq_len}")
+    shown = f"timed shape {shape.num_reqs}x{shape.seq_len}"
+    signed = vllm is not None and vllm.negative_zero
+    rows = bitwise_rows(scenarios[0], cands, vllm_out, ref, shown, vllm_negative_zero=signed)
     checks += rows
     broken = {r["arm"] for r in rows if r.get("error")}
     wrong = {r["arm"] for r in rows if r["mismatched"] or r["stray"]}

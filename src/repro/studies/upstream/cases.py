@@ -19,9 +19,11 @@ from repro.core.kernels.records_reference import gather_reference
 from repro.studies.upstream.arms import Arm, interpreted_now, make_callable
 
 
-def reference_for(scenario: GatherScenario) -> torch.Tensor:
+def reference_for(scenario: GatherScenario, negative_zero: bool | None = None) -> torch.Tensor:
+    """The reference output of ``scenario`` (NVFP4's code 8 as -0 when ``negative_zero``, default: the spec's)."""
     ref = scenario.fresh_out()
-    gather_reference(scenario.spec.layout, ref, *scenario.args(ref)[1:])
+    signed = scenario.spec.negative_zero if negative_zero is None else negative_zero
+    gather_reference(scenario.spec.layout, ref, *scenario.args(ref)[1:], negative_zero=signed)
     return ref
 
 

@@ -2,7 +2,7 @@
 registry's releases with the wheel cache's scan, recorded in the cache (``releases.json``) so a host without a
 registry that carries the cache still knows the list; and the command that fills (and exports) the cache::
 
-    python -m repro.studies.upstream.fetch [--sets gather,reshape] [--export DEST] [VERSION ...]
+    python -m repro.studies.upstream.fetch [--sets gather,metadata] [--export DEST] [VERSION ...]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro.studies.upstream.members import GATHER, resolve
+from repro.studies.upstream.members import GATHER, METADATA, resolve
 from repro.studies.upstream.releases import (
     RELEASES_FILE,
     ReleaseListError,
@@ -111,13 +111,15 @@ def gpu_default_releases(cache_root: Path | None = None, download: bool = True) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m repro.studies.upstream.fetch [--sets gather,reshape] [VERSION ...]``: fill the cache.
+    """``python -m repro.studies.upstream.fetch [--sets gather,metadata] [VERSION ...]``: fill the cache.
 
     Default: every release from the first that ships a DeepSeek gather (found on the registry, recorded
-    in the cache so a host without one can carry it), with the gather member set.
+    in the cache so a host without one can carry it), with the gather member set and the wheel's metadata
+    (the CuTe-DSL pins the matrix's rows compare with the stack that ran).
     """
     parser = argparse.ArgumentParser(prog="python -m repro.studies.upstream.fetch")
-    parser.add_argument("--sets", default=GATHER.name, help="comma-separated member sets (default: gather)")
+    default = f"{GATHER.name},{METADATA.name}"
+    parser.add_argument("--sets", default=default, help=f"comma-separated member sets (default: {default})")
     parser.add_argument(
         "--export", metavar="DEST", type=Path, help="after filling, copy the entries restricted to --sets into DEST"
     )

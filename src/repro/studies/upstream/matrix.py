@@ -26,6 +26,9 @@ from pathlib import Path
 from repro.core.evidence.cases import CaseResult, run_case
 from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.core.kernels.records_reference import decoded_negative_zero
+from repro.registry import load_implementation
+from repro.studies.upstream import cutedsl_stack as stack
 from repro.studies.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro.studies.upstream.cases import case_command, reference_for, run_arm_case
 from repro.studies.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
@@ -57,6 +60,7 @@ ROW_COLUMNS = (
     "wheel_sha256",
     "block_size",
     "seq_len_max",
+    "cutedsl_stack",
 )
 
 
@@ -86,6 +90,7 @@ class ReleasePlan:
     arms: list[Arm] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)  # arm-level rows (not run, not applicable)
     rewrites: dict = field(default_factory=dict)  # (member, variant) -> Rewrite or error text
+    cutedsl_stack: str = ""  # the CuTe-DSL stack installed here and the one the release pins
 
 
 def row(**fields) -> dict:
@@ -145,6 +150,9 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                 )
             )
     why_not = cutedsl_status(cfg.device)
+    if disc.cute:
+        ran = None if why_not else stack.installed()
+        plan.cutedsl_stack = stack.describe(version, ran, stack.pinned(version, cfg.cache_root, cfg.download))
     for c in disc.cute:
         for dispatcher in c.dispatchers:
             member = dispatcher.split(":")[0]
@@ -174,6 +182,7 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                             status=status,
                             module=c.module,
                             reason=reason,
+                            cutedsl_stack=plan.cutedsl_stack if variant == RELEASED else None,
                         )
                     )
     return plan
@@ -257,6 +266,9 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
         out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
     spec0 = sweep_spec(cfg, arm.record, arm.interleaved)
+    if arm.record == "nvfp4":
+        spec0, note = _zero_convention(spec0, fn, arm.interleaved, cfg.device)
+        base = {**base, "how": f"{base['how']}; {note}" if base.get("how") else note}
     for mode in cfg.modes:
         isolated = []
         for n in cfg.request_counts:
@@ -274,6 +286,19 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
             for spec, future in zip(isolated, futures):
                 out(dict(mode=mode, num_reqs=spec.num_reqs, **_result_fields(future.result())))
     return rows
+
+
+def _zero_convention(spec: ScenarioSpec, fn: Callable[..., None], interleaved: bool, device: str):
+    """The spec whose reference decodes NVFP4's code 8 as ``fn`` does, and a note saying so (the gather decoded
+    one token of every code first; a gather that decodes it to neither zero keeps the +0 reference)."""
+    try:
+        negative = decoded_negative_zero(fn, interleaved, device)
+    except Exception as exc:  # the sweep's own cases will show the failure
+        return spec, f"reference: code 8 as +0 (the one-token probe raised {type(exc).__name__})"
+    if negative is None:
+        return spec, "reference: code 8 as +0 (the one-token probe decoded it to neither zero)"
+    word = "-0" if negative else "+0"
+    return replace(spec, negative_zero=negative), f"reference: e2m1 code 8 as {word}, as this gather decodes it"
 
 
 def run_matrix(
@@ -330,6 +355,7 @@ def run_matrix(
                 block_size=cfg.block_size,
                 seq_len_max=cfg.seq_len_max,
                 source_key=key,
+                cutedsl_stack=p.cutedsl_stack if arm.cutedsl else None,
             )
             if cfg.share_identical and key in done:
                 origin, rows = done[key]
@@ -375,6 +401,9 @@ def run_record_gather(
         seq_len_max=cfg.seq_len_max,
     )
     spec0 = sweep_spec(cfg, record, interleaved)
+    if record == "nvfp4":
+        spec0, note = _zero_convention(spec0, load_implementation(target), interleaved, cfg.device)
+        base["how"] = f"{base['how']}; {note}"
     rows = []
     for mode in cfg.modes:
         for n in cfg.request_counts:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 #: The CPU profile's short list: a release with the V4 Triton gather only and the newest (every kernel kind).
-CPU_DEFAULT_RELEASES = ("0.22.0", "0.33.0")
+CPU_DEFAULT_RELEASES = ("0.22.0", "0.34.0")
 INDEX_URL = "https://pypi.org/pypi/{package}/json"
 #: Where the derived release list is recorded in a cache root (carried with it).
 RELEASES_FILE = "releases.json"

@@ -22,11 +22,13 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
+import email.parser
 import fcntl
 import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +42,8 @@ from repro.paths import repo_root
 from repro.studies.upstream.members import GATHER, MEMBER_SETS, MemberSet, resolve
 from repro.studies.upstream.releases import RELEASES_FILE, release_platforms
 
+#: The wheel's metadata member (``vllm-<version>.dist-info/METADATA``), kept beside the modules.
+METADATA_SUFFIX = ".dist-info/METADATA"
 #: Bump when the extraction rule changes; an entry made under another format is refreshed when possible.
 CACHE_FORMAT = 2
 CACHE_ENV = "REPRO_VLLM_CACHE"
@@ -190,22 +194,23 @@ def extract_members(wheel: Path, dest_files: Path, sets: Sequence[MemberSet | st
     wanted = resolve(sets)
     files: dict[str, dict] = {}
     with zipfile.ZipFile(wheel) as zf:
-        names = [n for n in zf.namelist() if n.endswith(".py")]
+        names = [n for n in zf.namelist() if n.endswith(".py") or n.endswith(METADATA_SUFFIX)]
+        python_files = sum(n.endswith(".py") for n in names)
         found = {s.name: s.choose(names, zf.read) for s in wanted}
         record = _read_record(zf)
         if not record:
-            return Extraction({}, found, len(names), "the wheel has no RECORD")
+            return Extraction({}, found, python_files, "the wheel has no RECORD")
         for name in sorted({m for members in found.values() for m in members}):
             data = zf.read(name)
             want = record.get(name)
             got = record_digest(data)
             if want != got:
-                return Extraction({}, found, len(names), f"{name}: RECORD says {want}, the file hashes to {got}")
+                return Extraction({}, found, python_files, f"{name}: RECORD says {want}, the file hashes to {got}")
             target = dest_files / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             files[name] = {"sha256": sha256_hex(data), "size": len(data), "record": want}
-    return Extraction(files, found, len(names))
+    return Extraction(files, found, python_files)
 
 
 def _outcome(entry: CacheEntry, wanted: list[MemberSet]) -> CacheEntry | CacheMiss:
@@ -369,3 +374,18 @@ def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None 
     if (cache_root / RELEASES_FILE).exists():
         shutil.copy2(cache_root / RELEASES_FILE, dest / RELEASES_FILE)
     return copied
+
+
+def requirements(entry: CacheEntry) -> dict[str, str] | None:
+    """The release's ``Requires-Dist`` lines as {distribution name (lower case): the line}, from the wheel's own
+    ``METADATA`` in the cache (None when the entry holds none)."""
+    member = next((m for m in entry.members() if m.endswith(METADATA_SUFFIX)), None)
+    if member is None:
+        return None
+    message = email.parser.Parser().parsestr(entry.read(member), headersonly=True)
+    out: dict[str, str] = {}
+    for line in message.get_all("Requires-Dist") or []:
+        name = re.match(r"[A-Za-z0-9._-]+", line.strip())
+        if name:
+            out.setdefault(re.sub(r"[-_.]+", "-", name.group(0)).lower(), line.strip())
+    return out
