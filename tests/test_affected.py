@@ -20,6 +20,7 @@ from repro.registry import (
     STAGE_CALL,
     STAGE_RUNNER,
     TABLE_NOT_RUN,
+    TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
 )
@@ -61,6 +62,16 @@ def test_a_release_reaches_the_bug_when_one_call_site_table_is_narrowed():
     assert answers.loc[("1.1.0", "V1"), "answer"] == UNDECIDED
     assert "no ubatch_utils" in answers.loc[("1.1.0", "V1"), "reason"]
     assert answers.loc[("1.1.0", "V1"), "configs_run"] == 1
+
+
+def test_a_runner_the_release_does_not_ship_answers_nothing():
+    rows = [
+        table("2.0.0", "V1", "—", stage="", status=TABLE_NOT_SHIPPED, how="vLLM 2.0.0 ships no gpu_model_runner.py"),
+        table("2.0.0", "V2", "default"),
+    ]
+    answers = rules.runner_answers(pd.DataFrame(rows))
+    assert answers[["release", "runner", "answer"]].values.tolist() == [["2.0.0", "V2", LATENT]]
+    assert rules.stock_answer(answers, "2.0.0") == LATENT
 
 
 def test_the_stock_answer_needs_both_runners_latent_and_one_reached_wins():

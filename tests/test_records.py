@@ -118,3 +118,38 @@ def test_scenarios_fill_every_page_with_valid_records_and_the_reference_gathers_
     rows = torch.cat([out[r, : int(n)] for r, n in enumerate(sc.seq_lens.tolist())])
     assert torch.isfinite(rows.float()).all()
     assert (out.view(torch.int16)[0, int(sc.seq_lens[0]) :] == 0x7FA5).all()  # nothing past the gather
+
+
+def gather_deciding_zero(sign: int | None):
+    """A gather with vLLM's signature: the reference, with code 8 as -0 (sign -1), +0 (sign 1) or 1.0 (None)."""
+
+    def fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
+        layout = records.layout_for("nvfp4", True)
+        rr.gather_reference(
+            layout, out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, negative_zero=sign == -1
+        )
+        if sign is None:
+            out[0, 0, 16] = 1.0  # element 16 is byte 8's low nibble: code 8 in the probe
+
+    return fn
+
+
+@pytest.mark.parametrize("sign, found", [(-1, True), (1, False), (None, None)])
+def test_the_probe_reads_how_a_gather_decodes_nvfp4s_negative_zero(sign, found):
+    assert rr.decoded_negative_zero(gather_deciding_zero(sign), interleaved=True) is found
+
+
+def test_a_reference_with_negative_zero_differs_from_the_plus_zero_one_exactly_at_code_8():
+    layout = records.layout_for("nvfp4", True)
+    k_cache = torch.zeros((1, 16, layout.token_bytes), dtype=torch.uint8)
+    gen = torch.Generator().manual_seed(3)
+    rr.fill_records(layout, k_cache, torch.arange(16), 16, gen)
+    args = (k_cache, torch.tensor([16], dtype=torch.int32), None, torch.zeros((1, 1), dtype=torch.int32), 16, 0)
+    plus, minus = (torch.zeros((1, 16, HEAD_DIM), dtype=torch.bfloat16) for _ in range(2))
+    rr.gather_reference(layout, plus, *args)
+    rr.gather_reference(layout, minus, *args, negative_zero=True)
+    data, _ = rr.read_tokens(rr.pages_as_bytes(k_cache, layout, 16), layout, 16, torch.zeros(16), torch.arange(16))
+    code8 = rr.nvfp4_codes(data) == 8
+    differs = plus.view(torch.int16)[0] != minus.view(torch.int16)[0]
+    assert code8.any() and torch.equal(differs, code8)
+    assert (minus.view(torch.int16)[0][code8] == rr.NEGATIVE_ZERO_BITS).all()

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from repro.registry import DISPATCH_NO_KERNEL, DISPATCH_NOT_SERVED, DISPATCH_RAN, LATENT, STAGE_CALL, TABLE_RAN
+from repro.registry import (
+    DISPATCH_NO_KERNEL,
+    DISPATCH_NOT_SERVED,
+    DISPATCH_RAN,
+    LATENT,
+    STAGE_CALL,
+    TABLE_NOT_SHIPPED,
+    TABLE_RAN,
+)
 from repro.studies.analysis import affected as rules
 from repro.studies.upstream.topology import ANY_TOPOLOGY
 
@@ -138,3 +146,14 @@ def test_before_their_own_branches_rocm_and_xpu_cannot_serve_deepseek_v4(reachab
         ("0.23.0", "rocm"): DISPATCH_RAN,
         ("0.23.0", "xpu"): DISPATCH_RAN,  # its own XPU implementation
     }
+
+
+def test_034_ships_the_v2_runner_only_and_it_never_narrows_a_table(reachable):
+    from repro.studies.upstream import blocktables
+
+    tables = pd.DataFrame(blocktables.study(["0.34.0"], sweep=blocktables.SHORT_SWEEP))
+    v1 = tables[tables["runner"] == "V1"]
+    assert v1["status"].tolist() == [TABLE_NOT_SHIPPED]
+    assert (tables[tables["runner"] == "V2"]["status"] == TABLE_RAN).all()
+    answers = rules.runner_answers(tables)
+    assert answers[["runner", "answer"]].values.tolist() == [["V2", LATENT]]

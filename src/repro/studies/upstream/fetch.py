@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     default = f"{GATHER.name},{METADATA.name}"
     parser.add_argument("--sets", default=default, help=f"comma-separated member sets (default: {default})")
     parser.add_argument(
-        "--export", metavar="DEST", type=Path, help="after filling, copy the entries restricted to --sets into DEST"
+        "--export",
+        metavar="DEST",
+        type=Path,
+        help="after filling, copy the entries (of the VERSIONs given, else all) restricted to --sets into DEST",
     )
     parser.add_argument("versions", nargs="*")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{version}: {wheel} sha256 {digest}, {len(got.members())} files")
     print(f"cache: {default_cache_root()}")
     if args.export:
-        copied = export(args.export, sets)
+        copied = export(args.export, sets, versions=args.versions)
         print(f"exported {len(copied)} releases ({', '.join(s.name for s in sets)} only) to {args.export}")
     return 1 if failed else 0
 

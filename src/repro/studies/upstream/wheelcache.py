@@ -347,13 +347,17 @@ def verify_entry(entry: CacheEntry) -> list[str]:
     return bad
 
 
-def export(dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None = None) -> list[str]:
-    """Copy the cache's entries into ``dest`` restricted to ``sets`` (a small cache to carry to a host
-    without a registry), with the recorded release list. Returns the versions copied."""
+def export(
+    dest: Path, sets: Sequence[MemberSet | str], cache_root: Path | None = None, versions: Sequence[str] = ()
+) -> list[str]:
+    """Copy the cache's entries (those of ``versions``, default all) into ``dest`` restricted to ``sets`` (a small
+    cache to carry to a host without a registry), with the recorded release list. Returns the versions copied."""
     cache_root = cache_root or default_cache_root()
     wanted = resolve(sets)
     copied = []
     for prov in sorted(cache_root.glob("*/provenance.json")):
+        if versions and prov.parent.name not in versions:
+            continue
         entry = load_entry(prov.parent.name, cache_root)
         if entry is None or not all(entry.covers(s) for s in wanted):
             continue
