@@ -591,6 +591,17 @@ GPU_FAMILY_NAMES = {
     "sm90-cutlass-fails": "SM90 whose cutlass import fails",
     "sm100-cutlass-fails": "SM100 whose cutlass import fails",
 }
+#: The same families in a few words, for the compact who-is-affected table (its note says what they mean).
+GPU_FAMILY_SHORT = {
+    "sm90": "SM90",
+    "sm100": "SM100",
+    "rocm": "ROCm",
+    "xpu": "XPU",
+    "sm90-no-cutlass": "SM90 no cutlass",
+    "sm100-no-cutlass": "SM100 no cutlass",
+    "sm90-cutlass-fails": "SM90 cutlass fails",
+    "sm100-cutlass-fails": "SM100 cutlass fails",
+}
 #: Notebook 05's result tables.
 TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
     Table.GATHER_DISPATCH,

@@ -11,12 +11,13 @@ test; ``python -m repro.report.affected README.md`` rewrites them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from repro.core.analysis.rundata import RunData, load_run
-from repro.registry import GPU_FAMILY_NAMES, TABLE_ANSWERS, TABLE_DISPATCH
+from repro.registry import GPU_FAMILY_NAMES, GPU_FAMILY_SHORT, TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH
 from repro.report.tables import markdown_table
 from repro.studies.analysis import affected as analysis
 from repro.studies.analysis.releases import verdicts as matrix_verdicts
@@ -102,40 +103,41 @@ NOTE = (
 )
 
 
-def _matrix_lines(run: RunData, verdicts: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each verdict position replaced by the position of its first case in the run's
-    ``04-release-matrix`` (a run folder holds the matrix; its verdicts are computed)."""
-    matrix = run.tables[MATRIX]
-    keys = ["release", "kernel", "variant"]
-    first = matrix.reset_index().drop_duplicates(keys).set_index(keys)["index"]
-    out = frame.copy()
-    out["matrix_rows"] = [
-        [int(first[tuple(verdicts.loc[i, keys])]) for i in cell if tuple(verdicts.loc[i, keys]) in first.index]
-        for cell in frame["matrix_rows"]
-    ]
-    return out
-
-
 def report_table(run: RunData) -> pd.DataFrame | None:
-    """The table as the report shows it, links relative to the run folder (``None`` without a dispatch table)."""
+    """The compact table as the report shows it (``None`` without a dispatch table): each row links the first of
+    the rows behind it in the run's ``05-who-is-affected`` table, which holds them all with their evidence."""
     frame = derive(run)
     if not len(frame):
         return None
-    verdicts = verdicts_of(run)
-    matrix_csv = ""
-    if verdicts is not None:
-        frame, matrix_csv = _matrix_lines(run, verdicts, frame), f"results/{MATRIX}.csv"
-    return display(frame, "results", matrix_csv)
+    compact = analysis.compact(frame, _releases(run))
+    return compact_display(compact, lambda i, rows: _line(f"results/{TABLE_AFFECTED}.csv", min(rows)))
 
 
+#: What the compact tables' words mean (both notes end with it).
+_WORDS = (
+    "whether stock vLLM's own runner code ever hands the kernel a column-narrowed table (**reached**) or never does "
+    "(**latent**: the kernel is wrong only for forks, plugins and direct callers that pass narrowed views); *no "
+    "cutlass*: `nvidia-cutlass-dsl` not installed, *cutlass fails*: installed but its import fails; *at TP n*: the "
+    "tensor-parallel sizes the row holds for, where the release's selection reads the size (SM100, DeepSeek-V4.1)."
+)
 #: The compact table's note (the README's): what each word means, where the detail is.
 COMPACT_NOTE = (
-    "One row per outcome: the gather a release launches on a GPU family for a model's default records, whether "
-    "that kernel misreads column-narrowed tables (*bug*, the release matrix's verdict on the H200), and whether "
-    "stock vLLM's own runner code ever hands it one (**reached**) or never does (**latent**: the kernel is wrong "
-    "only for forks, plugins and direct callers that pass narrowed views). *details* opens the rows behind each "
-    "row, each linked to the evidence; a GPU family a release cannot serve the model on has no row "
-    "([not served]({detail}#not-served))."
+    "One row per outcome: the gather a release launches for a model's default K-cache records on a GPU family, "
+    "whether that kernel misreads column-narrowed tables (*bug*: the H200 release matrix's verdict, *not measured* "
+    "where it has none), and "
+    + _WORDS
+    + " *rows* opens the rows behind each row, each linked to its evidence; a GPU family a release cannot serve "
+    "the model on has no row ([not served]({detail}#not-served))."
+)
+#: The report's note under its compact table.
+REPORT_NOTE = (
+    "One row per outcome: the gather a release launches for a model's default K-cache records on a GPU family, "
+    "whether that kernel misreads column-narrowed tables (*bug*: this run's release-matrix verdict, *not measured* "
+    "without one), and "
+    + _WORDS
+    + " *rows* opens the first row behind it in `results/05-who-is-affected.csv`, which links the evidence; a "
+    "platform a release cannot serve the model on has no row (`results/05-gather-dispatch.csv`, status *model "
+    "not served on this platform*)."
 )
 
 
@@ -143,28 +145,32 @@ def _families(names: list[str]) -> str:
     out = []
     for name in names:
         family, _, topology = name.partition(" at ")
-        shown = GPU_FAMILY_NAMES.get(family, family)
-        out.append(f"{shown} at {topology}" if topology else shown)
+        shown = GPU_FAMILY_SHORT.get(family, family)
+        out.append(f"{shown} at {topology.replace(', ', '/')}" if topology else shown)
     return ", ".join(out)
 
 
-def compact_display(compact: pd.DataFrame, detail: str) -> pd.DataFrame:
-    """The compact table as the README shows it; ``detail`` is the detail document's path from the README."""
+def _where(entries: list[tuple[str, list[str], str]]) -> str:
+    """``DeepSeek-V4: SM90, SM100 (0.20.0 – 0.21.0); ROCm (0.21.0 – 0.29.0); DeepSeek-V4.1: ...``."""
+    by_model: dict[str, list[str]] = {}
+    for model, families, releases in entries:
+        by_model.setdefault(model, []).append(f"{_families(families)} ({releases})")
+    return "; ".join(f"{model}: {'; '.join(parts)}" for model, parts in by_model.items())
+
+
+def compact_display(compact: pd.DataFrame, detail: Callable[[int, list[int]], str]) -> pd.DataFrame:
+    """The compact table as shown; ``detail(i, rows)`` is the link of row ``i`` to the detailed ``rows`` behind it.
+    Four columns, so that a table whose kernel names do not wrap still fits a pull request's column."""
     rows = []
     for i, r in compact.iterrows():
-        where = "; ".join(
-            f"{_families(families)}: {releases}" + (f" ({model})" if len(r["models"]) > 1 else "")
-            for model, families, releases in r["where"]
-        )
+        kernels = ", ".join(code(k) for k in r["kernels"])
+        records = ", ".join(str(b) for b in r["records"])
         rows.append(
             {
-                "model": ", ".join(r["models"]),
-                "GPU: releases": where,
-                "record": ", ".join(f"{b} B" for b in r["records"]),
-                "gather kernel": ", ".join(code(k) for k in r["kernels"]),
-                "bug": r["bug"],
-                "stock vLLM": r["stock_vllm"],
-                "details": f"[row {i + 1}]({detail}#row-{i + 1})",
+                "model: GPU (releases)": _where(r["where"]),
+                "gather kernel (records)": f"{kernels} ({records} B)",
+                "bug": f"{r['bug']}, stock vLLM **{r['stock_vllm']}**",
+                "rows": f"[{i + 1}]({detail(i, r['rows'])})",
             }
         )
     return pd.DataFrame(rows)
@@ -184,7 +190,8 @@ def _releases(run: RunData) -> list[str]:
 def readme_block(dispatch_run: str | Path, verdicts_csv: str | Path, root: str | Path = ".") -> str:
     """The README's compact table from committed runs (paths relative to ``root``, the repository)."""
     run, frame = _committed(dispatch_run, verdicts_csv, Path(root))
-    body = markdown_table(compact_display(analysis.compact(frame, _releases(run)), DETAIL))
+    compact = analysis.compact(frame, _releases(run))
+    body = markdown_table(compact_display(compact, lambda i, rows: f"{DETAIL}#row-{i + 1}"))
     return "\n".join([README_START, "", body, "", COMPACT_NOTE.format(detail=DETAIL), "", README_END])
 
 

@@ -1,6 +1,6 @@
-"""Who is affected, on the report's first screen: release range x path (GPU family, model, record) -> the gather
-kernel each release launches, whether that kernel has the bug, and whether stock vLLM's runners reach it; each cell
-links the row behind it (notebook 05's tables and the release matrix)."""
+"""Who is affected, on the report's first screen: one row per outcome (the gather a release launches, whether that
+kernel has the bug, whether stock vLLM's runners reach it) naming the models, GPU families and releases it holds
+for; each row links the first of the rows behind it in notebook 05's table, which links the evidence."""
 
 from __future__ import annotations
 
@@ -39,4 +39,4 @@ COMMENT = """
 {% endcall %}
 """
 
-SECTION = Section("affected", derive, MARKDOWN, COMMENT, helpers={"note": affected.NOTE})
+SECTION = Section("affected", derive, MARKDOWN, COMMENT, helpers={"note": affected.REPORT_NOTE})
