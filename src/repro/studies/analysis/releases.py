@@ -349,6 +349,7 @@ def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], reque
                 "kernel": r["kernel"],
                 "mismatch_fraction": r["mismatch_fraction"],
                 "shared_from": r["shared_from"],
+                "cutedsl_stack": r.get("cutedsl_stack") or None,  # which stack ran, which the release pins
             }
         )
     return rows
