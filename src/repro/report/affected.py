@@ -17,6 +17,7 @@ import pandas as pd
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.registry import GPU_FAMILY_NAMES, TABLE_ANSWERS, TABLE_DISPATCH
+from repro.report.links import Link
 from repro.report.tables import markdown_table
 from repro.studies.analysis import affected as analysis
 from repro.studies.analysis.releases import verdicts as matrix_verdicts
@@ -59,15 +60,16 @@ def _line(csv: str, position: int) -> str:
 
 
 def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame:
-    """Display strings with links: ``results`` is the run's results folder and ``verdict_csv`` the verdict
-    table's path, both relative to where the Markdown will sit."""
+    """Display cells, those that link the row behind them as :class:`~repro.report.links.Link` values: ``results``
+    is the run's results folder and ``verdict_csv`` the verdict table's path, both relative to where the page
+    will sit (a page renders each link as it can hold it)."""
     rows = []
     for _, r in frame.iterrows():
         d, m, a = list(r["dispatch_rows"]), list(r["matrix_rows"]), list(r["runner_rows"])
         name = breakable(r["kernel"])
-        kernel = f"[{name}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else name
-        bug = f"[{r['bug']}]({_line(verdict_csv, m[0])})" if m and verdict_csv else r["bug"]
-        stock = f"[{r['stock_vllm']}]({_line(f'{results}/{TABLE_ANSWERS}.csv', a[0])})" if a else r["stock_vllm"]
+        kernel = Link(name, _line(f"{results}/{TABLE_DISPATCH}.csv", d[0])) if d else name
+        bug = Link(r["bug"], _line(verdict_csv, m[0])) if m and verdict_csv else r["bug"]
+        stock = Link(r["stock_vllm"], _line(f"{results}/{TABLE_ANSWERS}.csv", a[0])) if a else r["stock_vllm"]
         rows.append(
             {
                 "releases": r["releases"],
@@ -83,15 +85,25 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
 
 
 def markdown(frame: pd.DataFrame, results: str, verdict_csv: str) -> str:
-    return markdown_table(display(frame, results, verdict_csv))
+    shown = display(frame, results, verdict_csv)
+    return markdown_table(shown.map(lambda v: v.relative() if isinstance(v, Link) else v))
 
 
-NOTE = (
-    "*gather kernel* links the dispatch row (the backend the release selected and how each link decided); "
+_MEANING = (
     "*stock vLLM*: **reached** when a release's own runner code hands a gather call site a table with "
     "`stride(0) != shape[-1]` in some configuration of the sweep, **latent** when every configuration ran and none "
-    "does (the kernel is wrong only for forks, plugins and direct callers that pass narrowed views). Each link opens "
-    "the first release's row; every release of a range has the same outcome."
+    "does (the kernel is wrong only for forks, plugins and direct callers that pass narrowed views)."
+)
+NOTE = (
+    "*gather kernel* links the dispatch row (the backend the release selected and how each link decided); "
+    + _MEANING
+    + " Each link opens the first release's row; every release of a range has the same outcome."
+)
+#: The note where the cells cannot link (a comment with no repository to point at): where the rows are instead.
+NOTE_UNLINKED = (
+    _MEANING + f" The rows behind each cell are in the run folder's `results/{TABLE_DISPATCH}.csv` (the backend each "
+    f"release selected and how each link decided) and `results/{TABLE_ANSWERS}.csv`; every release of a range has "
+    "the same outcome."
 )
 
 

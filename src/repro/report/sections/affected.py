@@ -14,7 +14,7 @@ from repro.report.model import Common, Section
 
 @dataclass(frozen=True)
 class Affected:
-    table: pd.DataFrame  # display text, with links to the rows behind each cell
+    table: pd.DataFrame  # display text, and Link cells to the rows behind them
 
 
 def derive(c: Common) -> Affected | None:
@@ -35,8 +35,10 @@ COMMENT = """
              % (d.table | length)) %}
 {{ table(d.table) }}
 
-{{ note }}
+{{ note if links else note_unlinked }}
 {% endcall %}
 """
 
-SECTION = Section("affected", derive, MARKDOWN, COMMENT, helpers={"note": affected.NOTE})
+SECTION = Section(
+    "affected", derive, MARKDOWN, COMMENT, helpers={"note": affected.NOTE, "note_unlinked": affected.NOTE_UNLINKED}
+)
