@@ -101,7 +101,8 @@ pytest tests/kernels/{{ d.suite_file.split("/")[-1] }} -v
 {% if d.suite_runs %}
 {% set names = d.suite_runs | map(attribute="release") | list %}
 This run ran it unchanged on vLLM {{ names[0] }}{% if names | length > 1 %} .. {{ names[-1] }}
-({{ names | length }} releases){% endif %}, each as released and with the release's patch applied:
+({{ names | length }} releases){% endif %}, each as released and with the release's patch applied (this
+repository's `data/patches/vllm-<version>.diff`, `patch -p1` at the root of that release's tree):
 {% call fold("The regression test per vLLM release (%d)" % (names | length)) %}
 {% call grid("vLLM", "as released", "patched") %}
 {% for r in d.suite_runs %}
