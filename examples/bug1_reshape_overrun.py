@@ -4,9 +4,14 @@ DeepSeek-V4's C128A cache (``--block-size 256``, compress ratio 128, fp8_ds_mla)
 ``storage_block_size = 256 // 128 = 2`` rows of 584 bytes per logical block, a page padded to 576-byte
 alignment (1,728 bytes), and its kernel block size is overridden to those 2 rows. ``_reshape_kv_cache``
 (vllm/v1/worker/gpu/attn_utils.py) counted kernel blocks per logical block from the wrong size.
-Run: ``python examples/bug1_reshape_overrun.py`` (CPU or GPU; torch only).
+Run: ``python examples/bug1_reshape_overrun.py`` (CPU or GPU). Needs torch only: ``pip install torch``.
 """
 
+import importlib.util
+import sys
+
+if importlib.util.find_spec("torch") is None:
+    sys.exit("bug1_reshape_overrun.py needs torch: pip install torch")
 import torch
 
 device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -4,14 +4,22 @@ vLLM's DeepSeek-V4 ``_dequantize_and_gather_k_kernel`` reads request ``b``'s blo
 ``block_table_ptr + b * max_blocks_per_seq`` and launches with ``max_blocks_per_seq=block_table.shape[-1]``.
 A column-narrowed view ``backing[:, :w]`` keeps the backing's row stride, so from request 2 on the
 kernel reads another row's entries. The fix passes ``block_table.stride(0)``.
-Run: ``python examples/bug2_strided_block_table.py`` (GPU, or Triton's interpreter on a CPU).
+Run: ``python examples/bug2_strided_block_table.py`` (GPU, or Triton's interpreter on a CPU). Needs torch and
+triton, on a CPU also numpy (the interpreter imports it; neither declares it): ``pip install torch triton numpy``.
 """
 
+import importlib.util
 import os
+import sys
 
-import torch
-
-if not torch.cuda.is_available():
+missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+torch = None if missing else importlib.import_module("torch")
+on_cpu = torch is not None and not torch.cuda.is_available()
+if on_cpu and importlib.util.find_spec("numpy") is None:
+    missing.append("numpy")  # Triton's interpreter imports it; neither torch nor triton declares it
+if missing:
+    sys.exit(f"bug2_strided_block_table.py needs {' and '.join(missing)}: pip install {' '.join(missing)}")
+if on_cpu:
     os.environ["TRITON_INTERPRET"] = "1"  # must be set before @triton.jit runs
 import triton
 import triton.language as tl

@@ -12,9 +12,11 @@ for run in data/h200/*/ data/cpu/*/; do
   RUNS+=("$run")
   # `report` exits with the run's verdict: 1 (failed checks, an unfinished run) still wrote the report; 2 did not.
   rc=0
-  "$PY" -m repro report "$run" || rc=$?
+  # --repo-url "": the committed comments name the run folder's files as text, as the tests render them
+  "$PY" -m repro report "$run" --repo-url "" || rc=$?
   [ "$rc" -le 1 ] || exit "$rc"
 done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile || [ $? -eq 1 ]
 "$PY" -m repro report data/h200/release-matrix-merged --merge data/h200/release-matrix-0.{20,21-0.24,25-0.29,30,31,32,33} data/h200/release-matrix-0.{22-0.23,24-0.25,26-0.27,28-0.29,30,31,32}-cutedsl data/h200/release-matrix-c
+"$PY" -m repro.studies.upstream.patch_index  # data/patches/: the newest committed diff per release
 "$PY" -m repro.report.browser "${RUNS[@]}"

@@ -30,7 +30,40 @@ def test_examples_are_short_and_import_only_torch_and_triton(name):
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"os", "torch", "triton"}
+    assert imported <= {"importlib", "os", "sys", "torch", "triton"}
+    doc = ast.get_docstring(ast.parse(source))
+    assert "Needs torch" in doc and "pip install" in doc
+
+
+@pytest.mark.parametrize(
+    "name,hidden,line",
+    [
+        ("bug1_reshape_overrun.py", ["torch"], "bug1_reshape_overrun.py needs torch: pip install torch"),
+        ("bug2_strided_block_table.py", ["torch"], "bug2_strided_block_table.py needs torch: pip install torch"),
+        (
+            "bug2_strided_block_table.py",
+            ["numpy"],
+            "bug2_strided_block_table.py needs numpy: pip install numpy",
+        ),
+        (
+            "bug2_strided_block_table.py",
+            ["triton"],
+            "bug2_strided_block_table.py needs triton: pip install triton",
+        ),
+    ],
+)
+def test_an_example_missing_what_it_needs_on_a_cpu_says_so_in_one_line(name, hidden, line):
+    """With a module it needs not importable (``sys.modules[name] = None`` hides it from ``find_spec``), the
+    example exits at once with one line naming it; on a CPU Triton's interpreter needs numpy, which neither
+    torch nor triton declares."""
+    hide = "; ".join(f"sys.modules[{m!r}] = None" for m in hidden)
+    code = f"import runpy, sys; {hide}; runpy.run_path({str(EXAMPLES / name)!r}, run_name='__main__')"
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU, where the interpreter runs the kernel
+    cmd = [sys.executable, "-W", "ignore", "-c", code]  # torch warns on its own when numpy is missing
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [line]
 
 
 @pytest.mark.integration

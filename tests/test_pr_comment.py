@@ -106,7 +106,53 @@ def test_a_folder_of_the_host_that_ran_it_becomes_one_under_the_checkout(out, tm
     from repro.report.sections import plan
 
     manifest = {"command": f"python -m repro run --profile gpu --out {out} --notebooks 03"}
-    run = SimpleNamespace(manifest=manifest, name="gpu-profile-vllm", path=tmp_path / "gpu-profile-vllm")
+    run = SimpleNamespace(
+        manifest=manifest, name="gpu-profile-vllm", path=tmp_path / "gpu-profile-vllm", table=lambda name: None
+    )
     derived = plan.derive(SimpleNamespace(run=run))
     assert derived.commands[1].endswith("--out runs/gpu-profile-vllm --notebooks 03")
     assert derived.commands[2] == "python -m repro report runs/gpu-profile-vllm"
+
+
+#: A Markdown or HTML link whose target is not an absolute URL (a posted comment has no folder to resolve it in).
+RELATIVE_LINK = re.compile(r"\]\((?!https?://)[^)]*\)|\b(?:href|src)=[\"'](?!https?://|data:)")
+
+
+def test_the_comment_holds_no_relative_link(analysed):
+    run, _, comment = analysed
+    assert RELATIVE_LINK.findall(comment) == []
+    committed = (run.path / "pr-comment.md").read_text()
+    assert RELATIVE_LINK.findall(committed) == [], f"{run.path.name}/pr-comment.md: re-render it"
+
+
+def test_the_relative_link_check_catches_each_form():
+    for text in ("[x](results/a.csv#L2)", "[x](../r/patches/a.diff)", '<a href="plots/a.png">', "<img src='a.png'>"):
+        assert RELATIVE_LINK.search(text), text
+    for text in ("[x](https://github.com/o/r/blob/main/a.csv#L2)", "vllm-project/vllm#55109", '<img src="data:x">'):
+        assert not RELATIVE_LINK.search(text), text
+
+
+def test_the_test_plan_gives_the_pytest_line_and_the_releases_it_ran_on(analysed):
+    run, _, comment = analysed
+    plan = comment[comment.index("## Test Plan") : comment.index("## Test Result")]
+    suite = run.table(Table.UPSTREAM_TEST_SUMMARY)
+    gather = any(run.table(t) is not None for t in (Table.SWEEP, Table.RELEASE_MATRIX, Table.VLLM_RATIOS))
+    if gather or suite is not None:
+        assert "pytest tests/kernels/test_dequantize_and_gather_strided_block_table.py -v" in plan
+    if suite is not None:
+        for release in dict.fromkeys(suite["release"].astype(str)):
+            assert f"| {release} | " in plan, release
+
+
+def test_each_test_result_row_says_whose_code_ran(analysed):
+    """A vLLM reviewer reads a row as a finding about vLLM only when it says so: every row of the figures the
+    PRs quote names a vLLM release's code or this repository's replica."""
+    _, _, comment = analysed
+    if "#### vllm-project/vllm#55109" not in comment:
+        return
+    table = comment[comment.index("#### vllm-project/vllm#55109") :].split("\n\n")[1].splitlines()
+    assert table[0].endswith("| code that ran |")
+    for line in table[2:]:
+        cell = line.rstrip(" |").rsplit(" | ", 1)[-1]
+        assert cell.startswith("replica `gather_") or re.fullmatch(r"vLLM \d+\.\d+\.\d+", cell), line
+    assert "`repro.core.kernels.gather:gather_buggy`" in comment  # the replica's import path, beside the table

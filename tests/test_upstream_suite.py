@@ -12,6 +12,7 @@ from upstream_fakes import V4_MEMBER, cached_release, fake_pip, fixture_source
 from repro.registry import SuiteOutcome
 from repro.studies.analysis import vllm_suite as suite
 from repro.studies.upstream import patcher, patches, regression
+from repro.studies.upstream.pytest_release import Selection
 
 JIT_SOURCE = """
 from vllm.model_executor.warmup.jit_warmup_triton_helper import triton_scalar_specialization_rep
@@ -162,6 +163,30 @@ def test_released_must_fail_on_its_assertion_and_patched_must_pass():
     assert "unexpected: t1" in suite.check_rows(s)[0]["observed"]
 
 
+def test_a_selection_takes_cases_by_parameter_value():
+    sel = Selection(every={"num_reqs": (1, 2), "entry": ("dispatcher",)}, per_test={"t_b": {"entry": ("triton",)}})
+    assert sel.takes("t_a", {"num_reqs": 2, "entry": "dispatcher", "record": "v4-584"})
+    assert not sel.takes("t_a", {"num_reqs": 3, "entry": "dispatcher"})
+    assert not sel.takes("t_b", {"num_reqs": 1, "entry": "dispatcher"}) and sel.takes(
+        "t_b", {"num_reqs": 1, "entry": "triton"}
+    )
+    assert sel.takes("t_c", {"record": "v4-584"})  # a parameter the test does not take constrains nothing
+    assert Selection.from_json(sel.to_json()) == sel and Selection.from_json("") == Selection()
+    assert Selection().takes("t", {"num_reqs": 256})
+
+
+def test_the_test_file_has_no_size_switch_and_parametrizes_request_counts_from_1_to_256():
+    """What a vLLM reviewer reads: request counts as a parametrize list from 1 to 256, no environment variable
+    choosing sizes, no multi-release import shim in the test file (it is in conftest.py beside it)."""
+    text = regression.suite_path().read_text()
+    assert '@pytest.mark.parametrize("num_reqs", [1, 2, 3, 16, 127, 256])' in text
+    assert "os.environ" not in text.replace('os.environ.get("TRITON_INTERPRET")', "")
+    assert (
+        "deepseek_v4_ops" not in text
+        and "deepseek_v4_ops" in (regression.suite_path().parent / "conftest.py").read_text()
+    )
+
+
 @pytest.mark.integration
 def test_the_upstream_test_file_runs_against_a_release_as_released_and_patched(tmp_path, monkeypatch):
     """The file in upstream-tests/, unchanged, against the fixture release: fails from two requests as released
@@ -169,12 +194,13 @@ def test_the_upstream_test_file_runs_against_a_release_as_released_and_patched(t
     root, _ = cached_release(tmp_path, monkeypatch)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
     patch = patches.prepare("0.99.0", tmp_path / "p", tmp_path / "w", root)
-    released = regression.run_suite("0.99.0", "released", None, cache_root=root, sizes="small")
-    patched = regression.run_suite("0.99.0", "patched", patch.patched_files, cache_root=root, sizes="small")
+    released = regression.run_suite("0.99.0", "released", None, cache_root=root)
+    patched = regression.run_suite("0.99.0", "patched", patch.patched_files, cache_root=root)
+    assert len(released.rows) == len(patched.rows) == 20  # the CPU selection: 5 records x 2 request counts x 2 tests
     ran = {r["test"]: r["outcome"] for r in released.rows if r["outcome"] != SuiteOutcome.SKIPPED}
     assert ran == {
-        "test_dequantize_and_gather_k_cache_narrowed_block_table[v4-584-dispatcher-3-8-1]": "passed",
-        "test_dequantize_and_gather_k_cache_narrowed_block_table[v4-584-dispatcher-3-8-2]": SuiteOutcome.MISMATCH,
+        "test_dequantize_and_gather_k_cache_narrowed_block_table[v4-584-dispatcher-16-3-8-1]": "passed",
+        "test_dequantize_and_gather_k_cache_narrowed_block_table[v4-584-dispatcher-16-3-8-2]": SuiteOutcome.MISMATCH,
         "test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids[v4-584-dispatcher-1]": "passed",
         "test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids[v4-584-dispatcher-2]": (
             SuiteOutcome.OUT_OF_BOUNDS

@@ -79,7 +79,7 @@ def test_an_outside_implementation_with_the_bugs_signature_is_a_reproduction_in_
 def test_an_outside_implementation_that_matches_verifies_the_fix_in_it():
     table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {}}, {UNDER_TEST_LABEL: "vllm.x:gather"})
     v = run_verdict(run_of(table, parameters={"implementation": "vllm.x:gather"}))
-    assert v.title.startswith("Fix verified: vllm's gather (version not recorded) matches the reference")
+    assert v.title.startswith("Fix verified: vllm's gather (from vllm.x) matches the reference")
 
 
 def test_a_target_the_sweep_also_ran_as_a_control_is_this_repositorys_own():

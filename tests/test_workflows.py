@@ -25,7 +25,7 @@ def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess:
 
 
 def test_there_are_workflows():
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "gpu.yml"}
+    assert {p.name for p in WORKFLOWS} == {"ci.yml", "gpu.yml", "new-release.yml"}
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -141,3 +141,132 @@ def test_gpu_workflow_fans_the_release_matrix_out_and_merges_it():
     merge = gpu["jobs"]["merge-release-matrix"]
     assert merge["needs"] == "release-matrix"
     assert any("repro report runs/merged --merge runs/release-*" in s.get("run", "") for s in merge["steps"])
+
+
+# --------------------------------------------------------------------------------------------
+# new-release.yml: the weekly release check
+
+
+def new_release() -> dict:
+    return yaml.safe_load((ROOT / ".github/workflows/new-release.yml").read_text())
+
+
+def step_named(workflow: dict, name: str) -> dict:
+    return next(s for s in workflow["jobs"]["new-release"]["steps"] if s.get("name") == name)
+
+
+def test_the_release_check_runs_weekly_and_on_demand():
+    triggers = new_release().get(True, new_release().get("on"))
+    assert "workflow_dispatch" in triggers
+    (cron,) = [entry["cron"] for entry in triggers["schedule"]]
+    minute, hour, day, month, weekday = cron.split()
+    assert (day, month) == ("*", "*") and weekday.isdigit() and minute.isdigit() and hour.isdigit()
+
+
+def test_the_release_check_reads_committed_evidence_and_runs_notebooks_that_take_the_list():
+    """Every evidence folder is committed, and every notebook it runs and every parameter it passes exist: the
+    repro CLI refuses a parameter none of the selected notebooks declares."""
+    from repro.cli.runner import declared_parameters
+    from repro.studies.upstream import newer
+
+    env = new_release()["jobs"]["new-release"]["env"]
+    assert env["EVIDENCE"].split() == list(newer.EVIDENCE) and env["RECORD"] == newer.RECORD
+    assert all((ROOT / folder / "results").is_dir() for folder in env["EVIDENCE"].split())
+    notebooks = [next((ROOT / "notebooks").glob(f"{prefix}-*.ipynb")) for prefix in env["NOTEBOOKS"].split()]
+    assert {"01", "04", "05"} <= {p.name[:2] for p in notebooks}
+    declared = declared_parameters(notebooks)
+    for name in env["RELEASE_PARAMETERS"].split():
+        assert name in declared, f"no notebook of {env['NOTEBOOKS']} takes {name}"
+
+
+def fake_venv_python(tmp_path: Path, body: str) -> None:
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!{sys.executable}\n{body}")
+    python.chmod(0o755)
+
+
+def run_step(step: dict, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    job_env = new_release()["jobs"]["new-release"]["env"]
+    full = {
+        **os.environ,
+        **job_env,
+        **env,
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+    }
+    return subprocess.run(["bash", "-e", "-c", step["run"]], env=full, cwd=tmp_path, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("extra,rc,found", [({}, 0, "false"), ({"0.34.0": True}, 0, "true"), ("broken", 1, None)])
+def test_the_check_step_passes_on_an_answer_and_fails_when_it_cannot_read_one(tmp_path, extra, rc, found):
+    """The step's own script with a registry answer from a file: found or not, the step passes and hands the
+    releases on; an unreadable answer fails it."""
+    from test_release_check import registry_answer, wheel
+
+    index = tmp_path / "index.json"
+    if extra == "broken":
+        index.write_text("{")
+    else:
+        index.write_text(json.dumps(registry_answer({v: [wheel(v)] for v in extra})))
+    for folder in new_release()["jobs"]["new-release"]["env"]["EVIDENCE"].split():
+        shutil.copytree(ROOT / folder / "results", tmp_path / folder / "results")
+    (tmp_path / "data").mkdir(exist_ok=True)
+    fake_venv_python(
+        tmp_path,
+        "import os, sys\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:], '--index', {str(index)!r}])\n",
+    )
+    proc = run_step(step_named(new_release(), "ask the registry"), tmp_path)
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    if found is None:
+        assert not (tmp_path / "out").exists() or "found=" not in (tmp_path / "out").read_text()
+        return
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
+    assert outputs == {"found": found, "releases": "0.34.0" if found == "true" else ""}
+    summary = (tmp_path / "summary").read_text()
+    assert summary.startswith("### vLLM releases newer than the committed evidence")
+    assert ("1 release newer than" if found == "true" else "no release newer than") in summary
+    assert json.loads((tmp_path / "data" / "release-check.json").read_text())["newer"] == (
+        ["0.34.0"] if found == "true" else []
+    )
+
+
+def test_the_run_step_hands_the_new_releases_to_each_notebook_parameter(tmp_path):
+    fake_venv_python(tmp_path, "import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    proc = run_step(
+        step_named(new_release(), "run the CPU release studies on the new releases"), tmp_path, RELEASES="0.34.0,0.34.1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    argv = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert argv == [
+        "-m",
+        "repro",
+        "run",
+        "--profile",
+        "cpu",
+        "--notebooks",
+        "01",
+        "04",
+        "05",
+        "--out",
+        "runs/new-release",
+        "-p",
+        "releases=0.34.0,0.34.1",
+        "-p",
+        "reshape_releases=0.34.0,0.34.1",
+    ]
+
+
+def test_the_release_check_fails_the_job_on_a_new_release_with_its_rows_in_the_summary():
+    workflow = new_release()
+    steps = workflow["jobs"]["new-release"]["steps"]
+    fail = step_named(workflow, "fail on a new release")
+    assert fail["if"] == "steps.check.outputs.found == 'true'" and fail["run"].rstrip().endswith("exit 1")
+    summary = step_named(workflow, "the new releases' rows into the job summary")
+    assert "always()" in summary["if"] and "runs/new-release/report.md" in summary["run"]
+    assert steps.index(summary) < steps.index(fail)
+    commit = step_named(workflow, "commit the check's answer")
+    assert "github.event_name == 'schedule'" in commit["if"] and '"$RECORD"' in commit["run"]
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["jobs"]["new-release"]["permissions"] == {"contents": "write"}

@@ -10,18 +10,15 @@ stale table) or ids far outside the cache (the ``int(-1e6)`` padding).
 
 Every case gathers through the narrowed view into a sentinel-filled buffer and
 compares it bitwise, sentinel rows included, with the expected buffer: a
-PyTorch reference for the 584-byte record (whose page layout every release
-shares), and for the V4.1 records (whose page layouts changed between releases;
-their decoding is covered by the round-trip tests of test_compressor_kv_cache.py)
-the same call through ``view.contiguous()``.
+PyTorch reference that reads each page through ``k_cache.stride(0)`` for the
+584-byte record (whose page layout every release shares), and for the V4.1
+records (whose page layouts changed between releases; their decoding is covered
+by the round-trip tests of test_compressor_kv_cache.py) the same call through
+``block_table.contiguous()``.
 
-Both the dispatcher ``dequantize_and_gather_k_cache`` and the Triton entry points
-are called: on NVIDIA GPUs with the CuTe DSL the dispatcher takes the CuTe-DSL
-gather, so only the direct calls test the Triton kernels there.
-
-``DSV4_GATHER_TEST_SIZES=small`` selects a few small cases, through the
-dispatcher only, for Triton's CPU interpreter (``TRITON_INTERPRET=1``); the
-default is ``full``.
+Both the dispatcher ``dequantize_and_gather_k_cache`` and the Triton entry
+points are called: on NVIDIA GPUs with the CuTe DSL the dispatcher takes the
+CuTe-DSL gather, so only the direct calls test the Triton kernels there.
 """
 
 import importlib
@@ -31,121 +28,108 @@ from types import ModuleType
 import pytest
 import torch
 
-SIZES = os.environ.get("DSV4_GATHER_TEST_SIZES", "full")
-if SIZES not in ("full", "small"):
-    raise ValueError(f"DSV4_GATHER_TEST_SIZES={SIZES!r}; accepted: full, small")
-SMALL = SIZES == "small"
-
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.skipif(
     DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1",
     reason="needs a CUDA device or Triton's interpreter (TRITON_INTERPRET=1)",
 )
 
-# Where each release keeps the modules (deepseek_v4_ops before 0.22).
-V4_MODULES = (
-    "vllm.models.deepseek_v4.common.ops.cache_utils",
-    "vllm.v1.attention.ops.deepseek_v4_ops.cache_utils",
-)
-V41_MODULES = ("vllm.models.deepseek_v41.common.ops.cache_utils",)
+V4_MODULE = "vllm.models.deepseek_v4.common.ops.cache_utils"
+V41_MODULE = "vllm.models.deepseek_v41.common.ops.cache_utils"
+# The Triton gather each module launches without the dispatcher's choice.
+TRITON_ENTRIES = {
+    V4_MODULE: "_DEQUANTIZE_AND_GATHER_K_CACHE_KERNEL",
+    V41_MODULE: "dequantize_and_gather_k_cache_triton",
+}
 
-BLOCK_SIZE = 16 if SMALL else 64
+# (module, bytes per token, one-pass kernel)
+RECORDS = {
+    "v4-584": (V4_MODULE, 584, False),
+    "v41-584": (V41_MODULE, 584, False),
+    "v41-584-one-pass": (V41_MODULE, 584, True),
+    "v41-528-mxfp8": (V41_MODULE, 528, False),
+    "v41-288-nvfp4": (V41_MODULE, 288, False),
+}
+# The constant naming the record in the V4.1 module (absent: no such gather).
+RECORD_CONSTANTS = {528: "V41_BYTES_PER_TOKEN", 288: "V41_NVFP4_BYTES_PER_TOKEN"}
+
 # (width of the narrowed view, width of the backing table), in blocks.
-TABLE_WIDTHS = [(3, 8)] if SMALL else [(4, 8), (9, 64)]
-NUM_REQS = [1, 2] if SMALL else [1, 2, 16, 256]
-# The dispatcher takes the CuTe-DSL gather where the CuTe DSL is installed.
-ENTRIES = ["dispatcher"] if SMALL else ["dispatcher", "triton"]
+TABLE_WIDTHS = [(3, 8), (9, 64)]
 OFFSET = 3
 SENTINEL = -123.0
 INVALID_BLOCK_ID = int(-1e6)
 NUM_STALE_BLOCKS = 8
 
-# (module family, bytes per token, one-pass kernel)
-RECORDS = {
-    "v4-584": ("v4", 584, False),
-    "v41-584": ("v41", 584, False),
-    "v41-584-one-pass": ("v41", 584, True),
-    "v41-528-mxfp8": ("v41", 528, False),
-    "v41-288-nvfp4": ("v41", 288, False),
-}
-# The constant naming the record in the V4.1 module (absent: no such gather).
-RECORD_CONSTANTS = {528: "V41_BYTES_PER_TOKEN", 288: "V41_NVFP4_BYTES_PER_TOKEN"}
 
-
-def _import_first(names: tuple[str, ...]) -> ModuleType:
-    """The first module of ``names`` this vLLM has; skip when it has none."""
-    for name in names:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name is None or not (name + ".").startswith(e.name + "."):
-                raise  # the module exists but one of its imports failed
-    pytest.skip(f"this vLLM has none of {', '.join(names)}")
+def _import_or_skip(name: str) -> ModuleType:
+    """The module; skip when this vLLM has no such module (an import that fails
+    inside an existing module is an error, not a skip)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (name + ".").startswith(e.name + "."):
+            raise
+        pytest.skip(f"this vLLM has no {name}")
 
 
 def _gather_fn(record: str, entry: str, monkeypatch: pytest.MonkeyPatch):
-    family, bytes_per_token, one_pass = RECORDS[record]
-    module = _import_first(V4_MODULES if family == "v4" else V41_MODULES)
+    module_name, bytes_per_token, one_pass = RECORDS[record]
+    module = _import_or_skip(module_name)
     constant = RECORD_CONSTANTS.get(bytes_per_token)
-    if (
-        family == "v41"
-        and constant
-        and getattr(module, constant, None) != bytes_per_token
-    ):
-        pytest.skip(f"{module.__name__} has no {bytes_per_token}-byte record")
+    if constant and getattr(module, constant, None) != bytes_per_token:
+        pytest.skip(f"{module_name} has no {bytes_per_token}-byte record")
     if one_pass:
         if not hasattr(module, "_dequantize_and_gather_k_one_pass_kernel"):
-            pytest.skip(f"{module.__name__} has no one-pass gather")
+            pytest.skip(f"{module_name} has no one-pass gather")
         from vllm.platforms import current_platform
 
         # The wrapper picks the one-pass kernel on ROCm alone.
         monkeypatch.setattr(current_platform, "is_rocm", lambda: True)
     if entry == "dispatcher":
         return module.dequantize_and_gather_k_cache
-    for name in (
-        "dequantize_and_gather_k_cache_triton",
-        "_DEQUANTIZE_AND_GATHER_K_CACHE_KERNEL",
-    ):
-        if hasattr(module, name):
-            return getattr(module, name)
-    pytest.skip(f"{module.__name__} has no Triton entry point besides the dispatcher")
+    name = TRITON_ENTRIES[module_name]
+    if not hasattr(module, name):
+        pytest.skip(f"{module_name} has no {name} besides the dispatcher")
+    return getattr(module, name)
 
 
-def _make_cache(num_blocks: int, bytes_per_token: int) -> torch.Tensor:
+def _make_cache(num_blocks: int, block_size: int, bytes_per_token: int) -> torch.Tensor:
     """Random NaN-free records in pages padded past them, so ``stride(0)`` is not
     ``block_size * bytes_per_token``."""
-    page_bytes = -(-BLOCK_SIZE * bytes_per_token // 576) * 576
+    page_bytes = -(-block_size * bytes_per_token // 576) * 576
     # Bytes below 0x7F: no fp8 e4m3 NaN, no bf16 Inf or NaN.
     pages = torch.randint(
         0, 0x7F, (num_blocks, page_bytes), dtype=torch.uint8, device=DEVICE
     )
     if bytes_per_token == 584:
         # UE8M0 scales near 2**0 keep every product exact in bf16.
-        scales = pages[:, BLOCK_SIZE * 576 : BLOCK_SIZE * 584]
+        scales = pages[:, block_size * 576 : block_size * 584]
         scales.copy_(torch.randint_like(scales, 120, 135))
     return pages.as_strided(
-        (num_blocks, BLOCK_SIZE, bytes_per_token), (page_bytes, bytes_per_token, 1)
+        (num_blocks, block_size, bytes_per_token), (page_bytes, bytes_per_token, 1)
     )
 
 
-def _reference_584(
+def _dequantize_and_gather_k_cache_reference(
     out: torch.Tensor,
     k_cache: torch.Tensor,
     seq_lens: list[int],
     gather_lens: list[int],
     block_table: torch.Tensor,
+    block_size: int,
     offset: int,
 ) -> None:
-    """vLLM's _dequantize_and_gather_k_cache_reference, one request at a time."""
+    """test_compressor_kv_cache.py's reference, reading each page through
+    ``k_cache.stride(0)`` (pages here are padded past their records)."""
     page_bytes = k_cache.stride(0)
     pages = k_cache.as_strided((k_cache.shape[0], page_bytes), (page_bytes, 1))
     for req, (seq_len, gather_len) in enumerate(zip(seq_lens, gather_lens)):
         pos = torch.arange(seq_len - gather_len, seq_len, device=k_cache.device)
-        page = pages[block_table[req, pos // BLOCK_SIZE].long()]
-        slot = (pos % BLOCK_SIZE)[:, None]
+        page = pages[block_table[req, pos // block_size].long()]
+        slot = (pos % block_size)[:, None]
         data = page.gather(1, slot * 576 + torch.arange(576, device=page.device))
         scale_bytes = page.gather(
-            1, BLOCK_SIZE * 576 + slot * 8 + torch.arange(7, device=page.device)
+            1, block_size * 576 + slot * 8 + torch.arange(7, device=page.device)
         )
         scales = torch.exp2(scale_bytes.float() - 127.0).repeat_interleave(64, dim=1)
         nope = data[:, :448].view(torch.float8_e4m3fn).float() * scales
@@ -155,7 +139,7 @@ def _reference_584(
 
 
 def _narrowed_table(
-    num_reqs: int, width: int, backing_width: int, hidden: str
+    num_reqs: int, block_size: int, width: int, backing_width: int, hidden: str
 ) -> tuple[torch.Tensor, list[int], int]:
     """``backing[:, :width]`` with each request's blocks; (view, seq_lens, blocks).
 
@@ -164,7 +148,7 @@ def _narrowed_table(
     test_dequantize_and_gather_k_cache), so a read of the wrong row is never
     the right block.
     """
-    seq_lens = torch.randint(1, width * BLOCK_SIZE + 1, (num_reqs,)).tolist()
+    seq_lens = torch.randint(1, width * block_size + 1, (num_reqs,)).tolist()
     num_live = num_reqs * width
     num_blocks = num_live + NUM_STALE_BLOCKS
     if hidden == "stale":
@@ -173,7 +157,7 @@ def _narrowed_table(
         backing = torch.full((num_reqs, backing_width), INVALID_BLOCK_ID)
     physical = torch.randperm(num_live)
     for req, seq_len in enumerate(seq_lens):
-        used = -(-seq_len // BLOCK_SIZE)
+        used = -(-seq_len // block_size)
         backing[req, :used] = physical[req * width : req * width + used]
     backing = backing.to(torch.int32).to(DEVICE)
     return backing[:, :width], seq_lens, num_blocks
@@ -183,19 +167,20 @@ def _check_narrowed_table_gather(
     record: str,
     entry: str,
     hidden: str,
+    block_size: int,
     width: int,
     backing_width: int,
     num_reqs: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gather = _gather_fn(record, entry, monkeypatch)
-    torch.manual_seed(num_reqs * 1000 + width)
+    torch.manual_seed(num_reqs * 1000 + width * 10 + block_size)
     block_table, seq_lens_host, num_blocks = _narrowed_table(
-        num_reqs, width, backing_width, hidden
+        num_reqs, block_size, width, backing_width, hidden
     )
     assert block_table.stride(0) == backing_width != block_table.shape[-1]
     bytes_per_token = RECORDS[record][1]
-    k_cache = _make_cache(num_blocks, bytes_per_token)
+    k_cache = _make_cache(num_blocks, block_size, bytes_per_token)
     gather_lens_host = [torch.randint(1, n + 1, ()).item() for n in seq_lens_host]
     seq_lens = torch.tensor(seq_lens_host, dtype=torch.int32, device=DEVICE)
     gather_lens = torch.tensor(gather_lens_host, dtype=torch.int32, device=DEVICE)
@@ -204,27 +189,35 @@ def _check_narrowed_table_gather(
     actual = torch.full_like(expected, SENTINEL)
 
     if bytes_per_token == 584:
-        _reference_584(
-            expected, k_cache, seq_lens_host, gather_lens_host, block_table, OFFSET
+        _dequantize_and_gather_k_cache_reference(
+            expected,
+            k_cache,
+            seq_lens_host,
+            gather_lens_host,
+            block_table,
+            block_size,
+            OFFSET,
         )
     else:
         contiguous = block_table.contiguous()
-        gather(expected, k_cache, seq_lens, gather_lens, contiguous, BLOCK_SIZE, OFFSET)
-    gather(actual, k_cache, seq_lens, gather_lens, block_table, BLOCK_SIZE, OFFSET)
+        gather(expected, k_cache, seq_lens, gather_lens, contiguous, block_size, OFFSET)
+    gather(actual, k_cache, seq_lens, gather_lens, block_table, block_size, OFFSET)
     if DEVICE == "cuda":
         torch.cuda.synchronize()
 
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("num_reqs", NUM_REQS)
+@pytest.mark.parametrize("num_reqs", [1, 2, 3, 16, 127, 256])
 @pytest.mark.parametrize("width,backing_width", TABLE_WIDTHS)
-@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("block_size", [16, 64])
+@pytest.mark.parametrize("entry", ["dispatcher", "triton"])
 @pytest.mark.parametrize("record", list(RECORDS))
 @torch.inference_mode()
 def test_dequantize_and_gather_k_cache_narrowed_block_table(
     record: str,
     entry: str,
+    block_size: int,
     width: int,
     backing_width: int,
     num_reqs: int,
@@ -233,14 +226,19 @@ def test_dequantize_and_gather_k_cache_narrowed_block_table(
     """Entries outside the view hold stale ids: a wrong row pitch gathers other
     blocks' tokens."""
     _check_narrowed_table_gather(
-        record, entry, "stale", width, backing_width, num_reqs, monkeypatch
+        record,
+        entry,
+        "stale",
+        block_size,
+        width,
+        backing_width,
+        num_reqs,
+        monkeypatch,
     )
 
 
-# Last in the file: as released, a GPU faults on these (an illegal memory
-# access), which leaves the CUDA context unusable for any test after them.
 @pytest.mark.parametrize("num_reqs", [1, 2])
-@pytest.mark.parametrize("entry", ["triton"] if not SMALL else ENTRIES)
+@pytest.mark.parametrize("entry", ["dispatcher", "triton"])
 @pytest.mark.parametrize("record", list(RECORDS))
 @torch.inference_mode()
 def test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids(
@@ -250,8 +248,15 @@ def test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids(
     monkeypatch: pytest.MonkeyPatch,
 ):
     """Entries outside the view hold ``int(-1e6)``: a wrong row pitch reads
-    outside the K cache."""
+    outside the K cache (on a GPU, an illegal memory access)."""
     width, backing_width = TABLE_WIDTHS[0]
     _check_narrowed_table_gather(
-        record, entry, "invalid", width, backing_width, num_reqs, monkeypatch
+        record,
+        entry,
+        "invalid",
+        16,
+        width,
+        backing_width,
+        num_reqs,
+        monkeypatch,
     )

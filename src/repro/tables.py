@@ -106,11 +106,11 @@ class Table(StrEnum):
     RECORD_GATHERS = "04-record-gathers", ("release", "kernel", "record", "layout", "variant", "mode", "num_reqs")
     RECORD_GATHER_CHECKS = "04-record-gather-checks", ("check", "release", "variant", "record")
     # notebook 05: who is affected, from each release's own code
-    GATHER_DISPATCH = "05-gather-dispatch", ("release", "gpu_family", "model", "record")
-    GATHER_WARMUPS = "05-gather-warmups", ("release", "gpu_family", "model", "instance")
+    GATHER_DISPATCH = "05-gather-dispatch", ("release", "gpu_family", "model", "record", "topology")
+    GATHER_WARMUPS = "05-gather-warmups", ("release", "gpu_family", "model", "topology", "instance")
     RUNNER_TABLES = "05-runner-tables", ("release", "runner", "config", "group", "stage", "site")
     RUNNER_ANSWERS = "05-runner-answers", ("release", "runner")
-    WHO_IS_AFFECTED = "05-who-is-affected", ("releases", "gpu_family", "model", "record")
+    WHO_IS_AFFECTED = "05-who-is-affected", ("releases", "gpu_family", "model", "record", "topology")
     #: Written by ``repro report --merge`` beside the merged matrix (a merge folder, not a run folder).
     RELEASE_VERDICTS = "04-release-verdicts", ("release", "kernel", "variant")
 
@@ -161,6 +161,7 @@ IDENTITY_ORDER = (
     "config",
     "gpu_family",
     "model",
+    "topology",
     "group",
     "stage",
     "site",

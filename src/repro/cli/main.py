@@ -106,6 +106,13 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
         help="compare with another run, check by check (e.g. buggy vs fixed)",
     )
     report.add_argument(
+        "--repo-url",
+        default=None,
+        metavar="URL",
+        help="the GitHub repository that holds the run folder: pr-comment.md links its files there "
+        "(default: the checkout's origin when it is on GitHub; '' names them as plain text)",
+    )
+    report.add_argument(
         "--merge",
         nargs="+",
         default=None,
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
         if args.merge:
             return merge(args.run_dir, args.merge)
-        return report(args.run_dir, args.against)
+        return report(args.run_dir, args.against, args.repo_url)
     except KeyboardInterrupt:  # a stage with no message of its own (each that writes has one)
         print("interrupted", file=sys.stderr)
         return 130
@@ -184,19 +191,29 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
         return 2
 
 
-def report(run_dir: str, against: str | None) -> int:
+def report(run_dir: str, against: str | None, repo_url: str | None = None) -> int:
     """Rebuild a run folder's report, or compare it with another run. The folder is locked for writing
     (refused while a run or another report writes it), the other run shared; a damaged folder is one
-    line naming the file, exit code 2, with nothing written."""
+    line naming the file, exit code 2, with nothing written. ``repo_url``: where pr-comment.md links the
+    folder's files (None: the checkout's GitHub origin, if any; "": nowhere)."""
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
     from repro.report.build import write_comparison, write_report  # lazy: matplotlib, only to write a report
+    from repro.report.links import github_url, origin_url  # lazy: with the report code, only for report
     from repro.report.verdict import run_verdict  # lazy: pandas, only to read a run
 
     path = Path(run_dir)
     if not is_folder(path):
         print(f"error: report: {path}: no such run folder", file=sys.stderr)
         return 2
+    if repo_url and github_url(repo_url) is None:
+        print(
+            f"error: --repo-url: {repo_url!r} is not a GitHub repository URL; accepted: '' (no links) or a URL "
+            "such as https://github.com/OWNER/REPO",
+            file=sys.stderr,
+        )
+        return 2
+    repo_url = origin_url(path) if repo_url is None else github_url(repo_url)
     try:
         busy = holder_if_locked(path)
         if busy is not None:  # a run is writing it: its tables may end mid-row right now
@@ -213,7 +230,7 @@ def report(run_dir: str, against: str | None) -> int:
                     print(f"wrote {write_comparison(run, load_run(against))}")
                 return verdict_code(run_verdict(run))
             try:
-                md, comment, html = write_report(run)
+                md, comment, html = write_report(run, repo_url)
             except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
                 if isinstance(exc, DamagedRun):
                     raise

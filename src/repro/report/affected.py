@@ -18,6 +18,7 @@ import pandas as pd
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.registry import GPU_FAMILY_NAMES, GPU_FAMILY_SHORT, TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH
+from repro.report.links import Link
 from repro.report.tables import markdown_table
 from repro.studies.analysis import affected as analysis
 from repro.studies.analysis.releases import verdicts as matrix_verdicts
@@ -62,15 +63,16 @@ def _line(csv: str, position: int) -> str:
 
 
 def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame:
-    """Display strings with links: ``results`` is the run's results folder and ``verdict_csv`` the verdict
-    table's path, both relative to where the Markdown will sit."""
+    """Display cells, those that link the row behind them as :class:`~repro.report.links.Link` values: ``results``
+    is the run's results folder and ``verdict_csv`` the verdict table's path, both relative to where the page
+    will sit (a page renders each link as it can hold it)."""
     rows = []
     for _, r in frame.iterrows():
         d, m, a = list(r["dispatch_rows"]), list(r["matrix_rows"]), list(r["runner_rows"])
         name = code(r["kernel"])
-        kernel = f"[{name}]({_line(f'{results}/{TABLE_DISPATCH}.csv', d[0])})" if d else name
-        bug = f"[{r['bug']}]({_line(verdict_csv, m[0])})" if m and verdict_csv else r["bug"]
-        stock = f"[{r['stock_vllm']}]({_line(f'{results}/{TABLE_ANSWERS}.csv', a[0])})" if a else r["stock_vllm"]
+        kernel = Link(name, _line(f"{results}/{TABLE_DISPATCH}.csv", d[0])) if d else name
+        bug = Link(r["bug"], _line(verdict_csv, m[0])) if m and verdict_csv else r["bug"]
+        stock = Link(r["stock_vllm"], _line(f"{results}/{TABLE_ANSWERS}.csv", a[0])) if a else r["stock_vllm"]
         rows.append(
             {
                 "releases": r["releases"],
@@ -90,8 +92,13 @@ def _topology(r: pd.Series) -> str:
     return f", {topology}" if topology.startswith("TP ") else ""
 
 
+def relative(shown: pd.DataFrame) -> str:
+    """A display frame as Markdown, each :class:`~repro.report.links.Link` relative to the page."""
+    return markdown_table(shown.map(lambda v: v.relative() if isinstance(v, Link) else v))
+
+
 def markdown(frame: pd.DataFrame, results: str, verdict_csv: str) -> str:
-    return markdown_table(display(frame, results, verdict_csv))
+    return relative(display(frame, results, verdict_csv))
 
 
 NOTE = (
@@ -170,7 +177,7 @@ def compact_display(compact: pd.DataFrame, detail: Callable[[int, list[int]], st
                 "model: GPU (releases)": _where(r["where"]),
                 "gather kernel (records)": f"{kernels} ({records} B)",
                 "bug": f"{r['bug']}, stock vLLM **{r['stock_vllm']}**",
-                "rows": f"[{i + 1}]({detail(i, r['rows'])})",
+                "rows": Link(str(i + 1), detail(i, r["rows"])),
             }
         )
     return pd.DataFrame(rows)
@@ -191,7 +198,7 @@ def readme_block(dispatch_run: str | Path, verdicts_csv: str | Path, root: str |
     """The README's compact table from committed runs (paths relative to ``root``, the repository)."""
     run, frame = _committed(dispatch_run, verdicts_csv, Path(root))
     compact = analysis.compact(frame, _releases(run))
-    body = markdown_table(compact_display(compact, lambda i, rows: f"{DETAIL}#row-{i + 1}"))
+    body = relative(compact_display(compact, lambda i, rows: f"{DETAIL}#row-{i + 1}"))
     return "\n".join([README_START, "", body, "", COMPACT_NOTE.format(detail=DETAIL), "", README_END])
 
 

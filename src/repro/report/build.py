@@ -13,6 +13,7 @@ from repro.report.analyse import analyse, draw
 from repro.report.comment import render_comment
 from repro.report.comparison import render_comparison
 from repro.report.html import fragment, page
+from repro.report.links import run_base
 from repro.report.markdown import render_report
 from repro.report.model import Analysis, Drawn
 from repro.report.template import Rendered
@@ -46,22 +47,25 @@ class Report:
         plots.close_all(self.figures)
 
 
-def render_run(run: RunData) -> Report:
-    """Analyse the run once and render its report from that analysis."""
+def render_run(run: RunData, repo_url: str | None = None) -> Report:
+    """Analyse the run once and render its report from that analysis; the comment links the run folder's files
+    under ``repo_url`` where the repository holds the folder (:func:`repro.report.links.run_base`), else names
+    them as text."""
     analysis = analyse(run)
     figures = draw(analysis)
     try:
-        return Report(analysis, figures, render_report(analysis, figures), render_comment(analysis))
+        comment = render_comment(analysis, run_base(run.path, repo_url))
+        return Report(analysis, figures, render_report(analysis, figures), comment)
     except BaseException:
         plots.close_all(figures)
         raise
 
 
-def write_report(run: RunData) -> list[Path]:
+def write_report(run: RunData, repo_url: str | None = None) -> list[Path]:
     """Draw every figure and write ``report.md``, ``pr-comment.md`` and ``report.html``: all rendered in memory
     first, so a table the report cannot use raises before any file of the folder is replaced. PNGs of figures
     no longer drawn are removed. Returns the three files' paths."""
-    report = render_run(run)
+    report = render_run(run, repo_url)
     try:
         texts = (report.markdown.text, report.comment, page(run, report.html_fragment()))
         plots.save_all(report.pngs, run.path)

@@ -19,9 +19,11 @@ FOOTER = (
 )
 
 
-def render_comment(analysis: Analysis) -> str:
-    """The sections that have a comment template, in order, as long as they fit the limit."""
-    page = Page(Target.COMMENT)
+def render_comment(analysis: Analysis, link_base: str | None = None) -> str:
+    """The sections that have a comment template, in order, as long as they fit the limit. A link to the run
+    folder's files is absolute under ``link_base`` (:func:`repro.report.links.run_base`), plain text without it:
+    a posted comment has no folder for a relative link to resolve in."""
+    page = Page(Target.COMMENT, link_base=link_base)
     footer = FOOTER.format(name=analysis.run.name)
     parts: list[str] = []
     size = len(footer.encode()) + 2

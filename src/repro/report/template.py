@@ -24,6 +24,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from repro.registry import CodeRan, Whose
+from repro.report.links import Link
 from repro.report.model import Analysis
 from repro.report.plots import CSS_PX_PER_INCH, DPI
 from repro.report.tables import formatted, html_table, markdown_table
@@ -56,18 +58,60 @@ def png_size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
 
+def _ran(code: CodeRan) -> str:
+    """Whose code a result row ran, short enough for a table cell: a vLLM release (``vLLM 0.22.0``), this
+    repository's replica of vLLM's code (``replica `gather_buggy` ``), its own kernel, or a function the user named
+    (``vllm's `function` ``). ``ran_path`` gives what a sentence beside the table names: the import path, or the
+    release's function or kernel."""
+    function = code.name.rsplit(":", 1)[-1]
+    if code.whose is Whose.RELEASE:
+        return code.source
+    if code.whose is Whose.REPLICA:
+        return f"replica `{function}`"
+    if code.whose is Whose.OWN:
+        return f"this repository's `{function}`"
+    return f"{code.source}'s `{function}`"
+
+
+def _ran_path(code: CodeRan) -> str:
+    return f"{code.source}'s `{code.name}`" if code.whose is Whose.RELEASE else f"`{code.name}`"
+
+
 @dataclass
 class Page:
     """One render in progress: its target, the figures it may show (name -> caption, and for HTML the
-    PNG bytes), and every table and figure it rendered, in order (what a reader's browser should find)."""
+    PNG bytes), where a comment's links to the run folder's files point (``link_base``: the folder's absolute
+    URL; None: such links become plain text), and every table and figure it rendered, in order (what a reader's
+    browser should find)."""
 
     target: Target
     captions: Mapping[str, str] = field(default_factory=dict)
     pngs: Mapping[str, bytes] = field(default_factory=dict)
     tables: list[pd.DataFrame] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
+    link_base: str | None = None
+
+    @property
+    def links(self) -> bool:
+        """Whether a link to the run folder's files works on this page."""
+        return self.target is not Target.COMMENT or self.link_base is not None
+
+    def link(self, link: Link) -> str:
+        """A :class:`~repro.report.links.Link` as this page can hold it: relative in the run folder's own pages,
+        absolute or plain text in a comment."""
+        return link.absolute(self.link_base) if self.target is Target.COMMENT else link.relative()
+
+    def cell(self, value: object) -> object:
+        """A typed cell as this page shows it: a link to the run folder's files, whose code ran; else as it is."""
+        if isinstance(value, Link):
+            return self.link(value)
+        if isinstance(value, CodeRan):
+            return _ran(value)
+        return value
 
     def table(self, frame: pd.DataFrame, digits: Mapping[str, int] | int = 3, thousands: bool = False) -> str:
+        if any(isinstance(v, (Link, CodeRan)) for v in frame.to_numpy().ravel()):
+            frame = frame.map(self.cell)
         shown = formatted(frame, digits, thousands)
         self.tables.append(shown)
         text = html_table(shown) if self.target is Target.HTML else markdown_table(shown)
@@ -129,7 +173,7 @@ ENV = jinja2.Environment(
     autoescape=False,  # Markdown, not HTML: cells are escaped by the table renderers, summaries by fold()
     keep_trailing_newline=False,
 )
-ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short)
+ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short, ran=_ran, ran_path=_ran_path)
 
 
 @cache
@@ -183,7 +227,15 @@ def unwrap(text: str) -> str:
 def render(template: str, page: Page, **context: Any) -> str:
     """One template rendered for ``page`` (its ``table``, ``image`` and ``fold`` in reach), unwrapped."""
     text = compile_template(template).render(
-        table=page.table, grid=page.grid, row=ROW, image=page.image, fold=page.fold, target=str(page.target), **context
+        table=page.table,
+        grid=page.grid,
+        row=ROW,
+        image=page.image,
+        fold=page.fold,
+        link=page.link,
+        links=page.links,
+        target=str(page.target),
+        **context,
     )
     return unwrap(text)
 

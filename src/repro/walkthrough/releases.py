@@ -45,8 +45,8 @@ MATRIX, INDEX, INVENTORY, CHECKS, WRITERS = (
 RECORD_GATHER_ROWS, RECORD_GATHER_CHECKS = Table.RECORD_GATHERS, Table.RECORD_GATHER_CHECKS
 PATCHES, SUITE, SUITE_SUMMARY = suite_lib.PATCH_TABLE, suite_lib.TEST_TABLE, suite_lib.SUMMARY_TABLE
 PATCH_CHECK = "the release's diff applies with patch -p1 and gives the matrix's patched source"
-#: The regression test's sizes per profile (``DSV4_GATHER_TEST_SIZES``): a few cases in the interpreter.
-SUITE_SIZES = regression.SIZES
+#: The regression test's cases per profile: a few in the interpreter, every one on a GPU.
+SUITE_SELECTIONS = regression.SELECTIONS
 #: Sweep sizes per profile: the interpreter runs vLLM's (num_reqs, 128) grid at ~1.5 ms a program,
 #: so the CPU sweep is short; the GPU runs the full request range of PR #55109's test.
 SIZES = {
@@ -414,7 +414,7 @@ def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.D
     copy ``patch -p1`` patched, each run a pytest process (two at a time in the interpreter, four on a GPU).
     Releases whose cached files are all identical share one run. Returns the summary per (release, form);
     every test's row is in ``results/04-upstream-test.csv``, one line per release says how it went."""
-    sizes = SUITE_SIZES[ctx.profile]
+    selection = SUITE_SELECTIONS[ctx.profile]
     table = ctx.session.table(SUITE)
     forms = (RELEASED, PATCHED)
     fixed: dict[tuple[str, str], list[dict]] = {}  # (release, form) -> rows that need no run
@@ -435,7 +435,7 @@ def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.D
 
     def run(job: tuple[str, str, Path | None]) -> list[dict]:
         v, form, files = job
-        got = regression.run_suite(v, form, files, ctx.cfg.cache_root, sizes, ctx.interpreted, say=progress)
+        got = regression.run_suite(v, form, files, ctx.cfg.cache_root, selection, ctx.interpreted, say=progress)
         bar()
         return [
             {**r, "processes": got.processes, "note": got.note, "params": json.dumps(got.params.get(r["test"], {}))}

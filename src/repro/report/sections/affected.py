@@ -14,7 +14,7 @@ from repro.report.model import Common, Section
 
 @dataclass(frozen=True)
 class Affected:
-    table: pd.DataFrame  # display text, with links to the rows behind each cell
+    table: pd.DataFrame  # display text, and Link cells to the rows behind them
 
 
 def derive(c: Common) -> Affected | None:
@@ -39,4 +39,6 @@ COMMENT = """
 {% endcall %}
 """
 
+#: The note names the files it refers to as text, so it reads the same where the cells cannot link (a comment
+#: without a repository to point at).
 SECTION = Section("affected", derive, MARKDOWN, COMMENT, helpers={"note": affected.REPORT_NOTE})

@@ -74,12 +74,12 @@ Implementations named by parameters, as loaded:
 
 {% for x in d.loaded %}
 {% if x.recorded %}
-- `{{ x.parameter }}`: {{ x.name }}, `{{ x.target }}`
+- `{{ x.parameter }}`: {{ x.name }}, loaded as `{{ x.target }}`
 {% for key, value in x.details %}
   - {{ key }}: `{{ value }}`
 {% endfor %}
 {% else %}
-- `{{ x.parameter }}`: `{{ x.target }}` (version and hash not recorded by this run)
+- `{{ x.parameter }}`: `{{ x.target }}`, as the parameter named it
 {% endif %}
 {% endfor %}
 {% endif %}

@@ -11,6 +11,7 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.verdict import BUG_GATHER, describe
+from repro.registry import CodeRan
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Plot, Table
@@ -22,6 +23,7 @@ MISMATCHES, MEMCHECK = Plot.MISMATCHES, Plot.MEMCHECK
 class Gather:
     sweep: pd.DataFrame
     implementations: pd.DataFrame  # one row per implementation: role, what it did, memcheck, as expected
+    codes: tuple[tuple[str, CodeRan], ...]  # (implementation label, the code it ran), in the table's order
     first: int
     last: int
     modes: tuple[str, ...]
@@ -43,18 +45,28 @@ def _per_case(pivot: pd.DataFrame) -> pd.DataFrame:
     return pivot[["mode", "num_reqs", *variant_order([c for c in pivot.columns if c not in ("mode", "num_reqs")])]]
 
 
+def _codes(c: Common, sweep: pd.DataFrame) -> tuple[tuple[str, CodeRan], ...]:
+    """Whose code each implementation of the sweep ran: this repository's replica or own kernel by its label, the
+    implementation under test from what the run recorded of it."""
+    out = []
+    for v in variant_order(sweep["variant"].unique()):
+        if v == registry.UNDER_TEST_LABEL:
+            target = str(sweep[sweep.variant == v]["implementation"].iloc[0])
+            recorded = (c.run.manifest.get("implementations") or {}).get("implementation") or {"target": target}
+            out.append((v, registry.named_code(recorded)))
+        else:
+            out.append((v, registry.code_of(v)))
+    return tuple(out)
+
+
 def _implementations(c: Common, sweep: pd.DataFrame, memcheck: dict[str, str]) -> pd.DataFrame:
     rows = []
     for v in variant_order(sweep["variant"].unique()):
         b = c.behaviours[v]
         expect = registry.expectation(v) if v != registry.UNDER_TEST_LABEL else registry.EXPECT_CORRECT
-        role = registry.role(v)
-        if v == registry.UNDER_TEST_LABEL:
-            target = str(sweep[sweep.variant == v]["implementation"].iloc[0])
-            role = f"under test: {c.names.get('implementation', f'`{target}`')}"
         shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
         verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
-        row = {"implementation": v, "role": role, "observed": describe(b, short=True).removeprefix("is ")}
+        row = {"implementation": v, "role": registry.role(v), "observed": describe(b, short=True).removeprefix("is ")}
         if memcheck:
             row["memcheck"] = memcheck.get(v, "")
         row["as expected"] = verdict
@@ -98,6 +110,7 @@ def derive(c: Common) -> Gather | None:
     return Gather(
         sweep=sweep,
         implementations=_implementations(c, sweep, gather.memcheck_by_variant(san) if san is not None else {}),
+        codes=_codes(c, sweep),
         first=counts[0],
         last=counts[-1],
         modes=tuple(dict.fromkeys(sweep["mode"].astype(str))),
@@ -134,6 +147,10 @@ sweep ({{ d.first }}..{{ d.last }} requests, sentinel ids {% for m in d.modes %}
 }}{% endfor %}):
 
 {{ table(d.implementations) }}
+
+Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{ code | ran_path }})
+{{- "; " if not loop.last else "." }}
+{% endfor %}
 {{ image(mismatches) }}
 {% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
 {{ table(d.per_case) }}
@@ -167,6 +184,10 @@ COMMENT = """
 }}{% endfor %}; each implementation:
 
 {{ table(d.implementations) }}
+
+Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{ code | ran_path }})
+{{- "; " if not loop.last else "." }}
+{% endfor %}
 {% if d.chart %}
 
 ```mermaid

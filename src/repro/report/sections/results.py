@@ -9,6 +9,7 @@ import pandas as pd
 
 from repro import registry, seeds
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
+from repro.registry import CodeRan
 from repro.report.model import Common, Section
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
@@ -30,6 +31,7 @@ class ReshapeFigures:
     fixed_blocks: int
     fixed_required: int
     raised: str  # PyTorch's error as captured ("" when not raised)
+    code: CodeRan  # whose reshape produced these figures
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class GatherFigures:
     memcheck_fix: tuple[int, int] | None  # (total errors, cases) of the fixed kernel
     jit_kernel: str  # the kernel the PR's log names
     jit: tuple[str, str, int, int] | None  # (release, Triton's kernel name, narrowed compilations, widths)
+    bug_code: CodeRan  # the kernel the before-the-fix rows ran
+    fix_code: CodeRan  # the kernel the fixed rows ran
+    jit_code: CodeRan | None  # the release kernel the JIT row ran
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ def _reshape(c: Common) -> ReshapeFigures | None:
         fixed_blocks=int(f["blocks_per_kv_block"]),
         fixed_required=int(f["required_bytes"]),
         raised=str(facts.get("error_text") or ""),
+        code=registry.RESHAPE_REPLICA,
     )
 
 
@@ -123,6 +129,9 @@ def _gather(c: Common) -> GatherFigures | None:
         memcheck_fix=memcheck_fix,
         jit_kernel=str(seed.get("reported_jit_kernel", "")),
         jit=jit,
+        bug_code=registry.code_of(registry.BUGGY.label),
+        fix_code=registry.code_of(registry.FIXED.label),
+        jit_code=registry.release_code(jit[0], jit[1]) if jit else None,
     )
 
 
@@ -137,10 +146,15 @@ TEMPLATE = """
 {% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
 {% if d.reshape or d.gather %}
 ### What the pull requests quote, and this run
+
+*code that ran*: a vLLM release's own code, or this repository's replica of it (the expression before or after
+the fix).
 {% endif %}
 {% if d.reshape %}{% set r = d.reshape %}{% set p = r.pr %}{% set eq = r.same_pool %}
 
 #### BUG_RESHAPE
+
+Code that ran, every row: {{ r.code | ran }} ({{ r.code | ran_path }}).
 
 {% call grid("figure", "the PR quotes", "this run", "equal") %}
 {{ row }}`as_strided` sizes | `{{ p.sizes }}` | `{{ r.sizes }}` ({{ r.group }}) |
@@ -162,33 +176,38 @@ TEMPLATE = """
 {% endcall %}
 {% endif %}
 {% if d.gather %}{% set g = d.gather %}{% set p = g.pr %}
+{% set bug, fix = g.bug_code | ran, g.fix_code | ran %}
 
 #### BUG_GATHER
 
-{% call grid("figure", "the PR quotes", "this run", "equal") %}
+{% call grid("figure", "the PR quotes", "this run", "equal", "code that ran") %}
 {{ row }}requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
-{{ counts(g.correct_at) }} | {{ same(p.buggy_passes_at, g.correct_at | list) }}
+{{ counts(g.correct_at) }} | {{ same(p.buggy_passes_at, g.correct_at | list) }} | {{ bug }}
 {{ row }}requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
-| {{ same(p.buggy_fails_at, g.wrong_at | list) }}
+| {{ same(p.buggy_fails_at, g.wrong_at | list) }} | {{ bug }}
 {{ row }}requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
-{{ counts(g.fixed_correct_at) }} | {{ same(p.fixed_passes_at, g.fixed_correct_at | list) }}
+{{ counts(g.fixed_correct_at) }} | {{ same(p.fixed_passes_at, g.fixed_correct_at | list) }} | {{ fix }}
 {{ row }}the error | `{{ g.error }}` |
 {% if g.fault %}`{{ g.fault | short(90) }}`{% else %}no process faulted (on the CPU the bounds-checked interpreter
 flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fault else "not comparable" }}
+| {{ bug }}
 {% if g.memcheck_bug %}
 {{ row }}compute-sanitizer memcheck errors, kernel before the fix |
 {{ p.sanitizer_errors_buggy_a100 | thousands }} (A100) | {{ g.memcheck_bug[0] | thousands }} in
 {{ g.memcheck_bug[1] }} of {{ g.memcheck_bug[2] }} cases (this run's device and sizes) |
-{{ "invalid accesses in both" if g.memcheck_bug[0] and p.sanitizer_errors_buggy_a100 else "no" }}
+{{ "invalid accesses in both" if g.memcheck_bug[0] and p.sanitizer_errors_buggy_a100 else "no" }} | {{ bug }}
 {{ row }}memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
-{{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }}
+{{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }} | {{ fix }}
 {% endif %}
 {% if g.jit %}
-{{ row }}the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | {{ g.jit[0] }}'s
-`{{ g.jit[1] }}` compiled {{ g.jit[2] }} times for {{ g.jit[3] }} narrowed widths after the warm-up |
-{{ same(True, g.jit[2] > 0) }}
+{{ row }}the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | compiled {{ g.jit[2] }} times for
+{{ g.jit[3] }} narrowed widths after the warm-up |
+{{ same(True, g.jit[2] > 0) }} | {{ g.jit_code | ran }}
 {% endif %}
 {% endcall %}
+
+{{ g.bug_code | ran | capital }} and {{ g.fix_code | ran }} are {{ g.bug_code | ran_path }} and
+{{ g.fix_code | ran_path }}{% if g.jit_code %}; the JIT row ran {{ g.jit_code | ran_path }}{% endif %}.
 {% endif %}
 """.replace("BUG_RESHAPE", BUG_RESHAPE).replace("BUG_GATHER", BUG_GATHER)
 

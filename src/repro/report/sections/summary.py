@@ -9,6 +9,7 @@ from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe, is_own_implementation
+from repro.registry import CodeRan
 from repro.report.model import Common, Section
 from repro.report.sections.reshape import reported_group
 from repro.studies.analysis import upstream_cost
@@ -40,6 +41,8 @@ class Gather:
     bug: str
     fix: str
     under_test: tuple[str, str] | None  # (loaded name, what it did)
+    bug_code: CodeRan  # whose kernel "bug" and "fix" describe: this repository's replicas
+    fix_code: CodeRan
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ def _gather(c: Common) -> Gather | None:
         bug=describe(bug) if bug else "",
         fix=describe(fix) if fix else "",
         under_test=(name, describe(under)) if outside and under else None,
+        bug_code=registry.code_of(registry.BUGGY.label),
+        fix_code=registry.code_of(registry.FIXED.label),
     )
 
 
@@ -227,8 +232,8 @@ split into smaller kernel blocks | shown
 {% if d.gather %}{% set g = d.gather %}
 {{ row }}BUG_GATHER strided block-table gather (`_dequantize_and_gather_k_kernel`) |
 {% if g.under_test %}{{ g.under_test[0] }} {{ g.under_test[1] }}; {% endif %}
-{% if g.bug %}the kernel as before the fix (row pitch `shape[-1]`) {{ g.bug }}{% endif %}
-{% if g.fix %}; with the fix (`stride(0)`) it {{ g.fix }}{% endif %} | {{ g.outcomes }}
+{% if g.bug %}this repository's {{ g.bug_code | ran }} (row pitch `shape[-1]`, as before the fix) {{ g.bug }}{% endif %}
+{% if g.fix %}; its {{ g.fix_code | ran }} (`stride(0)`, the fix) {{ g.fix }}{% endif %} | {{ g.outcomes }}
 {% endif %}
 {% if d.releases %}{% set s = d.releases %}
 {{ row }}BUG_GATHER in vLLM {{ s.first }} .. {{ s.last }} |

@@ -6,9 +6,10 @@ For the whole session the release's cached modules are importable through the lo
 :mod:`repro.studies.upstream.loader` (as released, or with the files of a patched copy standing in for the
 modules they replace); in Triton's interpreter every test also runs inside the bounds-checked
 interpreter, which counts the lanes a kernel aims outside every argument instead of letting them
-crash the process. Each collected test, each phase's outcome and the exception behind a failure are
-written as JSON lines to ``$REPRO_UPSTREAM_OUTCOMES``; a GPU fault (which poisons the CUDA context)
-stops the session so the runner can go on in a fresh process.
+crash the process. The cases a run takes are chosen by parameter value (:class:`Selection`, from
+``$REPRO_UPSTREAM_SELECT``): the test file itself has no size switch. Each collected test, each phase's
+outcome and the exception behind a failure are written as JSON lines to ``$REPRO_UPSTREAM_OUTCOMES``; a
+GPU fault (which poisons the CUDA context) stops the session so the runner can go on in a fresh process.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,32 @@ ENV_CACHE = "REPRO_UPSTREAM_CACHE"
 ENV_FILES = "REPRO_UPSTREAM_FILES"  # root of a patched copy ("" or unset: as released)
 ENV_TAG = "REPRO_UPSTREAM_TAG"
 ENV_OUTCOMES = "REPRO_UPSTREAM_OUTCOMES"
+ENV_SELECT = "REPRO_UPSTREAM_SELECT"  # a Selection as JSON ("" or unset: every case)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which cases of the test file a run takes, by parameter value: ``every`` constrains every test,
+    ``per_test`` the test function it names; a parameter a constraint does not name, or that a test does not
+    take, admits every value."""
+
+    every: Mapping[str, tuple] = field(default_factory=dict)
+    per_test: Mapping[str, Mapping[str, tuple]] = field(default_factory=dict)
+
+    def takes(self, function: str, params: Mapping[str, object]) -> bool:
+        wanted = {**self.every, **self.per_test.get(function, {})}
+        return all(params[name] in values for name, values in wanted.items() if name in params)
+
+    def to_json(self) -> str:
+        return json.dumps({"every": self.every, "per_test": self.per_test})
+
+    @classmethod
+    def from_json(cls, text: str) -> Selection:
+        data = json.loads(text) if text else {}
+        every = {k: tuple(v) for k, v in data.get("every", {}).items()}
+        per_test = {t: {k: tuple(v) for k, v in c.items()} for t, c in data.get("per_test", {}).items()}
+        return cls(every, per_test)
+
 
 _state: dict = {}
 
@@ -80,10 +108,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         stack.close()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the cases the selection takes (the others are deselected, as ``-k`` would) and record each."""
+    selection = Selection.from_json(os.environ.get(ENV_SELECT, ""))
+    kept, dropped = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
-        _write({"event": "collected", "nodeid": item.nodeid, "params": dict(spec.params) if spec else {}})
+        params = dict(spec.params) if spec else {}
+        function = getattr(item, "originalname", item.name)
+        (kept if selection.takes(function, params) else dropped).append((item, params))
+    if dropped:
+        config.hook.pytest_deselected(items=[item for item, _ in dropped])
+        items[:] = [item for item, _ in kept]
+    for item, params in kept:
+        _write({"event": "collected", "nodeid": item.nodeid, "params": params})
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

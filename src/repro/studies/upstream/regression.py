@@ -2,11 +2,12 @@
 
 The test file is run as it is, by pytest in a child process, with :mod:`repro.studies.upstream.pytest_release`
 making ``vllm`` mean the release's cached modules (as released, or the patched copy that ``patch -p1``
-wrote). Every collected test gets one :class:`~repro.registry.SuiteOutcome`, typed from the phase that
-decided it: the test's own ``assert_close`` failing is a bitwise mismatch (or, where Triton's bounds-checked
-interpreter counted lanes aimed outside every argument, reads outside every tensor); a GPU fault is a device
-fault; another exception, a setup, collection or import error, a skip and a test that never ran are each
-their own outcome.
+wrote) and taking the cases of the profile's :data:`SELECTIONS` (the file's ``conftest.py`` names older
+releases' modules as today's). Every collected test gets one :class:`~repro.registry.SuiteOutcome`, typed
+from the phase that decided it: the test's own ``assert_close`` failing is a bitwise mismatch (or, where
+Triton's bounds-checked interpreter counted lanes aimed outside every argument, reads outside every tensor);
+a GPU fault is a device fault; another exception, a setup, collection or import error, a skip and a test
+that never ran are each their own outcome.
 
 A device fault poisons the CUDA context, so the runner starts a fresh pytest on the tests not yet run
 (at most ``max_restarts`` times); a test whose process died without a result is a fault too.
@@ -27,12 +28,19 @@ from pathlib import Path
 from repro.paths import repo_root
 from repro.registry import SuiteOutcome as Outcome
 from repro.studies.upstream import pytest_release as plugin
+from repro.studies.upstream.pytest_release import Selection
 
 TEST_FOLDER = "upstream-tests"
 TEST_FILE = "test_dequantize_and_gather_strided_block_table.py"
-SIZES_ENV = "DSV4_GATHER_TEST_SIZES"
-#: The test file's sizes per profile: a few small cases in the interpreter, vLLM-like ones on a GPU.
-SIZES = {"cpu": "small", "gpu": "full"}
+INVALID_IDS_TEST = "test_dequantize_and_gather_k_cache_narrowed_block_table_invalid_ids"
+#: The test file's cases per profile. In Triton's interpreter: the smallest block size and table, one and two
+#: requests, through the dispatcher (which launches the Triton gather there). On a GPU: every case, the
+#: invalid-id test through the Triton entries only (a release as released faults on it, and each fault costs a
+#: fresh process; the dispatcher launches the same kernels, or the CuTe-DSL gather where that is installed).
+SELECTIONS = {
+    "cpu": Selection(every={"block_size": (16,), "width": (3,), "num_reqs": (1, 2), "entry": ("dispatcher",)}),
+    "gpu": Selection(per_test={INVALID_IDS_TEST: {"entry": ("triton",)}}),
+}
 
 
 def suite_path() -> Path:
@@ -110,7 +118,7 @@ def run_suite(
     form: str,
     patched_files: Path | None = None,
     cache_root: Path | None = None,
-    sizes: str = "small",
+    selection: Selection = SELECTIONS["cpu"],
     interpreted: bool = True,
     max_restarts: int = 64,
     timeout_s: float = 600.0,
@@ -129,7 +137,7 @@ def run_suite(
             plugin.ENV_CACHE: str(cache_root or ""),
             plugin.ENV_FILES: str(patched_files or ""),
             plugin.ENV_TAG: f"{release}+{form}",
-            SIZES_ENV: sizes,
+            plugin.ENV_SELECT: selection.to_json(),
         }
     )
     if interpreted:
