@@ -136,25 +136,27 @@ COMPACT_NOTE = (
     + " *rows* opens the rows behind each row, each linked to its evidence; a GPU family a release cannot serve "
     "the model on has no row ([not served]({detail}#not-served))."
 )
-#: The report's note under its compact table.
+#: The report's note under its compact table (short: a pull-request comment holds it too).
 REPORT_NOTE = (
-    "One row per outcome: the gather a release launches for a model's default K-cache records on a GPU family, "
-    "whether that kernel misreads column-narrowed tables (*bug*: this run's release-matrix verdict, *not measured* "
-    "without one), and "
-    + _WORDS
-    + " *rows* opens the first row behind it in `results/05-who-is-affected.csv`, which links the evidence; a "
-    "platform a release cannot serve the model on has no row (`results/05-gather-dispatch.csv`, status *model "
-    "not served on this platform*)."
+    "One row per outcome. *bug*: this run's release-matrix verdict (*not measured* without one); *latent*: stock "
+    "vLLM's runner code never hands the kernel a column-narrowed table (it is wrong only for forks, plugins and "
+    "direct callers), *reached*: it does; *no cutlass* / *cutlass fails*: `nvidia-cutlass-dsl` absent / failing to "
+    "import; *rows*: the first row behind it in `results/05-who-is-affected.csv`. Platforms a release cannot serve "
+    "the model on have no row."
 )
 
 
 def _families(names: list[str]) -> str:
-    out = []
+    """``SM90, ROCm, SM100, SM100 no cutlass at TP 1/2/4/8``: families with one topology named once with it."""
+    by_topology: dict[str, list[str]] = {}
     for name in names:
         family, _, topology = name.partition(" at ")
-        shown = GPU_FAMILY_SHORT.get(family, family)
-        out.append(f"{shown} at {topology.replace(', ', '/')}" if topology else shown)
-    return ", ".join(out)
+        by_topology.setdefault(topology, []).append(GPU_FAMILY_SHORT.get(family, family))
+    parts = []
+    for topology, families in by_topology.items():
+        shown = ", ".join(families)
+        parts.append(f"{shown} at {topology.replace(', ', '/')}" if topology else shown)
+    return ", ".join(parts)
 
 
 def _where(entries: list[tuple[str, list[str], str]]) -> str:
@@ -176,7 +178,7 @@ def compact_display(compact: pd.DataFrame, detail: Callable[[int, list[int]], st
             {
                 "model: GPU (releases)": _where(r["where"]),
                 "gather kernel (records)": f"{kernels} ({records} B)",
-                "bug": f"{r['bug']}, stock vLLM **{r['stock_vllm']}**",
+                "bug; stock vLLM": f"{r['bug']}; {r['stock_vllm']}",
                 "rows": Link(str(i + 1), detail(i, r["rows"])),
             }
         )

@@ -31,8 +31,7 @@ MARKDOWN = """
 """
 
 COMMENT = """
-{% call fold("Who is affected: which gather each release launches, per GPU family, model and record (%d rows)"
-             % (d.table | length)) %}
+{% call fold("Who is affected: one row per outcome (%d rows)" % (d.table | length)) %}
 {{ table(d.table) }}
 
 {{ note }}
