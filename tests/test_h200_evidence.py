@@ -14,13 +14,12 @@ import pandas as pd
 import pytest
 from rendered import rendering
 
-from repro import seeds
 from repro.core.analysis import gather, performance, reshape
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report.comparison import render_comparison
-from repro.studies.analysis import reshape_releases
+from repro.studies.analysis import reshape_chain
 
 pytestmark = pytest.mark.integration
 
@@ -86,14 +85,24 @@ def test_reshape_group_checks_follow_todays_rules(run):
         assert (committed.iloc[0].observed, truthy(committed.iloc[0].ok)) == (row["observed"], row["ok"])
 
 
-def test_reshape_release_checks_follow_todays_rules(run):
-    rows, checks = run.table("01-reshape-releases"), run.table("01-reshape-release-checks")
-    if rows is None:
-        pytest.skip("no release ran notebook 01's reshape in this run")
-    today = reshape_releases.release_checks(rows, seeds.load(43988), "C128A KV")
+def test_bug1_release_checks_and_answers_follow_todays_rules(run):
+    runners, runs, cells = (run.table(f"06-reshape-{t}") for t in ("runners", "runs", "cells"))
+    if runners is None:
+        pytest.skip("no release ran notebook 06's chain in this run")
+    today = reshape_chain.checks(runs, cells)
+    checks = run.table("06-reshape-checks")
     assert len(today) == len(checks)
     for row, (_, committed) in zip(today, checks.iterrows()):
-        assert (committed.code, committed.check, truthy(committed.ok)) == (row["code"], row["check"], row["ok"])
+        assert (str(committed.release), committed.check, truthy(committed.ok)) == (
+            row["release"],
+            row["check"],
+            row["ok"],
+        )
+    answers = reshape_chain.answers(runners, runs, cells)
+    committed = run.table("06-reshape-answers").fillna("").astype(str)
+    assert answers[["release", "runner", "answer", "configuration"]].astype(str).values.tolist() == (
+        committed[["release", "runner", "answer", "configuration"]].values.tolist()
+    )
 
 
 def test_ratios_are_todays_ratios_of_the_medians(run):

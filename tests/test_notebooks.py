@@ -33,6 +33,7 @@ def test_every_notebook_runs_and_every_check_passes(cpu_run):
         "03-performance",
         "04-upstream-releases",
         "05-who-is-affected",
+        "06-reshape-in-releases",
     }
     assert all(s["status"] == "ok" for s in manifest["notebooks"].values())
     for name in ("01-reshape-checks", "02-gather-sweep", "02-contiguous-checks", "02-interpreter-memory-safety"):
@@ -50,6 +51,11 @@ def test_every_notebook_runs_and_every_check_passes(cpu_run):
     answers = pd.read_csv(out / "results" / "05-runner-answers.csv")
     # 0.22.0's V1 and V2 runners; 0.34.0 ships V2 only
     assert len(answers) == 3 and set(answers.answer) <= {"reached", "latent", "undecided"}
+    bug1 = pd.read_csv(out / "results" / "06-reshape-answers.csv", dtype=str, keep_default_na=False)
+    bug1 = bug1.set_index(["release", "runner"])
+    assert bug1.loc[("0.22.0", "V1"), "answer"] == "reached" and bug1.loc[("0.23.0", "V2"), "answer"] == "absent"
+    assert set(bug1.loc["0.34.0", "answer"]) == {"not shipped"}
+    assert (pd.read_csv(out / "results" / "06-reshape-checks.csv")["ok"]).all()
 
 
 def test_report_is_written_and_fits_a_pr_comment(cpu_run):

@@ -1,264 +1,469 @@
-"""Bug 1 on vLLM's own function: the analysis rules on hand-made rows, and one real release on the CPU."""
+"""Bug 1 in releases (notebook 06): the page check, the cache layers a (synthetic) release's ``__init__`` lines build,
+the links' refusals, the classification of every cell and the answer per release and runner; then two real
+releases' own chains on the CPU."""
+
+from __future__ import annotations
 
 import json
+import textwrap
+import types
 
 import pandas as pd
 import pytest
+import torch
 
-from repro import seeds
-from repro.registry import (
-    KBS_NOT_A_PARAMETER,
-    KBS_SELECTED,
-    KBS_STORAGE,
-    OUTCOME_RAISED,
-    OUTCOME_VIEW,
-    RESHAPE_NO_FUNCTION,
-    RESHAPE_NOT_LOADED,
-    RESHAPE_RAN,
-    RESHAPE_SELECTION_NOT_RUN,
-)
-from repro.studies.analysis import reshape_releases as rules
+from repro.core.reshape.plan import page_check
+from repro.registry import RUNNER_V1, RUNNER_V2, Bug1Answer, CellOutcome, ChainLink, ChainStop
+from repro.studies.analysis import reshape_chain as rules
+from repro.studies.upstream.released_code import NotProvided, ReleasedCode
+from repro.studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
 
-SEED = seeds.load(43988)
-PR_ERROR = (
-    "setStorage: sizes [3944832, 2, 584], strides [1728, 584, 1], storage offset 0, and itemsize 1 requiring a "
-    "storage size of 6816669136 are out of bounds for storage of size 53255232 (at vllm/v1/worker/gpu/x.py:1)"
-)
+# ---- the page check: a view against every logical block's page ------------------------------------------------------
 
 
-def row(**changes):
-    """A C128A row at the PR's geometry that returned the fixed view (every figure as the model says)."""
+def test_a_view_of_one_kernel_block_per_padded_page_fits_exactly():
+    pool = torch.zeros(1728 * 8, dtype=torch.uint8)
+    view = torch.as_strided(pool, (8, 2, 584), (1728, 584, 1))
+    check = page_check(view, pool, 8, 1728, 1168)
+    assert check.exact and (check.kernel_blocks_per_page, check.bytes_addressed) == (1, 8 * 1168)
+
+
+def test_a_view_inside_the_pool_that_crosses_a_page_is_caught():
+    """Kernel blocks one payload apart instead of one page apart: every byte stays inside the pool, so PyTorch
+    accepts the view, yet block b's rows land in page b-1's padding and page b's first rows."""
+    pool = torch.zeros(1728 * 8, dtype=torch.uint8)
+    view = torch.as_strided(pool, (8, 2, 584), (1168, 584, 1))
+    check = page_check(view, pool, 8, 1728, 1168)
+    assert check.blocks_outside_page == 7 and check.first_outside == (1, 1)
+    assert check.padding_bytes_addressed > 0 and not check.exact
+
+
+def test_a_view_that_misses_half_of_each_payload_is_caught():
+    pool = torch.zeros(1728 * 8, dtype=torch.uint8)
+    view = torch.as_strided(pool, (8, 1, 584), (1728, 584, 1))
+    check = page_check(view, pool, 8, 1728, 1168)
+    assert check.inside_pages and check.payload_bytes_missed == 8 * 584 and not check.exact
+
+
+def test_a_packed_layout_is_checked_at_the_layers_slot_of_each_row():
+    pool = torch.zeros(3000 * 4, dtype=torch.uint8)
+    view = pool.view(-1, 3000)[:, 1000 : 1000 + 1168].view(4, 2, 584)
+    assert page_check(view, pool, 4, 1728, 1168, page_offset=1000, page_stride=3000).exact
+    assert not page_check(view, pool, 4, 1728, 1168).exact  # the same view read as pages one after another
+
+
+# ---- a synthetic release's DeepSeek-V4 layers, built by their __init__ lines ----------------------------------------
+
+MODEL = {
+    "vllm/model_executor/layers/attention_layer_base.py": """
+        class AttentionLayerBase:
+            pass
+    """,
+    "vllm/models/deepseek_v4/heavy.py": """
+        class Heavy:
+            def __init__(self, n):
+                raise RuntimeError("a linear layer: never built by the study")
+    """,
+    "vllm/models/deepseek_v4/nvidia/model.py": """
+        import torch.nn as nn
+        from vllm.models.deepseek_v4.attention import FlashAttention
+        from vllm.models.deepseek_v4.heavy import Heavy
+
+        class DeepseekV4DecoderLayer(nn.Module):
+            def __init__(self, vllm_config, prefix):
+                super().__init__()
+                config = vllm_config.model_config.hf_config
+                self.mlp = Heavy(config.hidden_size)
+                self.attn = FlashAttention(vllm_config, prefix=f"{prefix}.attn")
+    """,
+    "vllm/models/deepseek_v4/attention.py": """
+        import torch.nn as nn
+        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+        def rope(config):
+            raise RuntimeError("needs a GPU")
+
+        class ToySWACache(nn.Module, AttentionLayerBase):
+            def __init__(self, head_dim, prefix, vllm_config, rotary=None):
+                super().__init__()
+                self.head_dim = head_dim
+                self.block_size = 64
+                self.prefix = prefix
+                vllm_config.compilation_config.static_forward_context[prefix] = self
+
+            def get_kv_cache_spec(self, vllm_config):
+                return ("swa", self.block_size, self.head_dim)
+
+            def get_attn_backend(self):
+                return "SWABackend"
+
+        class Attention(nn.Module, AttentionLayerBase):
+            def __init__(self, vllm_config, prefix):
+                super().__init__()
+                config = vllm_config.model_config.hf_config
+                self.prefix = prefix
+                self.rotary = rope(config)
+                self.head_dim = config.head_dim
+                self.compress_ratio = max(1, config.compress_ratios[int(prefix.split(".")[2])])
+                self.swa_cache = ToySWACache(self.head_dim, f"{prefix}.swa_cache", vllm_config, rotary=self.rotary)
+                vllm_config.compilation_config.static_forward_context[prefix] = self
+
+            def get_kv_cache_spec(self, vllm_config):
+                if self.compress_ratio <= 1:
+                    return None
+                return ("mla", vllm_config.cache_config.block_size, self.compress_ratio, self.head_dim + 0)
+
+            def get_attn_backend(self):
+                return self.backend_cls
+
+        class FlashAttention(Attention):
+            backend_cls = "FlashBackend"
+
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+    """,
+}
+
+
+def toy_code() -> ReleasedCode:
+    sources = {m: textwrap.dedent(s).lstrip() for m, s in MODEL.items()}
+    return ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+
+
+def toy_config(compress_ratios: list[int]) -> types.SimpleNamespace:
+    ns = types.SimpleNamespace
+    hf = ns(head_dim=512, compress_ratios=compress_ratios)
+    return ns(
+        model_config=ns(hf_config=hf), cache_config=ns(block_size=256), compilation_config=ns(static_forward_context={})
+    )
+
+
+def test_the_layers_are_built_by_their_own_init_lines_and_register_in_order():
+    code, vc = toy_code(), toy_config([0, 128])
+    builder = ModelBuilder(code, vc)
+    for layer_id in (0, 1):
+        builder.decoder_layer(layer_id)
+    assert list(vc.compilation_config.static_forward_context) == [
+        "model.layers.0.attn.swa_cache",
+        "model.layers.0.attn",
+        "model.layers.1.attn.swa_cache",
+        "model.layers.1.attn",
+    ]
+    specs = {layer.name: layer.obj.get_kv_cache_spec(vc) for layer in builder.layers}
+    assert specs["model.layers.1.attn"] == ("mla", 256, 128, 512) and specs["model.layers.0.attn"] is None
+    assert specs["model.layers.1.attn.swa_cache"] == ("swa", 64, 512)
+    backends = {layer.name: layer.obj.get_attn_backend() for layer in builder.layers}
+    assert backends["model.layers.1.attn"] == "FlashBackend"  # the subclass's, through super().__init__
+    assert [layer.kind for layer in builder.layers] == [CacheKind.SWA, None, CacheKind.SWA, CacheKind.C128A]
+    # the rotary embedding (an argument of the SWA cache) failed and bound a placeholder no spec reads; the linear
+    # layer, which no cache needs, never ran
+    assert any("needs a GPU" in f for f in builder.failures)
+    assert not any("never built" in f for f in builder.failures)
+
+
+def test_a_spec_that_reads_a_failed_statement_says_so():
+    MODEL_BROKEN = dict(MODEL)
+    MODEL_BROKEN["vllm/models/deepseek_v4/attention.py"] = MODEL["vllm/models/deepseek_v4/attention.py"].replace(
+        "self.head_dim = config.head_dim", "self.head_dim = rope(config)"
+    )
+    sources = {m: textwrap.dedent(s).lstrip() for m, s in MODEL_BROKEN.items()}
+    code, vc = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9"), toy_config([128])
+    builder = ModelBuilder(code, vc)
+    builder.decoder_layer(0)
+    attn = next(layer for layer in builder.layers if layer.name == "model.layers.0.attn")
+    with pytest.raises(TypeError, match="Missing"):
+        attn.obj.get_kv_cache_spec(vc)
+
+
+def test_cache_kinds_from_the_classes_that_built_them():
+    path = ("DeepseekV4DecoderLayer", "DeepseekV4Attention", "DeepseekV4Indexer", "DeepseekCompressor")
+    assert cache_kind((*path, "CompressorStateCache"), 4) is CacheKind.C4_INDEXER_STATE
+    assert (
+        cache_kind(("DeepseekV4Attention", "DeepseekCompressor", "CompressorStateCache"), 128)
+        is CacheKind.C128_MAIN_STATE
+    )
+    assert (
+        cache_kind(("DeepseekV4Attention", "DeepseekV4Indexer", "DeepseekV4IndexerCache"), 4) is CacheKind.C4_INDEXER_K
+    )
+    assert cache_kind(("DeepseekV4Attention", "DeepseekV4FlashMLAAttention"), 4) is CacheKind.C4A
+
+
+# ---- a refusal is the release's, a missing stand-in is the study's --------------------------------------------
+
+
+def test_a_bare_assert_is_the_releases_refusal_with_its_line_and_a_placeholder_is_not_run():
+    from repro.studies.upstream.reshape_chain import stopped
+
+    sources = {
+        "vllm/v1/core/kv_cache_utils.py": "def group(a, b):\n    assert a <= b\n    return a\n",
+        "vllm/v1/worker/utils.py": "from vllm.missing import helper\n\ndef select(n):\n    return helper(n)\n",
+    }
+    code = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+    with pytest.raises(AssertionError) as refused:
+        code.function("vllm/v1/core/kv_cache_utils.py", "group")(2, 1)
+    stop = stopped(ChainLink.GROUPS, refused.value, code)
+    assert (stop.stop, stop.where, stop.message) == (
+        ChainStop.REJECTED,
+        "vllm/v1/core/kv_cache_utils.py:2",
+        "AssertionError: assert a <= b",
+    )
+    with pytest.raises(NotProvided) as missing:
+        code.function("vllm/v1/worker/utils.py", "select")(3)
+    assert stopped(ChainLink.KERNEL_BLOCKS, missing.value, code).stop is ChainStop.NOT_RUN
+
+
+# ---- cells, runs and answers from rows ------------------------------------------------------------------------------
+
+PAGES = 4
+
+
+def cell(**changes) -> dict:
+    """A C128A cell at --block-size 256 whose view fits exactly."""
     base = {
-        "code": "vLLM 0.99.0",
-        "release": "0.99.0",
+        "release": "9.9.9",
+        "runner": RUNNER_V1,
+        "block size asked": "256",
+        "block size": 256,
         "cache group": "C128A KV",
-        "kbs input": KBS_SELECTED,
-        "kernel_block_size": 256,
-        "kbs chosen by": "vLLM 0.99.0 prepare_kernel_block_sizes",
-        "storage_block_size": 2,
-        "pr_geometry": True,
-        "status": RESHAPE_RAN,
-        "reason": "",
-        "count expression": "x.storage_block_size // kernel_block_size",
-        "outcome": OUTCOME_VIEW,
-        "error_type": "",
+        "layer": "model.layers.2.attn",
+        "kv cache group": 0,
+        "kernel block size": 256,
+        "spec block size": 256,
+        "storage rows": 2,
+        "page bytes": 1728,
+        "payload bytes": 1168,
+        "pages": PAGES,
+        "error type": "",
         "error": "",
-        "sizes": json.dumps([30819, 2, 584]),
+        "where": "",
+        "sizes": json.dumps([PAGES, 2, 584]),
         "strides": json.dumps([1728, 584, 1]),
-        "required_bytes": 53254672,
-        "available_bytes": 53255232,
-        "unused_tail_bytes": 560,
-        "page_tail_bytes": 560,
-        "payload_mismatches": 0,
-        "padding_bytes_changed": 0,
-        "spec_page_bytes": 1728,
-        "spec_real_page_bytes": 1168,
-        "model_page_bytes": 1728,
-        "model_real_page_bytes": 1168,
-        "model_buggy_sizes": json.dumps([3944832, 2, 584]),
-        "model_buggy_strides": json.dumps([1728, 584, 1]),
-        "model_buggy_required": 6816669136,
-        "model_fixed_sizes": json.dumps([30819, 2, 584]),
-        "model_fixed_strides": json.dumps([1728, 584, 1]),
-        "model_fixed_required": 53254672,
+        "kernel blocks per page": 1,
+        "blocks outside page": 0,
+        "payload bytes missed": 0,
+        "padding bytes addressed": 0,
     }
     return {**base, **changes}
 
 
-def raised(**changes):
-    """The same row where the release raised PyTorch's error with the PR's figures."""
-    fields = {
-        "outcome": OUTCOME_RAISED,
-        "error_type": "RuntimeError",
-        "error": PR_ERROR,
-        "sizes": "",
-        "strides": "",
-        "required_bytes": None,
-        "unused_tail_bytes": None,
-        "payload_mismatches": None,
-        "padding_bytes_changed": None,
-        "kbs input": KBS_STORAGE,
-        "kernel_block_size": 2,
-        "kbs chosen by": "storage rows",
+ERROR = (
+    "setStorage: sizes [8, 4, 584], strides [2880, 584, 1], storage offset 0, and itemsize 1 requiring a storage "
+    "size of 21328 are out of bounds for storage of size 11520"
+)
+
+
+def raised_cell(**changes) -> dict:
+    return cell(
+        **{
+            "block size asked": "512",
+            "block size": 512,
+            "spec block size": 512,
+            "storage rows": 4,
+            "sizes": "",
+            "strides": "",
+            "error type": "RuntimeError",
+            "error": ERROR,
+            "where": "vllm/v1/worker/gpu_model_runner.py:6976",
+            "kernel blocks per page": "",
+            **changes,
+        }
+    )
+
+
+def run(block: str, runner: str = RUNNER_V1, **changes) -> dict:
+    base = {
+        "release": "9.9.9",
+        "runner": runner,
+        "block size asked": block,
+        "block size": 256 if block == "default" else int(block),
+        "stock": runner == RUNNER_V1,
+        "environment": "" if runner == RUNNER_V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
+        "link": "",
+        "stop": "",
+        "where": "",
+        "message": "",
     }
-    return row(**{**fields, **changes})
+    return {**base, **changes}
 
 
-def oks(checks):
-    return {c["check"]: c["ok"] for c in checks}
+def runners_row(runner: str, expression: str, shipped: bool = True) -> dict:
+    return {
+        "release": "9.9.9",
+        "runner": runner,
+        "shipped": shipped,
+        "count expression": expression,
+        "stock": runner == RUNNER_V1,
+        "reached with": "" if runner == RUNNER_V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
+    }
 
 
-def test_a_fitting_view_passes_only_when_every_figure_and_byte_is_right():
-    good = rules.observation_checks(row()) + rules.pr_figure_checks(row(), SEED)
-    assert all(c["ok"] for c in good) and len(good) == 7
-    assert {c["code"] for c in good} == {"vLLM 0.99.0"}
-    assert not oks(rules.observation_checks(row(payload_mismatches=3)))[
-        "the view aliases exactly the right bytes (written through the view, read from the raw pool)"
+BUGGY = "kv_cache_spec.block_size // kernel_block_size"
+FIXED = "kv_cache_spec.storage_block_size // kernel_block_size"
+
+
+def test_every_cell_outcome_is_reachable_from_its_row():
+    assert rules.cell_outcome(cell()) is CellOutcome.FITS
+    assert rules.cell_outcome(raised_cell()) is CellOutcome.RAISES
+    assert rules.cell_outcome(cell(**{"blocks outside page": 3})) is CellOutcome.OUTSIDE_PAGE
+    assert rules.cell_outcome(cell(**{"kernel blocks per page": ""})) is CellOutcome.OUTSIDE_PAGE
+    assert rules.cell_outcome(cell(**{"payload bytes missed": 584})) is CellOutcome.WRONG_BYTES
+    assert rules.cell_outcome(cell(**{"error type": ChainStop.REJECTED, "sizes": ""})) is CellOutcome.REJECTED
+    assert rules.cell_outcome(cell(**{"error type": ChainStop.NOT_RUN, "sizes": ""})) is CellOutcome.NOT_RUN
+
+
+def test_pytorchs_two_refusals_are_parsed_and_nothing_else():
+    assert rules.pytorch_refusal(ERROR)["sizes"] == [8, 4, 584]
+    view = rules.pytorch_refusal("shape '[12, 192, 132]' is invalid for input of size 101376")
+    assert (view["kind"], view["sizes"]) == ("view", [12, 192, 132])
+    assert rules.pytorch_refusal("CUDA error: out of memory") is None
+
+
+def answers_of(runners: list[dict], runs: list[dict], cells: list[dict]) -> pd.DataFrame:
+    return rules.answers(pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells)).set_index("runner")
+
+
+def test_reached_latent_absent_and_not_shipped_come_from_the_rows():
+    rejected = {"link": ChainLink.GROUPS, "stop": ChainStop.REJECTED, "message": "AssertionError: assert x"}
+    runs = [
+        run("default"),
+        run("128", **rejected),
+        run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}"),
+        run("default", RUNNER_V2),
+        run("512", RUNNER_V2),
     ]
-    assert not oks(rules.observation_checks(row(unused_tail_bytes=0)))["unused tail is the last page's padding"]
-    wrong_view = row(sizes=json.dumps([30819, 2, 512]), strides=json.dumps([1728, 512, 1]))
-    assert not oks(rules.observation_checks(wrong_view))["returns the fixed model's view"]
-    assert not oks(rules.observation_checks(row(spec_page_bytes=1168)))[
-        "the release's spec class computes the catalogue's page"
+    default = {"block size asked": "default"}
+    cells = [cell(**default), raised_cell(), cell(runner=RUNNER_V2, **default)]
+    cells.append(cell(runner=RUNNER_V2, **{"block size asked": "512", "spec block size": 512}))
+    got = answers_of([runners_row(RUNNER_V1, BUGGY), runners_row(RUNNER_V2, FIXED)], runs, cells)
+    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.REACHED
+    assert got.loc[RUNNER_V1, "configuration"] == "--block-size 512"
+    assert (got.loc[RUNNER_V1, "block sizes rejected"], got.loc[RUNNER_V1, "block sizes that fit"]) == (
+        "128",
+        "default",
+    )
+    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.ABSENT
+    # the same rows with V2 counting by block_size: every accepted block size fits, so the bug is latent
+    got = answers_of([runners_row(RUNNER_V1, BUGGY), runners_row(RUNNER_V2, BUGGY)], runs, cells)
+    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.LATENT
+    got = answers_of([runners_row(RUNNER_V1, "", shipped=False)], [], [])
+    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.NOT_SHIPPED
+
+
+def test_a_failure_that_is_not_the_counts_is_another_failure_and_a_run_that_did_not_run_is_undecided():
+    other = raised_cell(error=ERROR.replace("sizes [8,", "sizes [5,"))  # not pages x (512 // 256)
+    runs = [run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}")]
+    got = answers_of([runners_row(RUNNER_V1, BUGGY)], runs, [other])
+    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.OTHER_FAILURE
+    got = answers_of([runners_row(RUNNER_V1, FIXED)], runs, [raised_cell()])
+    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.OTHER_FAILURE  # the right count, a wrong view: not bug 1's
+    not_run = run("256", link=ChainLink.SPECS, stop=ChainStop.NOT_RUN, message="NotProvided: x")
+    assert answers_of([runners_row(RUNNER_V1, BUGGY)], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
+
+
+def test_a_silent_wrong_view_reaches_the_bug_too():
+    wrong = cell(
+        **{
+            "block size asked": "512",
+            "spec block size": 512,
+            "sizes": json.dumps([8, 4, 584]),
+            "blocks outside page": 3,
+        }
+    )
+    got = answers_of([runners_row(RUNNER_V1, BUGGY)], [run("512")], [wrong])
+    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.REACHED
+
+
+def test_checks_pass_only_on_the_outcome_they_name():
+    runs = [run("256"), run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}")]
+    good = rules.checks(pd.DataFrame(runs), pd.DataFrame([cell(), raised_cell()]))
+    assert good and all(c["ok"] for c in good)
+    not_pytorch = raised_cell(**{"error type": "KeyError", "error": "'model.layers.2.attn'"})
+    bad = rules.checks(pd.DataFrame(runs[1:]), pd.DataFrame([not_pytorch]))
+    assert [c["check"] for c in bad if not c["ok"]] == [
+        "a raise is PyTorch's refusal of the view, in the runner's reshape"
     ]
-    assert not rules.pr_figure_checks(row(required_bytes=53254671), SEED)[0]["ok"]
+    two_per_page = cell(**{"kernel blocks per page": 2, "sizes": json.dumps([8, 1, 584])})
+    bad = rules.checks(pd.DataFrame(runs[:1]), pd.DataFrame([two_per_page]))
+    assert {c["check"] for c in bad if not c["ok"]} == {
+        "a view that fits addresses exactly each block's page payload (written through it)",
+        "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
+    }
+    stopped = rules.checks(pd.DataFrame([run("256", stop=ChainStop.NOT_RUN, link=ChainLink.SPECS)]), pd.DataFrame())
+    assert [c["ok"] for c in stopped] == [False]
 
 
-def test_a_raise_passes_only_as_pytorchs_setstorage_error_with_the_buggy_figures():
-    checks = rules.observation_checks(raised()) + rules.pr_figure_checks(raised(), SEED)
-    assert all(c["ok"] for c in checks) and len(checks) == 7
-    # another kind of error is a failed check, not a pass
-    for error_type, text in [
-        ("OutOfMemoryError", "CUDA out of memory"),
-        ("RuntimeError", "shape '[3944832, 2, 584]' is invalid for input of size 53255232"),
-        ("AssertionError", ""),
-    ]:
-        bad = raised(error_type=error_type, error=text)
-        assert not oks(rules.observation_checks(bad))[
-            "raises PyTorch's setStorage error with the buggy model's figures"
-        ]
-        assert not any(c["ok"] for c in rules.pr_figure_checks(bad, SEED))
-    other_figures = raised(error=PR_ERROR.replace("6816669136", "6816669137"))
-    assert not all(c["ok"] for c in rules.pr_figure_checks(other_figures, SEED))
-
-
-def test_rows_that_did_not_run_are_findings_or_failures():
-    finding = rules.observation_checks(row(status=RESHAPE_NO_FUNCTION, reason="no def"))
-    assert [c["ok"] for c in finding] == [True]
-    failure = rules.observation_checks(row(status=RESHAPE_NOT_LOADED, reason="could not load: vllm.x"))
-    assert [c["ok"] for c in failure] == [False] and "vllm.x" in failure[0]["observed"]
-
-
-def test_verdicts_per_release_come_from_the_rows():
-    frame = pd.DataFrame(
-        [
-            row(),
-            raised(),
-            row(code="vLLM 0.98.0", release="0.98.0"),
-            row(code="vLLM 0.98.0", release="0.98.0", **{"kbs input": KBS_STORAGE}),
-            row(code="vLLM 0.97.0", release="0.97.0", status=RESHAPE_NO_FUNCTION, reason="defines no function"),
-            raised(code="vLLM 0.96.0", release="0.96.0", error_type="MemoryError", error="no memory"),
-        ]
+def test_compact_answers_merge_consecutive_releases_with_the_same_answer():
+    rows = [
+        {**dict.fromkeys(rules.ANSWER_COLUMNS, ""), "release": v, "runner": RUNNER_V1, "answer": a, "stock": True}
+        for v, a in (("0.20.0", "reached"), ("0.21.0", "reached"), ("0.22.0", "absent"), ("0.23.0", "reached"))
+    ]
+    table = rules.compact_answers(pd.DataFrame(rows))
+    assert table["releases"].tolist() == ["0.20.0 – 0.21.0", "0.22.0", "0.23.0"]
+    assert rules.release_ranges(["0.20.0", "0.20.1", "0.21.0", "0.23.0", "0.24.0", "0.29.0"]) == (
+        "0.20.0 – 0.21.0, 0.23.0 – 0.24.0, 0.29.0"
     )
-    v = rules.release_verdicts(frame).set_index("release")
-    assert v.loc["0.99.0", "verdict"] == "bug 1: overruns"
-    assert (v.loc["0.99.0", "overruns with"], v.loc["0.99.0", "fits with"]) == (KBS_STORAGE, KBS_SELECTED)
-    assert v.loc["0.99.0", "stock runner's selection"] == "fits (vLLM 0.99.0 prepare_kernel_block_sizes)"
-    assert v.loc["0.98.0", "verdict"] == "fits"
-    assert v.loc["0.97.0", "verdict"] == RESHAPE_NO_FUNCTION
-    assert v.loc["0.96.0", "verdict"] == "does what neither model variant does"
-    sentence = rules.verdict_sentence(rules.release_verdicts(frame))
-    assert "vLLM 0.99.0: bug 1 (overruns with the storage rows kernel block size; with the release's own runner " in (
-        sentence
-    )
-    assert "vLLM 0.98.0: every group fits" in sentence
 
 
-SOURCE = "the kernel block size came from the code the row names"
+# ---- the notebook's parameters --------------------------------------------------------------------------------------
 
 
-def test_a_kernel_block_size_that_did_not_come_from_the_release_fails():
-    assert oks(rules.observation_checks(row()))[SOURCE] and oks(rules.observation_checks(raised()))[SOURCE]
-    # the model (or nobody, or another release) named as the chooser of the release's selection
-    for chooser in ("model", "", "vLLM 0.98.0 prepare_kernel_block_sizes"):
-        assert not oks(rules.observation_checks(row(**{"kbs chosen by": chooser})))[SOURCE], chooser
-    assert not oks(rules.observation_checks(row(kernel_block_size=None)))[SOURCE]
-    # the storage-rows input must be the storage rows; "not a parameter" must hand in nothing
-    assert not oks(rules.observation_checks(raised(kernel_block_size=256)))[SOURCE]
-    assert not oks(rules.observation_checks(row(**{"kbs input": KBS_NOT_A_PARAMETER})))[SOURCE]
-    assert oks(rules.observation_checks(row(**{"kbs input": KBS_NOT_A_PARAMETER, "kernel_block_size": None})))[SOURCE]
-    # a selection that did not run is a failed row, never a value from elsewhere
-    not_run = row(status=RESHAPE_SELECTION_NOT_RUN, reason="not run: could not load", kernel_block_size=None)
-    assert not any(c["ok"] for c in rules.observation_checks(not_run))
+def test_block_sizes_and_releases_are_checked_before_any_work():
+    from repro.parameters import ParameterError, validate_notebook
+    from repro.walkthrough.reshape_releases import CPU_BLOCK_SIZES, resolve_block_sizes, resolve_releases
+
+    for bad in ("", "256,,x", "0", "70000", "256, -16", "auto"):
+        with pytest.raises(ParameterError, match=r"^block_sizes: "):
+            validate_notebook({"block_sizes": bad}, "cpu")
+    assert validate_notebook({"block_sizes": "default,256, 512"}, "cpu") == {"block_sizes": "default,256, 512"}
+    assert [b.value for b in resolve_block_sizes("default", "cpu")] == list(CPU_BLOCK_SIZES)
+    assert [b.label for b in resolve_block_sizes("512,default,512", "cpu")] == ["512", "default"]
+    assert [b.value for b in resolve_block_sizes("all", "cpu")][:3] == [None, 16, 32]
+    assert resolve_releases("default", "cpu", True) == ["0.22.0", "0.23.0", "0.34.0"]
+    assert resolve_releases("0.23.0, 0.22.0,0.23.0", "cpu", True) == ["0.23.0", "0.22.0"]
+    with pytest.raises(ParameterError, match=r"^releases: "):
+        resolve_releases("0.22.x", "cpu", True)
 
 
-def test_the_runner_selection_is_found_in_the_release_source_and_unknown_modules_are_placeholders():
-    from repro.studies.upstream import kernel_blocks
-
-    source = (
-        "from vllm.v1.worker.utils import bind_kv_cache, prepare_kernel_block_sizes\n"
-        "def init_attn_backend(kv_cache_config, attn_groups):\n"
-        "    kernel_block_sizes = prepare_kernel_block_sizes(kv_cache_config, attn_groups)\n"
-        "    return kernel_block_sizes\n"
-    )
-    assert kernel_blocks.runner_selection_call(source) == ("prepare_kernel_block_sizes", "vllm.v1.worker.utils")
-    assert kernel_blocks.runner_selection_call("def f():\n    return 1\n") == ("", "")
-    stubs = kernel_blocks.PlaceholderStubs({"vllm.v1.worker.utils", "vllm.v1.attention.backend"})
-    assert "vllm.config" in stubs and stubs["vllm.config"] == kernel_blocks.PLACEHOLDER_MODULE
-    # a cached module, and the packages above it, are never stubbed
-    assert "vllm.v1.worker.utils" not in stubs and "vllm.v1.worker" not in stubs and "vllm" not in stubs
-    assert "vllm.platforms" in stubs and stubs["vllm.platforms"] == kernel_blocks.SELECTION_STUBS["vllm.platforms"]
-
-
-def test_verdicts_read_rows_back_from_csv(tmp_path):
-    path = tmp_path / "rows.csv"
-    pd.DataFrame([row(), raised()]).to_csv(path, index=False)
-    frame = pd.read_csv(path, keep_default_na=False)
-    checks = rules.release_checks(frame, SEED, "C128A KV")
-    assert len(checks) == 14 and all(c["ok"] for c in checks)
+# ---- two real releases, each through its own chain ------------------------------------------------------------------
 
 
 @pytest.mark.integration
-def test_one_real_release_raises_the_prs_error_and_fits_with_its_own_runner_selection(tmp_path, monkeypatch):
-    import torch
-
-    import repro.core.geometry.specs
-    from repro.core.geometry.specs import dsv4_catalogue
-    from repro.studies.upstream import kernel_blocks
-    from repro.studies.upstream import reshape as vllm_reshape
+def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
+    """vLLM 0.22.0 counts ``block_size // kernel_block_size`` in both runners and 0.23.0 fixed V2 only: at
+    ``--block-size 512`` the release's own selection gives kernel blocks of 256, so every compressed group's view
+    asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
+    flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
+    the CPU run's notebook 06 fetches.)"""
+    from repro.studies.upstream import reshape_chain as chain_lib
     from repro.studies.upstream.releases import fetch_index
 
     try:
         fetch_index(timeout_s=20)
     except OSError as exc:
         pytest.skip(f"the registry is not reachable here ({type(exc).__name__})")
-    loaded = vllm_reshape.load_release("0.22.0", tmp_path)
-    assert loaded.status == RESHAPE_RAN, loaded.reason
-    assert vllm_reshape.blocks_per_kv_block_lines(loaded.source()) == [
-        "num_blocks *= kv_cache_spec.block_size // kernel_block_size"
-    ]
-    assert [c.expression for c in vllm_reshape.count_sites(loaded.source())] == [
-        "kv_cache_spec.block_size // kernel_block_size"
-    ]
-    assert len(vllm_reshape.as_strided_sites(loaded.source())) == 2  # the padded attention view and Mamba's
-    # The model's kernel block size is made wrong: a release row that still carried it would fail below.
-    for module in (repro.core.geometry.specs, vllm_reshape):
-        monkeypatch.setattr(module, "group_kernel_block_size", lambda spec: 7)
-    specs = dsv4_catalogue(256)
-    selection = kernel_blocks.select_for_release("0.22.0", specs, vllm_reshape.build_spec, tmp_path)
-    assert not selection.reason, selection.reason
-    assert selection.function == "prepare_kernel_block_sizes"
-    assert {"prepare_kernel_block_sizes", "select_common_block_size"} <= set(selection.calls)
-    assert "DeepseekV4FlashMLASparseBackend.get_supported_kernel_block_sizes" in selection.calls
-    spec = next(s for s in specs if s.name == "C128A KV")
-    chosen = selection.group(spec.name)
-    assert (chosen.kernel_block_size, chosen.declared) == (256, "[256]")
-    pool = torch.empty(SEED["reported"]["available_bytes"], dtype=torch.uint8)
-    inputs = vllm_reshape.kernel_block_inputs(loaded, spec, selection)
-    rows = [vllm_reshape.observe(loaded, spec, pool, kbs, True) for kbs in inputs]
-    assert [(r["kbs input"], r["kernel_block_size"], r["model kernel_block_size"]) for r in rows] == [
-        (KBS_SELECTED, 256, 7),
-        (KBS_STORAGE, 2, 7),
-    ]
-    assert rows[0]["kbs chosen by"] == "vLLM 0.22.0 prepare_kernel_block_sizes"
-    assert [r["outcome"] for r in rows] == [OUTCOME_VIEW, OUTCOME_RAISED]
-    checks = rules.release_checks(pd.DataFrame(rows), SEED, "C128A KV")
-    assert all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
-    verdicts = rules.release_verdicts(pd.DataFrame(rows))
-    assert verdicts["verdict"].tolist() == ["bug 1: overruns"]
-    assert verdicts["stock runner's selection"].tolist() == ["fits (vLLM 0.22.0 prepare_kernel_block_sizes)"]
-
-
-def test_a_bad_release_selection_stops_at_the_parameters_naming_it():
-    from repro.parameters import ParameterError, validate_notebook
-    from repro.walkthrough.reshape import resolve_reshape_releases
-
-    for bad in ("latest", "0.22.x", "0.22.0,v0.23.0"):
-        with pytest.raises(ParameterError, match=r"^reshape_releases: "):
-            validate_notebook({"reshape_releases": bad}, "cpu")
-    assert resolve_reshape_releases("default", "cpu", True) == ["0.22.0", "0.23.0"]
-    assert resolve_reshape_releases("default", "gpu", True) == []
-    assert resolve_reshape_releases("none", "cpu", True) == []
-    assert resolve_reshape_releases("0.23.0, 0.22.0,0.23.0", "cpu", True) == ["0.23.0", "0.22.0"]
-    with pytest.raises(ParameterError, match=r"^reshape_releases: 'all' needs the registry and download is false"):
-        resolve_reshape_releases("all", "cpu", False)
+    blocks = [chain_lib.DEFAULT_CHOICE, chain_lib.BlockSizeChoice(128), chain_lib.BlockSizeChoice(512)]
+    runners, runs, cells = [], [], []
+    for version in ("0.22.0", "0.23.0"):
+        chain = chain_lib.load_chain(version)
+        assert isinstance(chain, chain_lib.ReleaseChain), chain
+        study = chain_lib.study_release(chain, blocks)
+        runners += study.runners
+        runs += study.runs
+        cells += study.cells
+    runners, runs, cells = pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells)
+    answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
+    assert answers.loc[("0.22.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
+    assert answers.loc[("0.22.0", RUNNER_V1), "configuration"] == "--block-size 512"
+    assert answers.loc[("0.22.0", RUNNER_V2), "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
+    assert answers.loc[("0.23.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
+    assert answers.loc[("0.23.0", RUNNER_V2), "answer"] == Bug1Answer.ABSENT
+    assert set(answers["default block size"]) == {"256"}
+    assert set(answers["block sizes rejected"]) == {"128"}
+    stock = runners.set_index(["release", "runner"])["stock"]
+    assert stock.loc[("0.22.0", RUNNER_V1)] and not stock.loc[("0.22.0", RUNNER_V2)]
+    c128a = cells[(cells.release == "0.22.0") & (cells["cache group"] == "C128A KV")]
+    at_512 = c128a[c128a["block size asked"] == "512"]
+    assert set(at_512["error type"]) == {"RuntimeError"} and all("setStorage" in e for e in at_512["error"])
+    assert set(at_512["kernel block size"]) == {256} and set(at_512["storage rows"]) == {4}
+    checks = rules.checks(runs, cells)
+    assert checks and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]][:3]

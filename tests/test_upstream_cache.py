@@ -218,8 +218,8 @@ def test_a_set_declared_later_extends_the_entry_from_the_same_wheel(tmp_path, mo
     root = tmp_path / "cache"
     gather = wheelcache.ensure_release("0.99.0", root)
     # every registered set is taken while the wheel is here: the reshape study needs no second download
-    assert gather.members_of(members.GATHER) == [V4_MEMBER] and gather.ships(members.RESHAPE)
-    assert isinstance(wheelcache.ensure_release("0.99.0", root, sets=[members.RESHAPE]), wheelcache.CacheEntry)
+    assert gather.members_of(members.GATHER) == [V4_MEMBER] and gather.ships(members.RESHAPE_CHAIN)
+    assert isinstance(wheelcache.ensure_release("0.99.0", root, sets=[members.RESHAPE_CHAIN]), wheelcache.CacheEntry)
     assert calls == ["0.99.0"]
     study = members.MemberSet("test-later", patterns=("vllm/v1/*.py",), anchor=(RESHAPE_MEMBER,))
     both = wheelcache.ensure_release("0.99.0", root, sets=("gather", study))

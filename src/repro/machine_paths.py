@@ -3,7 +3,8 @@
 A run copied into data/ from a GPU host records where it ran: its folder in the manifest's command and the run log,
 the notebooks' paths in papermill's metadata and the parameter cell. Those say nothing about the evidence and name
 a machine's layout, so before a run is committed its text files are rewritten in place (:func:`scrub`): the checkout
-root of these machines (``/work/main/``) becomes a path relative to the checkout, a home folder (``/root/``,
+root of these machines (``/work/main/``), or of the checkout that runs the rewrite, becomes a path relative to the
+checkout, a home folder (``/root/``,
 ``/home/<user>/``) ``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/
 still has one; the report's rerun command reads those forms as another host's folder (:func:`elsewhere`).
 
@@ -18,8 +19,12 @@ from pathlib import Path
 
 #: What a home folder and the temporary folder become.
 HOME, TMP = "~/", "$TMPDIR/"
-#: (pattern, replacement) in the order applied; the checkout root first, so that its files stay repository paths.
+#: The checkout this module runs from (a second working tree of the same repository has its own root).
+CHECKOUT = Path(__file__).resolve().parents[2].as_posix()
+#: (pattern, replacement) in the order applied; the checkout roots first, so that their files stay repository paths.
 RULES = (
+    (re.compile(re.escape(CHECKOUT) + "/"), ""),
+    (re.compile(re.escape(CHECKOUT) + r"\b"), "."),
     (re.compile(r"/work/main/"), ""),
     (re.compile(r"/work/main\b"), "."),
     (re.compile(r"/root/"), HOME),

@@ -117,24 +117,34 @@ SCHEMA: dict[str, Param] = {
         "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
         "the contiguous table beside the project's kernels",
     ),
-    "reshape_releases": Param(
-        str,
-        "'default' (vLLM 0.22.0 and 0.23.0 on a CPU, none on a GPU), 'all' (every release from the first that "
-        "ships _reshape_kv_cache, found on the registry), 'none', or comma-separated release numbers such as "
-        "'0.22.0,0.23.0'",
-        lambda v: (
-            v in ("default", "all", "none")
-            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
-        ),
-    ),
-    # notebook 04
+    # notebooks 04, 05 and 06
     "releases": Param(
         str,
-        "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list) or "
-        "comma-separated release numbers such as '0.22.0,0.33.0'",
+        "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list from the "
+        "first release with DeepSeek-V4) or comma-separated release numbers such as '0.22.0,0.33.0'",
         lambda v: (
             v in ("default", "all")
             or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
+        ),
+    ),
+    # notebook 06
+    "block_sizes": Param(
+        str,
+        "'default' (the profile's: no --block-size, 128, 256, 384 and 512 on a CPU; every value of 'all' on a GPU), "
+        "'all' (no --block-size, then 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 640, 768 and 1024) or "
+        "comma-separated block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
+        "'default,256,512'",
+        lambda v: (
+            v in ("default", "all")
+            or (
+                bool(v.strip())
+                and all(
+                    x.strip() == "default" or (x.strip().isdigit() and 1 <= int(x) <= 65536)
+                    for x in v.split(",")
+                    if x.strip()
+                )
+                and any(x.strip() for x in v.split(","))
+            )
         ),
     ),
     # notebook 05

@@ -181,21 +181,6 @@ def code_label(release: str) -> str:
     return f"vLLM {release}" if release else CODE_MODEL
 
 
-#: What became of a release's ``_reshape_kv_cache`` (bug 1 on vLLM's own function).
-RESHAPE_RAN = "ran"
-RESHAPE_NO_FUNCTION = "release has no _reshape_kv_cache"
-RESHAPE_NO_COMPRESSED_PATH = "no compressed-spec path"
-RESHAPE_NOT_LOADED = "could not load"
-RESHAPE_NOT_CACHED = "not in the cache"
-RESHAPE_SELECTION_NOT_RUN = "kernel block size selection not run"
-#: The kernel block size handed in for a group: what the release's own runner selection chose (run, with
-#: the release's backend classes), the group's storage rows (the input that reproduces PR #43988's
-#: report), or none (the release's ``_reshape_kv_cache`` takes no ``kernel_block_sizes``).
-KBS_SELECTED = "release's selection"
-KBS_STORAGE = "storage rows"
-KBS_NOT_A_PARAMETER = "not a parameter"
-#: Outcomes of one call.
-OUTCOME_VIEW, OUTCOME_RAISED = "view", "raised"
 #: Label of the implementation a user names with the ``implementation`` parameter.
 UNDER_TEST_LABEL = "under-test"
 UNDER_TEST_STYLE = _style(color="#8e44ad", marker="x", linestyle="--")
@@ -671,6 +656,65 @@ TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
 REACHED = "reached"  # some configuration hands one to a call site
 LATENT = "latent"  # every configuration ran; no call-site table is narrowed
 UNDECIDED = "undecided"  # some configuration could not run and none reached
+
+
+# --------------------------------------------------------------------------------------------
+# Bug 1 in releases: the words the reshape chain (repro.studies.upstream.reshape_chain) writes and its analysis
+# (repro.studies.analysis.reshape_chain) reads.
+
+
+class ChainLink(StrEnum):
+    """A link of a release's chain from DeepSeek-V4's layers to the runner's reshape."""
+
+    MODEL = "DeepSeek-V4 layers"  # the decoder layers' released __init__ lines
+    CACHE_CONFIG = "CacheConfig block size"  # the default rule for a missing --block-size
+    BACKEND_BLOCK_SIZE = "update_block_size_for_backend"  # the platform picks the block size from a backend
+    VALIDATE = "VllmConfig.validate_block_size"
+    SPECS = "get_kv_cache_spec"
+    GROUPS = "get_kv_cache_groups"
+    SIZING = "get_kv_cache_config_from_groups"
+    ATTENTION_GROUPS = "attention groups"  # the runner's grouping of layers by backend
+    KERNEL_BLOCKS = "prepare_kernel_block_sizes"
+    ALLOCATE = "allocation"
+    RESHAPE = "reshape"
+
+
+class ChainStop(StrEnum):
+    """Why a link did not complete."""
+
+    REJECTED = "rejected"  # the release's own code refused the configuration (its message)
+    NOT_RUN = "not run"  # the study did not provide what the link needed (the row names it)
+
+
+class CellOutcome(StrEnum):
+    """What a release's runner did with one cache group at one block size."""
+
+    FITS = "fits"  # a view addressing exactly each logical block's page payload
+    RAISES = "raises"  # the reshape raised (PyTorch's error, verbatim)
+    OUTSIDE_PAGE = "aliases bytes outside a block's page"  # a view that fits the pool but crosses pages
+    WRONG_BYTES = "misses or adds bytes within the pages"  # inside the pages, but not exactly the payload
+    REJECTED = "rejected"  # a link before the reshape refused the block size
+    NOT_RUN = "not run"  # a link could not run here
+
+
+#: The outcomes that are bug 1's failure (the view is wrong).
+CELL_FAILURES = (CellOutcome.RAISES, CellOutcome.OUTSIDE_PAGE, CellOutcome.WRONG_BYTES)
+
+
+class Bug1Answer(StrEnum):
+    """Bug 1 per release and runner."""
+
+    REACHED = "reached"  # a configuration the release accepts makes the view wrong
+    LATENT = "latent"  # the count is ``block_size // kernel_block_size``, yet every accepted configuration fits
+    ABSENT = "absent"  # the count is right (or there is none) and every accepted configuration fits
+    NOT_SHIPPED = "not shipped"  # the release ships neither this runner's reshape nor its count
+    OTHER_FAILURE = "another reshape failure"  # the count is right, yet a view is wrong (not bug 1's expression)
+    UNDECIDED = "undecided"  # a link could not run and nothing reached
+
+
+#: Which code a bug-1 row describes: a release's, or the repository's model of PR #43988's unreleased code state
+#: (vLLM main between PR #38831 and PR #43988, never in a release).
+CODE_UNRELEASED_MODEL = "model of unreleased code (main between PR #38831 and PR #43988)"
 
 
 def _describe(fn: Callable[..., Any]) -> str:

@@ -24,6 +24,7 @@ class Notebook(StrEnum):
     PERFORMANCE = "03-performance"
     RELEASES = "04-upstream-releases"
     AFFECTED = "05-who-is-affected"
+    RESHAPE_RELEASES = "06-reshape-in-releases"
     REPORT = "90-report"
 
 
@@ -46,9 +47,6 @@ class Table(StrEnum):
     # notebook 01
     RESHAPE_CHECKS = "01-reshape-checks", ("check", "variant")
     RESHAPE_GROUPS = "01-reshape-groups", ("variant", "cache group")
-    #: vLLM's own ``_reshape_kv_cache``, one row per release x cache group x kernel block size handed in.
-    RESHAPE_RELEASES = "01-reshape-releases", ("code", "cache group", "kbs input")
-    RESHAPE_RELEASE_CHECKS = "01-reshape-release-checks", ("check", "variant", "code", "cache group", "kbs input")
     # notebook 02
     CONTIGUOUS_CHECKS = "02-contiguous-checks", ("check", "variant", "case", "num_reqs")
     SWEEP = "02-gather-sweep", ("check", "variant", "mode", "num_reqs")
@@ -111,6 +109,18 @@ class Table(StrEnum):
     RUNNER_TABLES = "05-runner-tables", ("release", "runner", "config", "group", "stage", "site")
     RUNNER_ANSWERS = "05-runner-answers", ("release", "runner")
     WHO_IS_AFFECTED = "05-who-is-affected", ("releases", "gpu_family", "model", "record", "topology")
+    # notebook 06: bug 1 in each release, its own chain per runner and block size
+    #: One row per release x runner: its reshape, how it counts kernel blocks, which runner a stock user gets.
+    BUG1_RUNNERS = "06-reshape-runners", ("release", "runner")
+    #: One row per release x runner x block size: where the engine stopped, or its reshape's first error.
+    BUG1_RUNS = "06-reshape-runs", ("release", "runner", "block size asked")
+    #: One row per release x runner x block size x cache layer: the layer's view, or its error.
+    BUG1_CELLS = "06-reshape-cells", ("release", "runner", "block size asked", "layer")
+    #: One row per release x runner: reached (with the configuration), latent, absent, not shipped.
+    BUG1_ANSWERS = "06-reshape-answers", ("release", "runner")
+    BUG1_CHECKS = "06-reshape-checks", ("check", "release", "runner", "block size asked", "cache group")
+    #: The repository's model of PR #43988's unreleased code state at the PR's geometry (never a release).
+    BUG1_MODEL = "06-reshape-model", ("code", "variant", "cache group")
     #: Written by ``repro report --merge`` beside the merged matrix (a merge folder, not a run folder).
     RELEASE_VERDICTS = "04-release-verdicts", ("release", "kernel", "variant")
 
@@ -158,6 +168,8 @@ IDENTITY_ORDER = (
     "release",
     "releases",
     "runner",
+    "block size asked",
+    "layer",
     "config",
     "gpu_family",
     "model",

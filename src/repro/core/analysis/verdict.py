@@ -306,7 +306,8 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
         if len(buggy):
             overs = ", ".join(f"{g} {float(o):.0f}x" for g, o in zip(buggy["cache group"], buggy["overrun"]))
             sentences.append(
-                f"{outcomes[0]}: the buggy view over-asks in every compressed cache group ({overs})"
+                f"{outcomes[0]} in the repository's model of PR #43988's unreleased code state: the buggy view "
+                f"over-asks in every compressed cache group ({overs})"
                 + ("; PyTorch rejects it with the error the PR reports, every number equal" if bug_ok else "")
             )
         fits = int(fixed["fits"].map(truthy).sum())

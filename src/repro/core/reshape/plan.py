@@ -1,9 +1,12 @@
-"""The V2 model runner's ``_reshape_kv_cache`` for one layer, buggy (pre-#43988) and fixed.
+"""The repository's model of the V2 model runner's ``_reshape_kv_cache`` for one layer: PR #43988's two states.
 
-The two variants differ in one expression, :func:`kernel_blocks_per_logical_block`. Everything
-else follows vLLM: the compressed spec's kernel block size is overridden to its storage block
-size, ``num_blocks`` is the pool's page count, and a padded spec gets an ``as_strided`` view whose
-block dimension steps one padded page while an unpadded one gets a plain ``view``.
+``buggy`` is vLLM's main branch between PR #38831 and PR #43988 (a code state notebook 06 finds in no release):
+the compressed spec's kernel block size is overridden to its storage block size while kernel blocks per logical
+block are still counted as ``block_size // kernel_block_size``. ``fixed`` is PR #43988: the same override, counted as
+``storage_block_size // kernel_block_size``. The two variants differ in one expression,
+:func:`kernel_blocks_per_logical_block`. Everything else follows vLLM: ``num_blocks`` is the pool's page count, and a
+padded spec gets an ``as_strided`` view whose block dimension steps one padded page while an unpadded one gets a
+plain ``view``. What each release's own code does is notebook 06's to find.
 
 vLLM obtains the contiguous strides by allocating an empty float32 tensor of the full shape
 (about 18.4 GB for the buggy C128A shape); here they are computed arithmetically, so planning is
@@ -34,7 +37,8 @@ def kernel_blocks_per_logical_block(spec: KVCacheSpec, kernel_block_size: int, v
 
 
 def effective_kernel_block_size(spec: KVCacheSpec, group_kernel_block_size: int) -> int:
-    """Compressed specs are overridden to their storage block size; others keep the group's."""
+    """PR #43988's code state (both variants): compressed specs are overridden to their storage block size; others
+    keep the group's."""
     return spec.storage_block_size if spec.compressed else group_kernel_block_size
 
 
@@ -110,7 +114,7 @@ def plan_reshape(spec: KVCacheSpec, pool_bytes: int, group_kernel_block_size: in
 
 
 def reshape_kv_cache(raw: torch.Tensor, spec: KVCacheSpec, group_kernel_block_size: int, variant: str) -> torch.Tensor:
-    """Reinterpret a raw byte pool as the backend's typed view, as the V2 runner does.
+    """Reinterpret a raw byte pool as the backend's typed view, as PR #43988's V2 runner code does.
 
     Raises PyTorch's own ``RuntimeError`` when the view does not fit (the bug).
     """
@@ -209,4 +213,99 @@ def check_aliasing(raw: torch.Tensor, view: torch.Tensor, spec: KVCacheSpec, sen
         payload_mismatches=int((payload.view(-1) != expected).sum()),
         padding_bytes_checked=padding.numel(),
         padding_bytes_changed=int((padding != sentinel).sum()),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Whether a block-first view keeps every logical block's kernel blocks inside that block's own page.
+
+
+@dataclass(frozen=True)
+class PageCheck:
+    """How a block-first view of a pool maps onto its pages.
+
+    Logical block ``b``'s page is ``page_bytes`` bytes at ``page_offset + b * page_stride`` of the pool (one page
+    after another, or one slot of a packed row of several layers' pages); its first ``payload_bytes`` hold the
+    block's rows, the rest is padding. The runner splits the block into kernel blocks ``b * m ... b * m + m - 1``
+    (``m`` kernel blocks per logical block: the view's first dimension over the page count); each must address
+    bytes of page ``b`` only, and together the view must address exactly the pages' payloads.
+    """
+
+    pages: int
+    kernel_blocks: int
+    kernel_blocks_per_page: int | None  # None: the view's blocks are not a whole multiple of the pages
+    blocks_outside_page: int  # logical blocks one of whose kernel blocks addresses bytes outside its page
+    first_outside: tuple[int, int] | None  # (logical block, kernel block) of the first such address
+    bytes_addressed: int  # bytes of the pool the view addresses (written through it)
+    payload_bytes_total: int  # bytes the pages' payloads hold
+    payload_bytes_missed: int  # payload bytes the view does not address
+    padding_bytes_addressed: int  # bytes outside every payload the view addresses
+
+    @property
+    def inside_pages(self) -> bool:
+        return self.kernel_blocks_per_page is not None and self.blocks_outside_page == 0
+
+    @property
+    def exact(self) -> bool:
+        """Every block inside its page, and exactly the payload bytes addressed."""
+        return self.inside_pages and self.payload_bytes_missed == 0 and self.padding_bytes_addressed == 0
+
+
+def kernel_block_span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements from a kernel block's first addressed element to its last, plus one (dimension 0 excluded)."""
+    if any(s == 0 for s in shape[1:]):
+        return 0
+    return sum((n - 1) * st for n, st in zip(shape[1:], strides[1:])) + 1
+
+
+def page_check(
+    view: torch.Tensor,
+    pool: torch.Tensor,
+    pages: int,
+    page_bytes: int,
+    payload_bytes: int,
+    page_offset: int = 0,
+    page_stride: int | None = None,
+) -> PageCheck:
+    """Check a block-first view of ``pool`` against its pages: arithmetic per kernel block (where its bytes lie)
+    and written through the view (which bytes of the real pool it reaches).
+
+    The pool is filled with a sentinel, the view is zeroed, and the bytes that changed are compared with the
+    pages' payloads; the pool's contents are destroyed.
+    """
+    stride = page_stride or page_bytes
+    itemsize = view.element_size()
+    shape, strides, offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
+    kernel_blocks = shape[0] if shape else 0
+    per_page = kernel_blocks // pages if pages and kernel_blocks % pages == 0 else None
+    span = kernel_block_span(shape, strides) * itemsize
+    outside, first = 0, None
+    for b in range(pages if per_page is not None else 0):
+        lo = page_offset + b * stride
+        for k in range(b * per_page, (b + 1) * per_page):
+            start = (offset + k * strides[0]) * itemsize
+            if span and (start < lo or start + span > lo + page_bytes):
+                outside += 1
+                first = first or (b, k)
+                break
+    raw = pool.view(torch.uint8)
+    raw.fill_(0xA5)
+    view.zero_()
+    written = raw == 0
+    expected = torch.zeros(raw.numel(), dtype=torch.bool, device=raw.device)
+    for b in range(pages):
+        lo = page_offset + b * stride
+        expected[lo : lo + payload_bytes] = True
+    addressed, payload = int(torch.count_nonzero(written)), int(torch.count_nonzero(expected))
+    hit = int(torch.count_nonzero(written & expected))
+    return PageCheck(
+        pages=pages,
+        kernel_blocks=kernel_blocks,
+        kernel_blocks_per_page=per_page,
+        blocks_outside_page=outside,
+        first_outside=first,
+        bytes_addressed=addressed,
+        payload_bytes_total=payload,
+        payload_bytes_missed=payload - hit,
+        padding_bytes_addressed=addressed - hit,
     )

@@ -1,5 +1,7 @@
-"""Bug 1 on vLLM's own ``_reshape_kv_cache``: one verdict per release and the reported cache's rows, every figure
-recomputed from notebook 01's release table with :mod:`repro.studies.analysis.reshape_releases`."""
+"""Bug 1 in vLLM's releases (notebook 06): per release and runner, reached (with the configuration a user types),
+latent, absent or not shipped; how the releases' own checks refuse block sizes; and PR #43988's crash as the
+repository's model of unreleased code. Every figure is recomputed from notebook 06's tables with
+:mod:`repro.studies.analysis.reshape_chain`."""
 
 from __future__ import annotations
 
@@ -7,66 +9,165 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from repro.registry import CODE_UNRELEASED_MODEL, RESHAPE_BUGGY, Bug1Answer
 from repro.report.model import Common, Section
-from repro.studies.analysis import reshape_releases as rules
+from repro.studies.analysis import reshape_chain as rules
+from repro.studies.analysis.releases import version_key
 from repro.tables import Table
 
-#: The cache group PR #43988's error identifies.
-REPORTED_CACHE = "C128A KV"
-VERDICT_COLUMNS = ("code", "verdict", "stock runner's selection", "overruns with", "fits with", "groups that overrun")
+#: A table cell of PyTorch's error keeps this many characters (the run folder keeps the whole text).
+ERROR_CHARS = 110
+#: The --block-size of PR #43988's report.
+PR_BLOCK_SIZE = "256"
 
 
 @dataclass(frozen=True)
-class ReshapeReleases:
-    sentence: str
-    verdicts: pd.DataFrame  # one row per release
-    reported: pd.DataFrame  # the reported cache per release and kernel block size handed in
+class Group:
+    """Releases of one runner with one answer (for the sentences)."""
+
+    answer: str
+    runner: str
+    releases: str  # "0.20.0 – 0.27.1, 0.28.0"
+    stock: str  # "stock", "not stock", or "stock in 0.28.0 only" (a mixed range)
+    configuration: str
+    first_error: str
 
 
-def reported_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The reported cache per release and kernel block size: the view returned or PyTorch's error."""
-    rows = frame[frame["cache group"] == REPORTED_CACHE]
-    shown = rows.assign(
-        result=[
-            (f"view {r['sizes']} strides {r['strides']}" if r["outcome"] == "view" else str(r["error"]))
-            if r["status"] == "ran"
-            else f"{r['status']}: {r['reason']}"
-            for _, r in rows.iterrows()
-        ]
-    )
-    shown = shown.assign(kernel_block_size=[rules.kernel_block_cell(v) for v in shown["kernel_block_size"]])
-    columns = ["code", "kbs chosen by", "kernel_block_size", "result"]
-    return shown[[c for c in columns if c in shown]].fillna("").astype(str)
+@dataclass(frozen=True)
+class Bug1Releases:
+    groups: list[Group]
+    table: pd.DataFrame  # compact answers
+    refusals: pd.DataFrame
+    model: pd.DataFrame  # the model of unreleased code (labelled)
+    read: str  # the releases read
+    at_pr_block_size: list[tuple[str, str]]  # (release, runner) whose reshape fails at the PR's --block-size 256
 
 
-def derive(c: Common) -> ReshapeReleases | None:
-    frame = c.run.table(Table.RESHAPE_RELEASES)
-    if frame is None or not len(frame):
+def _short(text: str) -> str:
+    text = str(text or "")
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def groups(answers: pd.DataFrame) -> list[Group]:
+    out = []
+    for (answer, runner), g in answers.groupby(["answer", "runner"], sort=False):
+        releases = sorted(g.release.astype(str), key=version_key)
+        stock = g.stock.map(rules._true)
+        stocked = sorted(g[stock].release.astype(str), key=version_key)
+        words = (
+            "stock"
+            if stock.all()
+            else "not stock"
+            if not stock.any()
+            else f"stock in {rules.release_ranges(stocked)} only"
+        )
+        configs = list(dict.fromkeys(str(c) for c in g.configuration if str(c)))
+        out.append(
+            Group(
+                str(answer),
+                str(runner),
+                rules.release_ranges(releases),
+                words,
+                "; ".join(f"`{c}`" for c in configs),
+                _short(next((str(e) for e in g["first error"] if str(e)), "")),
+            )
+        )
+    order = [a.value for a in Bug1Answer]
+    return sorted(out, key=lambda x: (order.index(x.answer) if x.answer in order else 99, x.runner))
+
+
+def derive(c: Common) -> Bug1Releases | None:
+    runners, runs, cells = (c.run.table(t) for t in (Table.BUG1_RUNNERS, Table.BUG1_RUNS, Table.BUG1_CELLS))
+    if runners is None or not len(runners):
         return None
-    verdicts = rules.release_verdicts(frame)
-    columns = [col for col in VERDICT_COLUMNS if col in verdicts]
-    return ReshapeReleases(
-        rules.verdict_sentence(verdicts), verdicts[columns].fillna("").astype(str), reported_rows(frame)
+    empty = pd.DataFrame()
+    answers = rules.answers(runners, runs if runs is not None else empty, cells if cells is not None else empty)
+    table = rules.compact_answers(answers)
+    table = table.assign(**{"first error": [_short(e) for e in table["first error"]]})
+    model = c.run.table(Table.BUG1_MODEL)
+    shown_model = (
+        model[["code", "variant", "cache group", "sizes", "required bytes", "available bytes", "fits"]]
+        if model is not None and len(model)
+        else pd.DataFrame()
     )
+    read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key))
+    refusals = rules.refusal_summary(runs) if runs is not None and len(runs) else pd.DataFrame()
+    failing = rules.failing_at(
+        runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
+    )
+    return Bug1Releases(groups(answers), table, refusals, shown_model, read, failing)
+
+
+def model_sentence(d: Bug1Releases) -> str:
+    """PR #43988's crash, stated as the repository's model of unreleased code, beside what the releases read do at
+    the PR's block size (from the recorded rows)."""
+    model = d.model
+    if model is None or not len(model):
+        return ""
+    buggy = model[model["variant"] == RESHAPE_BUGGY]
+    if not len(buggy):
+        return ""
+    row = buggy.iloc[0]
+    crash = (
+        f"`setStorage: sizes {row['sizes']}`, {int(row['required bytes']):,} of {int(row['available bytes']):,} bytes"
+    )
+    if d.at_pr_block_size:
+        where = ", ".join(f"vLLM {r} {runner}" for r, runner in d.at_pr_block_size)
+        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` the reshape fails in {where}."
+    else:
+        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` every runner of every release read fits."
+    return (
+        f"{releases} PR #43988's crash ({crash}) is the repository's {CODE_UNRELEASED_MODEL}: the compressed "
+        "group's kernel block size overridden to its storage rows while kernel blocks are counted as "
+        "`block_size // kernel_block_size`. That model decides no release's answer above."
+    )
+
+
+def bullets(groups: list[Group], errors: bool = True) -> str:
+    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it."""
+    lines = []
+    for g in groups:
+        line = f"- **{g.answer}** in the {g.runner} runner ({g.stock} for DeepSeek-V4), vLLM {g.releases}"
+        if g.configuration:
+            line += f": {g.configuration} makes the reshape fail"
+            line += f" (`{g.first_error}`)" if errors and g.first_error else ""
+        lines.append(line + ".")
+    return "\n".join(lines)
 
 
 MARKDOWN = """
-## Bug 1 on vLLM's own code
+## Bug 1 in vLLM's releases
 
-The section above runs the repository's model (`code` = `model` in its tables). Here each release's own
-`_reshape_kv_cache` (`vllm/v1/worker/gpu/attn_utils.py`) runs, loaded from its wheel with its own spec classes and a
-stand-in attention backend, over real pools (notebook 01, section 5). Where the function takes `kernel_block_sizes`,
-they come from the release's own runner selection (the function its `init_attn_backend` calls, run with the
-release's own DeepSeek-V4 backend classes; `kbs chosen by` names it), and, for the compressed groups, from their
-storage rows, the input that reproduces PR #43988's report. The repository's one-expression model is never the
-source of a kernel block size here (its value is the `model kernel_block_size` column of the run's table).
-{{ d.sentence }}
+Each release's own chain (notebook 06) for DeepSeek-V4 with `--kv-cache-dtype fp8` on SM90, releases {{ d.read }}:
+its layers built by their released `__init__` lines, its block-size rules, KV cache grouping and sizing, each
+layer's attention backend, its kernel block size selection, and both runners' allocation and reshape over real
+pools, at every `--block-size` of the run (none: the release's default path).
 
-{{ table(d.verdicts) }}
+{{ bullets(d.groups) }}
 
-The reported cache ({{ reported_cache }}) per release and kernel block size handed in:
+{{ table(d.table) }}
+{% if d.refusals | length %}
+Block sizes the releases refuse before any reshape, with their own message:
 
-{{ table(d.reported) }}
+{{ table(d.refusals) }}
+{% endif %}
+{% if d.model | length %}
+{{ model_sentence(d) }}
+
+{{ table(d.model) }}
+{% endif %}
 """
 
-SECTION = Section("reshape-releases", derive, MARKDOWN, helpers={"reported_cache": REPORTED_CACHE})
+COMMENT = """
+### Bug 1 in vLLM's releases
+
+Releases {{ d.read }}, each release's own chain (DeepSeek-V4, `--kv-cache-dtype fp8`, SM90):
+
+{{ bullets(d.groups, false) }}
+
+{{ model_sentence(d) }}
+"""
+
+SECTION = Section(
+    "reshape-releases", derive, MARKDOWN, COMMENT, helpers={"model_sentence": model_sentence, "bullets": bullets}
+)

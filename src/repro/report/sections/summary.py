@@ -219,7 +219,8 @@ TABLE = (
 {% call grid("bug", "what this run shows", "verdict") %}
 {% if d.reshape %}{% set r = d.reshape %}
 {{ row }}BUG_RESHAPE reshape overrun (`_reshape_kv_cache`) |
-the buggy view of the {{ r.group }} cache counts {{ r.blocks }} kernel blocks per block and asks for
+in the repository's model of PR #43988's unreleased code state, the buggy view of the {{ r.group }} cache counts
+{{ r.blocks }} kernel blocks per block and asks for
 {{ r.required | thousands }} bytes of a {{ r.pool | thousands }}-byte pool
 {%- if r.error_captured %}: PyTorch's own error, every number the PR quotes{% endif %};
 the fixed view asks for {{ r.fixed_required | thousands }} bytes and fits ({{ r.fits }} of {{ r.groups }} cache

@@ -122,53 +122,8 @@ def resolve(sets: Iterable[MemberSet | str]) -> list[MemberSet]:
     return out
 
 
-#: The V2 model runner's ``_reshape_kv_cache`` (bug 1) with the spec classes it reads, as released.
+#: The V2 model runner's ``_reshape_kv_cache`` (bug 1), in the module that also builds its attention groups.
 RESHAPE_FUNCTION_MEMBER = "vllm/v1/worker/gpu/attn_utils.py"
-RESHAPE = MemberSet(
-    "reshape",
-    members=(
-        RESHAPE_FUNCTION_MEMBER,
-        "vllm/v1/kv_cache_interface.py",
-        "vllm/v1/kv_cache_spec_registry.py",
-        "vllm/v1/attention/backends/registry.py",
-        "vllm/utils/math_utils.py",
-    ),
-    anchor=(RESHAPE_FUNCTION_MEMBER,),
-    description="V2 model runner attn_utils.py",
-)
-
-
-#: A kernel-block-size backend class of the DeepSeek-V4 cache groups (read to decide what to extract).
-KERNEL_BLOCK_BACKEND = re.compile(
-    rb"^class (?:DeepseekV4\w*Backend|DeepseekSparseSWABackend|CompressorBackend)\b", re.MULTILINE
-)
-
-
-def is_kernel_block_backend(member: str, text: bytes) -> bool:
-    """A module (not a package's ``__init__``) defining a DeepSeek-V4 cache group's attention backend."""
-    return (
-        not member.endswith("/__init__.py")
-        and b"get_supported_kernel_block_sizes" in text
-        and KERNEL_BLOCK_BACKEND.search(text) is not None
-    )
-
-
-#: The V2 runner's kernel block size selection (:mod:`repro.studies.upstream.kernel_blocks`): the worker utilities
-#: that define it, the backend base class (``MultipleOf``), the DeepSeek-V4 cache groups' backends, and the
-#: JIT kernel classes a backend module instantiates at import (from 0.27.0).
-KERNEL_BLOCKS = MemberSet(
-    "kernel-blocks",
-    members=(
-        "vllm/v1/worker/utils.py",
-        "vllm/v1/attention/backend.py",
-        "vllm/utils/math_utils.py",
-        "vllm/model_executor/warmup/jit_warmup.py",
-        "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
-    ),
-    patterns=("vllm/*.py",),
-    accept=is_kernel_block_backend,
-    description="kernel block size selection",
-)
 
 
 #: Which gather a release runs (:mod:`repro.studies.upstream.dispatch`): the DeepSeek model packages, the platform
@@ -248,4 +203,45 @@ METADATA = MemberSet(
     "metadata",
     patterns=("vllm-*.dist-info/METADATA",),
     description="wheel metadata",
+)
+
+#: Bug 1's chain in one release (:mod:`repro.studies.upstream.reshape_chain`): DeepSeek-V4's layer code (its cache
+#: layers, their backends), the engine configuration and environment, the KV cache grouping and sizing, both
+#: runners' attention groups, kernel block selection, allocation and reshape.
+V1_RUNNER_MEMBER = "vllm/v1/worker/gpu_model_runner.py"
+RESHAPE_CHAIN = MemberSet(
+    "reshape-chain",
+    members=(
+        RESHAPE_FUNCTION_MEMBER,
+        V1_RUNNER_MEMBER,
+        "vllm/v1/worker/utils.py",
+        "vllm/v1/kv_cache_interface.py",
+        "vllm/v1/kv_cache_spec_registry.py",
+        "vllm/v1/core/kv_cache_utils.py",
+        "vllm/v1/core/single_type_kv_cache_manager.py",
+        "vllm/v1/attention/backend.py",
+        "vllm/v1/attention/backends/registry.py",
+        "vllm/model_executor/layers/attention_layer_base.py",
+        "vllm/model_executor/layers/deepseek_v4_attention.py",
+        "vllm/model_executor/layers/deepseek_compressor.py",
+        "vllm/model_executor/models/deepseek_v4.py",
+        "vllm/model_executor/models/utils.py",
+        "vllm/config/__init__.py",
+        "vllm/config/vllm.py",
+        "vllm/config/cache.py",
+        "vllm/config/model.py",
+        "vllm/config/scheduler.py",
+        "vllm/config/parallel.py",
+        "vllm/config/attention.py",
+        "vllm/config/kernel.py",
+        "vllm/config/compilation.py",
+        "vllm/v1/worker/gpu_worker.py",
+        "vllm/envs.py",
+        "vllm/platforms/interface.py",
+        "vllm/utils/math_utils.py",
+        "vllm/utils/torch_utils.py",
+    ),
+    patterns=("vllm/models/deepseek_v4/*.py", "vllm/v1/attention/backends/mla/*.py"),
+    anchor=(RESHAPE_FUNCTION_MEMBER, V1_RUNNER_MEMBER),
+    description="model runners' _reshape_kv_cache / _reshape_kv_cache_tensors",
 )

@@ -123,8 +123,16 @@ class ClassRef:
 
     def __init__(self, code: ReleasedCode, member: str, node: ast.ClassDef):
         self._code, self._member, self._node = code, member, node
-        self.__name__ = node.name
+        self.__name__ = self.__qualname__ = node.name
+        self.__module__ = _module_of(member)
         self.location = Location(member, node.name, node.lineno)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Released code constructing this class: the study's :attr:`ReleasedCode.constructor` builds the
+        object (a released ``__init__`` cannot run whole); without one, calling it is not provided."""
+        if self._code.constructor is None:
+            raise NotProvided(f"{self.location} was constructed but no constructor is provided to the released code")
+        return self._code.constructor(self, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<released class {self.__name__} of {self._member}>"
@@ -328,6 +336,8 @@ class ReleasedCode:
         self._prefix = f"_repro_released_{id(self):x}"
         #: member -> why its top level could not run whole (its definitions then run one by one)
         self.not_executed: dict[str, str] = {}
+        #: ``constructor(cls, args, kwargs)``: what calling a :class:`ClassRef` gives (None: not provided)
+        self.constructor: Callable[[ClassRef, tuple, dict], Any] | None = None
 
     # ---- sources -------------------------------------------------------------------------------------------
     def member_of(self, module: str) -> str | None:
@@ -489,6 +499,10 @@ class ReleasedCode:
                 if key.startswith(prefix) and "." not in key[len(prefix) :]:
                     namespace[key[len(prefix) :]] = standin
                     self.used_standins.add(key)
+            for name, source in self._import_sources(member).items():  # a name imported from a stand-in
+                if source in self.standins and namespace.get(name) is not self.standins[source]:
+                    namespace[name] = self.standins[source]
+                    self.used_standins.add(source)
         finally:
             del self._in_progress[member]
         self._modules[member] = result
@@ -537,6 +551,13 @@ class ReleasedCode:
         key = (member, name)
         if key in self._values:
             return self._values[key]
+        # A stand-in wins, even over a module that already ran whole: one for this name, or for where the
+        # module imports it from.
+        for qualified in (f"{_module_of(member)}.{name}", self._import_sources(member).get(name)):
+            if qualified in self.standins:
+                self.used_standins.add(qualified)
+                self._values[key] = self.standins[qualified]
+                return self._values[key]
         partial = self._in_progress.get(member)
         if partial is not None and name in partial:
             return partial[name]
@@ -595,6 +616,20 @@ class ReleasedCode:
         self._values[key] = result
         return result
 
+    def _import_sources(self, member: str) -> dict[str, str]:
+        """``{name: "module.name"}`` for every ``from module import name`` of ``member``'s top level (read, not
+        run: every branch of an ``if`` counts)."""
+        key = f"imports:{member}"
+        if key not in self._trees:
+            found: dict[str, str] = {}
+            if member in self.members:
+                for stmt in toplevel_statements(self.tree(member).body):
+                    if isinstance(stmt, ast.ImportFrom):
+                        module = self.absolute_module(member, stmt)
+                        found.update({a.asname or a.name: f"{module}.{a.name}" for a in stmt.names})
+            self._trees[key] = found  # type: ignore[assignment]
+        return self._trees[key]  # type: ignore[return-value]
+
     def globals_of(self, member: str) -> _Globals:
         if member not in self._globals:
             g = _Globals(self, member)
@@ -610,13 +645,20 @@ class ReleasedCode:
 
     def execute(self, member: str, statement: ast.stmt, local: dict[str, Any]) -> dict[str, Any]:
         """Run one released statement with ``local`` as its local names (updated in place)."""
-        visited = _ImportsToLookups(self, member).visit(_copy(statement))
-        module = ast.Module(body=visited if isinstance(visited, list) else [visited], type_ignores=[])
-        ast.fix_missing_locations(module)
+        where = (statement.lineno, statement.col_offset, statement.end_lineno, statement.end_col_offset)
+        key = f"exec:{self.filename(member)}:{where}"
+        if key not in self._trees:  # compiled once per statement (shared with every study of the release)
+            visited = _ImportsToLookups(self, member).visit(_copy(statement))
+            module = ast.Module(body=visited if isinstance(visited, list) else [visited], type_ignores=[])
+            ast.fix_missing_locations(module)
+            self._trees[key] = compile(module, self.filename(member), "exec")  # type: ignore[assignment]
+        compiled = self._trees[key]
         g = self.globals_of(member)
-        scope = _Locals(g, local)
-        exec(compile(module, self.filename(member), "exec"), g, scope)
-        local.update({k: v for k, v in scope.items()})
+        # One namespace for the statement's globals and locals, so that a comprehension or lambda in it (a
+        # function scope of its own) sees the local names too; names not among them resolve like globals.
+        scope = _Locals(g, {**local, "__builtins__": g["__builtins__"], "__name__": g["__name__"]})
+        exec(compiled, scope)
+        local.update({k: v for k, v in scope.items() if k not in ("__builtins__", "__name__")})
         return local
 
     def _compiled(self, member: str) -> types.CodeType:
@@ -755,6 +797,19 @@ def _resolve_class_level_names(g: _Globals, node: ast.ClassDef) -> None:
             pass
 
 
+def toplevel_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """The statements of a module's top level, those inside ``if`` and ``try`` blocks included."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.If):
+            yield from toplevel_statements(stmt.body)
+            yield from toplevel_statements(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            yield from toplevel_statements(stmt.body)
+            yield from toplevel_statements(stmt.orelse)
+            yield from toplevel_statements(stmt.finalbody)
+
+
 def _copy(node: ast.AST) -> Any:
     return copy.deepcopy(node)
 
@@ -839,7 +894,7 @@ class ReleasedDefaults:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
                 if stmt.value is None:
                     break
-                value = _field_default(stmt.value)
+                value = released_field_default(stmt.value)
                 if value is None:
                     break
                 result = code.evaluate(member, ast.unparse(value[1]))
@@ -851,7 +906,7 @@ class ReleasedDefaults:
         object.__getattribute__(self, "_values")[name] = value
 
 
-def _field_default(value: ast.expr) -> tuple[str, ast.expr] | None:
+def released_field_default(value: ast.expr) -> tuple[str, ast.expr] | None:
     if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] in ("field", "Field"):
         for kw in value.keywords:
             if kw.arg == "default":
