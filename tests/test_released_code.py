@@ -172,3 +172,56 @@ def test_an_import_the_platform_cannot_make_propagates_as_in_vllm():
         code.value("vllm/ops/gather.py", "gather")
     code = release(cutlass=types.ModuleType("cutlass"))
     assert code.value("vllm/ops/gather.py", "gather")() == "cute"
+
+
+# ---- what the bug-1 chain relies on ------------------------------------------------------------------------------
+
+CHAIN_SOURCES = {
+    "vllm/lib.py": """
+        class Heavy:
+            def __init__(self, n):
+                self.n = n
+
+        def total(xs):
+            return sum(xs)
+    """,
+    "vllm/user.py": """
+        from vllm.lib import Heavy, total
+
+        def build(n):
+            return Heavy(n)
+
+        def sizes(local_factor):
+            pass
+    """,
+}
+
+
+def chain_code() -> ReleasedCode:
+    sources = {m: textwrap.dedent(s).lstrip() for m, s in CHAIN_SOURCES.items()}
+    return ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+
+
+def test_a_released_class_is_constructed_by_the_studys_constructor_or_not_at_all():
+    code = chain_code()
+    heavy = code.class_ref("vllm/lib.py", "Heavy")
+    with pytest.raises(NotProvided, match="no constructor"):
+        heavy(3)
+    code.constructor = lambda cls, args, kwargs: ("built", cls.__name__, args)
+    assert heavy(3) == ("built", "Heavy", (3,))
+    assert (heavy.__module__, heavy.__qualname__) == ("vllm.lib", "Heavy")
+
+
+def test_a_stand_in_wins_over_the_name_a_module_imported_from_it_even_after_the_module_ran():
+    code = chain_code()
+    assert code.function("vllm/user.py", "build")(2).n == 2  # the released class, run whole
+    code.standins["vllm.lib.total"] = lambda xs: "stand-in"
+    assert code.value("vllm/user.py", "total")([1, 2]) == "stand-in"
+
+
+def test_a_statement_sees_its_locals_in_a_comprehension():
+    code = chain_code()
+    stmt = ast.parse("out = [x * factor for x in xs]").body[0]
+    local = code.execute("vllm/user.py", stmt, {"xs": [1, 2], "factor": 3})
+    assert local["out"] == [3, 6]
+    assert code.execute("vllm/user.py", stmt, {"xs": [4], "factor": 2})["out"] == [8]  # compiled once, run again

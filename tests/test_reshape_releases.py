@@ -467,3 +467,48 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
     assert set(at_512["kernel block size"]) == {256} and set(at_512["storage rows"]) == {4}
     checks = rules.checks(runs, cells)
     assert checks and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]][:3]
+
+
+def test_block_sizes_next_to_each_other_in_the_sweep_are_one_span():
+    order = ["default", "16", "32", "48", "64", "256", "384", "512"]
+    assert rules.block_spans("16, 32, 48, 64, 384", order) == "16–64, 384"
+    assert rules.block_spans("default, 256, 384, 512", order) == "default, 256–512"
+    assert rules.block_spans("256, 384", order) == "256, 384"
+    assert rules.block_spans("", order) == "" and rules.block_spans("1000", order) == "1000"
+
+
+def test_an_engine_config_reads_the_releases_defaults_and_its_validators_writes():
+    from repro.studies.upstream.released_config import released_config
+
+    sources = {
+        "vllm/config/cache.py": textwrap.dedent("""
+            from dataclasses import field
+
+            class PassConfig:
+                enable_sp: bool = False
+
+            class CacheConfig:
+                DEFAULT_BLOCK_SIZE = 16
+                block_size: int = None
+                cache_dtype: str = "auto"
+                passes: PassConfig = field(default_factory=PassConfig)
+                user_specified_block_size: bool = field(default=False, init=False)
+
+                def _apply_block_size_default(self):
+                    if self.block_size is None:
+                        object.__setattr__(self, "block_size", self.DEFAULT_BLOCK_SIZE)
+                    else:
+                        object.__setattr__(self, "user_specified_block_size", True)
+                    return self
+        """).lstrip()
+    }
+    code = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+    cache = released_config(code, "vllm/config/cache.py", "CacheConfig")
+    assert (cache.cache_dtype, cache.passes.enable_sp, cache.user_specified_block_size) == ("auto", False, False)
+    cache._apply_block_size_default()
+    assert cache.block_size == 16 and not cache.user_specified_block_size
+    cache.block_size = 256  # what update_block_size_for_backend does: a plain assignment after the validator's
+    assert cache.block_size == 256
+    asked = released_config(code, "vllm/config/cache.py", "CacheConfig", block_size=512)
+    asked._apply_block_size_default()
+    assert (asked.block_size, asked.user_specified_block_size) == (512, True)

@@ -118,7 +118,7 @@ class Table(StrEnum):
     BUG1_CELLS = "06-reshape-cells", ("release", "runner", "block size asked", "layer")
     #: One row per release x runner: reached (with the configuration), latent, absent, not shipped.
     BUG1_ANSWERS = "06-reshape-answers", ("release", "runner")
-    BUG1_CHECKS = "06-reshape-checks", ("check", "release", "runner", "block size asked", "cache group")
+    BUG1_CHECKS = "06-reshape-checks", ("check", "release", "runner", "block size asked", "layer")
     #: The repository's model of PR #43988's unreleased code state at the PR's geometry (never a release).
     BUG1_MODEL = "06-reshape-model", ("code", "variant", "cache group")
     #: Written by ``repro report --merge`` beside the merged matrix (a merge folder, not a run folder).

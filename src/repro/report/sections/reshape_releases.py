@@ -76,14 +76,35 @@ def groups(answers: pd.DataFrame) -> list[Group]:
     return sorted(out, key=lambda x: (order.index(x.answer) if x.answer in order else 99, x.runner))
 
 
+#: The compact table's columns as shown (the run folder's answers table holds every column).
+SHOWN = {
+    "releases": "releases",
+    "runner": "runner",
+    "answer": "answer",
+    "configuration": "configuration",
+    "block sizes that fail": "fails at",
+    "block sizes that fit": "fits at",
+    "block sizes rejected": "refused at",
+}
+
+
+def shown_answers(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """The compact answers a report page has room for: the runner marked when it is DeepSeek-V4's stock one,
+    block sizes next to each other in the run's sweep (``order``) as one span; the count and the error are in the
+    bullets above and the run folder's tables."""
+    runner = [f"{r} (stock)" if rules._true(s) else str(r) for r, s in zip(table["runner"], table["stock"])]
+    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-3:]}
+    return table.assign(runner=runner, **spans)[list(SHOWN)].rename(columns=SHOWN)
+
+
 def derive(c: Common) -> Bug1Releases | None:
     runners, runs, cells = (c.run.table(t) for t in (Table.BUG1_RUNNERS, Table.BUG1_RUNS, Table.BUG1_CELLS))
     if runners is None or not len(runners):
         return None
     empty = pd.DataFrame()
     answers = rules.answers(runners, runs if runs is not None else empty, cells if cells is not None else empty)
-    table = rules.compact_answers(answers)
-    table = table.assign(**{"first error": [_short(e) for e in table["first error"]]})
+    order = rules.block_order(runs) if runs is not None and len(runs) else []
+    table = shown_answers(rules.compact_answers(answers), order)
     model = c.run.table(Table.BUG1_MODEL)
     shown_model = (
         model[["code", "variant", "cache group", "sizes", "required bytes", "available bytes", "fits"]]

@@ -41,6 +41,7 @@ CHECK_COLUMNS = (
     "runner",
     "block size asked",
     "cache group",
+    "layer",
     "expected",
     "observed",
     "ok",
@@ -148,6 +149,26 @@ def with_run_outcomes(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
 def _block_order(label: str) -> tuple[int, int]:
     return (0, 0) if label == "default" else (1, int(label))
+
+
+def block_order(runs: pd.DataFrame) -> list[str]:
+    """The block sizes a run swept, in order (no flag first)."""
+    return sorted({str(b) for b in runs["block size asked"]}, key=_block_order)
+
+
+def block_spans(listed: str, order: list[str]) -> str:
+    """``default, 16–192, 384``: a comma-separated list of block sizes with runs of neighbours in ``order`` (the
+    sweep) written as one span."""
+    items = [x.strip() for x in listed.split(",") if x.strip()]
+    if not items or any(x not in order for x in items):
+        return listed
+    groups: list[list[str]] = []
+    for x in sorted(items, key=order.index):
+        if groups and order.index(x) == order.index(groups[-1][-1]) + 1 and groups[-1][-1] != "default":
+            groups[-1].append(x)
+        else:
+            groups.append([x])
+    return ", ".join(", ".join(g) if len(g) < 3 else f"{g[0]}–{g[-1]}" for g in groups)
 
 
 def flag(label: str) -> str:
@@ -293,6 +314,7 @@ def _check(check: str, row: Mapping[str, Any], expected: str, observed: str, ok:
         "runner": row.get("runner", ""),
         "block size asked": str(row.get("block size asked", "")),
         "cache group": group,
+        "layer": str(row.get("layer", "")) if group else "",
         "expected": expected,
         "observed": observed,
         "ok": bool(ok),
