@@ -46,7 +46,8 @@ RUNNERS, RUNS, CELLS, ANSWERS, CHECKS, MODEL = (
     Table.BUG1_MODEL,
 )
 #: The CPU profile's releases: one whose runners both count ``block_size // kernel_block_size``, the one that
-#: fixed V2 (PR #43988), and one that ships neither reshape (the wheels CI fetches anyway for notebooks 04-05).
+#: fixed V2 (PR #43988), and one that ships neither reshape (0.22.0 and 0.34.0 are notebooks 04-05's CPU releases
+#: too, so a CPU run fetches one wheel for this notebook alone).
 CPU_RELEASES = ("0.22.0", "0.23.0", "0.34.0")
 #: The CPU profile's block sizes: none (the default path), the default's value, one the selection refuses, one the
 #: grouping refuses, and one a release accepts that is not its default.
