@@ -156,6 +156,28 @@ def bullets(groups: list[Group], errors: bool = True) -> str:
     return "\n".join(lines)
 
 
+def short_bullets(groups: list[Group]) -> str:
+    """The same, in the fewest words (a pull-request comment's budget is small)."""
+    lines = []
+    for g in groups:
+        runner = f"{g.runner} ({g.stock})" if g.stock != "not stock" else g.runner
+        lines.append(
+            f"- **{g.answer}**: {runner}, vLLM {g.releases}" + (f": {g.configuration}" if g.configuration else "")
+        )
+    return "\n".join(lines)
+
+
+def short_model_sentence(d: Bug1Releases) -> str:
+    if d.model is None or not len(d.model):
+        return ""
+    where = (
+        "every release read fits"
+        if not d.at_pr_block_size
+        else "the reshape fails in " + ", ".join(f"{r} {runner}" for r, runner in d.at_pr_block_size)
+    )
+    return f"At the PR's `--block-size {PR_BLOCK_SIZE}` {where}; its crash is the {CODE_UNRELEASED_MODEL}."
+
+
 MARKDOWN = """
 ## Bug 1 in vLLM's releases
 
@@ -182,13 +204,22 @@ Block sizes the releases refuse before any reshape, with their own message:
 COMMENT = """
 ### Bug 1 in vLLM's releases
 
-Releases {{ d.read }}, each release's own chain (DeepSeek-V4, `--kv-cache-dtype fp8`, SM90):
+vLLM {{ d.read }}, each release's own code:
 
-{{ bullets(d.groups, false) }}
+{{ short_bullets(d.groups) }}
 
-{{ model_sentence(d) }}
+{{ short_model_sentence(d) }}
 """
 
 SECTION = Section(
-    "reshape-releases", derive, MARKDOWN, COMMENT, helpers={"model_sentence": model_sentence, "bullets": bullets}
+    "reshape-releases",
+    derive,
+    MARKDOWN,
+    COMMENT,
+    helpers={
+        "model_sentence": model_sentence,
+        "bullets": bullets,
+        "short_bullets": short_bullets,
+        "short_model_sentence": short_model_sentence,
+    },
 )
