@@ -62,6 +62,9 @@ def test_the_comments_first_screen_says_bug_hardware_verdict_and_cost(analysed):
         assert "| cost of the fix (vllm-project/vllm#55109) on " in first
     if run.table(Table.RELEASE_MATRIX) is not None:
         assert "| vllm-project/vllm#55109 in vLLM " in first  # which releases and kernels
+    if run.table(Table.BUG1_RUNNERS) is not None:  # bug 1 in releases: where reached, and the PR's crash labelled
+        row = next(line for line in first.splitlines() if line.startswith("| vllm-project/vllm#43988 in vLLM "))
+        assert "reached" in row and "(its crash: unreleased code)" in row
 
 
 def test_the_report_follows_the_pr_template(analysed):

@@ -402,6 +402,42 @@ def test_compact_answers_merge_consecutive_releases_with_the_same_answer():
     assert rules.release_ranges(["0.20.0", "0.20.1", "0.21.0", "0.23.0", "0.24.0", "0.29.0"]) == (
         "0.20.0 – 0.21.0, 0.23.0 – 0.24.0, 0.29.0"
     )
+    # a run that read a list (0.20.0, 0.21.0: 0.20.1 unread) names each release, never a range over unread ones
+    assert rules.compact_answers(pd.DataFrame(rows), whole=False)["releases"].tolist() == [
+        "0.20.0",
+        "0.21.0",
+        "0.22.0",
+        "0.23.0",
+    ]
+    assert rules.release_ranges(["0.20.0", "0.21.0"], whole=False) == "0.20.0, 0.21.0"
+    assert rules.reads_every_release({"parameters": {"releases": "all"}, "profile": "cpu"})
+    assert rules.reads_every_release({"parameters": {}, "profile": "gpu"})
+    assert not rules.reads_every_release({"parameters": {}, "profile": "cpu"})
+    assert not rules.reads_every_release({"parameters": {"releases": "0.22.0,0.23.0"}, "profile": "gpu"})
+
+
+def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
+    def answer(release, runner, value, configuration=""):
+        row = dict.fromkeys(rules.ANSWER_COLUMNS, "")
+        return {**row, "release": release, "runner": runner, "answer": value, "configuration": configuration}
+
+    reached = pd.DataFrame(
+        [
+            answer("0.22.0", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512"),
+            answer("0.22.1", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512"),
+            answer("0.22.0", RUNNER_V2, Bug1Answer.REACHED, "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"),
+            answer("0.23.0", RUNNER_V2, Bug1Answer.ABSENT),
+        ]
+    )
+    finding = rules.releases_finding(reached)
+    assert finding.outcomes == ["reproduced"] and finding.as_expected
+    assert "releases" in finding.title  # the report's summary tells it from the model's finding by this
+    assert "the V1 runner of vLLM 0.22.0 – 0.22.1 with `--block-size 512`" in finding.text
+    assert "model of unreleased code" in finding.text
+    quiet = pd.DataFrame([answer("0.23.0", RUNNER_V2, Bug1Answer.ABSENT), answer("0.34.0", RUNNER_V2, "not shipped")])
+    assert rules.releases_finding(quiet).outcomes == ["not reproduced"]
+    other = pd.DataFrame([answer("0.23.0", RUNNER_V2, Bug1Answer.OTHER_FAILURE)])
+    assert rules.releases_finding(other).problems == ["vLLM 0.23.0 V2: another reshape failure"]
 
 
 # ---- the notebook's parameters --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the
-findings of the two bugs (:mod:`repro.core.analysis.verdict`) and of the release study
-(:mod:`repro.studies.analysis.releases`), the run's completeness, and the one-line title. It sits above both
-because it reads both."""
+findings of the two bugs (:mod:`repro.core.analysis.verdict`) and of the release studies
+(:mod:`repro.studies.analysis.releases`, :mod:`repro.studies.analysis.reshape_chain`), the run's completeness,
+and the one-line title. It sits above both because it reads both."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from repro.core.analysis.verdict import (
     under_test_elsewhere,
     unexplained_failures,
 )
+from repro.studies.analysis import reshape_chain
 from repro.studies.analysis.releases import releases_finding
 from repro.tables import Table
 
@@ -59,6 +60,10 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     matrix = run.table(Table.RELEASE_MATRIX)
     if matrix is not None and len(matrix):
         findings.append(releases_finding(matrix))
+    runners = run.table(Table.BUG1_RUNNERS)
+    if runners is not None and len(runners):
+        answers = reshape_chain.answers(runners, run.table(Table.BUG1_RUNS), run.table(Table.BUG1_CELLS))
+        findings.append(reshape_chain.releases_finding(answers, reshape_chain.reads_every_release(run.manifest)))
     total = ok = 0
     for table in run.check_tables().values():
         total += len(table)

@@ -85,11 +85,11 @@ MARKDOWN = (
     """
 ## BUG_RESHAPE: reshape overrun
 
-The repository's model of the code state PR #43988 fixed (vLLM's main branch between PR #38831 and PR #43988; what
-each release does is notebook 06's *Bug 1 in vLLM's releases*): the V2 model runner's `_reshape_kv_cache` computed
-kernel blocks per logical block as `block_size // kernel_block_size` while overriding a compressed spec's kernel
-block size to `storage_block_size = block_size // compress_ratio`, so the quotient *is* the compress ratio and the
-padded branch's `as_strided` view spans `compress_ratio` times the pool. Fix: `storage_block_size // kernel_block_size`.
+The repository's model of the code PR #43988 fixed (main between PRs #38831 and #43988; releases are notebook 06's):
+the V2 runner's `_reshape_kv_cache` counted kernel blocks per logical block as `block_size // kernel_block_size`
+while overriding a compressed spec's kernel block size to `storage_block_size = block_size // compress_ratio`, so
+the quotient *is* the compress ratio and the padded branch's `as_strided` view spans `compress_ratio` times the pool.
+Fix: `storage_block_size // kernel_block_size`.
 """.replace("BUG_RESHAPE", BUG_RESHAPE)
     + EVIDENCE
 )

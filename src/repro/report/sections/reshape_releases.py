@@ -1,6 +1,7 @@
 """Bug 1 in vLLM's releases (notebook 06): per release and runner, reached (with the configuration a user types),
 latent, absent or not shipped; how the releases' own checks refuse block sizes; and PR #43988's crash as the
-repository's model of unreleased code. Every figure is recomputed from notebook 06's tables with
+repository's model of unreleased code (the pull-request comment carries this as one row of its first table:
+:mod:`repro.report.sections.summary`). Every figure is recomputed from notebook 06's tables with
 :mod:`repro.studies.analysis.reshape_chain`."""
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _short(text: str) -> str:
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
-def groups(answers: pd.DataFrame) -> list[Group]:
+def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
     out = []
     for (answer, runner), g in answers.groupby(["answer", "runner"], sort=False):
         releases = sorted(g.release.astype(str), key=version_key)
@@ -59,14 +60,14 @@ def groups(answers: pd.DataFrame) -> list[Group]:
             if stock.all()
             else "not stock"
             if not stock.any()
-            else f"stock in {rules.release_ranges(stocked)} only"
+            else f"stock in {rules.release_ranges(stocked, whole)} only"
         )
         configs = list(dict.fromkeys(str(c) for c in g.configuration if str(c)))
         out.append(
             Group(
                 str(answer),
                 str(runner),
-                rules.release_ranges(releases),
+                rules.release_ranges(releases, whole),
                 words,
                 "; ".join(f"`{c}`" for c in configs),
                 _short(next((str(e) for e in g["first error"] if str(e)), "")),
@@ -104,19 +105,20 @@ def derive(c: Common) -> Bug1Releases | None:
     empty = pd.DataFrame()
     answers = rules.answers(runners, runs if runs is not None else empty, cells if cells is not None else empty)
     order = rules.block_order(runs) if runs is not None and len(runs) else []
-    table = shown_answers(rules.compact_answers(answers), order)
+    whole = rules.reads_every_release(c.run.manifest)
+    table = shown_answers(rules.compact_answers(answers, whole), order)
     model = c.run.table(Table.BUG1_MODEL)
     shown_model = (
         model[["code", "variant", "cache group", "sizes", "required bytes", "available bytes", "fits"]]
         if model is not None and len(model)
         else pd.DataFrame()
     )
-    read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key))
-    refusals = rules.refusal_summary(runs) if runs is not None and len(runs) else pd.DataFrame()
+    read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key), whole)
+    refusals = rules.refusal_summary(runs, whole) if runs is not None and len(runs) else pd.DataFrame()
     failing = rules.failing_at(
         runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
     )
-    return Bug1Releases(groups(answers), table, refusals, shown_model, read, failing)
+    return Bug1Releases(groups(answers, whole), table, refusals, shown_model, read, failing)
 
 
 def model_sentence(d: Bug1Releases) -> str:
@@ -156,28 +158,6 @@ def bullets(groups: list[Group], errors: bool = True) -> str:
     return "\n".join(lines)
 
 
-def short_bullets(groups: list[Group]) -> str:
-    """The same, in the fewest words (a pull-request comment's budget is small)."""
-    lines = []
-    for g in groups:
-        runner = f"{g.runner} ({g.stock})" if g.stock != "not stock" else g.runner
-        lines.append(
-            f"- **{g.answer}**: {runner}, vLLM {g.releases}" + (f": {g.configuration}" if g.configuration else "")
-        )
-    return "\n".join(lines)
-
-
-def short_model_sentence(d: Bug1Releases) -> str:
-    if d.model is None or not len(d.model):
-        return ""
-    where = (
-        "every release read fits"
-        if not d.at_pr_block_size
-        else "the reshape fails in " + ", ".join(f"{r} {runner}" for r, runner in d.at_pr_block_size)
-    )
-    return f"At the PR's `--block-size {PR_BLOCK_SIZE}` {where}; its crash is the {CODE_UNRELEASED_MODEL}."
-
-
 MARKDOWN = """
 ## Bug 1 in vLLM's releases
 
@@ -201,25 +181,9 @@ Block sizes the releases refuse before any reshape, with their own message:
 {% endif %}
 """
 
-COMMENT = """
-### Bug 1 in vLLM's releases
-
-vLLM {{ d.read }}, each release's own code:
-
-{{ short_bullets(d.groups) }}
-
-{{ short_model_sentence(d) }}
-"""
-
 SECTION = Section(
     "reshape-releases",
     derive,
     MARKDOWN,
-    COMMENT,
-    helpers={
-        "model_sentence": model_sentence,
-        "bullets": bullets,
-        "short_bullets": short_bullets,
-        "short_model_sentence": short_model_sentence,
-    },
+    helpers={"model_sentence": model_sentence, "bullets": bullets},
 )

@@ -9,8 +9,9 @@ from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe, is_own_implementation
-from repro.registry import CodeRan
+from repro.registry import Bug1Answer, CodeRan
 from repro.report.model import Common, Section
+from repro.report.sections import reshape_releases
 from repro.report.sections.reshape import reported_group
 from repro.studies.analysis import upstream_cost
 from repro.studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
@@ -59,6 +60,17 @@ class Releases:
 
 
 @dataclass(frozen=True)
+class Bug1Releases:
+    """Bug 1 in vLLM's releases (notebook 06): each answer's runner, releases and configuration, in one cell."""
+
+    outcomes: str
+    first: str
+    last: str
+    answers: str  # "reached: V1 (stock in 0.20.0 – 0.27.1 only) 0.20.0 – 0.28.0, `--block-size 512`; ..."
+    at_pr_block_size: str
+
+
+@dataclass(frozen=True)
 class Cost:
     """The fix's cost on one kernel: graph-replay ratio spread, points outside the no-cost band, the copy's
     median overhead; or why nothing was timed."""
@@ -80,6 +92,7 @@ class Summary:
     reshape: Reshape | None
     gather: Gather | None
     releases: Releases | None
+    bug1_releases: Bug1Releases | None
     costs: tuple[Cost, ...]
     band: tuple[float, float]
 
@@ -158,6 +171,54 @@ def _releases(c: Common) -> Releases | None:
     )
 
 
+def _bug1_releases(c: Common) -> Bug1Releases | None:
+    d = reshape_releases.derive(c)
+    if d is None:
+        return None
+    releases = sorted(c.run.table(Table.BUG1_RUNNERS).release.astype(str).unique(), key=version_key)
+    reached = [g for g in d.groups if g.answer == Bug1Answer.REACHED]
+    configs = {g.runner: [x.strip("`") for x in g.configuration.split("; ") if x] for g in reached}
+    flags = {x[x.index("--block-size") :] for cs in configs.values() for x in cs if "--block-size" in x}
+    shared = flags.pop() if len(flags) == 1 else ""  # every configuration passes one --block-size: said once
+    said = []
+    for g in reached:
+        stock = f" ({g.stock})" if g.stock != "not stock" else ""
+        if shared:
+            envs = [x.replace(shared, "").strip() for x in configs[g.runner]]
+            named = [e for e in envs if e]
+            how = (
+                ""
+                if not named
+                else f" with `{named[0]}`"
+                if len(named) == len(envs)
+                else f" (`{named[0]}` where not stock)"
+            )
+        else:
+            how = f" with {g.configuration.replace('; ', ' or ')}" if g.configuration else ""
+        said.append(f"{g.runner}{stock} in {g.releases}{how}")
+    text = (f"reached at `{shared}`: " if shared else "reached: ") + "; ".join(said) if said else ""
+    others: dict[str, dict[str, list[str]]] = {}  # answer -> releases -> runners
+    for g in d.groups:
+        if g.answer != Bug1Answer.REACHED:
+            others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
+    for answer, by_releases in others.items():
+        text += (
+            ("; " if text else "")
+            + f"{answer}: "
+            + "; ".join(f"{', '.join(runners)} in {where}" for where, runners in by_releases.items())
+        )
+    pr = (
+        f"all fit at the PR's {reshape_releases.PR_BLOCK_SIZE}"
+        if not d.at_pr_block_size
+        else f"at the PR's {reshape_releases.PR_BLOCK_SIZE} "
+        + ", ".join(f"{r} {runner}" for r, runner in d.at_pr_block_size)
+        + " fail"
+    )
+    if d.model is not None and len(d.model):
+        pr += " (its crash: unreleased code)"
+    return Bug1Releases(_outcomes(c, BUG_RESHAPE, releases=True), releases[0], releases[-1], text, pr)
+
+
 def _costs(c: Common) -> tuple[Cost, ...]:
     out = []
     ratios = c.run.table(Table.PERF_RATIOS)
@@ -209,6 +270,7 @@ def derive(c: Common) -> Summary:
         reshape=_reshape(c),
         gather=_gather(c),
         releases=_releases(c),
+        bug1_releases=_bug1_releases(c),
         costs=_costs(c),
         band=upstream_cost.NO_COST_BAND,
     )
@@ -218,8 +280,8 @@ TABLE = (
     """
 {% call grid("bug", "what this run shows", "verdict") %}
 {% if d.reshape %}{% set r = d.reshape %}
-{{ row }}BUG_RESHAPE reshape overrun (`_reshape_kv_cache`) |
-in the repository's model of PR #43988's unreleased code state, the buggy view of the {{ r.group }} cache counts
+{{ row }}BUG_RESHAPE reshape overrun (`_reshape_kv_cache`), model of unreleased code |
+the buggy view of the {{ r.group }} cache counts
 {{ r.blocks }} kernel blocks per block and asks for
 {{ r.required | thousands }} bytes of a {{ r.pool | thousands }}-byte pool
 {%- if r.error_captured %}: PyTorch's own error, every number the PR quotes{% endif %};
@@ -229,6 +291,10 @@ groups fit) | {{ r.outcomes }}
 {{ row }}BUG_SPLIT (open) | the fixed code still over-asks {{ r.split | join(", ") }} for a padded uncompressed group
 split into smaller kernel blocks | shown
 {% endif %}
+{% endif %}
+{% if d.bug1_releases %}{% set b = d.bug1_releases %}
+{{ row }}BUG_RESHAPE in vLLM {{ b.first }} .. {{ b.last }} | {{ b.answers }}; {{ b.at_pr_block_size }} |
+{{ b.outcomes }}
 {% endif %}
 {% if d.gather %}{% set g = d.gather %}
 {{ row }}BUG_GATHER strided block-table gather (`_dequantize_and_gather_k_kernel`) |

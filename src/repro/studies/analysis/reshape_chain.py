@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from repro.registry import CELL_FAILURES, Bug1Answer, CellOutcome, ChainLink, ChainStop
+from repro.core.analysis.verdict import BUG_RESHAPE, NOT_REPRODUCED, REPRODUCED, Finding
+from repro.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, Bug1Answer, CellOutcome, ChainLink, ChainStop
 from repro.studies.analysis.releases import version_key
 
 #: PyTorch's two ways of refusing a view: ``as_strided``'s bound (padded pages) and ``view``'s element count.
@@ -199,7 +200,7 @@ ANSWER_COLUMNS = (
 )
 
 
-def answers(runners: pd.DataFrame, runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+def answers(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame | None) -> pd.DataFrame:
     """One row per release and runner: bug 1 reached (with the configuration), latent, absent, not shipped."""
     runs = _with_columns(runs, ("release", "runner", "block size asked", "block size", "stop", "link", "message"))
     cells = _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes"))
@@ -252,8 +253,18 @@ def answers(runners: pd.DataFrame, runs: pd.DataFrame, cells: pd.DataFrame) -> p
     return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
 
 
-def release_ranges(releases: list[str]) -> str:
-    """``0.20.0 – 0.22.1, 0.28.0``: runs of consecutive releases (in the order given, all of them read) merged."""
+def reads_every_release(manifest: Mapping[str, Any]) -> bool:
+    """Whether a run read every release in its span (``releases=all``, or ``default`` on a GPU): only then does a
+    range ``a – b`` stand for every release from a to b (a list such as 0.22.0, 0.23.0 leaves 0.22.1 out)."""
+    selection = str((manifest.get("parameters") or {}).get("releases", "default")).strip()
+    return selection == "all" or (selection == "default" and manifest.get("profile") == "gpu")
+
+
+def release_ranges(releases: list[str], whole: bool = True) -> str:
+    """``0.20.0 – 0.22.1, 0.28.0``: runs of consecutive releases (in the order given, all of them read) merged;
+    with ``whole`` false (a run that read a list) every release named."""
+    if not whole:
+        return ", ".join(releases)
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]} – {r[-1]}" for r in _runs(releases))
 
 
@@ -401,9 +412,10 @@ COMPACT_COLUMNS = (
 )
 
 
-def compact_answers(frame: pd.DataFrame) -> pd.DataFrame:
+def compact_answers(frame: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
     """The answers with consecutive releases of one runner and identical outcome merged into a range
-    (``releases``: ``0.20.0 – 0.22.1``), in release order; ``first error`` is the first release's."""
+    (``releases``: ``0.20.0 – 0.22.1``), in release order; ``first error`` is the first release's. With ``whole``
+    false (:func:`reads_every_release`) nothing is merged."""
     if frame is None or not len(frame):
         return pd.DataFrame(columns=["releases", *COMPACT_COLUMNS, "first error"])
     frame = frame.fillna("").astype({"release": str})
@@ -417,7 +429,7 @@ def compact_answers(frame: pd.DataFrame) -> pd.DataFrame:
         )
         run: list[tuple[str, pd.Series]] = []
         for release, row in mine.iterrows():
-            same = run and all(str(run[-1][1][c]) == str(row[c]) for c in COMPACT_COLUMNS if c != "runner")
+            same = whole and run and all(str(run[-1][1][c]) == str(row[c]) for c in COMPACT_COLUMNS if c != "runner")
             if run and not same:
                 out.append(_merged(run))
                 run = []
@@ -436,7 +448,7 @@ def _merged(run: list[tuple[str, pd.Series]]) -> dict:
     return row
 
 
-def refusal_summary(runs: pd.DataFrame) -> pd.DataFrame:
+def refusal_summary(runs: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
     """Each way the releases refused a block size: the link, the refusing line of the release (its file; the line
     number moves between releases), one of its messages (they differ only by the block size), the block sizes and
     the releases."""
@@ -447,7 +459,7 @@ def refusal_summary(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (link_name, where), g in stopped.groupby(["link", "_file"], sort=False):
         by_block = {
-            str(b): release_ranges(sorted({str(r) for r in h["release"]}, key=version_key))
+            str(b): release_ranges(sorted({str(r) for r in h["release"]}, key=version_key), whole)
             for b, h in g.groupby("block size asked", sort=False)
         }
         for releases in dict.fromkeys(by_block.values()):
@@ -473,3 +485,32 @@ def failing_at(runs: pd.DataFrame, cells: pd.DataFrame, block: str) -> list[tupl
     )
     bad = runs[(runs["block size asked"].astype(str) == block) & runs.outcome.isin(CELL_FAILURES)]
     return [(str(r.release), str(r.runner)) for _, r in bad.iterrows()]
+
+
+# ---- the verdict ------------------------------------------------------------------------------------------------
+#: The finding's title (``releases`` in it marks a finding about vLLM's releases for the report's summary).
+FINDING_TITLE = "reshape overrun in vLLM's releases"
+
+
+def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
+    """Bug 1 across vLLM's releases (notebook 06), from the answers per release and runner: *reproduced* when a
+    configuration a release accepts makes a runner's reshape fail by bug 1's count (the configurations named),
+    *not reproduced* otherwise. A failing view whose count is not bug 1's is a problem: the headline claims nothing
+    then. PR #43988's own crash is the repository's model of unreleased code and takes no part."""
+    frame = answers.fillna("").astype({"release": str})
+    releases = sorted(frame.release.unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    reached = frame[frame.answer == Bug1Answer.REACHED]
+    outcomes = [REPRODUCED if len(reached) else NOT_REPRODUCED]
+    where = [
+        f"the {runner} runner of vLLM {release_ranges(sorted(g.release, key=version_key), whole)} with "
+        + " or ".join(f"`{c}`" for c in dict.fromkeys(str(c) for c in g.configuration if str(c)))
+        for runner, g in reached.groupby("runner", sort=True)
+    ]
+    text = f"{outcomes[0]} in {len(releases)} vLLM releases ({span}), each release's own code"
+    text += (": PyTorch refuses the reshape's view in " + "; in ".join(where)) if where else ""
+    text += f"; PR #43988's own crash is the {CODE_UNRELEASED_MODEL}, in no release"
+    problems = [
+        f"vLLM {r.release} {r.runner}: {r.answer}" for r in frame[frame.answer == Bug1Answer.OTHER_FAILURE].itertuples()
+    ]
+    return Finding(BUG_RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)
