@@ -1,4 +1,4 @@
-"""The committed GPU runs (data/h200/) agree with today's code: every verdict recomputed from the
+"""The committed GPU runs (data/h200/, data/h100/) agree with today's code: every verdict recomputed from the
 observations in their tables by today's rules, every derived table recomputed, every report
 re-rendered. These tests fail when the rules or the rendering change and the evidence is not
 re-rendered (scripts/render-evidence-reports.sh), never because of what the evidence measured."""
@@ -24,8 +24,20 @@ from repro.studies.analysis import reshape_chain
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
-#: Every committed run folder: the H200's and the CPU profile's.
-RUNS = sorted(p for base in (ROOT, ROOT.parent / "cpu") for p in base.iterdir() if (p / "manifest.json").is_file())
+#: Every committed run folder: the H200's, the H100's and the CPU profile's.
+RUNS = sorted(
+    p
+    for base in (ROOT, ROOT.parent / "h100", ROOT.parent / "cpu")
+    for p in base.iterdir()
+    if (p / "manifest.json").is_file()
+)
+
+
+def _gpu_run(name: str) -> Path:
+    """A merge input by the folder name merge.json records: the H200's runs, or the H100's (0.34.0)."""
+    found = [base / name for base in (ROOT, ROOT.parent / "h100") if (base / name / "manifest.json").is_file()]
+    assert len(found) == 1, f"{name}: in {len(found)} of data/h200, data/h100"
+    return found[0]
 
 
 def _obs(row: pd.Series) -> dict:
@@ -167,7 +179,8 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
 
     folder = ROOT / "release-matrix-merged"
     record = json.loads((folder / "merge.json").read_text())
-    result = merge([load_run(ROOT / i["run"]) for i in record["inputs"]])
+    inputs = [_gpu_run(i["run"]) for i in record["inputs"]]
+    result = merge([load_run(path) for path in inputs])
     hint = "re-render with scripts/render-evidence-reports.sh"
     assert (folder / "releases.md").read_text() == result.markdown, hint
     assert record == json.loads(json.dumps(result.record)), hint
@@ -183,9 +196,9 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     assert {"0.22.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0"} <= shipped and "0.21.0" not in shipped
     assert {"release-matrix-c", "release-matrix-0.30-cutedsl", "release-matrix-0.22-0.23-cutedsl"} <= set(rows["run"])
     # every release the matrix runs listed in their index is in the merge, and each passed vLLM's regression test
-    index = pd.concat([load_run(ROOT / i["run"]).table(Table.RELEASE_INDEX) for i in record["inputs"]])
+    index = pd.concat([load_run(path).table(Table.RELEASE_INDEX) for path in inputs])
     assert set(index["release"].astype(str)) <= set(result.rows["release"].astype(str))
-    assert {"0.20.0", "0.20.1", "0.20.2", "0.33.0"} <= set(result.rows["release"].astype(str))
+    assert {"0.20.0", "0.20.1", "0.20.2", "0.33.0", "0.34.0"} <= set(result.rows["release"].astype(str))
     suite = pd.read_csv(folder / "results" / f"{Table.UPSTREAM_TEST_SUMMARY}.csv")
     assert suite["as expected"].astype(bool).all() and set(suite["release"].astype(str)) == set(
         result.rows["release"].astype(str)

@@ -81,6 +81,18 @@ def test_patch_effect_and_completion():
     assert grid.loc["0.22.0", k] == "faults from 4 requests"
 
 
+def test_a_run_without_the_patched_variant_verifies_no_fix_and_flags_no_problem():
+    """-p variants=[released] (the CuTe-DSL runs): the released kernels' verdicts stand, the fix is neither
+    verified nor failed, and the sample's own patched rows still decide it when present."""
+    only_released = sample()[lambda f: f.variant != "patched"]
+    finding = rel.releases_finding(only_released)
+    assert finding.outcomes == ["reproduced"] and finding.problems == []
+    assert "did not run on 2 of them" in finding.text
+    both = rel.releases_finding(sample())
+    assert both.outcomes == ["reproduced", "fix not verified"]
+    assert both.problems == ["v4:_dequantize_and_gather_k_kernel in vLLM 0.33.0: wrong from 2 requests with the change"]
+
+
 def test_merge_keeps_agreeing_rows_once_and_disagreeing_rows_all():
     frame = sample()
     merged = rel.merge_matrices(

@@ -57,6 +57,7 @@ class Releases:
     bad: int
     faulting: int
     fixed: int
+    tried: int  # the wrong or faulting ones the row-pitch change ran on (a run may leave the patched variant out)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def _releases(c: Common) -> Releases | None:
         bad=len(bad),
         faulting=int((bad["released"].map(verdict_class) == "faults").sum()),
         fixed=int((bad["patch"] == "fixed").sum()),
+        tried=int((bad["patch"] != "not tested").sum()),
     )
 
 
@@ -305,8 +307,10 @@ split into smaller kernel blocks | shown
 {% if d.releases %}{% set s = d.releases %}
 {{ row }}BUG_GATHER in vLLM {{ s.first }} .. {{ s.last }} |
 {{ s.bad }} of the {{ s.ran }} released gathers that ran ({{ s.kernels }} kernels in {{ s.releases }} releases)
-are wrong or fault ({{ s.faulting }} fault); with the PR's row pitch {{ s.fixed }} of those {{ s.bad }} are
-correct | {{ s.outcomes }}
+are wrong or fault ({{ s.faulting }} fault);
+{% if s.tried == s.bad %}with the PR's row pitch {{ s.fixed }} of those {{ s.bad }} are correct
+{%- elif s.tried %}with the PR's row pitch {{ s.fixed }} of the {{ s.tried }} of those it ran on are correct
+{%- else %}the PR's row pitch did not run in this run{% endif %} | {{ s.outcomes }}
 {% endif %}
 {% for k in d.costs %}
 {{ row }}cost of the fix (BUG_GATHER) on {{ k.kernel }} |

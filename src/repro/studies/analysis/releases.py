@@ -362,23 +362,27 @@ def releases_finding(matrix: pd.DataFrame) -> Finding:
     shipped = effect[effect["released"].map(verdict_class) != "not present"]
     bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
     fixed = bad[bad["patch"] == "fixed"]
+    tried = bad[bad["patch"] != "not tested"]  # a run may leave the patched variant out (-p variants=[released])
     ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
     releases = sorted(shipped["release"].unique(), key=version_key)
     span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
     outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
-    if len(bad):
-        outcomes.append(FIX_VERIFIED if len(fixed) == len(bad) else FIX_NOT_VERIFIED)
+    if len(tried):
+        outcomes.append(FIX_VERIFIED if len(fixed) == len(tried) else FIX_NOT_VERIFIED)
     faulting = int((bad["released"].map(verdict_class) == "faults").sum())
     text = (
         f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
         f"gathers that ran are wrong or fault ({faulting} fault)"
     )
-    if len(bad):
-        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of those {len(bad)} correct"
+    if len(tried):
+        those = f"those {len(bad)}" if len(tried) == len(bad) else f"the {len(tried)} of those it ran on"
+        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of {those} correct"
+    if len(tried) < len(bad):
+        text += f"; the row-pitch change did not run on {len(bad) - len(tried)} of them"
     not_run = len(shipped) - len(ran)
     if not_run:
         text += f"; {not_run} shipped kernels did not run here (see the section)"
     problems = [
-        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in bad.itertuples() if r.patch != "fixed"
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in tried.itertuples() if r.patch != "fixed"
     ]
     return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
