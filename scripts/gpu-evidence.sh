@@ -2,7 +2,7 @@
 # The H200 evidence of data/h200/ on a GPU host without a registry, in steps that each end inside a 600-second
 # command limit: the runs of a step go in parallel (16 CPU cores; the GPU work is small), and a run still going at
 # DEADLINE_S (default 540) is stopped with SIGTERM, which leaves it `interrupted` and resumable with --resume.
-# Carry .whl (scripts/build-h200-wheelhouse.sh), .vllm-cache-gpu (python -m repro.studies.upstream.fetch --export
+# Carry .whl (scripts/build-h200-wheelhouse.sh), .vllm-cache-gpu (python -m repro_studies.upstream.fetch --export
 # .vllm-cache-gpu) and, for the CuTe-DSL arms, the CuTe-DSL wheels (scripts/fetch-cutedsl-wheels.sh; their parts may
 # come over several calls, scripts/cutedsl-env.sh stashes them). The patches step needs GNU patch on PATH.
 # Usage: scripts/gpu-evidence.sh STEP OUT_DIR

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute's counters of gather_fast beside the streaming kernels that bound it, at 256 x 2,048 tokens
-# (python -m repro.studies.evidence.counters): each kernel launched once under `ncu --csv`, about 20 s on an H200.
+# (python -m repro_studies.evidence.counters): each kernel launched once under `ncu --csv`, about 20 s on an H200.
 # Needs torch, triton, pandas and ncu (CUDA toolkit) on the GPU host; writes OUT_DIR/ncu-counters.csv (ncu's rows)
 # without its ==PROF== lines (they name the host's interpreter path) and OUT_DIR/counters.md (one row per kernel).
 # Usage: scripts/gpu-ncu-counters.sh OUT_DIR [launch options, e.g. --num-reqs 16]
@@ -13,7 +13,7 @@ NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
-metrics=$("${PYTHON:-python3}" -m repro.studies.evidence.counters metrics)
+metrics=$("${PYTHON:-python3}" -m repro_studies.evidence.counters metrics)
 "$NCU" --csv --metrics "$metrics" --kernel-name regex:'^(_gather_fast_kernel|_stream_dequant_kernel|_stream_move_kernel)$' \
-  "${PYTHON:-python3}" -m repro.studies.evidence.counters launch "$@" | grep -v '^==PROF==' >"$OUT/ncu-counters.csv"
-"${PYTHON:-python3}" -m repro.studies.evidence.counters render "$OUT/ncu-counters.csv" | tee "$OUT/counters.md"
+  "${PYTHON:-python3}" -m repro_studies.evidence.counters launch "$@" | grep -v '^==PROF==' >"$OUT/ncu-counters.csv"
+"${PYTHON:-python3}" -m repro_studies.evidence.counters render "$OUT/ncu-counters.csv" | tee "$OUT/counters.md"

@@ -5,7 +5,7 @@
 # REPRO_VLLM_CACHE may name a cache copied out of the tree by an earlier call (default: the carried .vllm-cache-gpu,
 # else .vllm-cache). Fill the small carry where the registry is reachable (every release from the first with a
 # DeepSeek gather, gather modules only, the derived release list; a few MB):
-#   .venv/bin/python -m repro.studies.upstream.fetch --export .vllm-cache-gpu
+#   .venv/bin/python -m repro_studies.upstream.fetch --export .vllm-cache-gpu
 # Usage: scripts/gpu-release-matrix.sh RUN_DIR [python -m repro run options, e.g. -p releases=0.22.0,0.33.0]
 # A later --notebooks wins over the default 04: `--notebooks 03 -p vllm_releases=[0.33.0]` times vLLM's CuTe-DSL
 # gather beside gather_fast with the same CuTe-DSL install.

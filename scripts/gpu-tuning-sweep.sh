@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gather_fast's launch-setting sweep, the streaming ceiling's candidates and vLLM's CuTe-DSL gather on one GPU,
-# in one call of about 6 minutes (python -m repro.studies.evidence.tuning; CSVs into $OUT or --out, a table printed last).
+# in one call of about 6 minutes (python -m repro_studies.evidence.tuning; CSVs into $OUT or --out, a table printed last).
 # Needs torch, triton and pandas; vLLM's CuTe-DSL gather also needs the carried module cache (.vllm-cache, from
-# `python -m repro.studies.upstream.wheelcache 0.33.0`) and the CuTe-DSL wheels of scripts/fetch-cutedsl-wheels.sh, carried
+# `python -m repro_studies.upstream.wheelcache 0.33.0`) and the CuTe-DSL wheels of scripts/fetch-cutedsl-wheels.sh, carried
 # and installed as scripts/gpu-release-matrix.sh does (scripts/cutedsl-env.sh); without them its rows say why not.
 # Usage: scripts/gpu-tuning-sweep.sh [--budget-s S] [--out DIR]     (CPU smoke test: add --smoke)
 set -euo pipefail
@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache}"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-exec "${PYTHON:-python3}" -m repro.studies.evidence.tuning "$@"
+exec "${PYTHON:-python3}" -m repro_studies.evidence.tuning "$@"

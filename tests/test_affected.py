@@ -24,7 +24,7 @@ from repro.registry import (
     TABLE_RAN,
     UNDECIDED,
 )
-from repro.studies.analysis import affected as rules
+from repro_studies.analysis import affected as rules
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +184,7 @@ def test_without_verdicts_the_bug_is_not_measured(frames):
 
 
 def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
-    from repro.report import affected as render
+    from repro_studies.report import affected as render
 
     readme = (ROOT / "README.md").read_text()
     start, end = readme.index(render.README_START), readme.index(render.README_END) + len(render.README_END)
@@ -196,7 +196,7 @@ def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
 def test_the_readme_table_fits_ten_rows_without_zero_width_characters_and_every_link_resolves():
     import re
 
-    from repro.report import affected as render
+    from repro_studies.report import affected as render
 
     block = render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
     detail = render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
@@ -278,7 +278,7 @@ def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
 
 
 def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
-    from repro.studies.analysis import jit
+    from repro_studies.analysis import jit
 
     story = {
         "vLLM 9.9.9": {

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from repro.studies.analysis import ceiling as P
+from repro_studies.analysis import ceiling as P
 
 N, L = 4, 100
 TOKENS = N * L

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from repro.studies.analysis import jit as A
+from repro_studies.analysis import jit as A
 
 
 def rows(observed: bool) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def test_analysis_imports_neither_torch_nor_triton():
     import sys
 
     code = (
-        "import sys, repro.studies.analysis.jit, repro.studies.analysis.ceiling; "
+        "import sys, repro_studies.analysis.jit, repro_studies.analysis.ceiling; "
         "print([m for m in ('torch', 'triton') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from repro.registry import upstream_bench_arms
-from repro.studies.analysis import jit, upstream_cost
+from repro_studies.analysis import jit, upstream_cost
 
 #: Times (us) of a release's four arms: shipped contiguous, patched view, patched contiguous, copy + shipped.
 TIMES = {

@@ -1,5 +1,5 @@
 """The layout keeps data flowing one way: the base layer (the shared vocabulary at the top of ``repro``) under
-the core (``repro.core``: the two bugs), the core under the studies (``repro.studies``), and rendering, the command
+the core (``repro.core``: the two bugs), the core under the studies (``repro_studies``), and rendering, the command
 line and the notebook helpers (``repro.report``, ``repro.cli``, ``repro.walkthrough``) on top; inside each, imports
 point down the floors; no modules import each other in a circle; a function-level import is one that must stay lazy
 and says why; and the reporting side (the analyses, the report) runs without torch, triton or the evidence code."""
@@ -24,17 +24,26 @@ PACKAGE = SRC / "repro"
 LAYERS = {
     "repro": "base",  # tables, outcomes, parameters, paths, profiles, registry, seeds
     "repro.core": "core",
-    "repro.studies": "studies",
+    "repro_studies": "studies",
+    "repro_studies.walkthrough": "rendering",
+    "repro_studies.report": "rendering",
     "repro.walkthrough": "rendering",
     "repro.report": "rendering",
     "repro.cli": "rendering",
     "repro.__main__": "rendering",
 }
-RENDERING = ("repro.report", "repro.cli", "repro.walkthrough", "repro.__main__")
+RENDERING = (
+    "repro.report",
+    "repro.cli",
+    "repro.walkthrough",
+    "repro.__main__",
+    "repro_studies.walkthrough",
+    "repro_studies.report",
+)
 #: What each layer never imports, at any depth of its code (function-level imports included).
 NEVER_IMPORTS = {
-    "base": ("repro.studies", *RENDERING),
-    "core": ("repro.studies", *RENDERING),
+    "base": ("repro_studies", *RENDERING),
+    "core": ("repro_studies", *RENDERING),
     "studies": RENDERING,
 }
 
@@ -49,17 +58,20 @@ FLOORS = {
     "repro.core.analysis": 3,
     "repro.parameters": 3,
     "repro.profiles": 3,
-    "repro.studies.kernels": 4,
-    "repro.studies.upstream": 5,
-    "repro.studies.evidence": 5,
-    "repro.studies.analysis": 6,
+    "repro_studies": 4,
+    "repro_studies.kernels": 4,
+    "repro_studies.upstream": 5,
+    "repro_studies.evidence": 5,
+    "repro_studies.analysis": 6,
+    "repro_studies.walkthrough": 7,
+    "repro_studies.report": 8,
     "repro.walkthrough": 7,
     "repro.report": 8,
     "repro.cli": 8,
     "repro.__main__": 8,
 }
 #: What the reporting side may import from the library: no torch, no kernels, no evidence.
-REPORTING = ("repro.core.analysis", "repro.studies.analysis", "repro.report")
+REPORTING = ("repro.core.analysis", "repro_studies.analysis", "repro.report", "repro_studies.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
     "repro.machine_paths",
@@ -69,8 +81,9 @@ REPORTING_MAY_IMPORT = (
     "repro.tables",
     "repro.core.geometry.layout",
     "repro.core.analysis",
-    "repro.studies.analysis",
+    "repro_studies.analysis",
     "repro.report",
+    "repro_studies.report",
 )
 
 
@@ -102,7 +115,7 @@ def repro_imports(path: Path) -> set[str]:
     return found
 
 
-MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+MODULES = {module_name(p): p for p in (*PACKAGE.rglob("*.py"), *(SRC / "repro_studies").rglob("*.py"))}
 
 
 def part(name: str) -> str:

@@ -1,12 +1,12 @@
-"""repro.studies.upstream.callsites on small stand-in sources shaped like a release's (no vLLM code here): the call
+"""repro_studies.upstream.callsites on small stand-in sources shaped like a release's (no vLLM code here): the call
 sites, what reaches them, the defaults as each form of the config code states them, and the verdict."""
 
 import textwrap
 
 import pandas as pd
 
-from repro.studies.analysis.upstream_cost import production_path_summary, production_path_text
-from repro.studies.upstream import callsites as C
+from repro_studies.analysis.upstream_cost import production_path_summary, production_path_text
+from repro_studies.upstream import callsites as C
 
 ATTENTION = """
 from vllm.compilation.breakable_cudagraph import eager_break_during_capture
@@ -117,7 +117,7 @@ def sources(config: str) -> dict[str, str]:
 
 
 def test_the_member_set_holds_the_model_package_and_the_config():
-    from repro.studies.upstream.members import PRODUCTION_PATH
+    from repro_studies.upstream.members import PRODUCTION_PATH
 
     names = [
         "vllm/config/vllm.py",

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from repro.core.evidence import timing
-from repro.studies.analysis import ceiling as A
-from repro.studies.evidence import ceiling as C
+from repro_studies.analysis import ceiling as A
+from repro_studies.evidence import ceiling as C
 
 
 @pytest.fixture

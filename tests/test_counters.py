@@ -1,4 +1,4 @@
-"""The Nsight Compute counters study (repro.studies.evidence.counters) on the CPU: every arm launches in the
+"""The Nsight Compute counters study (repro_studies.evidence.counters) on the CPU: every arm launches in the
 interpreter, ncu's CSV is read past the profiled process's own lines, launches map to arms by position with the
 kernel's name checked, and bad input is one line and exit 2. The committed H200 counters are re-read."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.studies.evidence import counters as C
+from repro_studies.evidence import counters as C
 
 COMMITTED = (
     Path(__file__).resolve().parent.parent / "data" / "h200" / "tuning-gather-fast" / "ncu-1" / "ncu-counters.csv"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
-from repro.studies.upstream import cutedsl_stack as stack
-from repro.studies.upstream import wheelcache
-from repro.studies.upstream.members import GATHER, METADATA
+from repro_studies.upstream import cutedsl_stack as stack
+from repro_studies.upstream import wheelcache
+from repro_studies.upstream.members import GATHER, METADATA
 
 METADATA_TEXT = """Metadata-Version: 2.4
 Name: vllm

@@ -1,4 +1,4 @@
-"""The direct launch path of repro.studies.kernels.direct, with a stand-in for Triton's JIT function and compiled
+"""The direct launch path of repro_studies.kernels.direct, with a stand-in for Triton's JIT function and compiled
 kernel (nothing compiles on the CPU): which call goes where, with which arguments in which order."""
 
 import os
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from repro.studies.kernels import direct, fast, launch_plan
-from repro.studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
-from repro.studies.kernels.settings import DEFAULT_SETTINGS, with_settings
+from repro_studies.kernels import direct, fast, launch_plan
+from repro_studies.kernels.direct import DirectLauncher, int_spec, pointer_spec
+from repro_studies.kernels.settings import DEFAULT_SETTINGS, with_settings
 
 
 class FakeLauncher:
@@ -267,7 +267,7 @@ def test_the_host_split_times_the_launch_with_the_gathers_own_arguments_and_the_
     """The tuning sweep's split of a direct call's host time: the C launch alone gets exactly what the gather hands
     to it, and the rest is timed with the launch replaced by nothing (no launch happens while it is timed)."""
     from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-    from repro.studies.evidence.tuning import host_split
+    from repro_studies.evidence.tuning import host_split
 
     g, calls = enabled_gather(monkeypatch)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))

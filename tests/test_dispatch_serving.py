@@ -9,9 +9,9 @@ import types
 
 import pytest
 
-from repro.studies.upstream import serving
-from repro.studies.upstream import topology as tp
-from repro.studies.upstream.released_code import ReleasedCode
+from repro_studies.upstream import serving
+from repro_studies.upstream import topology as tp
+from repro_studies.upstream.released_code import ReleasedCode
 
 SOURCES = {
     "vllm/v1/attention/ops/flashmla.py": """

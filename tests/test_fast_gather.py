@@ -1,4 +1,4 @@
-"""Tests for repro.studies.kernels.fast.gather_fast in Triton's CPU interpreter.
+"""Tests for repro_studies.kernels.fast.gather_fast in Triton's CPU interpreter.
 
 Every output is compared bitwise (bf16 viewed as int16) over the WHOLE poisoned output buffer
 with both the PyTorch reference and ``gather_fixed``: rows the gather must write have to match,
@@ -23,9 +23,9 @@ from repro.core.kernels.gather import gather_contiguous_copy, gather_fixed
 from repro.core.kernels.launch import is_interpreted
 from repro.core.kernels.reference import dequantize_and_gather_reference
 from repro.registry import load_implementation
-from repro.studies.kernels import fast, launch_plan
-from repro.studies.kernels.fast import gather_fast, gather_fast_with, plan_launch
-from repro.studies.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
+from repro_studies.kernels import fast, launch_plan
+from repro_studies.kernels.fast import gather_fast, gather_fast_with, plan_launch
+from repro_studies.kernels.settings import DEFAULT_SETTINGS, TILES, FastSettings, TileSettings, with_settings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,7 @@ def test_signature_is_vllms():
         "block_size",
         "offset",
     ]
-    assert load_implementation("repro.studies.kernels.fast:gather_fast") is gather_fast
+    assert load_implementation("repro_studies.kernels.fast:gather_fast") is gather_fast
 
 
 # vLLM's own test cases: contiguous tables, block size 64, poisoned unused entries.
@@ -200,7 +200,7 @@ def test_settings_are_explicit_and_checked():
 
 def test_the_tile_index_is_the_lanes_familys_chunk_in_8_byte_units():
     """dequant_tokens takes the lanes family's chunk as LANES_CHUNK * TILE: reordering TILES would change it."""
-    from repro.studies.kernels.tiles import LANES_CHUNK
+    from repro_studies.kernels.tiles import LANES_CHUNK
 
     assert TILES.index("grouped") == 0
     assert [LANES_CHUNK.value * TILES.index(t) for t in ("lanes", "wide")] == [8, 16]

@@ -1,4 +1,4 @@
-"""The V4.1 gathers (repro.studies.kernels.fast_v41) in Triton's interpreter: bitwise against the reference decoders on
+"""The V4.1 gathers (repro_studies.kernels.fast_v41) in Triton's interpreter: bitwise against the reference decoders on
 column-narrowed tables, for both records and both layouts, in every launch variant; the dispatcher's contract."""
 
 import pytest
@@ -8,7 +8,7 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.records import layout_for
 from repro.core.kernels.records_reference import gather_reference, pages_as_bytes
-from repro.studies.kernels import fast_v41, launch_plan
+from repro_studies.kernels import fast_v41, launch_plan
 
 LAYOUTS = [True, False]
 GATHERS = {True: fast_v41.dequantize_and_gather_k_cache, False: fast_v41.dequantize_and_gather_k_cache_page_split}
@@ -228,7 +228,7 @@ def test_gpu_plan_gives_up_tiles_per_program_before_the_tile(monkeypatch):
 def test_bitwise_equal_to_the_releases_patched_kernel(release, interleaved, record):
     """vLLM's own V4.1 kernel (its wheel, through the module cache; downloaded if missing), PR #55109's row pitch
     applied by the repository's patcher, called through the release's wrapper in the interpreter."""
-    from repro.studies.evidence.records_perf import check_scenario, load_release_gather, run_out
+    from repro_studies.evidence.records_perf import check_scenario, load_release_gather, run_out
 
     theirs, why = load_release_gather(release, record, "cpu", download=True, interleaved=interleaved)
     assert theirs is not None, why

@@ -45,7 +45,7 @@ JIT_CHILD = """
 import sys, torch
 sys.path.insert(0, {tests!r})
 from fixtures import jit_kernels as J
-from repro.studies.evidence import jit
+from repro_studies.evidence import jit
 b = torch.arange(6 * 64, dtype=torch.int32, device="cuda").reshape(6, 64)
 widths = [3, 5, 8, 13, 16, 21, 32, 1]
 for name, (kernel, launcher) in J.VARIANTS.items():
@@ -56,7 +56,7 @@ for name, (kernel, launcher) in J.VARIANTS.items():
         assert [r["mode"] for r in rows] == ["observed"] * len(rows), name
         assert [r["observed_compiles"] for r in rows] == [r["predicted_compiles"] for r in rows], (name, rows)
         assert all(r["compile_us"] > 0 and r["disk_cache_hits"] == 0 for r in rows if r["observed_compiles"]), name
-from repro.studies.kernels import stream as S
+from repro_studies.kernels import stream as S
 for layout in S.LAYOUTS:
     inp = S.make_stream_input(1000, layout, seed=1, device="cuda")
     out = inp.fresh_out()
@@ -83,10 +83,10 @@ def test_jit_hooks_see_the_predicted_compilations_and_stream_kernels_are_exact()
 RELEASE_CHILD = """
 import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
-from repro.studies.evidence.jit import JitSubject, fingerprint_subjects
+from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.registry import TABLE_NARROWED, upstream_bench_arms
-from repro.studies.upstream.release_kernel import FORMS, load_release_kernel
+from repro_studies.upstream.release_kernel import FORMS, load_release_kernel
 root = {root!r}
 kernels = {{f: load_release_kernel("0.99.0", f, cache_root=root, download=False) for f in FORMS}}
 sc = build_scenario(ScenarioSpec(num_reqs=5, block_size=64, seq_len_max=700, max_reqs=8, device="cuda"))

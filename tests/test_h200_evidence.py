@@ -19,7 +19,7 @@ from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report.comparison import render_comparison
-from repro.studies.analysis import reshape_chain
+from repro_studies.analysis import reshape_chain
 
 pytestmark = pytest.mark.integration
 
@@ -174,8 +174,8 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     runs cover every release of the index from the first one that ships a DeepSeek gather."""
     import json
 
-    from repro.report.releases import MATRIX_TABLE, merge
     from repro.tables import Table
+    from repro_studies.report.releases import MATRIX_TABLE, merge
 
     folder = ROOT / "release-matrix-merged"
     record = json.loads((folder / "merge.json").read_text())

@@ -14,7 +14,7 @@ import pytest
 import torch
 from fixtures import jit_kernels as J
 
-from repro.studies.evidence import jit
+from repro_studies.evidence import jit
 
 WIDTHS = [3, 5, 8, 13, 16, 21, 32, 1]  # 8 distinct widths: 2 divisible by 16, one equal to 1
 BACKING_WIDTH = 64
@@ -197,7 +197,7 @@ FORMS = {
 def test_the_pitch_rule_agrees_with_tritons_keys(variant, table, warm_up):
     """analysis.jit.expected_compiles (the rule, from the pitch values alone) against the count from
     Triton's own binder and key function, for every form, table kind and warm-up choice."""
-    from repro.studies.analysis.jit import expected_compiles
+    from repro_studies.analysis.jit import expected_compiles
 
     b = backing()
     kernel, launcher = J.VARIANTS[variant]
@@ -215,7 +215,7 @@ def test_subjects_sequence_and_checks():
     import pandas as pd
 
     from repro.core.kernels import gather as G
-    from repro.studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
+    from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
 
     subject = jit.JitSubject(
         "fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED, "repro"
@@ -242,7 +242,7 @@ def test_subjects_sequence_and_checks():
 
 def test_int_class_is_tritons_own():
     """The rule's int classes against Triton's binder for the H200 target."""
-    from repro.studies.analysis.jit import int_class
+    from repro_studies.analysis.jit import int_class
 
     kernel = J._copy_rows_runtime_stride
     predictor = jit.KeyPredictor(kernel)

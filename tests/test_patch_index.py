@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.studies.upstream import patch_index, patches
-from repro.studies.upstream.wheelcache import load_entry
 from repro.tables import Table
+from repro_studies.upstream import patch_index, patches
+from repro_studies.upstream.wheelcache import load_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEX = ROOT / patch_index.INDEX_DIR
@@ -23,7 +23,7 @@ def test_the_committed_index_is_what_the_command_writes():
     files = patch_index.index_files(ROOT / "data", ROOT)
     assert sorted(files) == sorted([*COMMITTED, patch_index.INDEX_FILE])
     for name, data in files.items():
-        assert (INDEX / name).read_bytes() == data, f"{name}: run python -m repro.studies.upstream.patch_index"
+        assert (INDEX / name).read_bytes() == data, f"{name}: run python -m repro_studies.upstream.patch_index"
 
 
 def test_every_release_the_matrix_patched_has_its_diff_in_the_index():
@@ -82,7 +82,7 @@ def test_the_command_rewrites_the_folder_whole_and_refuses_a_folder_without_runs
     out = tmp_path / "out"
     out.mkdir()
     (out / "vllm-0.1.0.diff").write_text("stale")
-    cmd = [sys.executable, "-m", "repro.studies.upstream.patch_index", "--data", str(data), "--out", str(out)]
+    cmd = [sys.executable, "-m", "repro_studies.upstream.patch_index", "--data", str(data), "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "vllm-0.33.0.diff"]

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from repro.core.kernels.records_reference import pages_as_bytes
-from repro.studies.analysis import records as rules
-from repro.studies.evidence import records_perf as rp
-from repro.studies.evidence import v41_tuning
-from repro.studies.upstream.cases import reference_for
+from repro_studies.analysis import records as rules
+from repro_studies.evidence import records_perf as rp
+from repro_studies.evidence import v41_tuning
+from repro_studies.upstream.cases import reference_for
 
 
 @pytest.mark.parametrize("interleaved", [True, False], ids=["interleaved", "page-split"])
@@ -81,8 +81,8 @@ def test_vs_copy_gives_the_copy_equivalent_time_the_share_of_the_copy_rate_and_t
 
 
 def test_notebook_section_without_releases_checks_both_layouts_of_ours():
-    from repro.walkthrough.performance import PerformanceWalkthrough
-    from repro.walkthrough.records import RecordGathers
+    from repro_studies.walkthrough.performance import PerformanceWalkthrough
+    from repro_studies.walkthrough.records import RecordGathers
 
     nb = PerformanceWalkthrough.start("cpu", "", vllm_releases=[], download=False)
     v41 = RecordGathers(nb.session)
@@ -110,8 +110,8 @@ def test_tuning_cli_names_the_bad_argument_and_exits_2(argv, word, capsys):
 @pytest.mark.parametrize("target_layout, verdict", [(True, "correct"), (False, "wrong from 1 requests")])
 def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, verdict):
     from repro.registry import RECORD_GATHERS
-    from repro.studies.analysis.releases import verdicts
-    from repro.studies.upstream import matrix as mx
+    from repro_studies.analysis.releases import verdicts
+    from repro_studies.upstream import matrix as mx
 
     cfg = mx.MatrixConfig([1, 2], ["in-range", "poison"], block_size=8, seq_len_max=24, interpreted=True)
     entry = RECORD_GATHERS[target_layout]

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from repro.studies.analysis import releases as rel
-from repro.studies.upstream.matrix import row
+from repro_studies.analysis import releases as rel
+from repro_studies.upstream.matrix import row
 
 
 def case(release, kernel, variant, mode, n, mism=0, total=10, status="ok", oob=0, **kw):
@@ -138,7 +138,7 @@ def test_figure_draws_each_variant_as_one_half_of_every_cell():
     import matplotlib
 
     matplotlib.use("Agg")
-    from repro.report.releases import release_matrix
+    from repro_studies.report.releases import release_matrix
 
     v = rel.complete_matrix(rel.verdicts(sample()))
     fig = release_matrix(v)
@@ -153,7 +153,7 @@ def test_analysis_imports_no_torch():
     import subprocess
     import sys
 
-    code = "import sys, repro.studies.analysis.releases; print('torch' in sys.modules, 'triton' in sys.modules)"
+    code = "import sys, repro_studies.analysis.releases; print('torch' in sys.modules, 'triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 

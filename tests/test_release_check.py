@@ -1,4 +1,4 @@
-"""The weekly release check (repro.studies.upstream.newer) against hand-made registry answers shaped like
+"""The weekly release check (repro_studies.upstream.newer) against hand-made registry answers shaped like
 the registry's JSON document for vllm, and against the committed evidence."""
 
 import datetime as dt
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.studies.upstream import newer
-from repro.studies.upstream.releases import version_key
+from repro_studies.upstream import newer
+from repro_studies.upstream.releases import version_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,7 +152,7 @@ def test_the_committed_record_names_a_release_the_evidence_covers():
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "repro.studies.upstream.newer", *args], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-m", "repro_studies.upstream.newer", *args], cwd=cwd, capture_output=True, text=True
     )
 
 

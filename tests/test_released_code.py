@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from repro.studies.upstream.released_code import (
+from repro_studies.upstream.released_code import (
     ClassRef,
     ImportFailure,
     Missing,

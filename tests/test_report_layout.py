@@ -95,7 +95,7 @@ def test_renderers_draw_from_the_analysis_alone():
     def profile(frame, event, arg):
         if event == "call":
             name = frame.f_globals.get("__name__", "")
-            if name.startswith(("repro.core.analysis", "repro.studies.analysis")):
+            if name.startswith(("repro.core.analysis", "repro_studies.analysis")):
                 calls.add(f"{name}.{frame.f_code.co_name}")
 
     sys.setprofile(profile)

@@ -268,7 +268,7 @@ def test_gpu_only_sections_are_compact(tmp_path):
 
 
 def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
-    from repro.studies.upstream.matrix import row
+    from repro_studies.upstream.matrix import row
 
     k = "v4:_dequantize_and_gather_k_kernel"
     rows = [
@@ -300,7 +300,7 @@ def test_the_release_matrix_is_a_section_after_the_gather(tmp_path):
 
 
 def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_path):
-    from repro.studies.analysis import cutedsl
+    from repro_studies.analysis import cutedsl
 
     run = load_run(H200 / "gpu-profile-vllm")
     table = pd.DataFrame(

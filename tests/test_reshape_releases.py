@@ -14,9 +14,9 @@ import torch
 
 from repro.core.reshape.plan import page_check
 from repro.registry import RUNNER_V1, RUNNER_V2, Bug1Answer, CellOutcome, ChainLink, ChainStop
-from repro.studies.analysis import reshape_chain as rules
-from repro.studies.upstream.released_code import NotProvided, ReleasedCode
-from repro.studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
+from repro_studies.analysis import reshape_chain as rules
+from repro_studies.upstream.released_code import NotProvided, ReleasedCode
+from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
 
 # ---- the page check: a view against every logical block's page ------------------------------------------------------
 
@@ -192,7 +192,7 @@ def test_cache_kinds_from_the_classes_that_built_them():
 
 
 def test_a_bare_assert_is_the_releases_refusal_with_its_line_and_a_placeholder_is_not_run():
-    from repro.studies.upstream.reshape_chain import stopped
+    from repro_studies.upstream.reshape_chain import stopped
 
     sources = {
         "vllm/v1/core/kv_cache_utils.py": "def group(a, b):\n    assert a <= b\n    return a\n",
@@ -445,7 +445,7 @@ def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
 
 def test_block_sizes_and_releases_are_checked_before_any_work():
     from repro.parameters import ParameterError, validate_notebook
-    from repro.walkthrough.reshape_releases import CPU_BLOCK_SIZES, resolve_block_sizes, resolve_releases
+    from repro_studies.walkthrough.reshape_releases import CPU_BLOCK_SIZES, resolve_block_sizes, resolve_releases
 
     for bad in ("", "256,,x", "0", "70000", "256, -16", "auto"):
         with pytest.raises(ParameterError, match=r"^block_sizes: "):
@@ -470,8 +470,8 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
     asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
     flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
     the CPU run's notebook 06 fetches.)"""
-    from repro.studies.upstream import reshape_chain as chain_lib
-    from repro.studies.upstream.releases import fetch_index
+    from repro_studies.upstream import reshape_chain as chain_lib
+    from repro_studies.upstream.releases import fetch_index
 
     try:
         fetch_index(timeout_s=20)
@@ -514,7 +514,7 @@ def test_block_sizes_next_to_each_other_in_the_sweep_are_one_span():
 
 
 def test_an_engine_config_reads_the_releases_defaults_and_its_validators_writes():
-    from repro.studies.upstream.released_config import released_config
+    from repro_studies.upstream.released_config import released_config
 
     sources = {
         "vllm/config/cache.py": textwrap.dedent("""

@@ -15,8 +15,8 @@ import torch
 from repro.core.geometry.layout import DSV4
 from repro.core.kernels.launch import is_interpreted
 from repro.core.kernels.reference import dequantize_and_gather_reference
-from repro.studies.kernels import stream as S
-from repro.studies.kernels.settings import TileSettings
+from repro_studies.kernels import stream as S
+from repro_studies.kernels.settings import TileSettings
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.studies.evidence import tuning as T
-from repro.studies.kernels.settings import DEFAULT_SETTINGS
+from repro_studies.evidence import tuning as T
+from repro_studies.kernels.settings import DEFAULT_SETTINGS
 
 
 def test_candidates_are_distinct_and_include_the_default():

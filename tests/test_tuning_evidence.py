@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.studies.evidence import tuning
+from repro_studies.evidence import tuning
 
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 FAST_RUNS = sorted((H200 / "tuning-gather-fast").glob("run-*"), key=lambda p: int(p.name.split("-")[1]))

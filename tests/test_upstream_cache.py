@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
-from repro.studies.upstream import fetch, members, releases, wheelcache
+from repro_studies.upstream import fetch, members, releases, wheelcache
 
 
 def test_index_keeps_final_releases_from_the_first_with_an_x86_wheel():
@@ -157,8 +157,8 @@ def test_processes_asking_for_one_release_at_once_download_it_once(tmp_path, mon
 def test_the_production_path_set_is_read_as_text_and_never_imported(tmp_path, monkeypatch):
     """The call-site study's member set (the model package, the config modules) is extracted with the wheel,
     each file checked against RECORD, and the gather path's loader does not serve it."""
-    from repro.studies.upstream.loader import LoadedRelease
-    from repro.studies.upstream.members import PRODUCTION_PATH
+    from repro_studies.upstream.loader import LoadedRelease
+    from repro_studies.upstream.members import PRODUCTION_PATH
 
     files = {
         V4_MEMBER: fixture_source(),

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
-from repro.studies.upstream import discovery, matrix, patcher
-from repro.studies.upstream.arms import Arm, WrongKernel, make_callable
-from repro.studies.upstream.loader import LoadedRelease, LoadError
-from repro.studies.upstream.matrix import MatrixConfig, run_matrix, write_rewrites
+from repro_studies.upstream import discovery, matrix, patcher
+from repro_studies.upstream.arms import Arm, WrongKernel, make_callable
+from repro_studies.upstream.loader import LoadedRelease, LoadError
+from repro_studies.upstream.matrix import MatrixConfig, run_matrix, write_rewrites
 
 
 def test_discovery_finds_the_kernel_its_pitch_the_launch_and_the_wrapper():
@@ -254,7 +254,7 @@ def test_matrix_reports_a_changed_signature_as_a_row(tmp_path, monkeypatch):
 def test_helper_packages_load_as_packages_with_their_submodules(tmp_path, monkeypatch):
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.studies.upstream import wheelcache
+    from repro_studies.upstream import wheelcache
 
     src = fixture_source(**{"import torch\n": "import torch\n\nfrom vllm.cute_utils import twice\n"})
     files = {
@@ -288,8 +288,8 @@ def needs_config():
 def test_a_study_loads_its_own_member_set_with_its_own_stubs(tmp_path, monkeypatch):
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.studies.upstream import members, wheelcache
-    from repro.studies.upstream.stubs import STUBS, StubNotProvided, placeholder_stub
+    from repro_studies.upstream import members, wheelcache
+    from repro_studies.upstream.stubs import STUBS, StubNotProvided, placeholder_stub
 
     study = members.MemberSet("test-study", members=(STUDY_MEMBER, "vllm/utils/math_utils.py"), anchor=(STUDY_MEMBER,))
     files = {
@@ -317,7 +317,7 @@ def test_a_study_loads_its_own_member_set_with_its_own_stubs(tmp_path, monkeypat
 
 
 def test_placeholders_only_exist():
-    from repro.studies.upstream.stubs import StubNotProvided, placeholder
+    from repro_studies.upstream.stubs import StubNotProvided, placeholder
 
     cg = placeholder("vllm.v1.attention.backend", "AttentionCGSupport")
     assert placeholder("vllm.v1.attention.backend", "AttentionCGSupport") is cg

@@ -12,7 +12,7 @@ from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 from repro import registry
 from repro.core.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.studies.upstream import release_kernel as R
+from repro_studies.upstream import release_kernel as R
 
 CLASS_SOURCE = (Path(__file__).parent / "fixtures" / "upstream" / "jit_class_module.py").read_text()
 SOURCES = {"module-level kernel": None, "JIT-warmup class": CLASS_SOURCE}
@@ -156,7 +156,7 @@ WIDTHS, BACKING, BLOCK = [1, 2, 3, 5, 16], 32, 16
 
 
 def fingerprint(rk, warm, widths=WIDTHS, tables=("narrowed", "contiguous"), backing=BACKING):
-    from repro.studies.evidence.jit import JitSubject, fingerprint_subjects
+    from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
 
     pitch = {"released": "constexpr width", "patched": "runtime stride", "patched-constexpr": "constexpr stride"}
     subject = JitSubject(f"{rk.origin} {rk.form}", rk.gather(), rk.kernel, pitch[rk.form], rk.origin, *warm)
@@ -191,7 +191,7 @@ def test_a_module_level_kernel_has_no_warm_up_of_its_own(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("source", SOURCES.values(), ids=SOURCES.keys())
 def test_compilations_per_form_follow_the_pitch_rule(tmp_path, monkeypatch, source):
-    from repro.studies.analysis.jit import fingerprint_checks, inference_compiles
+    from repro_studies.analysis.jit import fingerprint_checks, inference_compiles
 
     cached_release(tmp_path, monkeypatch, source=source)
     got = {}
@@ -213,8 +213,8 @@ def test_compilations_per_form_follow_the_pitch_rule(tmp_path, monkeypatch, sour
 
 def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path, monkeypatch):
     from repro.profiles import PROFILES
-    from repro.walkthrough.performance import VLLM_FACTS, VLLM_JIT, PerformanceWalkthrough
     from repro.walkthrough.session import Session
+    from repro_studies.walkthrough.performance import VLLM_FACTS, VLLM_JIT, PerformanceWalkthrough
 
     root, _ = cached_release(tmp_path, monkeypatch, source=CLASS_SOURCE)
     monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
@@ -254,7 +254,7 @@ def _release_with_cutedsl(tmp_path, monkeypatch, cute_source: str | None = None)
     """A fake release 0.99.0 whose dispatcher reaches the synthetic CuTe-DSL module when ``has_cutedsl()``."""
     from upstream_fakes import fake_pip, make_wheel
 
-    from repro.studies.upstream import wheelcache
+    from repro_studies.upstream import wheelcache
 
     dispatcher = fixture_source(
         **{
@@ -274,8 +274,8 @@ def _release_with_cutedsl(tmp_path, monkeypatch, cute_source: str | None = None)
 
 def _walkthrough(tmp_path, releases):
     from repro.profiles import PROFILES
-    from repro.walkthrough.performance import PerformanceWalkthrough
     from repro.walkthrough.session import Session
+    from repro_studies.walkthrough.performance import PerformanceWalkthrough
 
     params = dict(
         vllm_releases=releases,
@@ -289,7 +289,7 @@ def _walkthrough(tmp_path, releases):
 
 
 def test_without_a_gpu_each_releases_cutedsl_gather_is_a_not_run_row_saying_why(tmp_path, monkeypatch):
-    from repro.walkthrough.performance import CUTEDSL
+    from repro_studies.walkthrough.performance import CUTEDSL
 
     _release_with_cutedsl(tmp_path, monkeypatch)
     nb = _walkthrough(tmp_path, ["9.9.9", "0.99.0"])
@@ -335,8 +335,8 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
     tmp_path, monkeypatch
 ):
     from repro.core.evidence import perf
-    from repro.studies.upstream import matrix
-    from repro.walkthrough import performance as P
+    from repro_studies.upstream import matrix
+    from repro_studies.walkthrough import performance as P
 
     _release_with_cutedsl(tmp_path, monkeypatch)
     monkeypatch.setattr(matrix, "cutedsl_status", lambda device: "")  # as on a GPU with the packages
@@ -368,7 +368,7 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
 
 def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp_path, monkeypatch):
     from repro.core.evidence import perf
-    from repro.studies.upstream import matrix
+    from repro_studies.upstream import matrix
 
     broken = CUTEDSL_FIXTURE.read_text().replace(
         "    gather_fixed(out,", '    raise RuntimeError("cute.compile failed")\n    gather_fixed(out,'
@@ -396,7 +396,7 @@ def test_cutedsl_arms_round_trip_through_their_label_and_say_whose_code():
 
 
 def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fast():
-    from repro.studies.analysis import cutedsl
+    from repro_studies.analysis import cutedsl
 
     view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
     rows = [(view.label, 9.0), (contig.label, 9.0), ("fast / narrowed view", 10.0), ("fast / contiguous table", 9.0)]

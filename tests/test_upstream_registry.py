@@ -2,7 +2,7 @@
 
 import pytest
 
-from repro.studies.upstream import releases, wheelcache
+from repro_studies.upstream import releases, wheelcache
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fake_pip, fixture_source
 
 from repro.registry import SuiteOutcome
-from repro.studies.analysis import vllm_suite as suite
-from repro.studies.upstream import patcher, patches, regression
-from repro.studies.upstream.pytest_release import Selection
+from repro_studies.analysis import vllm_suite as suite
+from repro_studies.upstream import patcher, patches, regression
+from repro_studies.upstream.pytest_release import Selection
 
 JIT_SOURCE = """
 from vllm.model_executor.warmup.jit_warmup_triton_helper import triton_scalar_specialization_rep
@@ -94,7 +94,7 @@ def test_unified_diff_marks_a_last_line_without_newline():
 
 def test_patch_command_refuses_bad_input_with_one_line(tmp_path, monkeypatch):
     code = subprocess.run(
-        [sys.executable, "-m", "repro.studies.upstream.patches", "v0.33.0", "--out", str(tmp_path)],
+        [sys.executable, "-m", "repro_studies.upstream.patches", "v0.33.0", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )
@@ -217,8 +217,8 @@ def test_the_upstream_test_file_runs_against_a_release_as_released_and_patched(t
 def test_the_first_run_names_the_wheels_it_downloads_with_their_sizes(tmp_path, monkeypatch, capsys):
     from upstream_fakes import make_wheel
 
-    from repro.studies.upstream.releases import IndexedRelease
-    from repro.walkthrough.downloads import fetch_missing
+    from repro_studies.upstream.releases import IndexedRelease
+    from repro_studies.walkthrough.downloads import fetch_missing
 
     wheel = make_wheel(tmp_path, "0.99.0", {V4_MEMBER: fixture_source()})
     fake_pip(monkeypatch, {"0.99.0": wheel})

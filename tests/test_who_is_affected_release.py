@@ -15,8 +15,8 @@ from repro.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
 )
-from repro.studies.analysis import affected as rules
-from repro.studies.upstream.topology import ANY_TOPOLOGY
+from repro_studies.analysis import affected as rules
+from repro_studies.upstream.topology import ANY_TOPOLOGY
 
 #: The tensor-parallel sizes at which SM100's mega attention accepts the 64-head model.
 MEGA = "TP 1, 2, 4, 8"
@@ -27,7 +27,7 @@ RELEASE = "0.33.0"
 
 @pytest.fixture(scope="module")
 def reachable():
-    from repro.studies.upstream.releases import fetch_index
+    from repro_studies.upstream.releases import fetch_index
 
     try:
         fetch_index(timeout_s=20)
@@ -37,7 +37,7 @@ def reachable():
 
 @pytest.fixture(scope="module")
 def dispatch_rows(reachable):
-    from repro.studies.upstream import dispatch
+    from repro_studies.upstream import dispatch
 
     warm: list[dict] = []
     rows = pd.DataFrame(dispatch.study([RELEASE], warmup_rows=warm))
@@ -119,7 +119,7 @@ def test_the_triton_gather_is_warmed_up_only_where_cutlass_does_not_import(dispa
 
 
 def test_the_runners_hand_gathers_row_slices_of_full_width_tables(reachable):
-    from repro.studies.upstream import blocktables
+    from repro_studies.upstream import blocktables
 
     tables = pd.DataFrame(blocktables.study([RELEASE], sweep=blocktables.SHORT_SWEEP))
     assert (tables["status"] == TABLE_RAN).all(), tables[tables["status"] != TABLE_RAN]["how"].tolist()
@@ -131,8 +131,8 @@ def test_the_runners_hand_gathers_row_slices_of_full_width_tables(reachable):
 
 
 def test_before_their_own_branches_rocm_and_xpu_cannot_serve_deepseek_v4(reachable):
-    from repro.studies.upstream import dispatch
-    from repro.studies.upstream.platforms import ROCM, XPU
+    from repro_studies.upstream import dispatch
+    from repro_studies.upstream.platforms import ROCM, XPU
 
     rows = pd.DataFrame(dispatch.study(["0.20.0", "0.21.0", "0.22.0", "0.23.0"], families=(ROCM, XPU)))
     v4 = rows[(rows.model == "DeepSeek-V4") & (rows.record == 584)].set_index(["release", "gpu_family"])["status"]
@@ -149,7 +149,7 @@ def test_before_their_own_branches_rocm_and_xpu_cannot_serve_deepseek_v4(reachab
 
 
 def test_034_ships_the_v2_runner_only_and_it_never_narrows_a_table(reachable):
-    from repro.studies.upstream import blocktables
+    from repro_studies.upstream import blocktables
 
     tables = pd.DataFrame(blocktables.study(["0.34.0"], sweep=blocktables.SHORT_SWEEP))
     v1 = tables[tables["runner"] == "V1"]

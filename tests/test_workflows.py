@@ -167,7 +167,7 @@ def test_the_release_check_reads_committed_evidence_and_runs_notebooks_that_take
     """Every evidence folder is committed, and every notebook it runs and every parameter it passes exist: the
     repro CLI refuses a parameter none of the selected notebooks declares."""
     from repro.cli.runner import declared_parameters
-    from repro.studies.upstream import newer
+    from repro_studies.upstream import newer
 
     env = new_release()["jobs"]["new-release"]["env"]
     assert env["EVIDENCE"].split() == list(newer.EVIDENCE) and env["RECORD"] == newer.RECORD

@@ -5,8 +5,8 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from repro.studies.upstream import wheelcache
-from repro.studies.upstream.wheelcache import record_digest
+from repro_studies.upstream import wheelcache
+from repro_studies.upstream.wheelcache import record_digest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "upstream" / "gather_module.py"
 V4_MEMBER = "vllm/models/deepseek_v4/common/ops/cache_utils.py"
@@ -40,7 +40,7 @@ def fake_pip(monkeypatch, wheels: dict[str, Path], calls: list | None = None, pl
     """
     import shutil
 
-    from repro.studies.upstream import releases
+    from repro_studies.upstream import releases
 
     monkeypatch.setattr(releases, "release_platforms", lambda version, document=None: ["manylinux_2_28_x86_64"])
 

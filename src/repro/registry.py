@@ -117,7 +117,7 @@ CONTIGUOUS_COPY = Implementation(
 )
 FAST = Implementation(
     "fast",
-    "repro.studies.kernels.fast:gather_fast",
+    "repro_studies.kernels.fast:gather_fast",
     EXPECT_CORRECT,
     False,
     "gather_fast",
@@ -130,7 +130,7 @@ FAST = Implementation(
 #: them beside vLLM's V4.1 kernels and notebook 04 runs them on each release's records.
 FAST_V41 = Implementation(
     "fast-v41",
-    "repro.studies.kernels.fast_v41:dequantize_and_gather_k_cache",
+    "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache",
     EXPECT_CORRECT,
     False,
     "fast V4.1 gather (scales after each token, vLLM 0.33)",
@@ -141,7 +141,7 @@ FAST_V41 = Implementation(
 )
 FAST_V41_PAGE_SPLIT = Implementation(
     "fast-v41-page-split",
-    "repro.studies.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
+    "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
     EXPECT_CORRECT,
     False,
     "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
@@ -240,7 +240,7 @@ _GENERIC_STYLE = _style(color="#7f8c8d", marker=".")
 # --------------------------------------------------------------------------------------------
 # Upstream arms: a vLLM release's own gather, as shipped or with PR #55109's change, timed in notebook 03.
 
-#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro.studies.upstream).
+#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro_studies.upstream).
 UPSTREAM_IMPLEMENTATION = "upstream"
 #: Forms of a release's kernel: as shipped, PR #55109 (stride(0) as a runtime argument), stride left constexpr.
 UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
@@ -265,7 +265,7 @@ def _release_color(release: str) -> str:
 
 def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
     """The registry entry of a vLLM release's kernel timed on one table: ``origin`` is ``"vLLM <version>"`` as
-    read from the loaded wheel (``repro.studies.upstream.release_kernel.origin_of``), never typed."""
+    read from the loaded wheel (``repro_studies.upstream.release_kernel.origin_of``), never typed."""
     match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
     if not match:
         raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
@@ -584,7 +584,7 @@ def role(label: str) -> str:
 
 
 class SuiteOutcome(StrEnum):
-    """One test's outcome, typed from the phase that decided it (repro.studies.upstream.regression)."""
+    """One test's outcome, typed from the phase that decided it (repro_studies.upstream.regression)."""
 
     PASSED = "passed"
     MISMATCH = "failed: bitwise mismatch"  # the test's own assert_close
@@ -622,7 +622,7 @@ TABLE_RAN = "ran"
 TABLE_NOT_RUN = "could not run"
 TABLE_NOT_SHIPPED = "runner not shipped"  # the release has no such model runner (one row says so)
 RUNNER_V1, RUNNER_V2 = "V1", "V2"
-#: The GPU families notebook 05 tells a release's code about (``repro.studies.upstream.platforms`` holds their facts).
+#: The GPU families notebook 05 tells a release's code about (``repro_studies.upstream.platforms`` holds their facts).
 GPU_FAMILY_NAMES = {
     "sm90": "SM90 (H100/H200)",
     "sm100": "SM100 (B200/GB200)",
@@ -659,8 +659,8 @@ UNDECIDED = "undecided"  # some configuration could not run and none reached
 
 
 # --------------------------------------------------------------------------------------------
-# Bug 1 in releases: the words the reshape chain (repro.studies.upstream.reshape_chain) writes and its analysis
-# (repro.studies.analysis.reshape_chain) reads.
+# Bug 1 in releases: the words the reshape chain (repro_studies.upstream.reshape_chain) writes and its analysis
+# (repro_studies.analysis.reshape_chain) reads.
 
 
 class ChainLink(StrEnum):

@@ -163,7 +163,7 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
     exit 2, nothing written."""
     from repro.core.analysis.rundata import MANIFEST, load_run  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
-    from repro.report.releases import MATRIX_TABLE, merge_command  # lazy: matplotlib, only to write a report
+    from repro_studies.report.releases import MATRIX_TABLE, merge_command  # lazy: matplotlib, only to write a report
 
     out = Path(out_dir)
     try:

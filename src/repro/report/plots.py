@@ -312,7 +312,7 @@ def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: di
 
 def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | None = None) -> list[tuple[str, Figure]]:
     """(name, figure): each gather's fraction of the streaming ceiling per request count, CUDA-graph
-    replays, one panel per tokens-per-request (``repro.studies.analysis.ceiling.ceiling_table``)."""
+    replays, one panel per tokens-per-request (``repro_studies.analysis.ceiling.ceiling_table``)."""
     graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
     lengths = sorted(set(graph["seq_len"].astype(int)))
     names = arm_names(list(dict.fromkeys(graph["arm"])), outside_names)
@@ -330,7 +330,7 @@ def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | No
 
 def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
     """Compilations (and, where measured, cumulative compile time) against distinct table widths, one
-    line per kernel variant and table kind (``repro.studies.analysis.jit.cumulative_by_width``)."""
+    line per kernel variant and table kind (``repro_studies.analysis.jit.cumulative_by_width``)."""
     has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
     fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(10 if has_time else 5.5, 3.4), squeeze=False)
     colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}

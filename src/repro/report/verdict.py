@@ -1,6 +1,6 @@
 """The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the
 findings of the two bugs (:mod:`repro.core.analysis.verdict`) and of the release studies
-(:mod:`repro.studies.analysis.releases`, :mod:`repro.studies.analysis.reshape_chain`), the run's completeness,
+(:mod:`repro_studies.analysis.releases`, :mod:`repro_studies.analysis.reshape_chain`), the run's completeness,
 and the one-line title. It sits above both because it reads both."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from repro.core.analysis.verdict import (
     under_test_elsewhere,
     unexplained_failures,
 )
-from repro.studies.analysis import reshape_chain
-from repro.studies.analysis.releases import releases_finding
 from repro.tables import Table
+from repro_studies.analysis import reshape_chain
+from repro_studies.analysis.releases import releases_finding
 
 
 @dataclass

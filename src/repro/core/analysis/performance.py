@@ -37,7 +37,7 @@ def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, 
 
 def outside_arms(labels: Iterable[str]) -> list[str]:
     """Arms named by the ``reference_gather`` parameter (e.g. an installed vLLM's kernel timed beside ours):
-    neither the repository's own arms nor a release's arms loaded by ``repro.studies.upstream`` (reported apart)."""
+    neither the repository's own arms nor a release's arms loaded by ``repro_studies.upstream`` (reported apart)."""
     ours = {a.label for a in ARMS}
     return [label for label in labels if label not in ours and upstream_arm_of(label) is None]
 

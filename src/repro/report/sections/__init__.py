@@ -9,22 +9,24 @@ from __future__ import annotations
 
 from repro.report.model import Section
 from repro.report.sections import (
-    affected,
-    affected_releases,
-    ceiling,
     checks,
-    cutedsl,
     environment,
     fix_cost,
     gather,
-    gather_fast,
-    jit,
     plan,
     raw_data,
     reshape,
-    reshape_releases,
     results,
     summary,
+)
+from repro_studies.report.sections import (
+    affected,
+    affected_releases,
+    ceiling,
+    cutedsl,
+    gather_fast,
+    jit,
+    reshape_releases,
     vllm_kernel,
     vllm_suite,
 )

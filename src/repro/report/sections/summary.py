@@ -11,11 +11,11 @@ from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe, is_own_implementation
 from repro.registry import Bug1Answer, CodeRan
 from repro.report.model import Common, Section
-from repro.report.sections import reshape_releases
 from repro.report.sections.reshape import reported_group
-from repro.studies.analysis import upstream_cost
-from repro.studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
 from repro.tables import Facts, Table
+from repro_studies.analysis import upstream_cost
+from repro_studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
+from repro_studies.report.sections import reshape_releases
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,421 @@
+"""Who is affected: per release range and path (GPU family, model, record), which kernel runs, whether it
+has the bug, and whether stock vLLM hands it a column-narrowed table. Pandas only.
+
+Inputs, all tables a run folder holds:
+
+* the dispatch table (one row per release x GPU family x model x record: the backend the release
+  selects, the gather it launches, which caches store that record by default);
+* the runner sweep (one row per table the release's runner code built on its way to a gather);
+* the release matrix verdicts (release x kernel x variant: ``faults from N requests`` and friends).
+
+:func:`runner_answers` reads the sweep: a release and runner *reach* the bug when some call-site table
+has ``stride(0) != shape[-1]``, are *latent* when every configuration ran and none has, and are
+*undecided* otherwise. :func:`who_is_affected` keeps the default paths (a record some cache stores by
+default), joins the kernel's released verdict and the runners' answer, and merges consecutive releases
+with the same outcome into ranges; each cell keeps the keys of the rows behind it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from repro.registry import (
+    DISPATCH_NOT_GATHERED,
+    DISPATCH_NOT_SERVED,
+    DISPATCH_RAISED,
+    DISPATCH_RAN,
+    LATENT,
+    REACHED,
+    STAGE_CALL,
+    TABLE_NOT_SHIPPED,
+    TABLE_RAN,
+    UNDECIDED,
+)
+from repro_studies.analysis.releases import version_key
+
+ANSWER_COLUMNS = [
+    "release",
+    "runner",
+    "answer",
+    "configs",
+    "configs_run",
+    "call_site_tables",
+    "narrowed_tables",
+    "reached_by",
+    "reason",
+]
+AFFECTED_COLUMNS = [
+    "releases",
+    "first",
+    "last",
+    "gpu_family",
+    "model",
+    "record",
+    "topology",
+    "stored_in",
+    "backend",
+    "kernel",
+    "bug",
+    "stock_vllm",
+    "dispatch_rows",
+    "matrix_rows",
+    "runner_rows",
+]
+#: What ``bug`` says when the matrix has no verdict for the kernel at that release.
+NOT_MEASURED = "not measured"
+#: Released-variant verdicts that mean the kernel misreads narrowed tables.
+BUG_VERDICT_PREFIXES = ("faults from", "wrong from")
+RELEASED = "released"
+
+
+def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
+    """One row per (release, runner): reached / latent / undecided, with the numbers behind it."""
+    if tables is None or tables.empty:
+        return pd.DataFrame(columns=ANSWER_COLUMNS)
+    out = []
+    for (release, runner), g in tables.groupby(["release", "runner"], sort=False):
+        if (g["status"] == TABLE_NOT_SHIPPED).all():
+            continue  # the release has no such runner: it answers nothing
+        configs = list(dict.fromkeys(g["config"]))
+        ran_configs = [c for c in configs if not (g[g["config"] == c]["status"] != TABLE_RAN).any()]
+        calls = g[(g["stage"] == STAGE_CALL) & (g["status"] == TABLE_RAN)]
+        narrowed = calls[calls["narrowed"].astype(bool)]
+        failed = g[g["status"] != TABLE_RAN]
+        if not narrowed.empty:
+            answer = REACHED
+        elif failed.empty and not calls.empty:
+            answer = LATENT
+        else:
+            answer = UNDECIDED
+        first = narrowed.iloc[0] if not narrowed.empty else None
+        reached_by = ""
+        if first is not None:
+            reached_by = f"{first['config']}: {first['group']} at {first['site']}, shape {first['shape']}"
+            reached_by += f", stride(0) {first['stride0']}"
+        reason = "; ".join(dict.fromkeys(f"{r['config']}: {r['how']}" for _, r in failed.iterrows()))
+        out.append(
+            {
+                "release": release,
+                "runner": runner,
+                "answer": answer,
+                "configs": len(configs),
+                "configs_run": len(ran_configs),
+                "call_site_tables": len(calls),
+                "narrowed_tables": len(narrowed),
+                "reached_by": reached_by,
+                "reason": reason,
+            }
+        )
+    frame = pd.DataFrame(out, columns=ANSWER_COLUMNS)
+    return frame.sort_values(["release", "runner"], key=_release_sort, kind="stable").reset_index(drop=True)
+
+
+def _release_sort(col: pd.Series) -> pd.Series:
+    if col.name == "release":
+        return col.map(version_key)
+    return col
+
+
+def stock_answer(answers: pd.DataFrame, release: str) -> str:
+    """Both runners together: reached if either reaches, latent if both are latent, else undecided."""
+    mine = answers[answers["release"] == release]["answer"].tolist() if answers is not None else []
+    if REACHED in mine:
+        return REACHED
+    if mine and all(a == LATENT for a in mine):
+        return LATENT
+    return UNDECIDED
+
+
+def kernel_bug(verdicts: pd.DataFrame, release: str, kernel: str) -> tuple[str, int | None]:
+    """The released kernel's matrix verdict in words (``present (faults from 2 requests)``, ``absent
+    (correct)`` or :data:`NOT_MEASURED`) and the verdict row's position."""
+    if verdicts is None or verdicts.empty or not kernel:
+        return NOT_MEASURED, None
+    hit = verdicts[
+        (verdicts["release"] == release) & (verdicts["kernel"] == kernel) & (verdicts["variant"] == RELEASED)
+    ]
+    if hit.empty:
+        return NOT_MEASURED, None
+    verdict = str(hit.iloc[0]["verdict"])
+    if verdict.startswith(BUG_VERDICT_PREFIXES):
+        return f"present ({verdict})", int(hit.index[0])
+    if verdict == "correct":
+        return "absent (correct)", int(hit.index[0])
+    return f"{NOT_MEASURED} ({verdict})", int(hit.index[0])
+
+
+def default_paths(dispatch: pd.DataFrame) -> pd.DataFrame:
+    """The dispatch rows a default deployment runs: a record some cache stores by default, or a path whose
+    link could not run or raised (those stay visible)."""
+    stored = dispatch["default_record_for"].fillna("").astype(str) != ""
+    broken = dispatch["status"].isin([DISPATCH_RAISED]) & stored
+    return dispatch[(stored & dispatch["status"].isin([DISPATCH_RAN, DISPATCH_NOT_GATHERED])) | broken]
+
+
+def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The compact table: consecutive releases with the same outcome on one path merged into a range."""
+    if dispatch is None or dispatch.empty:
+        return pd.DataFrame(columns=AFFECTED_COLUMNS)
+    if "topology" not in dispatch:  # a table written before the selection was run per topology
+        dispatch = dispatch.assign(topology="")
+    rows = default_paths(dispatch).copy()
+    rows["topology"] = rows["topology"].fillna("").astype(str)
+    order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
+    rows["kernel"] = rows["gather_kernel"].fillna("").astype(str)
+    rows.loc[rows["status"] == DISPATCH_NOT_GATHERED, "kernel"] = "none (the backend does not gather)"
+    rows.loc[rows["status"] == DISPATCH_RAISED, "kernel"] = "the dispatcher raises"
+    bugs = [
+        kernel_bug(verdicts, r["release"], str(r.get("matrix_kernel", "") or ""))
+        if r["status"] == DISPATCH_RAN
+        else ("—", None)
+        for _, r in rows.iterrows()
+    ]
+    rows["bug"] = [b[0] for b in bugs]
+    rows["_matrix_row"] = [b[1] for b in bugs]
+    rows["stock_vllm"] = [stock_answer(answers, r) for r in rows["release"]]
+    rows["_runner_rows"] = [
+        [int(i) for i in answers.index[answers["release"] == r]] if answers is not None and len(answers) else []
+        for r in rows["release"]
+    ]
+    out = []
+    path_cols = ["gpu_family", "model", "record", "topology"]
+    outcome_cols = ["stored_in", "backend", "kernel", "bug", "stock_vllm"]
+    rows["stored_in"] = rows["default_record_for"]
+    for key, g in rows.groupby(path_cols, sort=False):
+        g = g.assign(_pos=g["release"].map(order.index)).sort_values("_pos")
+        run: list[pd.Series] = []
+        for _, r in g.iterrows():
+            if run and (r["_pos"] == run[-1]["_pos"] + 1 and all(r[c] == run[-1][c] for c in outcome_cols)):
+                run.append(r)
+                continue
+            if run:
+                out.append(_range(run, key, path_cols, outcome_cols))
+            run = [r]
+        if run:
+            out.append(_range(run, key, path_cols, outcome_cols))
+    families = list(dict.fromkeys(dispatch["gpu_family"]))
+    frame = merge_families(pd.DataFrame(out, columns=AFFECTED_COLUMNS), families)
+    frame["_first"] = frame["first"].map(version_key)
+    frame["_family"] = frame["gpu_family"].map(lambda f: families.index(f.split(FAMILY_JOIN)[0]))
+    frame["_model"] = frame["model"].map(list(dict.fromkeys(dispatch["model"])).index)
+    frame = frame.sort_values(["_first", "_model", "_family", "record"], ascending=[True, True, True, False])
+    return frame.drop(columns=["_first", "_family", "_model"]).reset_index(drop=True)
+
+
+#: Joins GPU families that share one outcome in one cell.
+FAMILY_JOIN = "+"
+
+
+def merge_families(frame: pd.DataFrame, families: list[str]) -> pd.DataFrame:
+    """Rows that differ only in the GPU family become one row naming every family (in ``families`` order)."""
+    if frame.empty:
+        return frame
+    same = [
+        "first",
+        "last",
+        "releases",
+        "model",
+        "record",
+        "topology",
+        "stored_in",
+        "backend",
+        "kernel",
+        "bug",
+        "stock_vllm",
+    ]
+    out = []
+    for _, g in frame.groupby(same, sort=False):
+        g = g.assign(_order=g["gpu_family"].map(families.index)).sort_values("_order")
+        row = g.iloc[0].drop(labels="_order").to_dict()
+        row["gpu_family"] = FAMILY_JOIN.join(g["gpu_family"])
+        for col in ("dispatch_rows", "matrix_rows", "runner_rows"):
+            row[col] = sorted({i for cell in g[col] for i in cell})
+        out.append(row)
+    return pd.DataFrame(out, columns=frame.columns)
+
+
+def _range(run: list[pd.Series], key: tuple, path_cols: list[str], outcome_cols: list[str]) -> dict:
+    first, last = run[0]["release"], run[-1]["release"]
+    releases = [r["release"] for r in run]
+    row = dict(zip(path_cols, key, strict=True))
+    row.update({c: run[0][c] for c in outcome_cols})
+    row["first"], row["last"] = first, last
+    row["releases"] = first if first == last else f"{first} – {last}"
+    # Positions of the rows behind the cell in the dispatch, verdict and runner-answer tables.
+    row["dispatch_rows"] = [int(r.name) for r in run]
+    row["matrix_rows"] = [int(r["_matrix_row"]) for r in run if pd.notna(r["_matrix_row"])]
+    row["runner_rows"] = sorted({i for r in run for i in r["_runner_rows"]})
+    del releases
+    return row
+
+
+# ---- the compact table ---------------------------------------------------------------------------------
+#: At most this many rows in the compact table (the README's first screen).
+COMPACT_LIMIT = 10
+#: A bug cell in one word: the verdict's class.
+PRESENT, ABSENT, NO_VERDICT = "present", "absent", "not measured"
+#: Outcome keys tried in turn, finest first, until the compact table fits :data:`COMPACT_LIMIT` rows; every key
+#: starts with the bug and the stock answer, so rows that merge never mix outcomes a deployer acts on.
+COMPACT_TIERS = (("model", "kernel"), ("kernel",), ("kernel_kind",), ())
+COMPACT_COLUMNS = ["bug", "stock_vllm", "kernels", "models", "records", "where", "first", "last", "rows"]
+
+
+def bug_class(bug: str) -> str:
+    """``present``, ``absent``, ``not measured`` or the cell as it is (``—`` where no kernel ran)."""
+    for word in (PRESENT, ABSENT, NO_VERDICT):
+        if bug.startswith(word):
+            return word
+    return bug
+
+
+def kernel_kind(kernel: str) -> str:
+    """The kind of gather a ``kernel`` cell names (``triton:...`` -> Triton), or the cell itself."""
+    if kernel.startswith("triton:"):
+        return "Triton"
+    if kernel.startswith("CuTe-DSL"):
+        return "CuTe-DSL"
+    return kernel
+
+
+def compact(frame: pd.DataFrame, releases: list[str] | None = None, limit: int = COMPACT_LIMIT) -> pd.DataFrame:
+    """The who-is-affected table (:func:`who_is_affected`) in at most ``limit`` rows: rows with the same outcome
+    (bug class, stock answer, and the finest key of :data:`COMPACT_TIERS` that fits) become one row naming every
+    model, kernel and record, and per model the GPU families with the releases each runs it in (``releases``: every
+    release read, in order, so that ranges join across rows); ``rows`` are the positions behind it."""
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=COMPACT_COLUMNS)
+    f = frame.assign(
+        _bug=frame["bug"].astype(str).map(bug_class), kernel_kind=frame["kernel"].astype(str).map(kernel_kind)
+    )
+    order = sorted(set(releases or []) | set(frame["first"]) | set(frame["last"]), key=version_key)
+    for tier in COMPACT_TIERS:
+        keys = ["_bug", "stock_vllm", *tier]
+        if f.groupby(keys, sort=False).ngroups <= limit:
+            break
+    out = []
+    for _, g in f.groupby(keys, sort=False):
+        out.append(
+            {
+                "bug": g["_bug"].iloc[0],
+                "stock_vllm": g["stock_vllm"].iloc[0],
+                "kernels": list(dict.fromkeys(g["kernel"])),
+                "models": list(dict.fromkeys(g["model"])),
+                "records": sorted(dict.fromkeys(int(r) for r in g["record"]), reverse=True),
+                "where": _where(g, order),
+                "first": min(g["first"], key=version_key),
+                "last": max(g["last"], key=version_key),
+                "rows": [int(i) for i in g.index],
+            }
+        )
+    order = [PRESENT, NO_VERDICT, ABSENT]
+    table = pd.DataFrame(out, columns=COMPACT_COLUMNS)
+    table["_order"] = table["bug"].map(lambda b: order.index(b) if b in order else len(order))
+    table["_first"] = table["first"].map(version_key)
+    table = table.sort_values(["_order", "_first"], kind="stable")
+    return table.drop(columns=["_order", "_first"]).reset_index(drop=True)
+
+
+def _where(group: pd.DataFrame, order: list[str]) -> list[tuple[str, list[str], str]]:
+    """(model, families, releases) of a compact row: per model, the GPU families (a topology other than "any"
+    kept with its family) that run the row's outcome in the same releases, with those releases as ranges of
+    ``order``."""
+    spans: dict[tuple[str, str], set[int]] = {}
+    for _, r in group.iterrows():
+        topology = str(r.get("topology", "") or "")
+        suffix = f" at {topology}" if topology.startswith("TP ") else ""
+        lo, hi = order.index(r["first"]), order.index(r["last"])
+        for family in str(r["gpu_family"]).split(FAMILY_JOIN):
+            spans.setdefault((r["model"], family + suffix), set()).update(range(lo, hi + 1))
+    found: dict[tuple[str, str], list[str]] = {}
+    for (model, family), positions in spans.items():
+        found.setdefault((model, _ranges([order[p] for p in positions], order).replace("-", " – ")), []).append(family)
+    out = [(model, families, releases) for (model, releases), families in found.items()]
+    first = {key: min(p) for key, p in spans.items()}
+    return sorted(out, key=lambda w: min(first[(w[0], f)] for f in w[1]))
+
+
+def not_served(dispatch: pd.DataFrame) -> pd.DataFrame:
+    """Per (GPU family, model), the consecutive releases whose code cannot serve the model there, with the
+    release's refusal and the first dispatch row."""
+    columns = ["releases", "gpu_family", "model", "refused_by", "first", "last", "dispatch_rows"]
+    if dispatch is None or not len(dispatch):
+        return pd.DataFrame(columns=columns)
+    order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
+    rows = dispatch[dispatch["status"] == DISPATCH_NOT_SERVED]
+    rows = rows.drop_duplicates(["release", "gpu_family", "model"])
+    refused = rows["refused_by"] if "refused_by" in rows else pd.Series("", index=rows.index)
+    rows = rows.assign(refused_by=refused.fillna("").astype(str), _pos=rows["release"].map(order.index))
+    out = []
+    for (family, model), g in rows.groupby(["gpu_family", "model"], sort=False):
+        run: list[pd.Series] = []
+        for _, r in g.sort_values("_pos").iterrows():
+            if run and r["_pos"] == run[-1]["_pos"] + 1 and r["refused_by"] == run[-1]["refused_by"]:
+                run.append(r)
+                continue
+            if run:
+                out.append(_served_range(run, family, model))
+            run = [r]
+        if run:
+            out.append(_served_range(run, family, model))
+    table = pd.DataFrame(out, columns=columns)
+    table["_first"] = table["first"].map(version_key)
+    return table.sort_values(["_first", "model"], kind="stable").drop(columns="_first").reset_index(drop=True)
+
+
+def _served_range(run: list[pd.Series], family: str, model: str) -> dict:
+    first, last = run[0]["release"], run[-1]["release"]
+    return {
+        "releases": first if first == last else f"{first} – {last}",
+        "gpu_family": family,
+        "model": model,
+        "refused_by": run[0]["refused_by"],
+        "first": first,
+        "last": last,
+        "dispatch_rows": [int(r.name) for r in run],
+    }
+
+
+# ---- warm-ups ------------------------------------------------------------------------------------------
+WARMED = "yes"  # the words repro_studies.upstream.warmups writes in ``registered``
+TRITON = "Triton"
+
+
+def _ranges(releases: list[str], order: list[str]) -> str:
+    """``0.30.0-0.33.0`` style runs of releases consecutive in ``order`` (the releases read, in order)."""
+    pos = sorted(order.index(r) for r in set(releases))
+    runs: list[list[int]] = []
+    for p in pos:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    words = []
+    for r in runs:
+        words += [f"{order[r[0]]}-{order[r[-1]]}"] if len(r) > 2 else [order[i] for i in r]
+    return ", ".join(words)
+
+
+def warmup_sentence(warmups: pd.DataFrame, family_names: dict[str, str] | None = None) -> str:
+    """Which releases warm their Triton gather up, on which GPU families and for which model, from the
+    warm-up table of notebook 05 ("" without one)."""
+    if warmups is None or not len(warmups):
+        return ""
+    names = family_names or {}
+    order = sorted(dict.fromkeys(warmups["release"]), key=version_key)
+    triton = warmups[(warmups["kind"] == TRITON) & (warmups["registered"] == WARMED)]
+    parts = []
+    for model in dict.fromkeys(warmups["model"]):
+        mine = triton[triton["model"] == model]
+        if mine.empty:
+            read = sorted(set(warmups[warmups["model"] == model]["release"]), key=version_key)
+            parts.append(f"{model}'s Triton gathers register no warm-up in any release read ({_ranges(read, order)})")
+            continue
+        by_family = mine.groupby("gpu_family", sort=False)["release"].apply(list)
+        where = "; ".join(f"{names.get(f, f)} in {_ranges(r, order)}" for f, r in by_family.items())
+        families = set(warmups[warmups["model"] == model]["gpu_family"])
+        never = sorted(families - set(by_family.index), key=list(dict.fromkeys(warmups["gpu_family"])).index)
+        text = f"{model}'s Triton gather registers its warm-up only on {where}"
+        if never:
+            text += f" (never on {', '.join(names.get(f, f) for f in never)})"
+        parts.append(text)
+    return f"Of the releases notebook 05 read ({_ranges(order, order)}), " + "; ".join(parts) + "."

@@ -1,0 +1,289 @@
+"""Tables over JIT-fingerprint rows (``repro_studies.evidence.jit.fingerprint``): pandas only.
+
+A row is one launcher call: ``variant``, ``table``, ``phase``, ``width``, ``first_call_of_width``,
+``distinct_widths``, ``predicted_compiles``, and on a GPU ``observed_compiles``, ``compile_us``
+(Triton's own ``CompileTimes``) and ``call_us`` (the call's latency, compile included).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+GROUP = ["variant", "table"]
+
+
+def _num(frame: pd.DataFrame, col: str) -> pd.Series:
+    if col not in frame:
+        return pd.Series(float("nan"), index=frame.index)
+    return pd.to_numeric(frame[col], errors="coerce")
+
+
+def _compiles(frame: pd.DataFrame) -> pd.Series:
+    """Observed compilations where observed, else predicted."""
+    observed = _num(frame, "observed_compiles")
+    return observed.where(observed.notna(), _num(frame, "predicted_compiles"))
+
+
+def compile_summary(rows: pd.DataFrame, phase: str | None = None) -> pd.DataFrame:
+    """Per variant and table kind: calls, distinct widths, compilations (predicted / observed), total
+    compile time, and the median latency of calls that compiled against calls that did not."""
+    frame = rows if phase is None else rows[rows["phase"] == phase]
+    out = []
+    for (variant, table), g in frame.groupby(GROUP, sort=False):
+        compiled = _compiles(g) > 0
+        call = _num(g, "call_us")
+        observed = _num(g, "observed_compiles")
+        out.append(
+            {
+                "variant": variant,
+                "table": table,
+                "calls": len(g),
+                "distinct_widths": int(g["width"].nunique()),
+                "predicted_compiles": int(_num(g, "predicted_compiles").sum()),
+                "observed_compiles": int(observed.sum()) if observed.notna().any() else None,
+                "compile_ms": round(float(_num(g, "compile_us").sum()) / 1e3, 2)
+                if _num(g, "compile_us").notna().any()
+                else None,
+                "first_call_us_median": float(call[compiled].median()) if call[compiled].notna().any() else None,
+                "cached_call_us_median": float(call[~compiled].median()) if call[~compiled].notna().any() else None,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def cumulative_by_width(rows: pd.DataFrame, phase: str | None = None) -> pd.DataFrame:
+    """Per variant and table kind, after each new width: compilations so far and compile time so far
+    (the fingerprint's plot data). Calls repeating a width add to the totals of the width before."""
+    frame = rows if phase is None else rows[rows["phase"] == phase]
+    out = []
+    for (variant, table), g in frame.groupby(GROUP, sort=False):
+        g = g.sort_values("call")
+        compiles = _compiles(g).cumsum()
+        predicted = _num(g, "predicted_compiles").cumsum()
+        ms = _num(g, "compile_us").fillna(0).cumsum() / 1e3
+        has_time = _num(g, "compile_us").notna().any()
+        counts = (~g["width"].duplicated()).cumsum().astype(int).tolist()  # widths of this phase only
+        for i in range(len(g)):
+            if i == len(g) - 1 or counts[i + 1] != counts[i]:  # the last call before the next new width
+                out.append(
+                    {
+                        "variant": variant,
+                        "table": table,
+                        "code": str(g["code"].iloc[0]) if "code" in g else "",
+                        "distinct_widths": counts[i],
+                        "compilations": int(compiles.iloc[i]),
+                        "predicted_compilations": int(predicted.iloc[i]),
+                        "compile_ms": round(float(ms.iloc[i]), 2) if has_time else None,
+                        "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def inference_compiles(rows: pd.DataFrame, warm_up_phase: str = "warm-up") -> pd.DataFrame:
+    """Per variant and table kind: compilations after the warm-up, i.e. on the inference path."""
+    after = rows[rows["phase"] != warm_up_phase]
+    frame = after.assign(compiles=_compiles(after))
+    return frame.groupby(GROUP, sort=False)["compiles"].sum().astype(int).reset_index(name="inference_compiles")
+
+
+#: How a kernel's row pitch reaches it, the rows' ``pitch`` column.
+CONSTEXPR_WIDTH = "constexpr width"
+RUNTIME_STRIDE = "runtime stride"
+RUNTIME_STRIDE_UNSPECIALIZED = "runtime stride (do_not_specialize)"
+CONSTEXPR_STRIDE = "constexpr stride"
+PITCH_FORMS = (CONSTEXPR_WIDTH, RUNTIME_STRIDE, RUNTIME_STRIDE_UNSPECIALIZED, CONSTEXPR_STRIDE)
+
+
+def int_class(value: int) -> str:
+    """Triton's specialisation class of a plain int argument: ``1``, divisible by 16, other; and its width."""
+    kind = "i64" if not -(2**31) <= value < 2**31 else "i32"
+    return "1" if value == 1 else f"{kind}:D" if value % 16 == 0 else kind
+
+
+def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: int, warm_up: bool = True) -> int:
+    """Compilations after the warm-up if only the row pitch varies, by Triton's specialisation rules:
+    a constexpr's value is in the key, a plain int only its class, a ``do_not_specialize`` int nothing.
+
+    ``table``: ``narrowed`` (views of one ``backing_width`` table: ``stride(0) = backing_width``) or
+    ``contiguous`` (``stride(0) = width``). The warm-up is one launch on the full contiguous table.
+    """
+    if pitch not in PITCH_FORMS:
+        raise ValueError(f"pitch must be one of {PITCH_FORMS}, got {pitch!r}")
+    strides = [backing_width if table == "narrowed" else w for w in widths]
+    key = {
+        CONSTEXPR_WIDTH: list(widths),
+        CONSTEXPR_STRIDE: strides,
+        RUNTIME_STRIDE: [int_class(s) for s in strides],
+        RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides],
+    }[pitch]
+    warm = {
+        CONSTEXPR_WIDTH: backing_width,
+        CONSTEXPR_STRIDE: backing_width,
+        RUNTIME_STRIDE: int_class(backing_width),
+        RUNTIME_STRIDE_UNSPECIALIZED: 0,
+    }[pitch]
+    seen = {warm} if warm_up else set()
+    return len(set(key) - seen)
+
+
+def fingerprint_checks(rows: pd.DataFrame, widths: list[int], backing_width: int, warm_up: bool = True) -> list[dict]:
+    """Check rows per subject and table kind: inference-path compilations equal what the pitch form
+    predicts, and (where observed on a GPU) Triton's hooks saw exactly the predicted compilations."""
+    out = []
+    for (variant, table), g in rows.groupby(GROUP, sort=False):
+        pitch = g["pitch"].iloc[0]
+        infer = g[g["phase"] != "warm-up"]
+        got = int(_compiles(infer).sum())
+        want = expected_compiles(pitch, table, widths, backing_width, warm_up)
+        out.append(
+            {
+                "check": "inference-path compilations follow from the row pitch's form",
+                "variant": variant,
+                "num_reqs": None,
+                "table": table,
+                "pitch": pitch,
+                "expected": f"{want} ({pitch}, {len(set(widths))} widths)",
+                "observed": str(got),
+                "ok": got == want,
+            }
+        )
+        observed = _num(g, "observed_compiles")
+        if observed.notna().any():
+            predicted = _num(g, "predicted_compiles")
+            same = bool((observed == predicted).all())
+            out.append(
+                {
+                    "check": "Triton's compile hooks saw the predicted compilations",
+                    "variant": variant,
+                    "num_reqs": None,
+                    "table": table,
+                    "pitch": pitch,
+                    "expected": f"{int(predicted.sum())} (predicted per call)",
+                    "observed": f"{int(observed.sum())}",
+                    "ok": same,
+                }
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# vLLM's own kernels (``code`` "vLLM <version>") and the PR's production log.
+
+
+def is_release_code(code: object) -> bool:
+    """Rows whose ``code`` is a vLLM release's (``"vLLM 0.33.0"``), loaded by ``repro_studies.upstream``."""
+    return str(code).startswith("vLLM ")
+
+
+def split_by_code(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the repository's subjects' rows, vLLM releases' rows); old runs without ``code`` are all the former."""
+    if "code" not in rows:
+        return rows, rows.iloc[0:0]
+    mask = rows["code"].map(is_release_code)
+    return rows[~mask], rows[mask]
+
+
+def _release_key(code: str) -> tuple:
+    return tuple(int(p) for p in code.split()[-1].split("."))
+
+
+def release_story(rows: pd.DataFrame, seed_kernel: str = "") -> dict:
+    """Per vLLM release in the fingerprint: its warm-up, Triton's name for the kernel (what vLLM's JIT monitor
+    prints), inference-path compilations per pitch form and table kind, and, where observed, what the first
+    launch at a new width cost against a launch that found its binary. ``seed_kernel``: the name in the PR's
+    log, compared with Triton's name."""
+    _, mine = split_by_code(rows)
+    out: dict = {}
+    for code in sorted(set(mine["code"]), key=_release_key):
+        g = mine[mine["code"] == code]
+        infer = g[g["phase"] != "warm-up"].assign(compiles=_compiles(g[g["phase"] != "warm-up"]))
+        forms = {}
+        for pitch, by_pitch in infer.groupby("pitch", sort=False):
+            entry: dict = {"variant": str(by_pitch["variant"].iloc[0])}
+            for table, t in by_pitch.groupby("table", sort=False):
+                entry[f"{table}_compiles"] = int(t["compiles"].sum())
+                entry[f"{table}_widths"] = int(t["width"].nunique())
+                if table == "narrowed":
+                    call = _num(t, "call_us")
+                    compiled = t["compiles"] > 0
+                    if call.notna().any():
+                        first = call[compiled]
+                        cached = call[~compiled]
+                        entry["first_call_ms"] = round(float(first.median()) / 1e3, 2) if len(first) else None
+                        entry["cached_call_us"] = round(float(cached.median()), 1) if len(cached) else None
+                    ms = _num(t, "compile_us")
+                    entry["compile_ms"] = round(float(ms.sum()) / 1e3, 1) if ms.notna().any() else None
+            forms[str(pitch)] = entry
+        names = [n for n in dict.fromkeys(g.get("kernel_name", pd.Series(dtype=str)).dropna()) if n]
+        warm = g[(g["phase"] == "warm-up") & (g["pitch"] == CONSTEXPR_WIDTH)]
+        warm = warm[warm["table"] == warm["table"].iloc[0]] if len(warm) else warm  # each table kind warms up anew
+        out[code] = {
+            "kernel_name": names[0] if names else "",
+            "names_the_logged_kernel": bool(seed_kernel) and bool(names) and names[0] == seed_kernel,
+            "warm_up": str(g["warm_up"].dropna().iloc[0]) if "warm_up" in g and g["warm_up"].notna().any() else "",
+            "warm_up_compiles": int(_compiles(warm).sum()),
+            "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
+            "forms": forms,
+        }
+    return out
+
+
+def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = None, warmups: str = "") -> str:
+    """What PR #55109's production log line (a JIT compilation right before the illegal access) is consistent
+    with, told with the measurements of :func:`release_story` ("" when the run fingerprinted no vLLM release).
+    ``warmups``: the sentence saying which releases warm their Triton gather up where (notebook 05)."""
+    if not story:
+        return ""
+    wide = f"one {backing_width}-wide table" if backing_width else "one backing table"
+    parts = [
+        f'PR #55109\'s log reads "Triton kernel JIT compilation during inference: {seed_kernel}" right before the '
+        "illegal memory access. vLLM passes the row pitch `max_blocks_per_seq = block_table.shape[-1]` as a "
+        "`tl.constexpr`, so Triton keeps one binary per table width and compiles, on the calling thread, the "
+        "first launch that brings a width it has not compiled; vLLM's JIT monitor prints that compilation (Triton's "
+        "post-compile hook) as the log line. A narrowed view `backing[:n, :w]` has a width the warm-up never saw."
+    ]
+    for code, s in story.items():
+        f = s["forms"]
+        shipped, patched, const = f.get(CONSTEXPR_WIDTH, {}), f.get(RUNTIME_STRIDE, {}), f.get(CONSTEXPR_STRIDE, {})
+        how = "counted by Triton's compile hooks" if s["mode"] == "observed" else "predicted with Triton's cache keys"
+        text = (
+            f"{code} (warm-up: {s['warm_up'] or 'none'}): narrowed views of {wide}, "
+            f"{shipped.get('narrowed_widths', 0)} widths, compile {shipped.get('narrowed_compiles', '?')} times with "
+            f"the shipped kernel, {patched.get('narrowed_compiles', '?')} with PR #55109's and "
+            f"{const.get('narrowed_compiles', '?')} with the stride left a constexpr ({how}; on contiguous tables of "
+            f"the same widths {shipped.get('contiguous_compiles', '?')}, {patched.get('contiguous_compiles', '?')} "
+            f"and {const.get('contiguous_compiles', '?')}: a runtime int is still specialised on == 1 and on "
+            "divisibility by 16)"
+        )
+        if shipped.get("first_call_ms") is not None:
+            text += f"; the first launch at a new width took a median {shipped['first_call_ms']} ms" + (
+                f" against {shipped['cached_call_us']} us for a launch that found its binary"
+                if shipped.get("cached_call_us") is not None
+                else ""
+            )
+        name = s["kernel_name"]
+        if s["names_the_logged_kernel"]:
+            text += f". Triton names the compiled kernel `{name}`, the name in the PR's log."
+        elif name:
+            text += f". Triton names this release's kernel `{name}` (the PR's log names `{seed_kernel}`)."
+        else:
+            text += "."
+        parts.append(text)
+    if warmups:
+        parts.append(
+            warmups + " A gather without a warm-up compiles at its first launch whatever the table's width, and "
+            "vLLM's JIT monitor logs one line per kernel."
+        )
+    parts.append(
+        "So the log's order, a compilation and then the illegal access, is consistent with a first launch on a "
+        "narrowed table (it brings a width never compiled, Triton compiles it, and the binary then reads row `b` at "
+        "`b * shape[-1]` instead of `b * stride(0)`), but it is not proof of one: a kernel that was never warmed up, "
+        "an integer argument that changes its specialisation class (== 1, divisible by 16, as the contiguous counts "
+        "above show) or a pointer with another 16-byte alignment compile on the inference path too. With PR "
+        "#55109's change every view of the backing table passes the same `stride(0)`, a runtime argument of the "
+        "class the warm-up compiled: no compilation on the inference path for narrowed views and no wrong row. Left "
+        "a `tl.constexpr`, the stride is stable on views of one table but compiles once per width of contiguous "
+        "tables: why the PR's runtime argument matters."
+    )
+    return "\n\n".join(parts)

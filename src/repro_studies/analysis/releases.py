@@ -1,0 +1,388 @@
+"""Verdicts of the release matrix: release x kernel x variant -> correct / wrong from N / faults / ...
+
+Input: the rows :mod:`repro_studies.upstream.matrix` records (one per case, or one per arm that did not run).
+Rules, per (release, kernel, variant):
+
+* an arm-level row decides alone: ``not present``, ``could not load``, ``not run``, ``not applicable``,
+  ``unknown release``, ``download failed``, ``bad wheel`` (its reason is kept);
+* a case *faults* when it ended in a named fault (an illegal address, SIGSEGV of the case, ...:
+  :data:`repro.outcomes.FAULTED`), or when the bounds-checked interpreter counted lanes outside every
+  argument (an address that would fault); a timeout or any other ending is not a fault;
+* a case is *wrong* when it ran and any gathered token differs bitwise from the reference, or a row
+  outside the gather range was written;
+* a case that raised, timed out or ended without a result any other way is ``could not run`` with the
+  reason (a verdict of its own, not ``could not load``);
+* otherwise the arm is ``correct``.
+
+``faults from N requests`` wins over ``wrong from N requests``; N is the smallest request count with
+that observation, over both sentinel modes. Pandas only.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from repro.core.analysis.verdict import (
+    BUG_GATHER,
+    FIX_NOT_VERIFIED,
+    FIX_VERIFIED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Finding,
+)
+from repro.outcomes import FAULTED, NO_OBSERVATION
+from repro.registry import UPSTREAM_RELEASED
+
+ARM_STATUSES = (
+    "not present",
+    "could not load",
+    "not run",
+    "not applicable",
+    "unknown release",
+    "download failed",
+    "bad wheel",
+)
+CASE_FAULTS = (FAULTED,)
+KEY = ["release", "kernel", "variant"]
+VERDICT_COLUMNS = [
+    "release",
+    "kernel",
+    "variant",
+    "verdict",
+    "first_wrong",
+    "first_fault",
+    "mismatch_fraction",
+    "cases",
+    "reason",
+    "shared_from",
+    "cutedsl_stack",
+]
+
+
+def _num(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def _text(value) -> str:
+    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def version_key(version: str) -> tuple:
+    try:
+        return tuple(int(p) for p in str(version).split("."))
+    except ValueError:
+        return (10**9, str(version))
+
+
+def case_flags(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per case row: ``faults``, ``wrong``, ``raised`` booleans."""
+    f = frame.copy()
+    status = f["status"].astype(str)
+    oob = _num(f.get("out_of_bounds_lanes", pd.Series(index=f.index, dtype=float))).fillna(0)
+    mism = _num(f["mismatched_tokens"]).fillna(0)
+    stray = _num(f["stray_writes"]).fillna(0)
+    f["faults"] = status.isin(CASE_FAULTS) | ((status == "ok") & (oob > 0))
+    f["wrong"] = (status == "ok") & ((mism > 0) | (stray > 0))
+    f["raised"] = status.isin(NO_OBSERVATION)
+    return f
+
+
+def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (release, kernel, variant) with the verdict and its numbers."""
+    out = []
+    if frame is None or frame.empty:
+        return pd.DataFrame(columns=VERDICT_COLUMNS)
+    frame = frame.copy()
+    frame["kernel"] = frame["kernel"].fillna("")
+    frame["variant"] = frame["variant"].fillna("")
+    for (release, kernel, variant), g in frame.groupby(KEY, sort=False, dropna=False):
+        shared = next((s for s in g.get("shared_from", pd.Series(dtype=object)).map(_text) if s), "")
+        stack = next((s for s in g.get("cutedsl_stack", pd.Series(dtype=object)).map(_text) if s), "")
+        arm = g[g["status"].isin(ARM_STATUSES)]
+        base = dict(release=str(release), kernel=kernel, variant=variant, shared_from=shared, cutedsl_stack=stack)
+        if len(arm):
+            first = arm.iloc[0]
+            out.append(
+                dict(
+                    base,
+                    verdict=first["status"],
+                    first_wrong=None,
+                    first_fault=None,
+                    mismatch_fraction=None,
+                    cases=0,
+                    reason=_text(first.get("reason")),
+                )
+            )
+            continue
+        c = case_flags(g)
+        n = _num(c["num_reqs"])
+        ran = c[c["status"] == "ok"]
+        total = _num(ran["total_tokens"]).sum()
+        fraction = float(_num(ran["mismatched_tokens"]).sum() / total) if total else None
+        first_wrong = int(n[c["wrong"]].min()) if c["wrong"].any() else None
+        first_fault = int(n[c["faults"]].min()) if c["faults"].any() else None
+        if c["raised"].any():
+            first = c[c["raised"]].iloc[0]
+            verdict, reason = "could not run", f"{first['status']}: {_text(first.get('error'))}"
+        elif first_fault is not None:
+            verdict, reason = f"faults from {first_fault} requests", ""
+        elif first_wrong is not None:
+            verdict, reason = f"wrong from {first_wrong} requests", ""
+        else:
+            verdict, reason = "correct", ""
+        out.append(
+            dict(
+                base,
+                verdict=verdict,
+                first_wrong=first_wrong,
+                first_fault=first_fault,
+                mismatch_fraction=fraction,
+                cases=len(c),
+                reason=reason,
+            )
+        )
+    result = pd.DataFrame(out, columns=VERDICT_COLUMNS)
+    return sort_releases(result)
+
+
+def sort_releases(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    order = frame["release"].map(version_key)
+    by = ["_o"] + [c for c in ("kernel", "variant") if c in frame.columns]
+    return frame.assign(_o=order).sort_values(by, kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+def verdict_class(verdict: str) -> str:
+    """correct | wrong | faults | not present | could not load | could not run | not run | other (for colours
+    and counts)."""
+    v = str(verdict)
+    for word in (
+        "correct",
+        "wrong",
+        "faults",
+        "not present",
+        "could not load",
+        "could not run",
+        "not run",
+        "not applicable",
+    ):
+        if v.startswith(word):
+            return word
+    return "other"
+
+
+def patch_effect(verdict_frame: pd.DataFrame, released: str = "released", patched: str = "patched") -> pd.DataFrame:
+    """Per (release, kernel): released and patched verdicts and whether the patch makes the kernel correct."""
+    rows = []
+    for (release, kernel), g in verdict_frame.groupby(["release", "kernel"], sort=False):
+        by = dict(zip(g["variant"], g["verdict"]))
+        r, p = by.get(released, ""), by.get(patched, "")
+        rc, pc = verdict_class(r), verdict_class(p)
+        untested = not p or pc in ("not applicable", "not run", "could not load", "could not run")
+        if rc in ("wrong", "faults"):
+            effect = "fixed" if pc == "correct" else ("not tested" if untested else "not fixed")
+        elif rc == "correct":
+            if pc == "correct":
+                effect = "not needed"
+            elif untested:  # e.g. the CuTe-DSL gather: no row-pitch argument for the PR to change
+                effect = "not reached (correct as released)"
+            else:
+                effect = "patch breaks it"
+        else:
+            effect = "-"
+        rows.append(dict(release=release, kernel=kernel, released=r, patched=p, patch=effect))
+    return sort_releases(pd.DataFrame(rows, columns=["release", "kernel", "released", "patched", "patch"]))
+
+
+def matrix_table(verdict_frame: pd.DataFrame, variant: str = "released") -> pd.DataFrame:
+    """release x kernel grid of one variant's verdicts (a compact, PR-comment-sized table)."""
+    v = verdict_frame[verdict_frame["variant"] == variant]
+    if v.empty:
+        return pd.DataFrame()
+    grid = v.pivot_table(index="release", columns="kernel", values="verdict", aggfunc="first")
+    grid = grid.reindex(sorted(grid.index, key=version_key))
+    return grid.fillna("")
+
+
+def first_release_with(verdict_frame: pd.DataFrame, kernel_prefix: str) -> str:
+    """The lowest release with a present kernel whose label starts with ``kernel_prefix`` ("" if none)."""
+    v = verdict_frame[
+        verdict_frame["kernel"].str.startswith(kernel_prefix)
+        & (verdict_frame["verdict"].map(verdict_class) != "not present")
+    ]
+    return min(v["release"], key=version_key) if len(v) else ""
+
+
+def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``not present`` for every (release, kernel, variant) missing from a merged table.
+
+    A run that tested one release cannot know which kernels other releases ship; after merging, each
+    release that was read (no release-level miss) lacks the kernels it did not list.
+    """
+    v = verdict_frame
+    if v.empty:
+        return v
+    kernels = sorted(k for k in v["kernel"].unique() if k)
+    variants = sorted(x for x in v["variant"].unique() if x)
+    have = set(zip(v["release"], v["kernel"], v["variant"]))
+    read = [r for r, g in v.groupby("release") if (g["kernel"] != "").any()]
+    extra = [
+        dict(
+            release=r,
+            kernel=k,
+            variant=x,
+            verdict="not present",
+            cases=0,
+            reason=f"vLLM {r} ships no {k}",
+            shared_from="",
+        )
+        for r in read
+        for k in kernels
+        for x in variants
+        if (r, k, x) not in have
+    ]
+    if not extra:
+        return v
+    return sort_releases(pd.concat([v, pd.DataFrame(extra)], ignore_index=True)[VERDICT_COLUMNS])
+
+
+#: Arm statuses that say the run could not try the arm here (no GPU or no package, no registry), not what
+#: the arm does: another run that did try it supersedes them when the runs are merged.
+NOT_TRIED = ("not run", "download failed")
+
+
+def stack_runs(tables: list[tuple[str, pd.DataFrame | None]]) -> pd.DataFrame:
+    """One table of several runs' tables: each row gains ``run``, and a row an earlier run wrote the same in every
+    observed column is kept once (from that run)."""
+    frames = [f.assign(run=name) for name, f in tables if f is not None and len(f)]
+    if not frames:
+        return pd.DataFrame()
+    stacked = pd.concat(frames, ignore_index=True)
+    observed = [c for c in stacked.columns if c != "run"]
+    return stacked.drop_duplicates(subset=observed, keep="first").reset_index(drop=True)
+
+
+def merge_matrices(tables: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The matrix rows of several runs (e.g. one CI job per release and runner) as one table.
+
+    ``tables`` pairs each run's name with its matrix table; each row gains ``run``. Rows that agree in
+    every observed column across runs are kept once. An arm (release, kernel, variant) that one run
+    could not try (:data:`NOT_TRIED`) and another measured keeps the measured rows only; any other
+    disagreement keeps every row, so a verdict over them shows it.
+    """
+    merged = stack_runs(tables)
+    if not len(merged):
+        return merged
+    not_tried = merged["status"].astype(str).isin(NOT_TRIED)
+    tried_arms = set(map(tuple, merged.loc[~not_tried, KEY].astype(str).to_numpy()))
+    superseded = not_tried & merged[KEY].astype(str).apply(tuple, axis=1).isin(tried_arms)
+    return merged[~superseded].reset_index(drop=True)
+
+
+def merge_inputs(runs: list[tuple[str, str, pd.DataFrame | None]], merged: pd.DataFrame) -> pd.DataFrame:
+    """Per merged run (name, manifest status, matrix table): its releases, its rows, and how many of them
+    the merged table keeps (the others were the same as an earlier run's, or superseded)."""
+    rows = []
+    for name, status, table in runs:
+        has = table is not None and len(table) > 0
+        releases = sorted(table["release"].astype(str).unique(), key=version_key) if has else []
+        kept = int((merged["run"] == name).sum()) if len(merged) else 0
+        rows.append(
+            {
+                "run": name,
+                "status": status,
+                "releases": ", ".join(releases) if releases else "no matrix table",
+                "rows": len(table) if has else 0,
+                "rows kept": kept,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# What each arm is expected to do, and the check rows.
+
+#: A kernel launched with a row pitch (discovery found the argument) misreads a narrowed view as
+#: shipped; a kernel with none (the CuTe-DSL gather indexes ``block_table[req, j]`` through a layout
+#: whose strides it takes from the tensor) has nothing for PR #55109 to change and must be correct.
+EXPECT_MISREAD = "correct at 1 request, wrong or faulting from 2 (the shape[-1] row pitch)"
+EXPECT_CORRECT = "correct at every request count"
+EXPECT_OWN_LAYOUT = "correct at every request count (no row-pitch argument: indexes the table through its layout)"
+
+
+def pitched_kernels(inventory: pd.DataFrame) -> set[tuple[str, str]]:
+    """(release, kernel) of every kernel whose launch passes a row pitch, from the kernel inventory."""
+    if inventory is None or inventory.empty or "pitch_parameter" not in inventory:
+        return set()
+    pitch = inventory["pitch_parameter"].fillna("").astype(str).str.strip()
+    found = inventory[pitch != ""]
+    return set(zip(found["release"].astype(str), found["kernel"].astype(str), strict=True))
+
+
+def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], request_counts: list[int]) -> list[dict]:
+    """One check row per (release, kernel, variant) of the matrix."""
+    both = 1 in request_counts and 2 in request_counts
+    rows = []
+    for r in verdict_frame.to_dict("records"):
+        klass = verdict_class(r["verdict"])
+        firsts = [x for x in (r["first_wrong"], r["first_fault"]) if x is not None and not pd.isna(x)]
+        if not r["kernel"]:
+            expected, ok = "the release's modules in the cache", False
+        elif klass in ("not present", "not run", "not applicable"):
+            expected, ok = "(not tested here)", True
+        elif r["variant"] == UPSTREAM_RELEASED and (str(r["release"]), str(r["kernel"])) in pitched:
+            expected = EXPECT_MISREAD
+            ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
+        else:
+            pitchless = r["variant"] == UPSTREAM_RELEASED
+            expected, ok = (EXPECT_OWN_LAYOUT if pitchless else EXPECT_CORRECT), klass == "correct"
+        rows.append(
+            {
+                "check": "release kernel behaves as expected",
+                "variant": r["variant"],
+                "num_reqs": None,
+                "expected": expected,
+                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                "ok": bool(ok),
+                "release": r["release"],
+                "kernel": r["kernel"],
+                "mismatch_fraction": r["mismatch_fraction"],
+                "shared_from": r["shared_from"],
+                "cutedsl_stack": r.get("cutedsl_stack") or None,  # which stack ran, which the release pins
+            }
+        )
+    return rows
+
+
+def releases_finding(matrix: pd.DataFrame) -> Finding:
+    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
+    with the PR's row pitch, from the verdicts above."""
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
+    fixed = bad[bad["patch"] == "fixed"]
+    tried = bad[bad["patch"] != "not tested"]  # a run may leave the patched variant out (-p variants=[released])
+    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
+    releases = sorted(shipped["release"].unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
+    if len(tried):
+        outcomes.append(FIX_VERIFIED if len(fixed) == len(tried) else FIX_NOT_VERIFIED)
+    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
+    text = (
+        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
+        f"gathers that ran are wrong or fault ({faulting} fault)"
+    )
+    if len(tried):
+        those = f"those {len(bad)}" if len(tried) == len(bad) else f"the {len(tried)} of those it ran on"
+        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of {those} correct"
+    if len(tried) < len(bad):
+        text += f"; the row-pitch change did not run on {len(bad) - len(tried)} of them"
+    not_run = len(shipped) - len(ran)
+    if not_run:
+        text += f"; {not_run} shipped kernels did not run here (see the section)"
+    problems = [
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in tried.itertuples() if r.patch != "fixed"
+    ]
+    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)

@@ -1,0 +1,516 @@
+"""What bug 1 means in each release: an outcome per cell, an answer per release and runner, and the checks.
+
+Reads the rows :mod:`repro_studies.upstream.reshape_chain` writes (as recorded, or read back from a run folder's
+CSV files). A cell (release x runner x block size x cache layer) **fits** when its view addresses exactly each
+logical block's page payload, **raises** when the runner's reshape raised, and is wrong silently when it fits the
+pool but a block's kernel blocks address bytes outside the block's page (or miss or add bytes within the pages).
+The answer per release and runner is **reached** when a block size the release accepts makes a view wrong and the
+failing view counts ``block_size // kernel_block_size`` kernel blocks per logical block (the configuration a user
+types is given); **latent** when the function counts that way but every block size the release accepts fits;
+**absent** when it counts ``storage_block_size // kernel_block_size`` (or has no count) and everything fits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from repro.core.analysis.verdict import BUG_RESHAPE, NOT_REPRODUCED, REPRODUCED, Finding
+from repro.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, Bug1Answer, CellOutcome, ChainLink, ChainStop
+from repro_studies.analysis.releases import version_key
+
+#: PyTorch's two ways of refusing a view: ``as_strided``'s bound (padded pages) and ``view``'s element count.
+_SET_STORAGE = re.compile(
+    r"setStorage: sizes \[(?P<sizes>[\d, ]*)\], strides \[(?P<strides>[\d, ]*)\].*?"
+    r"requiring a storage size of (?P<required>\d+) are out of bounds for storage of size (?P<available>\d+)",
+    re.S,
+)
+_VIEW_SHAPE = re.compile(r"shape '\[(?P<sizes>[\d, ]*)\]' is invalid for input of size (?P<available>\d+)")
+#: The count of kernel blocks per logical block that is bug 1.
+BUGGY_COUNT = re.compile(r"(?<![.\w])\w+\.block_size // kernel_block_size")
+FIXED_COUNT = re.compile(r"\w+\.storage_block_size // kernel_block_size")
+#: A check row: ``variant`` is the runner and ``mode`` names the release and block size (how a failure is named).
+CHECK_COLUMNS = (
+    "check",
+    "variant",
+    "mode",
+    "release",
+    "runner",
+    "block size asked",
+    "cache group",
+    "layer",
+    "expected",
+    "observed",
+    "ok",
+)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and pd.isna(value))
+
+
+def _int(value: Any) -> int | None:
+    return None if _empty(value) else int(float(value))
+
+
+def pytorch_refusal(error: str) -> dict[str, Any] | None:
+    """The figures of PyTorch's refusal of a view (``setStorage`` out of bounds, or ``view``'s shape is invalid for
+    the input size); None for any other error."""
+    m = _SET_STORAGE.search(error or "")
+    if m is not None:
+        return {
+            "kind": "setStorage",
+            "sizes": [int(x) for x in m["sizes"].replace(" ", "").split(",") if x],
+            "required_bytes": int(m["required"]),
+            "available_bytes": int(m["available"]),
+        }
+    m = _VIEW_SHAPE.search(error or "")
+    if m is not None:
+        return {
+            "kind": "view",
+            "sizes": [int(x) for x in m["sizes"].replace(" ", "").split(",") if x],
+            "available_bytes": int(m["available"]),
+        }
+    return None
+
+
+def count_kind(expression: str) -> str:
+    """``"block_size"`` (bug 1's count), ``"storage_block_size"`` (PR #43988's), or ``""`` (no count)."""
+    if BUGGY_COUNT.search(expression or ""):
+        return "block_size"
+    if FIXED_COUNT.search(expression or ""):
+        return "storage_block_size"
+    return ""
+
+
+# ---- cells -----------------------------------------------------------------------------------------------------
+def cell_outcome(row: Mapping[str, Any]) -> CellOutcome:
+    """One cache layer's outcome from its row."""
+    if not _empty(row.get("error type")):
+        stops = {s.value: s for s in ChainStop}
+        if row["error type"] in stops:
+            return CellOutcome.REJECTED if stops[row["error type"]] == ChainStop.REJECTED else CellOutcome.NOT_RUN
+        return CellOutcome.RAISES
+    if _int(row.get("kernel blocks per page")) is None or (_int(row.get("blocks outside page")) or 0) > 0:
+        return CellOutcome.OUTSIDE_PAGE
+    if (_int(row.get("payload bytes missed")) or 0) or (_int(row.get("padding bytes addressed")) or 0):
+        return CellOutcome.WRONG_BYTES
+    return CellOutcome.FITS
+
+
+def kernel_blocks_of(row: Mapping[str, Any]) -> int | None:
+    """The view's kernel blocks (its first dimension): from the view, or from PyTorch's refusal."""
+    if not _empty(row.get("sizes")):
+        return json.loads(row["sizes"])[0]
+    refusal = pytorch_refusal(str(row.get("error") or ""))
+    return refusal["sizes"][0] if refusal else None
+
+
+def with_outcomes(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with their ``outcome`` and the number of kernel blocks the view asked for."""
+    if not len(cells):
+        return cells.assign(outcome=[], **{"kernel blocks": []})
+    return cells.assign(
+        outcome=[cell_outcome(r) for _, r in cells.iterrows()],
+        **{"kernel blocks": [kernel_blocks_of(r) for _, r in cells.iterrows()]},
+    )
+
+
+# ---- engine runs ---------------------------------------------------------------------------------------------
+def run_outcome(run: Mapping[str, Any], cells: pd.DataFrame) -> CellOutcome:
+    """One engine configuration's outcome: where it stopped, or the worst of its cells."""
+    if not _empty(run.get("stop")):
+        return CellOutcome.REJECTED if run["stop"] == ChainStop.REJECTED else CellOutcome.NOT_RUN
+    if run.get("link") == ChainLink.RESHAPE and not _empty(run.get("message")):
+        return CellOutcome.RAISES
+    outcomes = set(cells["outcome"]) if len(cells) else set()
+    for worst in (CellOutcome.OUTSIDE_PAGE, CellOutcome.WRONG_BYTES, CellOutcome.RAISES, CellOutcome.NOT_RUN):
+        if worst in outcomes:
+            return worst
+    return CellOutcome.FITS if outcomes else CellOutcome.NOT_RUN
+
+
+def _key(frame: pd.DataFrame) -> pd.Series:
+    return (
+        frame["release"].astype(str) + "|" + frame["runner"].astype(str) + "|" + frame["block size asked"].astype(str)
+    )
+
+
+def with_run_outcomes(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    cells = with_outcomes(cells)
+    by = {k: g for k, g in cells.groupby(_key(cells))} if len(cells) else {}
+    keys = _key(runs) if len(runs) else []
+    empty = cells.iloc[:0]
+    return runs.assign(outcome=[run_outcome(r, by.get(k, empty)) for (_, r), k in zip(runs.iterrows(), keys)])
+
+
+def _block_order(label: str) -> tuple[int, int]:
+    return (0, 0) if label == "default" else (1, int(label))
+
+
+def block_order(runs: pd.DataFrame) -> list[str]:
+    """The block sizes a run swept, in order (no flag first)."""
+    return sorted({str(b) for b in runs["block size asked"]}, key=_block_order)
+
+
+def block_spans(listed: str, order: list[str]) -> str:
+    """``default, 16–192, 384``: a comma-separated list of block sizes with runs of neighbours in ``order`` (the
+    sweep) written as one span."""
+    items = [x.strip() for x in listed.split(",") if x.strip()]
+    if not items or any(x not in order for x in items):
+        return listed
+    groups: list[list[str]] = []
+    for x in sorted(items, key=order.index):
+        if groups and order.index(x) == order.index(groups[-1][-1]) + 1 and groups[-1][-1] != "default":
+            groups[-1].append(x)
+        else:
+            groups.append([x])
+    return ", ".join(", ".join(g) if len(g) < 3 else f"{g[0]}–{g[-1]}" for g in groups)
+
+
+def flag(label: str) -> str:
+    return "" if label == "default" else f"--block-size {label}"
+
+
+def configuration(environment: str, label: str) -> str:
+    """What a user types to reach the configuration: the runner's environment variable and the block size."""
+    parts = [environment, flag(label)]
+    text = " ".join(p for p in parts if p)
+    return text or "(no flag: the release's defaults)"
+
+
+# ---- answers ----------------------------------------------------------------------------------------------------
+ANSWER_COLUMNS = (
+    "release",
+    "runner",
+    "stock",
+    "reached with",
+    "answer",
+    "configuration",
+    "block sizes that fail",
+    "block sizes that fit",
+    "block sizes rejected",
+    "default block size",
+    "count expression",
+    "first error",
+)
+
+
+def answers(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per release and runner: bug 1 reached (with the configuration), latent, absent, not shipped."""
+    runs = _with_columns(runs, ("release", "runner", "block size asked", "block size", "stop", "link", "message"))
+    cells = _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes"))
+    runs = with_run_outcomes(runs, cells)
+    cells = with_outcomes(cells)
+    rows = []
+    for _, r in runners.iterrows():
+        mine = runs[(runs.release.astype(str) == str(r.release)) & (runs.runner == r.runner)]
+        mine = mine.assign(_order=[_block_order(str(x)) for x in mine["block size asked"]]).sort_values("_order")
+        row = dict.fromkeys(ANSWER_COLUMNS, "")
+        row.update(
+            release=str(r.release),
+            runner=r.runner,
+            stock=_true(r.stock),
+            **{"reached with": "" if _empty(r["reached with"]) else r["reached with"]},
+            **{"count expression": "" if _empty(r["count expression"]) else r["count expression"]},
+        )
+        if not _true(r.shipped):
+            rows.append({**row, "answer": Bug1Answer.NOT_SHIPPED})
+            continue
+        failing = mine[mine.outcome.isin(CELL_FAILURES)]
+        fitting = mine[mine.outcome == CellOutcome.FITS]
+        rejected = mine[mine.outcome == CellOutcome.REJECTED]
+        not_run = mine[mine.outcome == CellOutcome.NOT_RUN]
+        default = mine[mine["block size asked"].astype(str) == "default"]
+        row.update(
+            {
+                "block sizes that fail": ", ".join(str(x) for x in failing["block size asked"]),
+                "block sizes that fit": ", ".join(str(x) for x in fitting["block size asked"]),
+                "block sizes rejected": ", ".join(str(x) for x in rejected["block size asked"]),
+                "default block size": "" if not len(default) else str(default["block size"].iloc[0]),
+            }
+        )
+        kind = count_kind(row["count expression"])
+        if len(failing):
+            first = failing.iloc[0]
+            mine_cells = cells[_key(cells) == _key(failing.iloc[:1]).iloc[0]] if len(cells) else cells
+            counted = _failure_is_the_count(mine_cells)
+            answer = Bug1Answer.REACHED if kind == "block_size" and counted else Bug1Answer.OTHER_FAILURE
+            row.update(
+                answer=answer,
+                configuration=configuration(row["reached with"], str(first["block size asked"])),
+                **{"first error": str(first["message"])},
+            )
+        elif len(not_run):
+            row["answer"] = Bug1Answer.UNDECIDED
+        else:
+            row["answer"] = Bug1Answer.LATENT if kind == "block_size" else Bug1Answer.ABSENT
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+
+
+def reads_every_release(manifest: Mapping[str, Any]) -> bool:
+    """Whether a run read every release in its span (``releases=all``, or ``default`` on a GPU): only then does a
+    range ``a – b`` stand for every release from a to b (a list such as 0.22.0, 0.23.0 leaves 0.22.1 out)."""
+    selection = str((manifest.get("parameters") or {}).get("releases", "default")).strip()
+    return selection == "all" or (selection == "default" and manifest.get("profile") == "gpu")
+
+
+def release_ranges(releases: list[str], whole: bool = True) -> str:
+    """``0.20.0 – 0.22.1, 0.28.0``: runs of consecutive releases (in the order given, all of them read) merged;
+    with ``whole`` false (a run that read a list) every release named."""
+    if not whole:
+        return ", ".join(releases)
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} – {r[-1]}" for r in _runs(releases))
+
+
+def _runs(releases: list[str]) -> list[list[str]]:
+    """Split releases (sorted) where a minor version is skipped: 0.20.x-0.22.x run on, 0.24 after 0.22 breaks."""
+    out: list[list[str]] = []
+    for r in releases:
+        if out and _next_to(out[-1][-1], r):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _next_to(a: str, b: str) -> bool:
+    ka, kb = version_key(a), version_key(b)
+    return len(ka) >= 2 and len(kb) >= 2 and ka[0] == kb[0] and kb[1] - ka[1] in (0, 1)
+
+
+def _with_columns(frame: pd.DataFrame | None, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame``, or an empty frame with ``columns`` (a run that recorded no rows of a table)."""
+    if frame is None or not len(frame.columns):
+        return pd.DataFrame(columns=list(columns))
+    return frame
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def counted_kernel_blocks(row: Mapping[str, Any]) -> int | None:
+    """Kernel blocks bug 1's count asks for: pages x (spec block size // kernel block size)."""
+    pages = _int(row.get("pages")) or _int(row.get("num blocks"))
+    block, kernel = _int(row.get("spec block size")), _int(row.get("kernel block size"))
+    if pages is None or block is None or not kernel:
+        return None
+    return pages * (block // kernel)
+
+
+def _failure_is_the_count(cells: pd.DataFrame) -> bool:
+    """Does a failing view of the configuration ask for exactly the kernel blocks bug 1's count gives, and more
+    than one per page?"""
+    for _, c in cells[cells.outcome.isin(CELL_FAILURES)].iterrows():
+        asked, counted = c["kernel blocks"], counted_kernel_blocks(c)
+        pages = _int(c.get("pages"))
+        if asked is not None and counted is not None and asked == counted and (pages is None or asked > pages):
+            return True
+    return False
+
+
+# ---- checks -----------------------------------------------------------------------------------------------------
+def _check(check: str, row: Mapping[str, Any], expected: str, observed: str, ok: bool, group: str = "") -> dict:
+    return {
+        "check": check,
+        "variant": row.get("runner", ""),
+        "mode": f"vLLM {row.get('release', '')}, block size {row.get('block size asked', '')}",
+        "release": str(row.get("release", "")),
+        "runner": row.get("runner", ""),
+        "block size asked": str(row.get("block size asked", "")),
+        "cache group": group,
+        "layer": str(row.get("layer", "")) if group else "",
+        "expected": expected,
+        "observed": observed,
+        "ok": bool(ok),
+    }
+
+
+def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
+    """Every configuration ran to a finding; every raise is PyTorch's refusal of the view, in the runner's reshape;
+    every view that fits addresses exactly its pages' payloads; a view that counts by ``block_size`` asks for the
+    kernel blocks that count gives."""
+    out = []
+    runs = _with_columns(runs, ("release", "runner", "block size asked", "stop", "link", "message"))
+    cells = with_outcomes(
+        _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes"))
+    )
+    for _, r in with_run_outcomes(runs, cells).iterrows():
+        out.append(
+            _check(
+                "the release's chain ran to a finding",
+                r,
+                "fits, raises, a silent wrong view, or the release's own refusal",
+                f"{r.outcome}" + (f" ({r.get('link')})" if not _empty(r.get("link")) else ""),
+                r.outcome != CellOutcome.NOT_RUN,
+            )
+        )
+    for _, c in cells.iterrows():
+        group = str(c["cache group"])
+        if c.outcome == CellOutcome.RAISES:
+            refusal = pytorch_refusal(str(c["error"]))
+            out.append(
+                _check(
+                    "a raise is PyTorch's refusal of the view, in the runner's reshape",
+                    c,
+                    "RuntimeError: setStorage out of bounds, or view's shape invalid for the input size",
+                    f"{c['error type']}: {str(c['error'])[:160]} (at {c['where']})",
+                    refusal is not None and c["error type"] == "RuntimeError",
+                    group,
+                )
+            )
+        elif c.outcome == CellOutcome.FITS:
+            out.append(
+                _check(
+                    "a view that fits addresses exactly each block's page payload (written through it)",
+                    c,
+                    "1 kernel block per page, 0 outside, 0 payload bytes missed, 0 padding bytes written",
+                    f"{c['kernel blocks per page']} per page, {c['blocks outside page']} outside, "
+                    f"{c['payload bytes missed']} missed, {c['padding bytes addressed']} padding",
+                    _int(c["kernel blocks per page"]) == 1,
+                    group,
+                )
+            )
+        counted = counted_kernel_blocks(c)
+        if (
+            c.outcome in (CellOutcome.RAISES, CellOutcome.FITS)
+            and counted is not None
+            and c["kernel blocks"] is not None
+        ):
+            expected_blocks = _int(c["pages"]) if c.outcome == CellOutcome.FITS else counted
+            out.append(
+                _check(
+                    "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
+                    c,
+                    f"{expected_blocks} kernel blocks",
+                    f"{c['kernel blocks']} kernel blocks",
+                    c["kernel blocks"] == expected_blocks,
+                    group,
+                )
+            )
+    return out
+
+
+# ---- what a reader is shown -----------------------------------------------------------------------------------
+#: The answer columns a compact table keeps (consecutive releases with the same values merge into one range).
+COMPACT_COLUMNS = (
+    "runner",
+    "stock",
+    "answer",
+    "configuration",
+    "block sizes that fail",
+    "block sizes that fit",
+    "block sizes rejected",
+    "default block size",
+    "count expression",
+)
+
+
+def compact_answers(frame: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
+    """The answers with consecutive releases of one runner and identical outcome merged into a range
+    (``releases``: ``0.20.0 – 0.22.1``), in release order; ``first error`` is the first release's. With ``whole``
+    false (:func:`reads_every_release`) nothing is merged."""
+    if frame is None or not len(frame):
+        return pd.DataFrame(columns=["releases", *COMPACT_COLUMNS, "first error"])
+    frame = frame.fillna("").astype({"release": str})
+    order = sorted(frame.release.unique(), key=version_key)
+    out = []
+    for runner in sorted(frame.runner.unique()):
+        mine = (
+            frame[frame.runner == runner]
+            .set_index("release")
+            .reindex([v for v in order if v in set(frame[frame.runner == runner].release)])
+        )
+        run: list[tuple[str, pd.Series]] = []
+        for release, row in mine.iterrows():
+            same = whole and run and all(str(run[-1][1][c]) == str(row[c]) for c in COMPACT_COLUMNS if c != "runner")
+            if run and not same:
+                out.append(_merged(run))
+                run = []
+            run.append((release, row))
+        if run:
+            out.append(_merged(run))
+    return pd.DataFrame(out, columns=["releases", *COMPACT_COLUMNS, "first error"])
+
+
+def _merged(run: list[tuple[str, pd.Series]]) -> dict:
+    first, last = run[0][0], run[-1][0]
+    row = {c: run[0][1][c] for c in COMPACT_COLUMNS if c != "runner"}
+    row["runner"] = run[0][1]["runner"]
+    row["releases"] = first if first == last else f"{first} – {last}"
+    row["first error"] = run[0][1]["first error"]
+    return row
+
+
+def refusal_summary(runs: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
+    """Each way the releases refused a block size: the link, the refusing line of the release (its file; the line
+    number moves between releases), one of its messages (they differ only by the block size), the block sizes and
+    the releases."""
+    if runs is None or not len(runs):
+        return pd.DataFrame(columns=["link", "where", "message", "block sizes", "releases"])
+    stopped = runs[runs["stop"].astype(str) == ChainStop.REJECTED]
+    stopped = stopped.assign(_file=[str(w).rsplit(":", 1)[0] for w in stopped["where"]])
+    rows = []
+    for (link_name, where), g in stopped.groupby(["link", "_file"], sort=False):
+        by_block = {
+            str(b): release_ranges(sorted({str(r) for r in h["release"]}, key=version_key), whole)
+            for b, h in g.groupby("block size asked", sort=False)
+        }
+        for releases in dict.fromkeys(by_block.values()):
+            blocks = sorted((b for b, r in by_block.items() if r == releases), key=_block_order)
+            first = g[g["block size asked"].astype(str) == blocks[0]]
+            rows.append(
+                {
+                    "link": link_name,
+                    "where": where,
+                    "message": str(first["message"].iloc[0]),
+                    "block sizes": ", ".join(blocks),
+                    "releases": releases,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def failing_at(runs: pd.DataFrame, cells: pd.DataFrame, block: str) -> list[tuple[str, str]]:
+    """``(release, runner)`` whose reshape fails at ``--block-size block``."""
+    runs = with_run_outcomes(
+        _with_columns(runs, ("release", "runner", "block size asked", "stop", "link", "message")),
+        _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes")),
+    )
+    bad = runs[(runs["block size asked"].astype(str) == block) & runs.outcome.isin(CELL_FAILURES)]
+    return [(str(r.release), str(r.runner)) for _, r in bad.iterrows()]
+
+
+# ---- the verdict ------------------------------------------------------------------------------------------------
+#: The finding's title (``releases`` in it marks a finding about vLLM's releases for the report's summary).
+FINDING_TITLE = "reshape overrun in vLLM's releases"
+
+
+def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
+    """Bug 1 across vLLM's releases (notebook 06), from the answers per release and runner: *reproduced* when a
+    configuration a release accepts makes a runner's reshape fail by bug 1's count (the configurations named),
+    *not reproduced* otherwise. A failing view whose count is not bug 1's is a problem: the headline claims nothing
+    then. PR #43988's own crash is the repository's model of unreleased code and takes no part."""
+    frame = answers.fillna("").astype({"release": str})
+    releases = sorted(frame.release.unique(), key=version_key)
+    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
+    reached = frame[frame.answer == Bug1Answer.REACHED]
+    outcomes = [REPRODUCED if len(reached) else NOT_REPRODUCED]
+    where = [
+        f"the {runner} runner of vLLM {release_ranges(sorted(g.release, key=version_key), whole)} with "
+        + " or ".join(f"`{c}`" for c in dict.fromkeys(str(c) for c in g.configuration if str(c)))
+        for runner, g in reached.groupby("runner", sort=True)
+    ]
+    text = f"{outcomes[0]} in {len(releases)} vLLM releases ({span}), each release's own code"
+    text += (": PyTorch refuses the reshape's view in " + "; in ".join(where)) if where else ""
+    text += f"; PR #43988's own crash is the {CODE_UNRELEASED_MODEL}, in no release"
+    problems = [
+        f"vLLM {r.release} {r.runner}: {r.answer}" for r in frame[frame.answer == Bug1Answer.OTHER_FAILURE].itertuples()
+    ]
+    return Finding(BUG_RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)

@@ -1,0 +1,61 @@
+"""Notebook 03: Triton compilations on the inference path per block-table width, for this repository's
+kernels (vLLM's have their own section)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro.report import plots
+from repro.report.model import Common, Drawn, Section
+from repro.tables import Facts, Plot, Table
+from repro_studies.analysis.jit import cumulative_by_width, is_release_code, split_by_code
+
+FIGURE = Plot.JIT
+
+
+@dataclass(frozen=True)
+class Jit:
+    observed: bool
+    table: pd.DataFrame
+    cumulative: pd.DataFrame | None  # compilations against distinct widths (the figure)
+
+
+def derive(c: Common) -> Jit | None:
+    summary = c.run.table(Table.JIT_SUMMARY)
+    if summary is not None and "variant" in summary:
+        summary = summary[~summary["variant"].map(is_release_code)]
+    if summary is None or not len(summary):
+        return None
+    table = summary.drop(columns=[col for col in ("notebook", "calls") if col in summary])
+    table = table[[col for col in table.columns if table[col].notna().any()]]  # columns this run could measure
+    table = table.rename(columns=lambda col: col.replace("_", " ").replace(" median", ""))
+    rows = c.run.table(Table.JIT)
+    cumulative = None
+    if rows is not None and len(rows):
+        ours = split_by_code(rows)[0]
+        cumulative = cumulative_by_width(ours, phase="inference") if len(ours) else None
+    observed = (c.run.facts.get(Facts.JIT) or {}).get("mode", "") == "observed"
+    return Jit(observed, table, cumulative)
+
+
+def figures(d: Jit, c: Common) -> list[Drawn]:
+    if d.cumulative is None:
+        return []
+    caption = "Triton compilations against distinct block-table widths"
+    return [Drawn(FIGURE, caption, plots.jit_fingerprint(d.cumulative))]
+
+
+MARKDOWN = """
+## JIT compilations per block-table width
+
+After a full-width warm-up, one launch per block-table width, on narrowed views and on contiguous tables;
+compilations {% if d.observed %}counted by Triton's compile hooks, compile time from Triton's own CompileTimes
+{%- else %}predicted with Triton's own cache-key function for sm_90 (the CPU interpreter compiles nothing){% endif %}.
+
+{{ table(d.table, 2) }}
+{{ image(figure) }}
+"""
+
+SECTION = Section("jit", derive, MARKDOWN, figures=figures, helpers={"figure": FIGURE})

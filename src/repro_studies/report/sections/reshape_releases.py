@@ -1,0 +1,189 @@
+"""Bug 1 in vLLM's releases (notebook 06): per release and runner, reached (with the configuration a user types),
+latent, absent or not shipped; how the releases' own checks refuse block sizes; and PR #43988's crash as the
+repository's model of unreleased code (the pull-request comment carries this as one row of its first table:
+:mod:`repro.report.sections.summary`). Every figure is recomputed from notebook 06's tables with
+:mod:`repro_studies.analysis.reshape_chain`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from repro.registry import CODE_UNRELEASED_MODEL, RESHAPE_BUGGY, Bug1Answer
+from repro.report.model import Common, Section
+from repro.tables import Table
+from repro_studies.analysis import reshape_chain as rules
+from repro_studies.analysis.releases import version_key
+
+#: A table cell of PyTorch's error keeps this many characters (the run folder keeps the whole text).
+ERROR_CHARS = 110
+#: The --block-size of PR #43988's report.
+PR_BLOCK_SIZE = "256"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Releases of one runner with one answer (for the sentences)."""
+
+    answer: str
+    runner: str
+    releases: str  # "0.20.0 – 0.27.1, 0.28.0"
+    stock: str  # "stock", "not stock", or "stock in 0.28.0 only" (a mixed range)
+    configuration: str
+    first_error: str
+
+
+@dataclass(frozen=True)
+class Bug1Releases:
+    groups: list[Group]
+    table: pd.DataFrame  # compact answers
+    refusals: pd.DataFrame
+    model: pd.DataFrame  # the model of unreleased code (labelled)
+    read: str  # the releases read
+    at_pr_block_size: list[tuple[str, str]]  # (release, runner) whose reshape fails at the PR's --block-size 256
+
+
+def _short(text: str) -> str:
+    text = str(text or "")
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
+    out = []
+    for (answer, runner), g in answers.groupby(["answer", "runner"], sort=False):
+        releases = sorted(g.release.astype(str), key=version_key)
+        stock = g.stock.map(rules._true)
+        stocked = sorted(g[stock].release.astype(str), key=version_key)
+        words = (
+            "stock"
+            if stock.all()
+            else "not stock"
+            if not stock.any()
+            else f"stock in {rules.release_ranges(stocked, whole)} only"
+        )
+        configs = list(dict.fromkeys(str(c) for c in g.configuration if str(c)))
+        out.append(
+            Group(
+                str(answer),
+                str(runner),
+                rules.release_ranges(releases, whole),
+                words,
+                "; ".join(f"`{c}`" for c in configs),
+                _short(next((str(e) for e in g["first error"] if str(e)), "")),
+            )
+        )
+    order = [a.value for a in Bug1Answer]
+    return sorted(out, key=lambda x: (order.index(x.answer) if x.answer in order else 99, x.runner))
+
+
+#: The compact table's columns as shown (the run folder's answers table holds every column).
+SHOWN = {
+    "releases": "releases",
+    "runner": "runner",
+    "answer": "answer",
+    "configuration": "configuration",
+    "block sizes that fail": "fails at",
+    "block sizes that fit": "fits at",
+    "block sizes rejected": "refused at",
+}
+
+
+def shown_answers(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """The compact answers a report page has room for: the runner marked when it is DeepSeek-V4's stock one,
+    block sizes next to each other in the run's sweep (``order``) as one span; the count and the error are in the
+    bullets above and the run folder's tables."""
+    runner = [f"{r} (stock)" if rules._true(s) else str(r) for r, s in zip(table["runner"], table["stock"])]
+    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-3:]}
+    return table.assign(runner=runner, **spans)[list(SHOWN)].rename(columns=SHOWN)
+
+
+def derive(c: Common) -> Bug1Releases | None:
+    runners, runs, cells = (c.run.table(t) for t in (Table.BUG1_RUNNERS, Table.BUG1_RUNS, Table.BUG1_CELLS))
+    if runners is None or not len(runners):
+        return None
+    empty = pd.DataFrame()
+    answers = rules.answers(runners, runs if runs is not None else empty, cells if cells is not None else empty)
+    order = rules.block_order(runs) if runs is not None and len(runs) else []
+    whole = rules.reads_every_release(c.run.manifest)
+    table = shown_answers(rules.compact_answers(answers, whole), order)
+    model = c.run.table(Table.BUG1_MODEL)
+    shown_model = (
+        model[["code", "variant", "cache group", "sizes", "required bytes", "available bytes", "fits"]]
+        if model is not None and len(model)
+        else pd.DataFrame()
+    )
+    read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key), whole)
+    refusals = rules.refusal_summary(runs, whole) if runs is not None and len(runs) else pd.DataFrame()
+    failing = rules.failing_at(
+        runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
+    )
+    return Bug1Releases(groups(answers, whole), table, refusals, shown_model, read, failing)
+
+
+def model_sentence(d: Bug1Releases) -> str:
+    """PR #43988's crash, stated as the repository's model of unreleased code, beside what the releases read do at
+    the PR's block size (from the recorded rows)."""
+    model = d.model
+    if model is None or not len(model):
+        return ""
+    buggy = model[model["variant"] == RESHAPE_BUGGY]
+    if not len(buggy):
+        return ""
+    row = buggy.iloc[0]
+    crash = (
+        f"`setStorage: sizes {row['sizes']}`, {int(row['required bytes']):,} of {int(row['available bytes']):,} bytes"
+    )
+    if d.at_pr_block_size:
+        where = ", ".join(f"vLLM {r} {runner}" for r, runner in d.at_pr_block_size)
+        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` the reshape fails in {where}."
+    else:
+        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` every runner of every release read fits."
+    return (
+        f"{releases} PR #43988's crash ({crash}) is the repository's {CODE_UNRELEASED_MODEL}: the compressed "
+        "group's kernel block size overridden to its storage rows while kernel blocks are counted as "
+        "`block_size // kernel_block_size`. That model decides no release's answer above."
+    )
+
+
+def bullets(groups: list[Group], errors: bool = True) -> str:
+    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it."""
+    lines = []
+    for g in groups:
+        line = f"- **{g.answer}** in the {g.runner} runner ({g.stock} for DeepSeek-V4), vLLM {g.releases}"
+        if g.configuration:
+            line += f": {g.configuration} makes the reshape fail"
+            line += f" (`{g.first_error}`)" if errors and g.first_error else ""
+        lines.append(line + ".")
+    return "\n".join(lines)
+
+
+MARKDOWN = """
+## Bug 1 in vLLM's releases
+
+Each release's own chain (notebook 06) for DeepSeek-V4 with `--kv-cache-dtype fp8` on SM90, releases {{ d.read }}:
+its layers built by their released `__init__` lines, its block-size rules, KV cache grouping and sizing, each
+layer's attention backend, its kernel block size selection, and both runners' allocation and reshape over real
+pools, at every `--block-size` of the run (none: the release's default path).
+
+{{ bullets(d.groups) }}
+
+{{ table(d.table) }}
+{% if d.refusals | length %}
+Block sizes the releases refuse before any reshape, with their own message:
+
+{{ table(d.refusals) }}
+{% endif %}
+{% if d.model | length %}
+{{ model_sentence(d) }}
+
+{{ table(d.model) }}
+{% endif %}
+"""
+
+SECTION = Section(
+    "reshape-releases",
+    derive,
+    MARKDOWN,
+    helpers={"model_sentence": model_sentence, "bullets": bullets},
+)

@@ -1,0 +1,33 @@
+"""vLLM's CuTe-DSL gather of the V4 record as a callable with vLLM's gather signature: the release matrix's own
+arm for it (the release's dispatcher with ``has_cutedsl()`` true), for timing beside ``gather_fast``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repro_studies.upstream.arms import CUTEDSL_PREFIX, make_callable
+from repro_studies.upstream.matrix import MatrixConfig, plan_release
+from repro_studies.upstream.patcher import RELEASED
+from repro_studies.upstream.release_kernel import ReleaseUnavailable, origin_of
+
+
+def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
+    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
+    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
+    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
+    plan = plan_release(version, cfg)
+    if plan.entry is None:
+        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
+    try:
+        origin = origin_of(plan.entry)
+    except ReleaseUnavailable as exc:
+        return f"vLLM {version}", None, str(exc)
+    wanted = f"{CUTEDSL_PREFIX}v4:v4"
+    arm = next((a for a in plan.arms if a.kernel == wanted), None)
+    if arm is None:
+        skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
+        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
+    try:
+        return origin, make_callable(arm, interpreted=False), ""
+    except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
+        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
