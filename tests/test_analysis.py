@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from repro import seeds
-from repro.core.analysis import gather, performance, reshape
+from repro.core.analysis import gather, reshape
 from repro.core.analysis.compare import compare_runs
 from repro.core.analysis.rundata import load_run
 from repro.registry import EXPECT_BUG, EXPECT_CORRECT
+from repro_studies.analysis import performance
 
 
 def obs(status="ok", mismatched=0, total=10, stray=0, error="", **extra):

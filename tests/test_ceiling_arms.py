@@ -13,9 +13,9 @@ os.environ["TRITON_INTERPRET"] = "1"  # must precede every import that defines @
 import pandas as pd
 import pytest
 
-from repro.core.evidence import timing
 from repro_studies.analysis import ceiling as A
 from repro_studies.evidence import ceiling as C
+from repro_studies.evidence import timing
 
 
 @pytest.fixture

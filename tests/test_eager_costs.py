@@ -1,8 +1,8 @@
-"""Host and device time per eager call of every timed arm (repro.core.analysis.performance.eager_costs)."""
+"""Host and device time per eager call of every timed arm (repro_studies.analysis.performance.eager_costs)."""
 
 import pandas as pd
 
-from repro.core.analysis.performance import EAGER_COST_COLUMNS, eager_cost_summary, eager_cost_text, eager_costs
+from repro_studies.analysis.performance import EAGER_COST_COLUMNS, eager_cost_summary, eager_cost_text, eager_costs
 
 
 def medians(arm, code, rows):

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from rendered import rendering
 
-from repro.core.analysis import gather, performance, reshape
+from repro.core.analysis import gather, reshape
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report.comparison import render_comparison
-from repro_studies.analysis import reshape_chain
+from repro_studies.analysis import performance, reshape_chain
 
 pytestmark = pytest.mark.integration
 

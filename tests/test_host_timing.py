@@ -1,8 +1,8 @@
-"""The host clock of an eager call (repro.core.evidence.timing.host_us): what it counts, and where it waits.
+"""The host clock of an eager call (repro_studies.evidence.timing.host_us): what it counts, and where it waits.
 
 Nothing is timed for a result here; the fake clock and device only record the order of events."""
 
-from repro.core.evidence import timing
+from repro_studies.evidence import timing
 
 
 def test_each_round_starts_on_an_idle_device_and_the_clock_sees_only_the_calls(monkeypatch):

@@ -311,8 +311,8 @@ class _FakeTimer:
 
     def __call__(self, counts, seq_lens, block_size, arms, on_check, on_median, **_):
         from repro.core.evidence.cases import compare_bitwise, reference_output
-        from repro.core.evidence.perf import ArmCheck, _table
         from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+        from repro_studies.evidence.perf import ArmCheck, _table
 
         for L in seq_lens:
             for n in counts:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from repro import registry
-from repro.core.analysis import performance, reshape
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import behaviour, implementation_names
 from repro.report import sections as report_sections
 from repro.report.model import Analysis, Common, Drawn, Section
 from repro.report.verdict import run_verdict
 from repro.tables import Table
+from repro_studies.analysis import performance, reshape
 
 
 def outside_names(run: RunData) -> dict[str, str]:

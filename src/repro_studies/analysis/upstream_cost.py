@@ -12,7 +12,7 @@ same alternating rounds):
 * ``copy over patched (view)``: the rejected ``.contiguous()`` + shipped kernel over PR #55109's kernel,
   on the same narrowed view; ``copy over released (contig)``: the same over today's baseline.
 
-A ratio inside :data:`~repro.core.analysis.performance.NO_COST_BAND` costs nothing measurable. Kernel cost is
+A ratio inside :data:`~repro_studies.analysis.performance.NO_COST_BAND` costs nothing measurable. Kernel cost is
 judged on CUDA-graph replays; eager medians include vLLM's own Python launch path.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from repro.core.analysis.performance import NO_COST_BAND
 from repro.registry import upstream_arm_of, upstream_pairs
+from repro_studies.analysis.performance import NO_COST_BAND
 
 #: The two ratios the headline holds against the no-cost band, and the copy overheads it reports.
 BAND_RATIOS = ("patched/released (contig)", "patched narrowed/contig")

@@ -25,10 +25,10 @@ from functools import partial
 
 import torch
 
-from repro.core.evidence import timing
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
+from repro_studies.evidence import timing
 from repro_studies.evidence.stream_bench import stream_bench
 from repro_studies.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
 

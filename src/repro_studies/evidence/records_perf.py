@@ -16,13 +16,13 @@ from functools import partial
 
 import torch
 
-from repro.core.evidence import timing
 from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, layout_for
 from repro.core.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
 from repro.registry import ORIGIN_REPO
+from repro_studies.evidence import timing
 from repro_studies.upstream.arms import make_callable
 from repro_studies.upstream.cases import reference_for
 from repro_studies.upstream.matrix import MatrixConfig, plan_release

@@ -1,6 +1,6 @@
 """The streaming ceiling's arms: the gather's traffic without its block table
 (:mod:`repro_studies.kernels.stream`), one arm per kernel kind, built for :mod:`repro_studies.evidence.ceiling`
-to time with :mod:`repro.core.evidence.timing`."""
+to time with :mod:`repro_studies.evidence.timing`."""
 
 from __future__ import annotations
 

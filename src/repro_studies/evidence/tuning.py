@@ -40,8 +40,8 @@ import torch
 
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.core.evidence.timing import copy_ceiling, graph_median_us, host_us, median_us, rotation_count
 from repro.core.geometry.layout import DSV4
+from repro_studies.evidence.timing import copy_ceiling, graph_median_us, host_us, median_us, rotation_count
 from repro_studies.kernels.settings import DEFAULT_TILE
 from repro_studies.kernels.settings import FastSettings as F
 from repro_studies.kernels.settings import TileSettings as T
@@ -211,7 +211,7 @@ class Sweep:
         return (time.perf_counter() - t0) * 1e6 / len(calls)
 
     def host_us(self, fn: Callable[[], object], calls: int) -> float:
-        """Host time per call (:func:`repro.core.evidence.timing.host_us`: median of rounds of ``calls`` calls)."""
+        """Host time per call (:func:`repro_studies.evidence.timing.host_us`: median of rounds of ``calls`` calls)."""
         return host_us(fn, calls, sync=self.sync)
 
     def rotation(self, nbytes: int) -> int:

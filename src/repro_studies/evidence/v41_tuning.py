@@ -9,7 +9,7 @@ interpreter at tiny sizes, with a wall clock instead of graph replays, as a smok
 3. bitwise checks on a column-narrowed table (ragged requests, ``gather_lens``, ``offset``) of every
    candidate launch against the PyTorch reference decoders and against vLLM's patched kernel, then on
    pages of arbitrary bytes (every fp8 / e2m1 / scale code, NaN codes included) against vLLM's kernel;
-4. CUDA-graph medians (``repro.core.evidence.timing``, inputs rotated past the L2) at ``request_counts`` x
+4. CUDA-graph medians (``repro_studies.evidence.timing``, inputs rotated past the L2) at ``request_counts`` x
    ``seq_len`` tokens: every launch variant at the largest count, vLLM's kernel, the default and the
    fastest variant at every count, each checked bitwise against vLLM's output at that shape first.
 

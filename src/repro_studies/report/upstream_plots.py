@@ -9,9 +9,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from repro import registry
-from repro.core.analysis.performance import NO_COST_BAND
 from repro.report.plots import _request_axis, counts_by_request
 from repro.tables import Plot
+from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.upstream_cost import BAND_RATIOS
 
 

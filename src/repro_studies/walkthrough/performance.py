@@ -18,8 +18,6 @@ from typing import Any
 import pandas as pd
 
 from repro import seeds
-from repro.core.analysis import performance as rules
-from repro.core.evidence import perf, timing
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.registry import (
     OUTSIDE_ARM,
@@ -36,8 +34,10 @@ from repro.walkthrough.session import Session
 from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import cutedsl as cutedsl_rules
 from repro_studies.analysis import jit as jit_rules
+from repro_studies.analysis import performance as rules
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
+from repro_studies.evidence import perf, timing
 from repro_studies.evidence.ceiling import run_ceiling
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
 from repro_studies.upstream import callsites

@@ -11,7 +11,6 @@ from repro.report.model import Section
 from repro.report.sections import (
     checks,
     environment,
-    fix_cost,
     gather,
     plan,
     raw_data,
@@ -24,6 +23,7 @@ from repro_studies.report.sections import (
     affected_releases,
     ceiling,
     cutedsl,
+    fix_cost,
     gather_fast,
     jit,
     reshape_releases,

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.core.analysis import performance
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
+from repro_studies.analysis import performance
 
 FIGURE = Plot.CEILING
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.core.analysis import gather, performance
+from repro.core.analysis import gather
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe
 from repro.report.model import Common, Section
-from repro.report.sections.fix_cost import BANDWIDTH
 from repro.tables import Table
+from repro_studies.analysis import performance
+from repro_studies.report.sections.fix_cost import BANDWIDTH
 
 
 @dataclass(frozen=True)

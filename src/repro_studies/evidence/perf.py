@@ -2,12 +2,12 @@
 the rejected ``.contiguous()`` alternative, eager and as CUDA-graph replays.
 
 Each shape is checked bitwise against the reference before it is timed. Beside each eager median (device
-time, ``do_bench``) stands the host time per call (:func:`repro.core.evidence.timing.host_us`: enqueueing one
+time, ``do_bench``) stands the host time per call (:func:`repro_studies.evidence.timing.host_us`: enqueueing one
 launch), so eager costs compare across arms whatever their launch path. The narrowed-view and
 contiguous-table arms run the same kernel binary (the row pitch is not specialised), so their
 ratio isolates the cost of reading rows ``stride(0)`` apart. Arms are timed in alternating
 rounds and the median of the rounds is kept, so drift does not favour one arm. Verdicts and
-ratios are computed above, in :mod:`repro.core.analysis.performance`.
+ratios are computed above, in :mod:`repro_studies.analysis.performance`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from functools import partial
 
 import torch
 
-from repro.core.evidence import timing
 from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.geometry.records import layout_for
 from repro.core.kernels.records_reference import gather_reference
 from repro.registry import TABLE_NARROWED, Arm
+from repro_studies.evidence import timing
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.core.analysis import performance
 from repro.core.analysis.verdict import BUG_GATHER
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
+from repro_studies.analysis import performance
 
 GRAPH, BANDWIDTH, EAGER = Plot.TIME_GRAPH, Plot.BANDWIDTH, Plot.TIME_EAGER
 CAPTIONS = {
