@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.registry import (
+from repro_studies.analysis import affected as rules
+from repro_studies.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SERVED,
     DISPATCH_NOT_SHIPPED,
@@ -24,7 +25,6 @@ from repro.registry import (
     TABLE_RAN,
     UNDECIDED,
 )
-from repro_studies.analysis import affected as rules
 
 ROOT = Path(__file__).resolve().parents[1]
 

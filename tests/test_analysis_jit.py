@@ -61,10 +61,10 @@ def test_plot_has_a_time_panel_only_when_times_were_measured():
     import matplotlib
 
     matplotlib.use("Agg")
-    from repro.report import plots
+    from repro_studies.report import timing_plots
 
-    assert len(plots.jit_fingerprint(A.cumulative_by_width(rows(True))).axes) == 2
-    assert len(plots.jit_fingerprint(A.cumulative_by_width(rows(False))).axes) == 1
+    assert len(timing_plots.jit_fingerprint(A.cumulative_by_width(rows(True))).axes) == 2
+    assert len(timing_plots.jit_fingerprint(A.cumulative_by_width(rows(False))).axes) == 1
 
 
 def test_analysis_imports_neither_torch_nor_triton():

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from repro.registry import upstream_bench_arms
 from repro_studies.analysis import jit, upstream_cost
+from repro_studies.registry import upstream_bench_arms
 
 #: Times (us) of a release's four arms: shipped contiguous, patched view, patched contiguous, copy + shipped.
 TIMES = {

@@ -1,8 +1,10 @@
-"""The layout keeps data flowing one way: the base layer (the shared vocabulary at the top of ``repro``) under
-the core (``repro.core``: the two bugs), the core under the studies (``repro_studies``), and rendering, the command
-line and the notebook helpers (``repro.report``, ``repro.cli``, ``repro.walkthrough``) on top; inside each, imports
-point down the floors; no modules import each other in a circle; a function-level import is one that must stay lazy
-and says why; and the reporting side (the analyses, the report) runs without torch, triton or the evidence code."""
+"""Two packages, data flowing one way through each: ``repro`` (the two bugs) and ``repro_studies`` (the studies
+built on it). ``repro`` never imports ``repro_studies``, not at any depth of its code nor by a module name in a
+string: the studies reach it only by registration (entry points of group ``repro.plugins``). Inside each, the base
+layer (the shared vocabulary) sits under the kernels, evidence and analyses, and rendering, the command line and the
+notebook helpers sit on top; imports point down the floors; no modules import each other in a circle; a
+function-level import is one that must stay lazy and says why; and the reporting side (the analyses, the report)
+runs without torch, triton or the evidence code."""
 
 from __future__ import annotations
 
@@ -13,24 +15,27 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "repro"
+STUDIES = SRC / "repro_studies"
 
 #: The layers, bottom up, by module prefix (longest prefix wins): a layer never imports a layer above it.
 LAYERS = {
-    "repro": "base",  # tables, outcomes, parameters, paths, profiles, registry, seeds
+    "repro": "base",  # tables, outcomes, parameters, paths, plugins, profiles, registry, seeds
     "repro.core": "core",
-    "repro_studies": "studies",
-    "repro_studies.walkthrough": "rendering",
-    "repro_studies.report": "rendering",
     "repro.walkthrough": "rendering",
     "repro.report": "rendering",
     "repro.cli": "rendering",
     "repro.__main__": "rendering",
+    "repro_studies": "studies",  # its registry and notebooks, kernels, upstream, evidence, analysis
+    "repro_studies.walkthrough": "rendering",
+    "repro_studies.report": "rendering",
+    "repro_studies.commands": "rendering",
 }
 RENDERING = (
     "repro.report",
@@ -39,6 +44,7 @@ RENDERING = (
     "repro.__main__",
     "repro_studies.walkthrough",
     "repro_studies.report",
+    "repro_studies.commands",
 )
 #: What each layer never imports, at any depth of its code (function-level imports included).
 NEVER_IMPORTS = {
@@ -63,24 +69,27 @@ FLOORS = {
     "repro_studies.upstream": 5,
     "repro_studies.evidence": 5,
     "repro_studies.analysis": 6,
-    "repro_studies.walkthrough": 7,
-    "repro_studies.report": 8,
     "repro.walkthrough": 7,
+    "repro_studies.walkthrough": 7,
     "repro.report": 8,
     "repro.cli": 8,
     "repro.__main__": 8,
+    "repro_studies.report": 8,
+    "repro_studies.commands": 8,
 }
 #: What the reporting side may import from the library: no torch, no kernels, no evidence.
 REPORTING = ("repro.core.analysis", "repro_studies.analysis", "repro.report", "repro_studies.report")
 REPORTING_MAY_IMPORT = (
     "repro.paths",
     "repro.machine_paths",
+    "repro.plugins",
     "repro.registry",
     "repro.outcomes",
     "repro.seeds",
     "repro.tables",
     "repro.core.geometry.layout",
     "repro.core.analysis",
+    "repro_studies.registry",
     "repro_studies.analysis",
     "repro.report",
     "repro_studies.report",
@@ -115,7 +124,7 @@ def repro_imports(path: Path) -> set[str]:
     return found
 
 
-MODULES = {module_name(p): p for p in (*PACKAGE.rglob("*.py"), *(SRC / "repro_studies").rglob("*.py"))}
+MODULES = {module_name(p): p for p in (*PACKAGE.rglob("*.py"), *STUDIES.rglob("*.py"))}
 
 
 def part(name: str) -> str:
@@ -188,10 +197,93 @@ def test_a_layer_never_imports_a_layer_above(name):
     assert not bad, f"{name} ({layer(name)}) imports {bad}"
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are a module's, class's or function's docstring."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def studies_references(source: str) -> list[str]:
+    """Every place a module's code names the studies package: an import of it at any depth (a function-level one
+    too), and any string constant that names it (``importlib.import_module("repro_studies...")``, ``__import__``,
+    an entry point written in code); docstrings may name it, comments are not code."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [
+                f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "repro_studies"
+            ]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "repro_studies":
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if "repro_studies" in node.value:
+                found.append(f"line {node.lineno}: string {node.value[:60]!r}")
+    return found
+
+
+def test_the_studies_finder_finds_every_way_of_naming_them():
+    source = '''"""A docstring may say repro_studies."""
+import importlib
+import repro_studies.registry
+from repro_studies import notebooks
+
+def f():
+    """So may this one: repro_studies."""
+    from repro_studies.report import plugin  # lazy: a reason does not make it allowed
+    importlib.import_module("repro_studies.commands")
+    return __import__("repro_studies")
+'''
+    found = studies_references(source)
+    assert [f.split(":")[0] for f in found] == ["line 3", "line 4", "line 8", "line 9", "line 10"], found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.split(".")[0] == "repro"))
+def test_repro_never_names_the_studies(name):
+    """``repro`` runs without ``repro_studies`` installed: none of its modules imports it, at the top, inside a
+    function or by a name in a string; what the studies add reaches ``repro`` through registration only."""
+    found = studies_references(MODULES[name].read_text())
+    assert not found, f"{name} names repro_studies: {found}"
+
+
+def test_the_studies_register_through_the_entry_points_repro_reads():
+    """Every entry point of group ``repro.plugins`` in pyproject.toml is a point :mod:`repro.plugins` knows and
+    names an object of the type that point reads; the studies use every point."""
+    from repro.plugins import GROUP, Point, registered
+    from repro.registry import Registered as RegistryEntries
+    from repro.report.model import Registered as ReportEntries
+
+    declared = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]["entry-points"][GROUP]
+    assert set(declared) == {p.value for p in Point}
+    assert all(value.startswith("repro_studies.") for value in declared.values())
+    from repro.cli.main import Merge
+    from repro.parameters import Notebooks
+    from repro.report.verdict import Findings
+
+    kinds = {
+        Point.REGISTRY: RegistryEntries,
+        Point.NOTEBOOKS: Notebooks,
+        Point.VERDICT: Findings,
+        Point.REPORT: ReportEntries,
+        Point.COMMANDS: Merge,
+    }
+    assert set(kinds) == set(Point)
+    for point, kind in kinds.items():
+        assert len(registered(point, kind)) == 1, point
+
+
 def test_every_module_has_a_layer_and_the_layers_their_modules():
     assert {layer(n) for n in MODULES} == set(LAYERS.values())
     assert {layer(n) for n in MODULES if n.startswith("repro.core.")} == {"core"}
-    assert {"repro.tables", "repro.registry", "repro.parameters"} <= {n for n in MODULES if layer(n) == "base"}
+    assert {"repro.tables", "repro.registry", "repro.parameters", "repro.plugins"} <= {
+        n for n in MODULES if layer(n) == "base"
+    }
 
 
 def function_level_imports(path: Path) -> list[tuple[int, str, str]]:

@@ -22,10 +22,10 @@ CHILD = """
 import torch
 from repro.core.evidence.cases import run_case
 from repro.core.evidence.scenarios import ScenarioSpec
-from repro.registry import IMPLEMENTATIONS, EXPECT_BUG
+from repro.registry import EXPECT_BUG, implementations
 for n in (1, 2, 7):
     spec = ScenarioSpec(num_reqs=n, block_size=64, seq_len_max=700, mode="in-range", max_reqs=8, device="cuda")
-    for entry in IMPLEMENTATIONS:
+    for entry in implementations():
         r = run_case(spec, entry.target)
         assert r.status == "ok", (entry.label, r.error)
         wrong = r.mismatched_tokens > 0
@@ -85,7 +85,7 @@ import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.registry import TABLE_NARROWED, upstream_bench_arms
+from repro_studies.registry import TABLE_NARROWED, upstream_bench_arms
 from repro_studies.upstream.release_kernel import FORMS, load_release_kernel
 root = {root!r}
 kernels = {{f: load_release_kernel("0.99.0", f, cache_root=root, download=False) for f in FORMS}}

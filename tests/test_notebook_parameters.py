@@ -16,11 +16,13 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from repro.parameters import SCHEMA
+from repro.parameters import schema
 
 pytestmark = pytest.mark.notebook
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Every parameter rule: notebooks 01 and 02's and those the studies register.
+SCHEMA = schema()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: A value no declared parameter accepts (every kind in the schema is int, float, bool, str or list).
 BAD_VALUE = "{'not': 'a value'}"

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.runner import declared_parameters, notebooks
-from repro.parameters import MAX_SEED, RESERVED, SCHEMA, ParameterError
+from repro.parameters import MAX_SEED, RESERVED, ParameterError, schema
 
 DECLARED = declared_parameters(notebooks())
+#: Every parameter rule: notebooks 01 and 02's and those the studies register.
+SCHEMA = schema()
 
 
 def parse(*texts: str) -> dict:

@@ -109,8 +109,8 @@ def test_tuning_cli_names_the_bad_argument_and_exits_2(argv, word, capsys):
 
 @pytest.mark.parametrize("target_layout, verdict", [(True, "correct"), (False, "wrong from 1 requests")])
 def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, verdict):
-    from repro.registry import RECORD_GATHERS
     from repro_studies.analysis.releases import verdicts
+    from repro_studies.registry import RECORD_GATHERS
     from repro_studies.upstream import matrix as mx
 
     cfg = mx.MatrixConfig([1, 2], ["in-range", "poison"], block_size=8, seq_len_max=24, interpreted=True)

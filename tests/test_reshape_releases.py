@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from repro.core.reshape.plan import page_check
-from repro.registry import RUNNER_V1, RUNNER_V2, Bug1Answer, CellOutcome, ChainLink, ChainStop
 from repro_studies.analysis import reshape_chain as rules
+from repro_studies.registry import RUNNER_V1, RUNNER_V2, Bug1Answer, CellOutcome, ChainLink, ChainStop
 from repro_studies.upstream.released_code import NotProvided, ReleasedCode
 from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
-from repro import registry
 from repro.core.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro_studies import registry
 from repro_studies.upstream import release_kernel as R
 
 CLASS_SOURCE = (Path(__file__).parent / "fixtures" / "upstream" / "jit_class_module.py").read_text()
@@ -334,7 +334,7 @@ class _FakeTimer:
 def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed_beside_gather_fast(
     tmp_path, monkeypatch
 ):
-    from repro.core.evidence import perf
+    from repro_studies.evidence import perf
     from repro_studies.upstream import matrix
     from repro_studies.walkthrough import performance as P
 
@@ -367,7 +367,7 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
 
 
 def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp_path, monkeypatch):
-    from repro.core.evidence import perf
+    from repro_studies.evidence import perf
     from repro_studies.upstream import matrix
 
     broken = CUTEDSL_FIXTURE.read_text().replace(

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fake_pip, fixture_source
 
-from repro.registry import SuiteOutcome
 from repro_studies.analysis import vllm_suite as suite
+from repro_studies.registry import SuiteOutcome
 from repro_studies.upstream import patcher, patches, regression
 from repro_studies.upstream.pytest_release import Selection
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from repro.registry import (
+from repro_studies.analysis import affected as rules
+from repro_studies.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SERVED,
     DISPATCH_RAN,
@@ -15,7 +16,6 @@ from repro.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
 )
-from repro_studies.analysis import affected as rules
 from repro_studies.upstream.topology import ANY_TOPOLOGY
 
 #: The tensor-parallel sizes at which SM100's mega attention accepts the 64-head model.

@@ -1,4 +1,8 @@
-"""Notebook parameters: their types, the values each accepts, and validation before anything runs.
+"""The notebooks a run executes and their parameters: types, the values each accepts, and validation before
+anything runs.
+
+This package's notebooks are 01 and 02 (the two bugs); a package built on it adds notebooks of its own, with the
+parameters they declare and the rules over them, by registration (:class:`Notebooks`, :mod:`repro.plugins`).
 
 papermill only warns about a parameter a notebook does not declare and never checks a value, so
 the runner checks every ``-p NAME=VALUE`` here first (read by its declared kind in
@@ -9,15 +13,15 @@ the parameter and what is accepted (exit code 2).
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from repro.core.evidence import environment
 from repro.core.geometry.layout import ceil_div
+from repro.plugins import Point, registered
 from repro.profiles import PROFILES
-from repro.registry import BENCH_VARIANTS, RECORD_GATHERS, ImplementationError, load_implementation
+from repro.registry import ImplementationError, load_implementation
 from repro.seeds import load
 
 #: Set by the runner itself; a user may not pass them with -p.
@@ -48,13 +52,17 @@ class Param:
     item_kind: type | None = None  # element type for lists
 
 
-def _is_pow2(v: int) -> bool:
+def is_pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
 
 
-def _distinct(v: list) -> bool:
+def distinct(v: list) -> bool:
     """A repeated value would write the same check rows twice."""
     return len(set(v)) == len(v)
+
+
+#: This package's notebooks, in reading order (file names under ``notebooks/``).
+NOTEBOOKS = ("01-reshape-overrun.ipynb", "02-strided-block-table-gather.ipynb")
 
 
 SCHEMA: dict[str, Param] = {
@@ -70,15 +78,15 @@ SCHEMA: dict[str, Param] = {
         "0 (the pool of the seed's error) or a positive byte count that fits in half the device's memory",
         lambda v: v >= 0,
     ),
-    # notebooks 02 and 03
+    # notebook 02
     "request_counts": Param(
         list,
         f"a non-empty list of distinct integers from 1 to {MAX_REQUESTS}",
-        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= MAX_REQUESTS for x in v),
+        lambda v: len(v) > 0 and distinct(v) and all(1 <= x <= MAX_REQUESTS for x in v),
         item_kind=int,
     ),
     "cache_block_size": Param(
-        int, "a power of two from 1 to 256 (tokens per stored cache block)", lambda v: _is_pow2(v) and v <= 256
+        int, "a power of two from 1 to 256 (tokens per stored cache block)", lambda v: is_pow2(v) and v <= 256
     ),
     "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536", lambda v: 0 <= v <= 65536),
     "backing_width": Param(
@@ -92,7 +100,7 @@ SCHEMA: dict[str, Param] = {
     "sentinel_modes": Param(
         list,
         "a non-empty list of distinct values drawn from 'in-range' and 'poison'",
-        lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"in-range", "poison"},
+        lambda v: len(v) > 0 and distinct(v) and set(v) <= {"in-range", "poison"},
         item_kind=str,
     ),
     "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),
@@ -106,126 +114,36 @@ SCHEMA: dict[str, Param] = {
         "'auto' (use compute-sanitizer where present), 'required' or 'off'",
         lambda v: v in ("auto", "required", "off"),
     ),
-    "seq_lens": Param(
-        list,
-        "a non-empty list of distinct integers from 1 to 65536 (tokens per request)",
-        lambda v: len(v) > 0 and _distinct(v) and all(1 <= x <= 65536 for x in v),
-        item_kind=int,
-    ),
-    "reference_gather": Param(
-        str,
-        "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
-        "the contiguous table beside the project's kernels",
-    ),
-    # notebooks 04, 05 and 06
-    "releases": Param(
-        str,
-        "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list from the "
-        "first release with DeepSeek-V4) or comma-separated release numbers such as '0.22.0,0.33.0'",
-        lambda v: (
-            v in ("default", "all")
-            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
-        ),
-    ),
-    # notebook 06
-    "block_sizes": Param(
-        str,
-        "'default' (the profile's: no --block-size, 128, 256, 384 and 512 on a CPU; every value of 'all' on a GPU), "
-        "'all' (no --block-size, then 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 640, 768 and 1024) or "
-        "comma-separated block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
-        "'default,256,512'",
-        lambda v: (
-            v in ("default", "all")
-            or (
-                bool(v.strip())
-                and all(
-                    x.strip() == "default" or (x.strip().isdigit() and 1 <= int(x) <= 65536)
-                    for x in v.split(",")
-                    if x.strip()
-                )
-                and any(x.strip() for x in v.split(","))
-            )
-        ),
-    ),
-    # notebook 05
-    "runner_sweep": Param(
-        str,
-        "'default' (the profile's: three configurations on a CPU, every one on a GPU), 'short' or 'full' "
-        "(the runner configurations notebook 05 runs each release's table code through)",
-        lambda v: v in ("default", "short", "full"),
-    ),
-    "matrix_request_counts": Param(
-        list,
-        f"[] (the profile's default) or a list of integers from 1 to {MAX_REQUESTS}",
-        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
-        item_kind=int,
-    ),
-    "matrix_block_size": Param(
-        int, "0 (the profile's default) or a power of two from 1 to 256", lambda v: v == 0 or (_is_pow2(v) and v <= 256)
-    ),
-    "variants": Param(
-        list,
-        "a non-empty list drawn from 'released', 'patched' and 'patched-constexpr'",
-        lambda v: len(v) > 0 and set(v) <= {"released", "patched", "patched-constexpr"},
-        item_kind=str,
-    ),
-    "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
-    "record_gathers": Param(
-        list,
-        "[] (none) or distinct values drawn from "
-        + " and ".join(f"'{e.label}'" for e in RECORD_GATHERS.values())
-        + " (the repository's V4.1 gathers, run on the records of every release whose own gathers read their "
-        "page layout)",
-        lambda v: _distinct(v) and set(v) <= {e.label for e in RECORD_GATHERS.values()},
-        item_kind=str,
-    ),
-    "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
-    "matrix": Param(
-        bool, "true or false (false: skip the release matrix; the patches and the regression test still run)"
-    ),
-    "upstream_test": Param(
-        bool,
-        "true or false (write each release's patch and run upstream-tests/ against its modules, as released "
-        "and patched)",
-    ),
-    "bench_variants": Param(
-        list,
-        "a non-empty list of distinct values drawn from 'fixed' and 'fast'",
-        lambda v: len(v) > 0 and _distinct(v) and set(v) <= set(BENCH_VARIANTS),
-        item_kind=str,
-    ),
-    "stream_ceiling": Param(
-        str,
-        "'on' (the streaming ceiling at every shape, the gap arms at the largest request count of each "
-        "sequence length) or 'off'",
-        lambda v: v in ("on", "off"),
-    ),
-    "jit_widths": Param(
-        list,
-        "a non-empty list of block-table widths from 1 to 4096",
-        lambda v: len(v) > 0 and all(1 <= x <= 4096 for x in v),
-        item_kind=int,
-    ),
-    "vllm_releases": Param(
-        list,
-        "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
-        "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
-        lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
-        item_kind=str,
-    ),
-    "vllm_request_counts": Param(
-        list,
-        f"[] (the same as request_counts) or a list of integers from 1 to {MAX_REQUESTS} (request counts at "
-        "which vLLM's kernels are timed)",
-        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
-        item_kind=int,
-    ),
-    "jit_backing_width": Param(
-        int,
-        "an integer from 2 to 8192, wider than every jit_widths entry (the table the narrowed views are cut from)",
-        lambda v: 2 <= v <= 8192,
-    ),
 }
+
+
+#: ``import_check(path, name)``: checks an implementation path a parameter names (:func:`cross_check`).
+ImportCheck = Callable[[str, str], object]
+
+
+@dataclass(frozen=True)
+class Notebooks:
+    """Notebooks a package built on this one adds to a run (entry point ``notebooks`` of :mod:`repro.plugins`):
+    their file names under ``notebooks/``, the parameters they declare beyond :data:`SCHEMA`, and the rules over
+    several of them (``cross_check(params, profile, import_check)`` raises :class:`ParameterError`)."""
+
+    names: tuple[str, ...]
+    parameters: Mapping[str, Param]
+    cross_check: Callable[[dict[str, Any], str, ImportCheck], None] | None = None
+
+
+def _registered() -> tuple[Notebooks, ...]:
+    return registered(Point.NOTEBOOKS, Notebooks)
+
+
+def notebook_names() -> tuple[str, ...]:
+    """Every notebook a run may execute: this package's, then those installed packages register."""
+    return NOTEBOOKS + tuple(name for r in _registered() for name in r.names)
+
+
+def schema() -> dict[str, Param]:
+    """Every parameter a notebook of :func:`notebook_names` declares: :data:`SCHEMA` and the registered ones."""
+    return {**SCHEMA, **{name: p for r in _registered() for name, p in r.parameters.items()}}
 
 
 def _type_ok(value: Any, kind: type) -> bool:
@@ -243,7 +161,7 @@ def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
     if name not in declared_by:
         known = ", ".join(sorted(n for n in declared_by if n not in RESERVED))
         raise ParameterError(f"{name}: unknown parameter; accepted: {known}")
-    spec = SCHEMA.get(name)
+    spec = schema().get(name)
     if spec is None:
         return value
     if not _type_ok(value, spec.kind) or (
@@ -328,18 +246,18 @@ def check_sweep_memory(request_counts: list[int], seq_len_max: int, memory_bytes
         )
 
 
-def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None) -> None:
+def cross_check(params: dict[str, Any], profile: str, import_check: ImportCheck | None = None) -> None:
     """Rules over several parameters; ``params`` holds every value a notebook will see.
 
     ``import_check(path, name)`` checks an implementation path (default: import it here); the CLI
     imports one from outside this package in a child process, so it cannot end or hang the run.
     """
-    for name in ("implementation", "reference_gather"):
-        if params.get(name):
-            try:
-                (import_check or load_implementation)(params[name], name)
-            except ImplementationError as exc:
-                raise ParameterError(str(exc)) from None
+    checked_import = import_check or load_implementation
+    if params.get("implementation"):
+        try:
+            checked_import(params["implementation"], "implementation")
+        except ImplementationError as exc:
+            raise ParameterError(str(exc)) from None
     if "block_size" in params or "pool_bytes" in params:
         check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0), device_memory_bytes(profile))
     if "backing_width" in params:
@@ -355,23 +273,17 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
     if "request_counts" in params and "seq_len_max" in params:
         seq_len_max = params["seq_len_max"] or PROFILES[profile].gather_seq_len_max
         check_sweep_memory(params["request_counts"], seq_len_max, host_memory_bytes())
-    if "jit_widths" in params or "jit_backing_width" in params:
-        widths, backing = params.get("jit_widths") or [1], params.get("jit_backing_width") or 2
-        if backing <= max(widths):
-            raise ParameterError(
-                f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
-                f"accepted: more than {max(widths)}"
-            )
     if params.get("sanitizer") == "required" and (profile != "gpu" or environment.find_compute_sanitizer() is None):
         raise ParameterError(
             "sanitizer: 'required' but compute-sanitizer is not available here "
             f"(profile {profile}); accepted: 'auto' or 'off'"
         )
+    for r in _registered():
+        if r.cross_check is not None:
+            r.cross_check(params, profile, checked_import)
 
 
-def validate_notebook(
-    values: dict[str, Any], profile: str, import_check: Callable[[str, str], object] | None = None
-) -> dict[str, Any]:
+def validate_notebook(values: dict[str, Any], profile: str, import_check: ImportCheck | None = None) -> dict[str, Any]:
     """A notebook's parameters cell, checked by the rules the CLI applies (first line of every notebook).
 
     ``values`` are the notebook's parameters as papermill left them (defaults or injected);

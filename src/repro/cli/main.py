@@ -6,15 +6,20 @@ import argparse
 import contextlib
 import sys
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from repro.cli import interrupts
 from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_if_locked
 from repro.cli.runner import declared_parameters, notebooks, run
-from repro.parameters import RESERVED, SCHEMA
+from repro.parameters import RESERVED, schema
+from repro.plugins import Point, registered
+from repro.tables import Table
 
 if TYPE_CHECKING:
+    from repro.core.analysis.rundata import RunData
     from repro.report.verdict import RunVerdict
 
 EXIT_CODES = """exit codes:
@@ -34,6 +39,22 @@ RUN_FOLDER = """run folder:
   holds the command that reproduces the run (paste it at the checkout root into a fresh --out)."""
 
 
+@dataclass(frozen=True)
+class Merge:
+    """What ``repro report OUT --merge RUN...`` merges, registered by a package built on this one (entry point
+    ``commands`` of :mod:`repro.plugins`; without one the option does not exist): run folders that hold ``table``
+    (``notebook``'s), merged into ``OUT`` by ``command(out, runs)`` (its exit code); ``help`` is the option's."""
+
+    table: Table
+    notebook: str
+    help: str
+    command: Callable[[Path, list[RunData]], int]
+
+
+def merges() -> tuple[Merge, ...]:
+    return registered(Point.COMMANDS, Merge)
+
+
 def parameter_help() -> str:
     """Every notebook parameter: which notebooks take it, its default and what it accepts."""
     try:
@@ -44,7 +65,7 @@ def parameter_help() -> str:
     for name, where in declared.items():
         if name in RESERVED:
             continue
-        spec = SCHEMA.get(name)
+        spec = schema().get(name)
         default = next(iter(where.values()))
         lines.append(f"  {name} (notebook {', '.join(n[:2] for n in where)}; default {default})")
         if spec is not None:
@@ -112,14 +133,8 @@ def build_parser(with_parameters: bool = False) -> argparse.ArgumentParser:
         help="the GitHub repository that holds the run folder: pr-comment.md links its files there "
         "(default: the checkout's origin when it is on GitHub; '' names them as plain text)",
     )
-    report.add_argument(
-        "--merge",
-        nargs="+",
-        default=None,
-        metavar="RUN",
-        help="merge the release-matrix tables of these run folders (one CI job per release and runner) into RUN_DIR "
-        "(a new folder or an earlier merge's; each input is checked first)",
-    )
+    for m in merges()[:1]:
+        report.add_argument("--merge", nargs="+", default=None, metavar="RUN", help=m.help)
     return parser
 
 
@@ -142,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
-        if args.merge:
-            return merge(args.run_dir, args.merge)
+        if getattr(args, "merge", None):
+            return merge(merges()[0], args.run_dir, args.merge)
         return report(args.run_dir, args.against, args.repo_url)
     except KeyboardInterrupt:  # a stage with no message of its own (each that writes has one)
         print("interrupted", file=sys.stderr)
@@ -156,14 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def merge(out_dir: str, run_dirs: list[str]) -> int:
+def merge(how: Merge, out_dir: str, run_dirs: list[str]) -> int:
     """``report OUT --merge RUN...``: every input is read and checked first (each under a shared lock, as
     ``--against`` reads), then ``OUT`` is written under its own lock like any writer. A damaged input, an
     input no run folder, no matrix table in any input, or an ``OUT`` that is a run folder: one line,
     exit 2, nothing written."""
     from repro.core.analysis.rundata import MANIFEST, load_run  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
-    from repro_studies.report.releases import MATRIX_TABLE, merge_command  # lazy: matplotlib, only to write a report
 
     out = Path(out_dir)
     try:
@@ -178,14 +192,14 @@ def merge(out_dir: str, run_dirs: list[str]) -> int:
                     raise RunFolderError(f"--merge: {d}: no such run folder")
                 readers.enter_context(RunLock(Path(d), "report --merge", exclusive=False).acquire("--merge"))
                 runs.append(load_run(d))
-            if not any(run.table(MATRIX_TABLE) is not None for run in runs):
+            if not any(run.table(how.table) is not None for run in runs):
                 raise RunFolderError(
-                    f"--merge: none of {', '.join(run_dirs)} holds results/{MATRIX_TABLE}.csv; accepted: run "
-                    "folders of notebook 04"
+                    f"--merge: none of {', '.join(run_dirs)} holds results/{how.table}.csv; accepted: run "
+                    f"folders of notebook {how.notebook}"
                 )
             out.mkdir(parents=True, exist_ok=True)
             with RunLock(out, "report --merge").acquire("report"):
-                return merge_command(out, runs)
+                return how.command(out, runs)
     except (RunFolderError, DamagedRun, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

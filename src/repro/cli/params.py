@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from repro.parameters import RESERVED, SCHEMA, ParameterError, validate
+from repro.parameters import RESERVED, ParameterError, schema, validate
 
 INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
 NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -22,7 +22,7 @@ QUOTES = ("'", '"')
 
 def kind_of(name: str, default_source: str | None = None) -> tuple[type, type | None]:
     """(kind, item kind) from the schema, else from the type of the notebook's default literal."""
-    spec = SCHEMA.get(name)
+    spec = schema().get(name)
     if spec is not None:
         return spec.kind, spec.item_kind
     try:

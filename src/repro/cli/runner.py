@@ -29,7 +29,7 @@ from repro.cli.params import format_value, parse_assignments
 from repro.cli.processes import become_subreaper, descendants, end_leftovers
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
 from repro.core.evidence.environment import describe, host_identity_error
-from repro.parameters import RESERVED, ParameterError, validate_notebook
+from repro.parameters import RESERVED, ParameterError, notebook_names, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
 from repro.profiles import ProfileError, resolve
 from repro.registry import load_implementation, provenance
@@ -62,8 +62,9 @@ def say(text: str = "", err: bool = False) -> None:
 
 
 def notebooks(selection: list[str] | None = None) -> list[Path]:
-    """Numbered notebooks in reading order, the report notebook excluded."""
-    found = sorted(p for p in notebooks_dir().glob("[0-9][0-9]-*.ipynb") if p.name != REPORT_NOTEBOOK)
+    """The notebooks a run executes, in reading order: this package's and those installed packages register
+    (:func:`repro.parameters.notebook_names`); the report notebook is none of them."""
+    found = sorted(notebooks_dir() / name for name in notebook_names())
     if selection:
         chosen = [p for p in found if any(p.name.startswith(s) for s in selection)]
         if len(chosen) != len(selection) or not chosen or any(not s for s in selection):

@@ -9,7 +9,7 @@ that would not fit is left out with a line saying so, never cut in half.
 from __future__ import annotations
 
 from repro.report.model import Analysis
-from repro.report.template import Page, Target, render
+from repro.report.template import Page, Target, render_section
 
 #: The comment's size limit (GitHub takes 65,536 characters; a reviewer reads far less).
 COMMENT_LIMIT_BYTES = 16 * 1024
@@ -30,7 +30,7 @@ def render_comment(analysis: Analysis, link_base: str | None = None) -> str:
     for section, data in analysis:
         if not section.comment:
             continue
-        text = render(section.comment, page, d=data, c=analysis.common, **section.helpers).strip()
+        text = render_section(section, section.comment, data, analysis, page).strip()
         if not text:
             continue
         if size + len(text.encode()) + 2 > COMMENT_LIMIT_BYTES:

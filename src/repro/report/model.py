@@ -7,13 +7,15 @@ Rendering walks one way: :func:`repro.core.analysis.rundata.load_run` reads a ru
 reads the run's tables again.
 
 A section is one small module under :mod:`repro.report.sections` that defines one :class:`Section`, plugged
-into the report with one line in :data:`repro.report.sections.SECTIONS`.
+into the report with one line in :data:`repro.report.sections.SECTIONS`. A package built on this one adds sections
+and parts of these sections by registration (:class:`Registered`, entry point ``report`` of :mod:`repro.plugins`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from repro.core.analysis.rundata import RunData
@@ -31,8 +33,6 @@ class Common:
     run: RunData
     verdict: RunVerdict
     names: dict[str, str]  # parameter (implementation, reference_gather) -> loaded name
-    arm_columns: dict[str, str]  # outside arm label -> short column name
-    arm_prose: dict[str, str]  # outside arm label -> its name in a sentence
     behaviours: dict[str, Behaviour]  # notebook 02's sweep: each implementation's record, by variant label
 
 
@@ -64,12 +64,50 @@ class Section:
     helpers: Mapping[str, Any] = field(default_factory=dict)
 
 
+class Slot(StrEnum):
+    """Where a section of this package shows parts another package registers (``{{ slot("...") }}`` in its
+    template, by value)."""
+
+    SUMMARY_BUG1 = "summary: after bug 1's rows"
+    SUMMARY_BUG2 = "summary: after bug 2's rows"
+    TEST_PLAN_SUITE = "test plan: after vLLM's regression test"
+
+
+@dataclass(frozen=True)
+class Insert:
+    """A part shown inside one of this package's sections at ``slot``: ``derive`` computes it from the run once
+    (``None``: nothing to show for this run), ``template`` renders it (``d``: the derived value, ``c``: the shared
+    facts), the same for every target."""
+
+    slot: Slot
+    derive: Callable[[Common], Any]
+    template: str
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A section shown after one of this package's sections (``after``), in registration order."""
+
+    after: Section
+    section: Section
+
+
+@dataclass(frozen=True)
+class Registered:
+    """What a package built on this one adds to the report (entry point ``report`` of :mod:`repro.plugins`)."""
+
+    sections: tuple[Placed, ...] = ()
+    inserts: tuple[Insert, ...] = ()
+
+
 @dataclass
 class Analysis:
-    """A run analysed once: the shared facts and each section's derived tables, in report order."""
+    """A run analysed once: the shared facts and each section's derived tables, in report order, and the registered
+    parts of sections with what each derived."""
 
     common: Common
     parts: list[tuple[Section, Any]] = field(default_factory=list)
+    inserts: list[tuple[Insert, Any]] = field(default_factory=list)
 
     @property
     def run(self) -> RunData:

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, ScalarFormatter
 
 from repro import registry
 from repro.report.model import Drawn
-from repro.tables import Plot
 
 #: Resolution of the PNGs written into a run folder and embedded in report.html.
 DPI = 160
@@ -31,7 +30,7 @@ CSS_PX_PER_INCH = 100
 LAUNCH_ORDER = ("graph", "eager")
 
 
-def _request_axis(ax) -> None:
+def request_axis(ax: Axes) -> None:
     """Log-2 request axis labelled 1, 2, 4, ... 256 rather than powers of two."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator([2**k for k in range(0, 9)]))
@@ -40,7 +39,7 @@ def _request_axis(ax) -> None:
     ax.set_xlabel("requests")
 
 
-def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
+def legend_below(fig: Figure, axes: Iterable[Axes], ncol: int = 3) -> None:
     """One legend for all panels, under them, entries deduplicated by label."""
     seen: dict[str, object] = {}
     for ax in axes:
@@ -58,13 +57,13 @@ def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:
         )
 
 
-def _legend_under(ax) -> None:
+def legend_under(ax: Axes) -> None:
     """A panel's own legend, under its axis labels (panels whose variants group differently). It stays in the
     figure's layout, so every tight crop keeps it: JupyterLab's inline display crops without extra artists."""
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False, ncol=1)
 
 
-def _legend_right(ax) -> None:
+def legend_right(ax: Axes) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
@@ -90,7 +89,7 @@ def write_png(png: bytes, run_dir: str | Path, name: str) -> Path:
     return path
 
 
-def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -> list[tuple[list[str], pd.DataFrame]]:
+def identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -> list[tuple[list[str], pd.DataFrame]]:
     """Variants whose ``values`` agree at every ``x``, grouped (first-seen order): ``(labels, rows)``."""
     groups: dict[tuple, tuple[list[str], pd.DataFrame]] = {}
     for label, g in frame.groupby(by, sort=False):
@@ -103,7 +102,7 @@ def _identical_groups(frame: pd.DataFrame, by: str, x: str, values: list[str]) -
     return list(groups.values())
 
 
-def _group_label(labels: list[str], width: int = 60) -> str:
+def group_label(labels: list[str], width: int = 60) -> str:
     """A legend entry for series drawn once: ``a = b``, or a wrapped list when there are more."""
     if len(labels) <= 2:
         return " = ".join(labels)
@@ -129,7 +128,7 @@ def reshape_overrun(frame: pd.DataFrame) -> Figure:
     ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("required / available bytes")
     ax.set_title("Reshape view extent against the KV-cache pool (above 1 = out of bounds)")
-    _legend_right(ax)
+    legend_right(ax)
     fig.tight_layout()
     return fig
 
@@ -147,9 +146,9 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
         )
     )
     for ax, mode in zip(axes[0], modes):
-        for labels, g in _identical_groups(f[f["mode"] == mode], "variant", "num_reqs", ["fraction", "status"]):
+        for labels, g in identical_groups(f[f["mode"] == mode], "variant", "num_reqs", ["fraction", "status"]):
             style = registry.style(labels[0])
-            name = _group_label(labels, 40)
+            name = group_label(labels, 40)
             ax.plot(g["num_reqs"], g["fraction"], label=name, **style)
             faulted = g[g["status"] != "ok"]
             if len(faulted):
@@ -161,12 +160,12 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
                     color=style.get("color", "black"),
                     label=f"{name}: {faulted['status'].iloc[0]}",
                 )
-        _request_axis(ax)
+        request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
         ax.set_ylim(-0.03, 1.08)
     axes[0][0].set_ylabel("fraction of tokens differing\nfrom the reference (X: faulted)")
     for ax in axes[0]:
-        _legend_under(ax)
+        legend_under(ax)
     fig.suptitle("Gather through a column-narrowed block table")
     return fig
 
@@ -181,11 +180,11 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
     )
     for ax, mode in zip(axes[0], modes):
         sub = s[s["mode"] == mode]
-        for labels, g in _identical_groups(sub, "variant", "num_reqs", ["errors"]):
+        for labels, g in identical_groups(sub, "variant", "num_reqs", ["errors"]):
             if (g["errors"] == 0).all():
                 style, label = {"color": "#7f8c8d", "marker": "."}, "0 errors: " + ", ".join(labels)
             else:
-                style, label = registry.style(labels[0]), _group_label(labels, 40)
+                style, label = registry.style(labels[0]), group_label(labels, 40)
             ax.plot(g["num_reqs"], g["errors"], label=label, **style)
         blind = sub[(sub["errors"] == 0) & (sub["mismatched_tokens"].astype(float).fillna(0) > 0)]
         if len(blind):
@@ -198,9 +197,9 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
                 va="top",
                 fontsize=8,
             )
-        _request_axis(ax)
+        request_axis(ax)
         ax.set_title(f"sentinel mode: {mode}")
-        _legend_under(ax)
+        legend_under(ax)
     top = max(1.0, float(s["errors"].max()))
     ticks = [0] + [10**k for k in range(0, len(str(int(top))) + 1)]
     for ax in axes[0]:
@@ -211,168 +210,6 @@ def sanitizer_errors(san: pd.DataFrame) -> Figure:
     axes[0][0].set_ylabel("memcheck errors")
     fig.suptitle("compute-sanitizer memcheck, one process per case")
     return fig
-
-
-def arm_style(label: str) -> dict:
-    """An arm's style from the registry (the outside arm's for a kernel named by ``reference_gather``)."""
-    return dict(registry.style(label))
-
-
-def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: bool = True) -> None:
-    order = [a.label for a in registry.ARMS if a.label in set(frame["arm"])]
-    order += [a for a in dict.fromkeys(frame["arm"]) if a not in order]
-    for arm_label in order:
-        g = frame[frame["arm"] == arm_label].sort_values("num_reqs")
-        y = g[value].astype(float)
-        ax.plot(
-            g["num_reqs"],
-            y.clip(lower=0.5) if log else y,
-            label=names.get(arm_label, arm_label),
-            **arm_style(arm_label),
-        )
-    _request_axis(ax)
-    if log:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-
-
-def counts_by_request(
-    frame: pd.DataFrame,
-    value: str,
-    title: str,
-    ylabel: str,
-    log: bool = True,
-    style_of: Callable[[str], Mapping[str, Any]] = registry.style,
-) -> Figure:
-    """One line per variant (and mode, if present) of ``value`` against request count; legend outside."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.4))
-    keys = ["variant", "mode"] if "mode" in frame else ["variant"]
-    for key, g in frame.groupby(keys, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        g = g.sort_values("num_reqs")
-        style = dict(style_of(key[0]))
-        if len(key) > 1 and key[1] == "in-range":
-            style["linestyle"] = ":"
-        y = g[value].astype(float)
-        ax.plot(g["num_reqs"], y.clip(lower=0.5) if log else y, label=" / ".join(map(str, key)), **style)
-    _request_axis(ax)
-    if log:
-        ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    _legend_right(ax)
-    fig.tight_layout()
-    return fig
-
-
-def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
-    """Legend names of timed arms: outside arms by their loaded name (``outside_names``), the others by the
-    registry's display names (a label the registry does not know as itself)."""
-
-    def display(label: str) -> str:
-        try:
-            return registry.arm(label).display
-        except KeyError:
-            return label
-
-    return {label: (outside_names or {}).get(label) or display(label) for label in labels}
-
-
-def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> Figure:
-    """Median time per gather against request count, one panel per tokens-per-request."""
-    sub = med[med["launch"] == launch]
-    lengths = sorted(set(sub["seq_len"].astype(int)))
-    names = arm_names(list(dict.fromkeys(sub["arm"])), outside_names)
-    fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False)
-    for ax, L in zip(axes[0], lengths):
-        _arm_lines(ax, sub[sub["seq_len"].astype(int) == L], "median_us", names)
-        ax.set_title(f"{L} tokens per request")
-    axes[0][0].set_ylabel("median microseconds")
-    what = "CUDA-graph replays (kernel time)" if launch == "graph" else "eager launches (Python launch path included)"
-    fig.suptitle(f"Gather time, {what}")
-    _legend_below(fig, axes[0])
-    fig.tight_layout()
-    return fig
-
-
-def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None) -> Figure:
-    """Fraction of the copy ceiling each arm moves (graph replays, the longest requests)."""
-    longest = int(med["seq_len"].max())
-    frac = med[(med["launch"] == "graph") & (med["seq_len"].astype(int) == longest)]
-    frac = frac.assign(fraction=frac["bandwidth_tbps"].astype(float) / ceiling_tbps)
-    fig, ax = plt.subplots(figsize=(6.5, 3.4))
-    _arm_lines(ax, frac, "fraction", arm_names(list(dict.fromkeys(frac["arm"])), outside_names), log=False)
-    ax.set_ylim(0, 1.0)
-    ax.set_ylabel("fraction of copy ceiling")
-    ax.set_title(f"Share of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replays, {longest} tokens per request)")
-    _legend_right(ax)
-    fig.tight_layout()
-    return fig
-
-
-def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | None = None) -> list[tuple[str, Figure]]:
-    """(name, figure): each gather's fraction of the streaming ceiling per request count, CUDA-graph
-    replays, one panel per tokens-per-request (``repro_studies.analysis.ceiling.ceiling_table``)."""
-    graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
-    lengths = sorted(set(graph["seq_len"].astype(int)))
-    names = arm_names(list(dict.fromkeys(graph["arm"])), outside_names)
-    fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False, sharey=True)
-    for ax, L in zip(axes[0], lengths):
-        _arm_lines(ax, graph[graph["seq_len"].astype(int) == L], "of_stream_fraction", names, log=False)
-        ax.set_ylim(0, 1.05)
-        ax.set_title(f"{L} tokens per request")
-    axes[0][0].set_ylabel("fraction of the streaming ceiling")
-    fig.suptitle("Each gather against the streaming ceiling (CUDA-graph replays)")
-    _legend_below(fig, axes[0])
-    fig.tight_layout()
-    return [(Plot.CEILING, fig)]
-
-
-def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
-    """Compilations (and, where measured, cumulative compile time) against distinct table widths, one
-    line per kernel variant and table kind (``repro_studies.analysis.jit.cumulative_by_width``)."""
-    has_time = "compile_ms" in cumulative and cumulative["compile_ms"].notna().any()
-    fig, axes = plt.subplots(1, 2 if has_time else 1, figsize=(10 if has_time else 5.5, 3.4), squeeze=False)
-    colors = {v: f"C{i}" for i, v in enumerate(dict.fromkeys(cumulative["variant"]))}
-    lines = cumulative.assign(line=cumulative["variant"].astype(str) + " / " + cumulative["table"].astype(str))
-    values = ["compilations", *(["compile_ms"] if has_time else [])]
-    for labels, g in _identical_groups(lines, "line", "distinct_widths", values):
-        variant, table = g["variant"].iloc[0], g["table"].iloc[0]
-        narrowed = table == "narrowed"
-        style = dict(
-            marker="o" if narrowed else "s",
-            linestyle="-" if narrowed else "--",
-            color=colors[variant],
-            markerfacecolor=None if narrowed else "none",
-            label=_group_label(labels),
-        )
-        axes[0][0].plot(g["distinct_widths"], g["compilations"], **style)
-        if has_time:
-            axes[0][1].plot(g["distinct_widths"], g["compile_ms"], **style)
-    predicted = "mode" in cumulative and (cumulative["mode"] == "predicted").all()
-    axes[0][0].set_ylabel("compilations" + (" (predicted, Triton's keys for sm_90)" if predicted else ""))
-    axes[0][0].set_title("Triton compilations vs distinct block-table widths")
-    for ax in axes[0]:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("distinct block-table widths so far")
-    axes[0][0].yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0][0].set_ylim(-0.3, max(1.0, float(cumulative["compilations"].max())) * 1.1 + 0.2)
-    if has_time:
-        axes[0][1].set_ylabel("cumulative compile time (ms)")
-        axes[0][1].set_title("Triton's own compile time, cumulative")
-    _legend_below(fig, axes[0], ncol=1)
-    fig.tight_layout()
-    return fig
-
-
-def performance_figures(
-    med: pd.DataFrame, ceiling_tbps: float, outside_names: dict[str, str] | None = None
-) -> list[tuple[str, Figure]]:
-    """(name, figure) of notebook 03: graph-replay times, the share of the copy ceiling, eager times."""
-    figs = [(Plot.TIME_GRAPH, time_per_launch(med, "graph", outside_names))]
-    figs.append((Plot.BANDWIDTH, bandwidth_fraction(med, ceiling_tbps, outside_names)))
-    figs.append((Plot.TIME_EAGER, time_per_launch(med, "eager", outside_names)))
-    return figs
 
 
 def close_all(figures: Sequence[Drawn]) -> None:

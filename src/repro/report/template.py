@@ -26,7 +26,7 @@ import pandas as pd
 
 from repro.registry import CodeRan, Whose
 from repro.report.links import Link
-from repro.report.model import Analysis
+from repro.report.model import Analysis, Section, Slot
 from repro.report.plots import CSS_PX_PER_INCH, DPI
 from repro.report.tables import formatted, html_table, markdown_table
 
@@ -224,9 +224,8 @@ def unwrap(text: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-def render(template: str, page: Page, **context: Any) -> str:
-    """One template rendered for ``page`` (its ``table``, ``image`` and ``fold`` in reach), unwrapped."""
-    text = compile_template(template).render(
+def _raw(template: str, page: Page, **context: Any) -> str:
+    return compile_template(template).render(
         table=page.table,
         grid=page.grid,
         row=ROW,
@@ -237,7 +236,22 @@ def render(template: str, page: Page, **context: Any) -> str:
         target=str(page.target),
         **context,
     )
-    return unwrap(text)
+
+
+def render(template: str, page: Page, **context: Any) -> str:
+    """One template rendered for ``page`` (its ``table``, ``image`` and ``fold`` in reach), unwrapped."""
+    return unwrap(_raw(template, page, **context))
+
+
+def render_section(section: Section, template: str, data: Any, analysis: Analysis, page: Page) -> str:
+    """One section's template for ``page``; where it calls ``slot("...")`` (a :class:`~repro.report.model.Slot`'s
+    value), the registered parts there (:class:`~repro.report.model.Insert`) render in its place, in order."""
+
+    def slot(name: str) -> str:
+        where = Slot(name)
+        return "\n".join(_raw(i.template, page, d=d, c=analysis.common) for i, d in analysis.inserts if i.slot is where)
+
+    return render(template, page, d=data, c=analysis.common, slot=slot, **section.helpers)
 
 
 @dataclass
@@ -255,5 +269,5 @@ def render_page(analysis: Analysis, page: Page) -> Rendered:
     for section, data in analysis:
         template = section.comment if page.target is Target.COMMENT else section.markdown
         if template:
-            parts.append(render(template, page, d=data, c=analysis.common, **section.helpers).strip())
+            parts.append(render_section(section, template, data, analysis, page).strip())
     return Rendered("\n\n".join(p for p in parts if p) + "\n", page.tables, page.images)

@@ -1,10 +1,10 @@
 """The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the
-findings of the two bugs (:mod:`repro.core.analysis.verdict`) and of the release studies
-(:mod:`repro_studies.analysis.releases`, :mod:`repro_studies.analysis.reshape_chain`), the run's completeness,
-and the one-line title. It sits above both because it reads both."""
+findings of the two bugs (:mod:`repro.core.analysis.verdict`), then those installed packages register
+(:class:`Findings`: the release studies' findings), the run's completeness, and the one-line title."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from repro.core.analysis.checks import truthy
@@ -20,9 +20,22 @@ from repro.core.analysis.verdict import (
     under_test_elsewhere,
     unexplained_failures,
 )
+from repro.plugins import Point, registered
 from repro.tables import Table
-from repro_studies.analysis import reshape_chain
-from repro_studies.analysis.releases import releases_finding
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What a package built on this one adds to the verdict (entry point ``verdict`` of :mod:`repro.plugins`):
+    findings drawn from its notebooks' tables (``None`` where the run holds none), after the two bugs' findings, and
+    what each of its tables measures (the title of a run with no finding names them)."""
+
+    findings: tuple[Callable[[RunData], Finding | None], ...] = ()
+    measured: tuple[tuple[Table, str], ...] = ()
+
+
+def _registered() -> tuple[Findings, ...]:
+    return registered(Point.VERDICT, Findings)
 
 
 @dataclass
@@ -57,13 +70,8 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
             under_test_elsewhere(run),
         )
         findings.append(finding)
-    matrix = run.table(Table.RELEASE_MATRIX)
-    if matrix is not None and len(matrix):
-        findings.append(releases_finding(matrix))
-    runners = run.table(Table.BUG1_RUNNERS)
-    if runners is not None and len(runners):
-        answers = reshape_chain.answers(runners, run.table(Table.BUG1_RUNS), run.table(Table.BUG1_CELLS))
-        findings.append(reshape_chain.releases_finding(answers, reshape_chain.reads_every_release(run.manifest)))
+    for r in _registered():
+        findings += [f for f in (finding(run) for finding in r.findings) if f is not None]
     total = ok = 0
     for table in run.check_tables().values():
         total += len(table)
@@ -102,18 +110,7 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         return subject[0].upper() + subject[1:]
     if not findings:
         measured = [
-            what
-            for table, what in (
-                (Table.PERF_MEDIANS, "the cost of the fix"),
-                (Table.VLLM_RATIOS, "the fix's cost on vLLM's own kernel"),
-                (Table.JIT_SUMMARY, "JIT compilations per block-table width"),
-                (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
-                (
-                    Table.RUNNER_ANSWERS,
-                    "whether each release's runner hands the gather of vllm-project/vllm#55109 a narrowed table",
-                ),
-            )
-            if table in run.tables and len(run.tables[table])
+            what for r in _registered() for table, what in r.measured if table in run.tables and len(run.tables[table])
         ]
         if measured:
             return "Measurements, no reproduction in this run: " + ", ".join(measured)

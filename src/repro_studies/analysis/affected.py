@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from repro.registry import (
+from repro_studies.analysis.releases import version_key
+from repro_studies.registry import (
     DISPATCH_NOT_GATHERED,
     DISPATCH_NOT_SERVED,
     DISPATCH_RAISED,
@@ -31,7 +32,6 @@ from repro.registry import (
     TABLE_RAN,
     UNDECIDED,
 )
-from repro_studies.analysis.releases import version_key
 
 ANSWER_COLUMNS = [
     "release",

@@ -22,7 +22,7 @@ import math
 import pandas as pd
 
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro.registry import FAST
+from repro_studies.registry import FAST
 
 STREAM, MOVE, READ, WRITE = "stream", "move", "read-only", "write-only"
 NOT_GATHERS = (STREAM, MOVE, READ, WRITE)

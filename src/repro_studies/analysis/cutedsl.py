@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from repro.registry import STRIDE_COST_PAIRS, TABLE_CONTIGUOUS, TABLE_NARROWED, cutedsl_bench_arms
 from repro_studies.analysis.ceiling import SHAPE, ceiling_table
 from repro_studies.analysis.performance import NO_COST_BAND
+from repro_studies.registry import STRIDE_COST_PAIRS, TABLE_CONTIGUOUS, TABLE_NARROWED, cutedsl_bench_arms
 
 #: Status of a release's CuTe-DSL arms in ``03-cutedsl``.
 TIMED, NOT_RUN, FAILED = "timed", "not run", "failed"

@@ -12,8 +12,12 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from repro.core.analysis.rundata import RunData
+from repro.core.analysis.verdict import implementation_names
 from repro.core.geometry.layout import gather_bytes
-from repro.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm, upstream_arm_of
+from repro.registry import provenance_short
+from repro.tables import Table
+from repro_studies.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm, upstream_arm_of
 
 #: The fix costs nothing if narrowed / contiguous stays inside this band.
 NO_COST_BAND = (0.99, 1.01)
@@ -40,6 +44,23 @@ def outside_arms(labels: Iterable[str]) -> list[str]:
     neither the repository's own arms nor a release's arms loaded by ``repro_studies.upstream`` (reported apart)."""
     ours = {a.label for a in ARMS}
     return [label for label in labels if label not in ours and upstream_arm_of(label) is None]
+
+
+def outside_columns(run: RunData) -> dict[str, str]:
+    """Short names of a run's outside timed arms (legends, table columns), from the provenance the run recorded."""
+    med = run.table(Table.PERF_MEDIANS)
+    if med is None or not len(med):
+        return {}
+    info = (run.manifest.get("implementations") or {}).get("reference_gather") or {
+        "target": (run.manifest.get("parameters") or {}).get("reference_gather", "")
+    }
+    return {label: provenance_short(info) for label in outside_arms(med.arm.unique())}
+
+
+def outside_prose(run: RunData) -> dict[str, str]:
+    """A run's outside timed arms by their names in a sentence (the loaded function and its version)."""
+    names = implementation_names(run)
+    return {label: names.get("reference_gather", label) for label in outside_columns(run)}
 
 
 def _bytes_per_s_fraction(tokens: int, us: float, ceiling_tbps: float) -> float:

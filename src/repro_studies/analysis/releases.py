@@ -31,7 +31,7 @@ from repro.core.analysis.verdict import (
     Finding,
 )
 from repro.outcomes import FAULTED, NO_OBSERVATION
-from repro.registry import UPSTREAM_RELEASED
+from repro_studies.registry import UPSTREAM_RELEASED
 
 ARM_STATUSES = (
     "not present",

@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from repro.core.analysis.verdict import BUG_RESHAPE, NOT_REPRODUCED, REPRODUCED, Finding
-from repro.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, Bug1Answer, CellOutcome, ChainLink, ChainStop
 from repro_studies.analysis.releases import version_key
+from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, Bug1Answer, CellOutcome, ChainLink, ChainStop
 
 #: PyTorch's two ways of refusing a view: ``as_strided``'s bound (padded pages) and ``view``'s element count.
 _SET_STORAGE = re.compile(

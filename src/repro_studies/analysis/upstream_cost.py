@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from repro.registry import upstream_arm_of, upstream_pairs
 from repro_studies.analysis.performance import NO_COST_BAND
+from repro_studies.registry import upstream_arm_of, upstream_pairs
 
 #: The two ratios the headline holds against the no-cost band, and the copy overheads it reports.
 BAND_RATIOS = ("patched/released (contig)", "patched narrowed/contig")

@@ -25,8 +25,8 @@ from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.geometry.records import layout_for
 from repro.core.kernels.records_reference import gather_reference
-from repro.registry import TABLE_NARROWED, Arm
 from repro_studies.evidence import timing
+from repro_studies.registry import TABLE_NARROWED, Arm
 
 
 @dataclass(frozen=True)

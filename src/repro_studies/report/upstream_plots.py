@@ -8,11 +8,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from repro import registry
-from repro.report.plots import _request_axis, counts_by_request
+from repro.report.plots import request_axis
 from repro.tables import Plot
+from repro_studies import registry
 from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.upstream_cost import BAND_RATIOS
+from repro_studies.report.timing_plots import counts_by_request
 
 
 def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str, Figure]]:
@@ -50,7 +51,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
                     linestyle="-" if L == g["seq_len"].max() else "--",
                     label=f"{code}, {L} tokens",
                 )
-            _request_axis(ax)
+            request_axis(ax)
             ax.set_title(name)
             ax.set_ylabel("time ratio")
         axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))

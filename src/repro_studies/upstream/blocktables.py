@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from repro.registry import (
+from repro_studies.registry import (
     NOT_LOADED,
     RUNNER_V1,
     RUNNER_V2,

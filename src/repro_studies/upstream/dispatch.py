@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from repro.registry import (
+from repro_studies.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_DECIDED,
     DISPATCH_NOT_GATHERED,

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from repro.registry import GPU_FAMILY_NAMES
+from repro_studies.registry import GPU_FAMILY_NAMES
 from repro_studies.upstream.released_code import ImportFailure, ReleasedCode
 
 CUTLASS_IMPORTS = "imports"

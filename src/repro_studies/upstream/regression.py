@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.paths import repo_root
-from repro.registry import SuiteOutcome as Outcome
+from repro_studies.registry import SuiteOutcome as Outcome
 from repro_studies.upstream import pytest_release as plugin
 from repro_studies.upstream.pytest_release import Selection
 

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from repro.core.reshape.plan import as_strided_required_elems, page_check
-from repro.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop
+from repro_studies.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream.dispatch import triton_utils
 from repro_studies.upstream.members import RESHAPE_CHAIN, RESHAPE_FUNCTION_MEMBER, V1_RUNNER_MEMBER

@@ -19,16 +19,7 @@ import pandas as pd
 
 from repro import seeds
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro.registry import (
-    OUTSIDE_ARM,
-    bench_arms,
-    cutedsl_bench_arms,
-    implementation,
-    load_implementation,
-    provenance,
-    provenance_name,
-    upstream_bench_arms,
-)
+from repro.registry import implementation, load_implementation, provenance, provenance_name
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 from repro_studies.analysis import ceiling as ceiling_rules
@@ -40,6 +31,7 @@ from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
 from repro_studies.evidence import perf, timing
 from repro_studies.evidence.ceiling import run_ceiling
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
+from repro_studies.registry import OUTSIDE_ARM, bench_arms, cutedsl_bench_arms, upstream_bench_arms
 from repro_studies.upstream import callsites
 from repro_studies.upstream.cutedsl import cutedsl_callable
 from repro_studies.upstream.members import PRODUCTION_PATH as MODEL_FILES

@@ -34,7 +34,7 @@ from typing import Any
 from repro.core.evidence import environment
 from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.scenarios import ScenarioSpec
-from repro.registry import IMPLEMENTATIONS
+from repro.registry import implementations
 
 #: Errors printed in full; the rest are only counted (``errors_not_printed``). A faulting gather
 #: repeats one access thousands of times, so a few are enough and keep the log small.
@@ -294,7 +294,7 @@ def sanitizer_command(sanitizer_path: str, log_file: str | Path, print_limit: in
 
 def variant_label(implementation: str) -> str:
     """``buggy`` for the library's own gather_buggy, else the function name."""
-    for entry in IMPLEMENTATIONS:
+    for entry in implementations():
         if entry.target == implementation:
             return entry.label
     return implementation.rsplit(":", 1)[-1] or implementation

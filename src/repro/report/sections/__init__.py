@@ -1,13 +1,15 @@
 """The report's sections, in order; each is one module defining a :class:`repro.report.model.Section`.
 
 A new section is a module here and one line in :data:`SECTIONS`. The order follows vLLM's pull-request
-template: *Purpose* (the first screen), *Test Plan*, *Test Result*, then the evidence per bug and study,
-the environment and the raw data.
+template: *Purpose* (the first screen), *Test Plan*, *Test Result*, then the evidence per bug, the environment
+and the raw data. A package built on this one places its sections after these by registration
+(:class:`repro.report.model.Registered`): the studies' evidence follows each bug's.
 """
 
 from __future__ import annotations
 
-from repro.report.model import Section
+from repro.plugins import Point, registered
+from repro.report.model import Registered, Section
 from repro.report.sections import (
     checks,
     environment,
@@ -18,36 +20,28 @@ from repro.report.sections import (
     results,
     summary,
 )
-from repro_studies.report.sections import (
-    affected,
-    affected_releases,
-    ceiling,
-    cutedsl,
-    fix_cost,
-    gather_fast,
-    jit,
-    reshape_releases,
-    vllm_kernel,
-    vllm_suite,
-)
 
 SECTIONS: list[Section] = [
     summary.SECTION,
-    affected.SECTION,
     plan.SECTION,
     results.SECTION,
     checks.SECTION,
     reshape.SECTION,
-    reshape_releases.SECTION,
     gather.SECTION,
-    affected_releases.SECTION,
-    vllm_suite.SECTION,
-    fix_cost.SECTION,
-    gather_fast.SECTION,
-    ceiling.SECTION,
-    cutedsl.SECTION,
-    jit.SECTION,
-    vllm_kernel.SECTION,
     environment.SECTION,
     raw_data.SECTION,
 ]
+
+
+def report_registered() -> tuple[Registered, ...]:
+    """What installed packages add to the report."""
+    return registered(Point.REPORT, Registered)
+
+
+def sections() -> list[Section]:
+    """Every section in report order: :data:`SECTIONS`, each followed by the sections registered after it."""
+    placed = [p for r in report_registered() for p in r.sections]
+    unknown = [p.section.name for p in placed if not any(p.after is own for own in SECTIONS)]
+    if unknown:
+        raise ValueError(f"sections {unknown} are placed after a section the report does not have")
+    return [s for own in SECTIONS for s in (own, *(p.section for p in placed if p.after is own))]

@@ -36,7 +36,7 @@ class Gather:
 
 
 def variant_order(labels: Iterable[str]) -> list[str]:
-    known = [e.label for e in registry.IMPLEMENTATIONS]
+    known = [e.label for e in registry.implementations()]
     return sorted(labels, key=lambda v: known.index(v) if v in known else len(known))
 
 

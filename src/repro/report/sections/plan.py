@@ -1,6 +1,7 @@
 """*Test Plan*: how to run this again, with the parameters this run used; and for a run about PR #55109 the
 ``pytest`` command a reviewer types in a vLLM checkout to run the regression test of ``upstream-tests/`` against
-the vLLM installed there, with the releases this run ran it on (notebook 04's summary)."""
+the vLLM installed there (the releases a run ran it on are the studies' part of this section, registered at
+:attr:`repro.report.model.Slot.TEST_PLAN_SUITE`)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import machine_paths
-from repro.registry import TABLE_DISPATCH, UPSTREAM_PATCHED, UPSTREAM_RELEASED
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, Slot
 from repro.tables import Table
 
 #: The regression test as a reviewer runs it against the vLLM installed in a vLLM checkout.
 SUITE_FILE = "upstream-tests/test_dequantize_and_gather_strided_block_table.py"
 #: Tables that make a run one about PR #55109's gather (its sweep, timing, releases or dispatch).
-GATHER_TABLES = (Table.SWEEP, Table.PERF_MEDIANS, Table.VLLM_RATIOS, Table.RELEASE_MATRIX, TABLE_DISPATCH)
-
-
-@dataclass(frozen=True)
-class SuiteRun:
-    """The regression test's outcome on one release, as released and patched (notebook 04's summary)."""
-
-    release: str
-    released: str
-    patched: str
+GATHER_TABLES = (
+    Table.SWEEP,
+    Table.PERF_MEDIANS,
+    Table.VLLM_RATIOS,
+    Table.RELEASE_MATRIX,
+    Table.UPSTREAM_TEST_SUMMARY,
+    Table.GATHER_DISPATCH,
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,6 @@ class Plan:
     out_given: bool  # the manifest's command names its --out folder
     parameters: tuple[str, ...]  # `name=value` as run
     suite_file: str = ""  # the regression test's path in this repository ("" for a run not about the gather)
-    suite_runs: tuple[SuiteRun, ...] = ()  # the releases this run ran it on
 
 
 def derive(c: Common) -> Plan:
@@ -59,21 +56,8 @@ def derive(c: Common) -> Plan:
     params = m.get("parameters") or {}
     listed = tuple(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in params.items())
     commands = ("make test", run, f"python -m repro report {shlex.quote(out) if given else out}")
-    suite = c.run.table(Table.UPSTREAM_TEST_SUMMARY)
-    about_gather = suite is not None or any(c.run.table(t) is not None for t in GATHER_TABLES)
-    return Plan(commands, given, listed, SUITE_FILE if about_gather else "", _suite_runs(suite))
-
-
-def _suite_runs(summary) -> tuple[SuiteRun, ...]:
-    """One entry per release of notebook 04's regression-test summary, in the table's (release) order."""
-    if summary is None or not len(summary):
-        return ()
-    outcome = {(str(r["release"]), str(r["form"])): str(r["outcome"]) for r in summary.to_dict("records")}
-    releases = dict.fromkeys(str(r) for r in summary["release"])
-    return tuple(
-        SuiteRun(v, outcome.get((v, UPSTREAM_RELEASED), "not run"), outcome.get((v, UPSTREAM_PATCHED), "not run"))
-        for v in releases
-    )
+    about_gather = any(c.run.table(t) is not None for t in GATHER_TABLES)
+    return Plan(commands, given, listed, SUITE_FILE if about_gather else "")
 
 
 MARKDOWN = """
@@ -98,20 +82,10 @@ checkout's `tests/kernels/`), against the vLLM installed there:
 pytest tests/kernels/{{ d.suite_file.split("/")[-1] }} -v
 ```
 
-{% if d.suite_runs %}
-{% set names = d.suite_runs | map(attribute="release") | list %}
-This run ran it unchanged on vLLM {{ names[0] }}{% if names | length > 1 %} .. {{ names[-1] }}
-({{ names | length }} releases){% endif %}, each as released and with the release's patch applied (this
-repository's `data/patches/vllm-<version>.diff`, `patch -p1` at the root of that release's tree):
-{% call fold("The regression test per vLLM release (%d)" % (names | length)) %}
-{% call grid("vLLM", "as released", "patched") %}
-{% for r in d.suite_runs %}
-{{ row }}{{ r.release }} | {{ r.released }} | {{ r.patched }}
-{% endfor %}
-{% endcall %}
-{% endcall %}
-{% endif %}
+{{ slot("TEST_PLAN_SUITE") }}
 {% endif %}
 """
+
+MARKDOWN = MARKDOWN.replace("TEST_PLAN_SUITE", Slot.TEST_PLAN_SUITE)
 
 SECTION = Section("test plan", derive, MARKDOWN, MARKDOWN)

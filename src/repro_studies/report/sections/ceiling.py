@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro import registry
-from repro.report import plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
+from repro_studies import registry
 from repro_studies.analysis import performance
+from repro_studies.report import timing_plots
 
 FIGURE = Plot.CEILING
 
@@ -33,7 +33,9 @@ def derive(c: Common) -> Ceiling | None:
         piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
         ours = [a.label for a in registry.ARMS if a.label in piv.columns]
         piv = piv[ours + performance.outside_arms(piv.columns)]
-        fractions = piv.rename(columns=plots.arm_names(list(piv.columns), c.arm_columns)).reset_index()
+        fractions = piv.rename(
+            columns=timing_plots.arm_names(list(piv.columns), performance.outside_columns(c.run))
+        ).reset_index()
     gap = c.run.table(Table.GAP)
     if gap is not None and len(gap):
         cols = [col for col in ("num_reqs", "seq_len", "step", "ratio", "added_us", "share_of_gap") if col in gap]
@@ -45,7 +47,10 @@ def derive(c: Common) -> Ceiling | None:
 
 def figures(d: Ceiling, c: Common) -> list[Drawn]:
     caption = "each gather's fraction of the streaming ceiling, CUDA-graph replays"
-    return [Drawn(name, caption, fig) for name, fig in plots.ceiling_figures(d.vs, c.arm_columns)]
+    return [
+        Drawn(name, caption, fig)
+        for name, fig in timing_plots.ceiling_figures(d.vs, performance.outside_columns(c.run))
+    ]
 
 
 MARKDOWN = """

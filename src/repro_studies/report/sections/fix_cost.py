@@ -10,10 +10,11 @@ import pandas as pd
 
 from repro import registry
 from repro.core.analysis.verdict import BUG_GATHER
-from repro.report import mermaid, plots
+from repro.report import mermaid
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
 from repro_studies.analysis import performance
+from repro_studies.report import timing_plots
 
 GRAPH, BANDWIDTH, EAGER = Plot.TIME_GRAPH, Plot.BANDWIDTH, Plot.TIME_EAGER
 CAPTIONS = {
@@ -65,7 +66,7 @@ def derive(c: Common) -> FixCost | None:
     return FixCost(
         "",
         med,
-        performance.headline(med, rat, c.arm_prose),
+        performance.headline(med, rat, performance.outside_prose(c.run)),
         tables["graph"],
         tables["eager"],
         _chart(rat),
@@ -76,7 +77,10 @@ def figures(d: FixCost, c: Common) -> list[Drawn]:
     if d.skipped:
         return []
     tbps = d.facts["copy_ceiling_tbps"]
-    return [Drawn(n, CAPTIONS[n], f) for n, f in plots.performance_figures(d.medians, tbps, c.arm_columns)]
+    return [
+        Drawn(n, CAPTIONS[n], f)
+        for n, f in timing_plots.performance_figures(d.medians, tbps, performance.outside_columns(c.run))
+    ]
 
 
 MARKDOWN = """

@@ -29,7 +29,7 @@ class Fast:
 
 
 def derive(c: Common) -> Fast | None:
-    own = [e for e in registry.IMPLEMENTATIONS if e.role == registry.ROLE_OWN]
+    own = [e for e in registry.implementations() if e.role == registry.ROLE_OWN]
     if not own:
         return None
     label = own[0].label
@@ -48,7 +48,7 @@ def derive(c: Common) -> Fast | None:
         memcheck = gather.memcheck_by_variant(san).get(label) if san is not None and len(san) else None
     table, digits = None, {}
     if timed:
-        table = performance.fast_table(med, rat, "graph", c.arm_columns)
+        table = performance.fast_table(med, rat, "graph", performance.outside_columns(c.run))
         digits = {col: 2 for col in table.columns} | {"narrowed / contig": 3, "of ceiling": 3}
     return Fast(
         own[0].display,
@@ -56,7 +56,7 @@ def derive(c: Common) -> Fast | None:
         describe(behaviour) if behaviour is not None else "",
         contiguous,
         memcheck or "",
-        performance.headline(med, rat, c.arm_prose) if timed else None,
+        performance.headline(med, rat, performance.outside_prose(c.run)) if timed else None,
         table,
         digits,
     )

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report import plots
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
 from repro_studies.analysis.jit import cumulative_by_width, is_release_code, split_by_code
+from repro_studies.report import timing_plots
 
 FIGURE = Plot.JIT
 
@@ -44,7 +44,7 @@ def figures(d: Jit, c: Common) -> list[Drawn]:
     if d.cumulative is None:
         return []
     caption = "Triton compilations against distinct block-table widths"
-    return [Drawn(FIGURE, caption, plots.jit_fingerprint(d.cumulative))]
+    return [Drawn(FIGURE, caption, timing_plots.jit_fingerprint(d.cumulative))]
 
 
 MARKDOWN = """

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.registry import CODE_UNRELEASED_MODEL, RESHAPE_BUGGY, Bug1Answer
+from repro.registry import RESHAPE_BUGGY
 from repro.report.model import Common, Section
 from repro.tables import Table
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.analysis.releases import version_key
+from repro_studies.registry import CODE_UNRELEASED_MODEL, Bug1Answer
 
 #: A table cell of PyTorch's error keeps this many characters (the run folder keeps the whole text).
 ERROR_CHARS = 110

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro import registry, seeds
-from repro.registry import GPU_FAMILY_NAMES
+from repro import seeds
+from repro.registry import implementation
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.affected import warmup_sentence
+from repro_studies.registry import GPU_FAMILY_NAMES, UPSTREAM_IMPLEMENTATION, arm
 from repro_studies.report import upstream_plots
 
 RATIOS, JIT_FIGURE = Plot.VLLM_RATIOS, Plot.VLLM_JIT
@@ -76,15 +77,15 @@ def _whose_code(c: Common) -> pd.DataFrame:
             continue
         for label in dict.fromkeys(med["arm"]):
             try:
-                entry = registry.arm(label)
+                entry = arm(label)
             except KeyError:
                 rows.append({"arm": label, "code": "", "kernel": "", "wheel sha256": ""})
                 continue
             info = releases.get(entry.origin, {})
             kernel = info.get("kernel", "")
-            if not kernel and entry.implementation != registry.UPSTREAM_IMPLEMENTATION:
+            if not kernel and entry.implementation != UPSTREAM_IMPLEMENTATION:
                 try:
-                    kernel = registry.implementation(entry.implementation).target
+                    kernel = implementation(entry.implementation).target
                 except KeyError:
                     kernel = str((c.run.manifest.get("parameters") or {}).get("reference_gather", ""))
             sha = str(info.get("wheel_sha256") or "")[:16]

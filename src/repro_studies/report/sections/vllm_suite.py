@@ -1,6 +1,7 @@
 """What a vLLM reviewer can take away: each release's patch (the run folder's ``patches/vllm-<version>.diff``) and
 the outcome of the regression test written for vLLM's suite (``upstream-tests/``), run against the release as
-released and patched (notebook 04)."""
+released and patched (notebook 04); and, in the test plan, the releases a run ran the regression test on
+(:data:`TEST_PLAN`, registered at :attr:`repro.report.model.Slot.TEST_PLAN_SUITE`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Section
+from repro.report.model import Common, Insert, Section, Slot
+from repro.tables import Table
 from repro_studies.analysis import vllm_suite as suite
+from repro_studies.registry import UPSTREAM_PATCHED, UPSTREAM_RELEASED
 
 ODD_COLUMNS = ("release", "form", "test", "outcome", "expected", "message")
 
@@ -60,3 +63,44 @@ Patches (unified diffs against each release's files):
 """
 
 SECTION = Section("vllm-suite", derive, MARKDOWN)
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """The regression test's outcome on one release, as released and patched (notebook 04's summary)."""
+
+    release: str
+    released: str
+    patched: str
+
+
+def suite_runs(c: Common) -> tuple[SuiteRun, ...] | None:
+    """One entry per release of notebook 04's regression-test summary, in the table's (release) order."""
+    summary = c.run.table(Table.UPSTREAM_TEST_SUMMARY)
+    if summary is None or not len(summary):
+        return None
+    outcome = {(str(r["release"]), str(r["form"])): str(r["outcome"]) for r in summary.to_dict("records")}
+    releases = dict.fromkeys(str(r) for r in summary["release"])
+    return tuple(
+        SuiteRun(v, outcome.get((v, UPSTREAM_RELEASED), "not run"), outcome.get((v, UPSTREAM_PATCHED), "not run"))
+        for v in releases
+    )
+
+
+TEST_PLAN = Insert(
+    Slot.TEST_PLAN_SUITE,
+    suite_runs,
+    """
+{% set names = d | map(attribute="release") | list %}
+This run ran it unchanged on vLLM {{ names[0] }}{% if names | length > 1 %} .. {{ names[-1] }}
+({{ names | length }} releases){% endif %}, each as released and with the release's patch applied (this
+repository's `data/patches/vllm-<version>.diff`, `patch -p1` at the root of that release's tree):
+{% call fold("The regression test per vLLM release (%d)" % (names | length)) %}
+{% call grid("vLLM", "as released", "patched") %}
+{% for r in d %}
+{{ row }}{{ r.release }} | {{ r.released }} | {{ r.patched }}
+{% endfor %}
+{% endcall %}
+{% endcall %}
+""",
+)

@@ -1,0 +1,163 @@
+"""The studies' notebooks (03-06) and the parameters they declare beyond notebooks 01 and 02's: registered with
+the runner as entry point ``notebooks`` of :mod:`repro.plugins`, so ``python -m repro run`` executes them, checks
+their parameters and lists them in ``--help`` where this package is installed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, distinct, is_pow2
+from repro.registry import ImplementationError
+from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS
+
+PARAMETERS: dict[str, Param] = {
+    # notebook 03
+    "seq_lens": Param(
+        list,
+        "a non-empty list of distinct integers from 1 to 65536 (tokens per request)",
+        lambda v: len(v) > 0 and distinct(v) and all(1 <= x <= 65536 for x in v),
+        item_kind=int,
+    ),
+    "reference_gather": Param(
+        str,
+        "'' (none) or 'package.module:function' with vLLM's gather signature, timed on "
+        "the contiguous table beside the project's kernels",
+    ),
+    # notebooks 04, 05 and 06
+    "releases": Param(
+        str,
+        "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list from the "
+        "first release with DeepSeek-V4) or comma-separated release numbers such as '0.22.0,0.33.0'",
+        lambda v: (
+            v in ("default", "all")
+            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
+        ),
+    ),
+    # notebook 06
+    "block_sizes": Param(
+        str,
+        "'default' (the profile's: no --block-size, 128, 256, 384 and 512 on a CPU; every value of 'all' on a GPU), "
+        "'all' (no --block-size, then 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 640, 768 and 1024) or "
+        "comma-separated block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
+        "'default,256,512'",
+        lambda v: (
+            v in ("default", "all")
+            or (
+                bool(v.strip())
+                and all(
+                    x.strip() == "default" or (x.strip().isdigit() and 1 <= int(x) <= 65536)
+                    for x in v.split(",")
+                    if x.strip()
+                )
+                and any(x.strip() for x in v.split(","))
+            )
+        ),
+    ),
+    # notebook 05
+    "runner_sweep": Param(
+        str,
+        "'default' (the profile's: three configurations on a CPU, every one on a GPU), 'short' or 'full' "
+        "(the runner configurations notebook 05 runs each release's table code through)",
+        lambda v: v in ("default", "short", "full"),
+    ),
+    "matrix_request_counts": Param(
+        list,
+        f"[] (the profile's default) or a list of integers from 1 to {MAX_REQUESTS}",
+        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
+        item_kind=int,
+    ),
+    "matrix_block_size": Param(
+        int, "0 (the profile's default) or a power of two from 1 to 256", lambda v: v == 0 or (is_pow2(v) and v <= 256)
+    ),
+    "variants": Param(
+        list,
+        "a non-empty list drawn from 'released', 'patched' and 'patched-constexpr'",
+        lambda v: len(v) > 0 and set(v) <= {"released", "patched", "patched-constexpr"},
+        item_kind=str,
+    ),
+    "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),
+    "record_gathers": Param(
+        list,
+        "[] (none) or distinct values drawn from "
+        + " and ".join(f"'{e.label}'" for e in RECORD_GATHERS.values())
+        + " (the repository's V4.1 gathers, run on the records of every release whose own gathers read their "
+        "page layout)",
+        lambda v: distinct(v) and set(v) <= {e.label for e in RECORD_GATHERS.values()},
+        item_kind=str,
+    ),
+    "download": Param(bool, "true or false (false: use only the carried cache, never the registry)"),
+    "matrix": Param(
+        bool, "true or false (false: skip the release matrix; the patches and the regression test still run)"
+    ),
+    "upstream_test": Param(
+        bool,
+        "true or false (write each release's patch and run upstream-tests/ against its modules, as released "
+        "and patched)",
+    ),
+    "bench_variants": Param(
+        list,
+        "a non-empty list of distinct values drawn from 'fixed' and 'fast'",
+        lambda v: len(v) > 0 and distinct(v) and set(v) <= set(BENCH_VARIANTS),
+        item_kind=str,
+    ),
+    "stream_ceiling": Param(
+        str,
+        "'on' (the streaming ceiling at every shape, the gap arms at the largest request count of each "
+        "sequence length) or 'off'",
+        lambda v: v in ("on", "off"),
+    ),
+    "jit_widths": Param(
+        list,
+        "a non-empty list of block-table widths from 1 to 4096",
+        lambda v: len(v) > 0 and all(1 <= x <= 4096 for x in v),
+        item_kind=int,
+    ),
+    "vllm_releases": Param(
+        list,
+        "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
+        "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
+        lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
+        item_kind=str,
+    ),
+    "vllm_request_counts": Param(
+        list,
+        f"[] (the same as request_counts) or a list of integers from 1 to {MAX_REQUESTS} (request counts at "
+        "which vLLM's kernels are timed)",
+        lambda v: all(1 <= x <= MAX_REQUESTS for x in v),
+        item_kind=int,
+    ),
+    "jit_backing_width": Param(
+        int,
+        "an integer from 2 to 8192, wider than every jit_widths entry (the table the narrowed views are cut from)",
+        lambda v: 2 <= v <= 8192,
+    ),
+}
+
+
+def cross_check(params: dict[str, Any], profile: str, import_check: ImportCheck) -> None:
+    """The studies' rules over several parameters (the same for the CLI and the notebooks)."""
+    if params.get("reference_gather"):
+        try:
+            import_check(params["reference_gather"], "reference_gather")
+        except ImplementationError as exc:
+            raise ParameterError(str(exc)) from None
+    if "jit_widths" in params or "jit_backing_width" in params:
+        widths, backing = params.get("jit_widths") or [1], params.get("jit_backing_width") or 2
+        if backing <= max(widths):
+            raise ParameterError(
+                f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
+                f"accepted: more than {max(widths)}"
+            )
+
+
+NOTEBOOKS = Notebooks(
+    names=(
+        "03-performance.ipynb",
+        "04-upstream-releases.ipynb",
+        "05-who-is-affected.ipynb",
+        "06-reshape-in-releases.ipynb",
+    ),
+    parameters=PARAMETERS,
+    cross_check=cross_check,
+)

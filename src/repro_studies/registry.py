@@ -1,0 +1,457 @@
+"""What the studies compare and the words their tables hold, named once: this repository's own gathers beyond the
+two pull requests (``gather_fast``, the V4.1 gathers), every arm notebook 03 times (this repository's kernels and
+each vLLM release's own, as released or patched), vLLM's regression-test outcomes, and the vocabulary of the
+who-is-affected and bug-1-in-releases studies.
+
+``gather_fast`` joins notebook 02's sweep through :data:`REGISTERED` (entry point ``registry`` of
+:mod:`repro.plugins`); everything else here is read by the studies alone. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from repro import registry
+from repro.registry import (
+    EXPECT_CORRECT,
+    ORIGIN_REPO,
+    ORIGIN_USER,
+    ROLE_OWN,
+    Implementation,
+    Registered,
+)
+from repro.tables import Table
+
+
+def _style(**kw: Any) -> Mapping[str, Any]:
+    return MappingProxyType(kw)
+
+
+#: Which table an arm's kernel reads: the narrowed view ``backing[:n, :w]`` or its contiguous copy.
+TABLE_NARROWED = "narrowed"
+TABLE_CONTIGUOUS = "contiguous"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One timed configuration in notebook 03: an implementation on one kind of table, and whose code it is.
+
+    An upstream arm (:func:`upstream_arm`) runs a vLLM release's own kernel: ``release``, ``form``
+    (``released``, ``patched``, ``patched-constexpr``), ``copy`` (the table is materialised with
+    ``.contiguous()`` before the launch) and ``origin`` ``"vLLM <version>"``, read from the loaded wheel.
+    """
+
+    label: str  # the ``arm`` column
+    implementation: str  # an Implementation label
+    table: str  # TABLE_NARROWED or TABLE_CONTIGUOUS
+    display: str  # short name for report tables
+    style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
+    origin: str = ORIGIN_REPO
+    release: str = ""
+    form: str = ""
+    copy: bool = False
+
+
+FAST = Implementation(
+    "fast",
+    "repro_studies.kernels.fast:gather_fast",
+    EXPECT_CORRECT,
+    False,
+    "gather_fast",
+    ORIGIN_REPO,
+    _style(color="#e67e22", marker="D"),
+    role=ROLE_OWN,
+)
+#: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
+#: signature of vLLM's V4.1 dispatcher, one per page layout. Not in notebook 02's V4 sweep; notebook 03 times
+#: them beside vLLM's V4.1 kernels and notebook 04 runs them on each release's records.
+FAST_V41 = Implementation(
+    "fast-v41",
+    "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (scales after each token, vLLM 0.33)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+FAST_V41_PAGE_SPLIT = Implementation(
+    "fast-v41-page-split",
+    "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
+    EXPECT_CORRECT,
+    False,
+    "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
+    ORIGIN_REPO,
+    _style(color="#d35400", marker="P", linestyle="--", markerfacecolor="none"),
+    in_sweep=False,
+    role=ROLE_OWN,
+)
+#: The V4.1 gathers by the page layout they read (True: each token's scales after its data).
+RECORD_GATHERS: Mapping[bool, Implementation] = MappingProxyType({True: FAST_V41, False: FAST_V41_PAGE_SPLIT})
+
+
+def record_gather(label: str) -> Implementation:
+    """The V4.1 gather labelled ``label``."""
+    for entry in RECORD_GATHERS.values():
+        if entry.label == label:
+            return entry
+    known = ", ".join(e.label for e in RECORD_GATHERS.values())
+    raise KeyError(f"no V4.1 gather labelled {label!r}; known: {known}")
+
+
+def reads_interleaved(entry: Implementation) -> bool:
+    """The page layout a V4.1 gather reads."""
+    return next(k for k, v in RECORD_GATHERS.items() if v == entry)
+
+
+def code_label(release: str) -> str:
+    """``vLLM 0.22.0`` for a release's own code, ``model`` for the repository's."""
+    return f"vLLM {release}" if release else registry.CODE_MODEL
+
+
+#: Label of an outside kernel timed beside ours (the ``reference_gather`` parameter).
+OUTSIDE_ARM_IMPLEMENTATION = "outside"
+ARMS: tuple[Arm, ...] = (
+    Arm("fixed / narrowed view", "fixed", TABLE_NARROWED, "fixed (view)", _style(color="#27ae60", marker="o")),
+    Arm(
+        "fixed / contiguous table",
+        "fixed",
+        TABLE_CONTIGUOUS,
+        "fixed (contig)",
+        _style(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
+    ),
+    Arm(
+        "contiguous-copy / narrowed view",
+        "contiguous-copy",
+        TABLE_NARROWED,
+        ".contiguous() + kernel",
+        _style(color="#2980b9", marker="^"),
+    ),
+    Arm("fast / narrowed view", "fast", TABLE_NARROWED, "fast (view)", _style(color="#e67e22", marker="D")),
+    Arm(
+        "fast / contiguous table",
+        "fast",
+        TABLE_CONTIGUOUS,
+        "fast (contig)",
+        _style(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
+    ),
+)
+#: The outside kernel's arm; its display name is completed with the loaded package's version.
+OUTSIDE_ARM = Arm(
+    "outside / contiguous table",
+    OUTSIDE_ARM_IMPLEMENTATION,
+    TABLE_CONTIGUOUS,
+    "outside (contig)",
+    _style(color="#c0392b", marker="s", linestyle=":"),
+    origin=ORIGIN_USER,
+)
+#: Arms whose kernels notebook 03 can time, by the ``bench_variants`` parameter value.
+BENCH_VARIANTS = ("fixed", "fast")
+#: Arms every timing run includes; ``fast`` arms join when ``bench_variants`` names it.
+BASE_BENCH_ARMS = ("fixed / narrowed view", "fixed / contiguous table", "contiguous-copy / narrowed view")
+#: The pair whose time ratio says what reading rows ``stride(0)`` apart costs, per kernel.
+STRIDE_COST_PAIRS = {
+    "fixed": ("fixed / narrowed view", "fixed / contiguous table"),
+    "fast": ("fast / narrowed view", "fast / contiguous table"),
+}
+#: The rejected alternative and the arm it is compared with.
+COPY_OVERHEAD_PAIR = ("contiguous-copy / narrowed view", "fixed / narrowed view")
+
+# --------------------------------------------------------------------------------------------
+# Upstream arms: a vLLM release's own gather, as shipped or with PR #55109's change, timed in notebook 03.
+
+#: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro_studies.upstream).
+UPSTREAM_IMPLEMENTATION = "upstream"
+#: Forms of a release's kernel: as shipped, PR #55109 (stride(0) as a runtime argument), stride left constexpr.
+UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
+UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR)
+#: How an upstream arm's label names its table.
+TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
+COPY_WORDS = " + .contiguous()"
+#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``; where vLLM dispatches to it is notebook
+#: 05's table): as released only (it takes no row pitch, so PR #55109 has nothing to change).
+UPSTREAM_CUTEDSL = "CuTe-DSL"
+_UPSTREAM_LABEL = re.compile(
+    r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched|CuTe-DSL)"
+    r"(?P<copy> \+ \.contiguous\(\))? / (?P<table>narrowed view|contiguous table)$"
+)
+_RELEASE_COLORS = ("#8e44ad", "#16a085", "#d35400", "#2c3e50", "#b7950b", "#1f618d", "#6c3483", "#117864")
+
+
+def _release_color(release: str) -> str:
+    """A colour per release, the same in every run and process (from the release number's hash)."""
+    return _RELEASE_COLORS[int(hashlib.sha256(release.encode()).hexdigest(), 16) % len(_RELEASE_COLORS)]
+
+
+def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
+    """The registry entry of a vLLM release's kernel timed on one table: ``origin`` is ``"vLLM <version>"`` as
+    read from the loaded wheel (``repro_studies.upstream.release_kernel.origin_of``), never typed."""
+    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
+    if not match:
+        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
+    if form not in UPSTREAM_FORMS:
+        raise ValueError(f"form: {form!r} is not one of {', '.join(UPSTREAM_FORMS)}")
+    if table not in TABLE_WORDS:
+        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
+    release = match.group(1)
+    narrowed = table == TABLE_NARROWED
+    style = _style(
+        color=_release_color(release),
+        marker="^" if copy else {"released": "s", "patched": "o", "patched-constexpr": "v"}[form],
+        linestyle=":" if copy else ("-" if narrowed else "--"),
+        markerfacecolor=None if narrowed or copy else "none",
+    )
+    short = f"{release} {form}{' + copy' if copy else ''} ({'view' if narrowed else 'contig'})"
+    label = f"{origin} {form}{COPY_WORDS if copy else ''} / {TABLE_WORDS[table]}"
+    return Arm(label, UPSTREAM_IMPLEMENTATION, table, short, style, origin, release, form, copy)
+
+
+def cutedsl_arm(origin: str, table: str) -> Arm:
+    """The registry entry of a release's CuTe-DSL gather timed on one table (``origin`` from the loaded wheel)."""
+    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
+    if not match:
+        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
+    if table not in TABLE_WORDS:
+        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
+    release, narrowed = match.group(1), table == TABLE_NARROWED
+    style = _style(
+        color="#34495e", marker="P", linestyle="-" if narrowed else "--", markerfacecolor=None if narrowed else "none"
+    )
+    short = f"{release} CuTe-DSL ({'view' if narrowed else 'contig'})"
+    return Arm(
+        f"{origin} {UPSTREAM_CUTEDSL} / {TABLE_WORDS[table]}",
+        UPSTREAM_IMPLEMENTATION,
+        table,
+        short,
+        style,
+        origin,
+        release,
+        UPSTREAM_CUTEDSL,
+    )
+
+
+def cutedsl_bench_arms(origin: str) -> tuple[Arm, Arm]:
+    """What notebook 03 times of a release's CuTe-DSL gather: the narrowed view and its contiguous copy
+    (the same compiled kernel; the pair says what following ``stride(0)`` costs it)."""
+    return cutedsl_arm(origin, TABLE_NARROWED), cutedsl_arm(origin, TABLE_CONTIGUOUS)
+
+
+def upstream_arm_of(label: str) -> Arm | None:
+    """The upstream arm a table's label names, or None for any other label."""
+    found = _UPSTREAM_LABEL.match(str(label))
+    if not found:
+        return None
+    table = next(t for t, words in TABLE_WORDS.items() if words == found.group("table"))
+    if found.group("form") == UPSTREAM_CUTEDSL:
+        return None if found.group("copy") else cutedsl_arm(found.group("origin"), table)
+    return upstream_arm(found.group("origin"), found.group("form"), table, bool(found.group("copy")))
+
+
+def upstream_bench_arms(origin: str) -> tuple[Arm, ...]:
+    """What notebook 03 times of one release: the kernel as shipped on a contiguous table (what every
+    deployment runs today), PR #55109's kernel on the narrowed view and on the contiguous table, and the
+    shipped kernel after ``.contiguous()`` of the narrowed view. (The shipped kernel on the narrowed view is
+    wrong by design and never timed.)"""
+    return (
+        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_CONTIGUOUS),
+        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_NARROWED),
+        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_CONTIGUOUS),
+        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_NARROWED, copy=True),
+    )
+
+
+def upstream_pairs(origin: str) -> dict[str, tuple[str, str]]:
+    """(numerator, denominator) arm labels of each ratio the report gives per release."""
+    shipped, patched_view, patched_contig, copied = (a.label for a in upstream_bench_arms(origin))
+    return {
+        "patched/released (contig)": (patched_contig, shipped),
+        "patched narrowed/contig": (patched_view, patched_contig),
+        "copy over patched (view)": (copied, patched_view),
+        "copy over released (contig)": (copied, shipped),
+    }
+
+
+def arm(label: str) -> Arm:
+    for entry in (*ARMS, OUTSIDE_ARM):
+        if entry.label == label:
+            return entry
+    upstream = upstream_arm_of(label)
+    if upstream is not None:
+        return upstream
+    raise KeyError(
+        f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)} and "
+        "'vLLM <release> <form>[ + .contiguous()] / <table>' or 'vLLM <release> CuTe-DSL / <table>'"
+    )
+
+
+def bench_arms(variants: list[str] | tuple[str, ...]) -> tuple[Arm, ...]:
+    """The arms notebook 03 times for ``bench_variants``: the base arms plus each named kernel's pair."""
+    chosen = set(BASE_BENCH_ARMS)
+    for v in variants:
+        chosen.update(STRIDE_COST_PAIRS[v])
+    return tuple(a for a in ARMS if a.label in chosen)
+
+
+def _arm_of(label: str) -> Arm | None:
+    return next((a for a in (*ARMS, OUTSIDE_ARM) if a.label == label), None) or upstream_arm_of(label)
+
+
+def style(label: str) -> Mapping[str, Any]:
+    """Plot style of an arm or implementation label (:func:`repro.registry.style` for labels that name no arm)."""
+    entry = _arm_of(label)
+    return entry.style if entry is not None else registry.style(label)
+
+
+def display(label: str) -> str:
+    """Short name of an arm or implementation label (:func:`repro.registry.display` for labels that name no arm)."""
+    entry = _arm_of(label)
+    return entry.display if entry is not None else registry.display(label)
+
+
+# --------------------------------------------------------------------------------------------
+# The regression test written for vLLM's suite (upstream-tests/), run against each release's modules.
+
+
+class SuiteOutcome(StrEnum):
+    """One test's outcome, typed from the phase that decided it (repro_studies.upstream.regression)."""
+
+    PASSED = "passed"
+    MISMATCH = "failed: bitwise mismatch"  # the test's own assert_close
+    OUT_OF_BOUNDS = "failed: reads outside every tensor"  # that assertion, and the interpreter counted wild lanes
+    FAULT = "failed: device fault"  # an illegal memory access (or the process died in the test)
+    OTHER = "failed: other exception"
+    ERROR = "error"  # setup, collection or import
+    SKIPPED = "skipped"  # the release has no such gather
+    NOT_RUN = "not run"
+
+
+#: Outcomes that mean the test's own assertion named the defect (or the device faulted on it).
+SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, SuiteOutcome.FAULT)
+
+
+# --------------------------------------------------------------------------------------------
+# Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
+
+#: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.
+DISPATCH_RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
+DISPATCH_NOT_SHIPPED = "not shipped"  # the release has no code for this model
+#: The release's model code cannot serve the model on the family: its package has no branch for the platform,
+#: or an op the selected attention class calls raises there (``how`` has the release's error).
+DISPATCH_NOT_SERVED = "model not served on this platform"
+DISPATCH_NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
+DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
+DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
+DISPATCH_RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
+NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+#: Where a block table is recorded on its way to a gather.
+STAGE_RUNNER = "runner table"
+STAGE_KERNEL = "kernel-block table"
+STAGE_CALL = "gather call site"
+TABLE_RAN = "ran"
+TABLE_NOT_RUN = "could not run"
+TABLE_NOT_SHIPPED = "runner not shipped"  # the release has no such model runner (one row says so)
+RUNNER_V1, RUNNER_V2 = "V1", "V2"
+#: The GPU families notebook 05 tells a release's code about (``repro_studies.upstream.platforms`` holds their facts).
+GPU_FAMILY_NAMES = {
+    "sm90": "SM90 (H100/H200)",
+    "sm100": "SM100 (B200/GB200)",
+    "rocm": "ROCm (MI300)",
+    "xpu": "XPU (Intel)",
+    "sm90-no-cutlass": "SM90 without cutlass",
+    "sm100-no-cutlass": "SM100 without cutlass",
+    "sm90-cutlass-fails": "SM90 whose cutlass import fails",
+    "sm100-cutlass-fails": "SM100 whose cutlass import fails",
+}
+#: The same families in a few words, for the compact who-is-affected table (its note says what they mean).
+GPU_FAMILY_SHORT = {
+    "sm90": "SM90",
+    "sm100": "SM100",
+    "rocm": "ROCm",
+    "xpu": "XPU",
+    "sm90-no-cutlass": "SM90 no cutlass",
+    "sm100-no-cutlass": "SM100 no cutlass",
+    "sm90-cutlass-fails": "SM90 cutlass fails",
+    "sm100-cutlass-fails": "SM100 cutlass fails",
+}
+#: Notebook 05's result tables.
+TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
+    Table.GATHER_DISPATCH,
+    Table.GATHER_WARMUPS,
+    Table.RUNNER_TABLES,
+    Table.RUNNER_ANSWERS,
+    Table.WHO_IS_AFFECTED,
+)
+#: Does stock vLLM hand a gather a column-narrowed table (per release and runner)?
+REACHED = "reached"  # some configuration hands one to a call site
+LATENT = "latent"  # every configuration ran; no call-site table is narrowed
+UNDECIDED = "undecided"  # some configuration could not run and none reached
+
+
+# --------------------------------------------------------------------------------------------
+# Bug 1 in releases: the words the reshape chain (repro_studies.upstream.reshape_chain) writes and its analysis
+# (repro_studies.analysis.reshape_chain) reads.
+
+
+class ChainLink(StrEnum):
+    """A link of a release's chain from DeepSeek-V4's layers to the runner's reshape."""
+
+    MODEL = "DeepSeek-V4 layers"  # the decoder layers' released __init__ lines
+    CACHE_CONFIG = "CacheConfig block size"  # the default rule for a missing --block-size
+    BACKEND_BLOCK_SIZE = "update_block_size_for_backend"  # the platform picks the block size from a backend
+    VALIDATE = "VllmConfig.validate_block_size"
+    SPECS = "get_kv_cache_spec"
+    GROUPS = "get_kv_cache_groups"
+    SIZING = "get_kv_cache_config_from_groups"
+    ATTENTION_GROUPS = "attention groups"  # the runner's grouping of layers by backend
+    KERNEL_BLOCKS = "prepare_kernel_block_sizes"
+    ALLOCATE = "allocation"
+    RESHAPE = "reshape"
+
+
+class ChainStop(StrEnum):
+    """Why a link did not complete."""
+
+    REJECTED = "rejected"  # the release's own code refused the configuration (its message)
+    NOT_RUN = "not run"  # the study did not provide what the link needed (the row names it)
+
+
+class CellOutcome(StrEnum):
+    """What a release's runner did with one cache group at one block size."""
+
+    FITS = "fits"  # a view addressing exactly each logical block's page payload
+    RAISES = "raises"  # the reshape raised (PyTorch's error, verbatim)
+    OUTSIDE_PAGE = "aliases bytes outside a block's page"  # a view that fits the pool but crosses pages
+    WRONG_BYTES = "misses or adds bytes within the pages"  # inside the pages, but not exactly the payload
+    REJECTED = "rejected"  # a link before the reshape refused the block size
+    NOT_RUN = "not run"  # a link could not run here
+
+
+#: The outcomes that are bug 1's failure (the view is wrong).
+CELL_FAILURES = (CellOutcome.RAISES, CellOutcome.OUTSIDE_PAGE, CellOutcome.WRONG_BYTES)
+
+
+class Bug1Answer(StrEnum):
+    """Bug 1 per release and runner."""
+
+    REACHED = "reached"  # a configuration the release accepts makes the view wrong
+    LATENT = "latent"  # the count is ``block_size // kernel_block_size``, yet every accepted configuration fits
+    ABSENT = "absent"  # the count is right (or there is none) and every accepted configuration fits
+    NOT_SHIPPED = "not shipped"  # the release ships neither this runner's reshape nor its count
+    OTHER_FAILURE = "another reshape failure"  # the count is right, yet a view is wrong (not bug 1's expression)
+    UNDECIDED = "undecided"  # a link could not run and nothing reached
+
+
+#: Which code a bug-1 row describes: a release's, or the repository's model of PR #43988's unreleased code state
+#: (vLLM main between PR #38831 and PR #43988, never in a release).
+CODE_UNRELEASED_MODEL = "model of unreleased code (main between PR #38831 and PR #43988)"
+
+
+#: What notebook 02's sweep gains when the studies are installed.
+REGISTERED = Registered(implementations=(FAST,))

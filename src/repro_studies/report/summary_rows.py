@@ -1,0 +1,224 @@
+"""The studies' rows of the report's first table (:mod:`repro.report.sections.summary`), registered at its slots:
+bug 1 in vLLM's releases (notebook 06) after bug 1's rows; PR #55109's gather in vLLM's releases (notebook 04) and
+the fix's cost on each timed kernel (notebook 03) after bug 2's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE
+from repro.report.model import Common, Insert, Slot
+from repro.report.sections.summary import outcomes
+from repro.tables import Facts, Table
+from repro_studies.analysis import upstream_cost
+from repro_studies.analysis.performance import NO_COST_BAND
+from repro_studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
+from repro_studies.registry import Bug1Answer
+from repro_studies.report.sections import reshape_releases
+
+
+@dataclass(frozen=True)
+class Releases:
+    outcomes: str
+    first: str
+    last: str
+    releases: int
+    kernels: int
+    ran: int
+    bad: int
+    faulting: int
+    fixed: int
+    tried: int  # the wrong or faulting ones the row-pitch change ran on (a run may leave the patched variant out)
+
+
+@dataclass(frozen=True)
+class Bug1Releases:
+    """Bug 1 in vLLM's releases (notebook 06): each answer's runner, releases and configuration, in one cell."""
+
+    outcomes: str
+    first: str
+    last: str
+    answers: str  # "reached: V1 (stock in 0.20.0 – 0.27.1 only) 0.20.0 – 0.28.0, `--block-size 512`; ..."
+    at_pr_block_size: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The fix's cost on one kernel: graph-replay ratio spread, points outside the no-cost band, the copy's
+    median overhead; or why nothing was timed."""
+
+    kernel: str
+    low: float = 0.0
+    high: float = 0.0
+    points: int = 0
+    outside: int = 0
+    copy: float = 0.0
+    skipped: str = ""
+
+
+def releases(c: Common) -> Releases | None:
+    matrix = c.run.table(Table.RELEASE_MATRIX)
+    if matrix is None or not len(matrix):
+        return None
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    klass = shipped["released"].map(verdict_class)
+    bad = shipped[klass.isin(("wrong", "faults"))]
+    releases = sorted(shipped["release"].unique(), key=version_key)
+    if not releases:
+        return None
+    return Releases(
+        outcomes=outcomes(c, BUG_GATHER, releases=True),
+        first=releases[0],
+        last=releases[-1],
+        releases=len(releases),
+        kernels=shipped["kernel"].nunique(),
+        ran=int(klass.isin(("wrong", "faults", "correct")).sum()),
+        bad=len(bad),
+        faulting=int((bad["released"].map(verdict_class) == "faults").sum()),
+        fixed=int((bad["patch"] == "fixed").sum()),
+        tried=int((bad["patch"] != "not tested").sum()),
+    )
+
+
+def bug1_releases(c: Common) -> Bug1Releases | None:
+    d = reshape_releases.derive(c)
+    if d is None:
+        return None
+    releases = sorted(c.run.table(Table.BUG1_RUNNERS).release.astype(str).unique(), key=version_key)
+    reached = [g for g in d.groups if g.answer == Bug1Answer.REACHED]
+    configs = {g.runner: [x.strip("`") for x in g.configuration.split("; ") if x] for g in reached}
+    flags = {x[x.index("--block-size") :] for cs in configs.values() for x in cs if "--block-size" in x}
+    shared = flags.pop() if len(flags) == 1 else ""  # every configuration passes one --block-size: said once
+    said = []
+    for g in reached:
+        stock = f" ({g.stock})" if g.stock != "not stock" else ""
+        if shared:
+            envs = [x.replace(shared, "").strip() for x in configs[g.runner]]
+            named = [e for e in envs if e]
+            how = (
+                ""
+                if not named
+                else f" with `{named[0]}`"
+                if len(named) == len(envs)
+                else f" (`{named[0]}` where not stock)"
+            )
+        else:
+            how = f" with {g.configuration.replace('; ', ' or ')}" if g.configuration else ""
+        said.append(f"{g.runner}{stock} in {g.releases}{how}")
+    text = (f"reached at `{shared}`: " if shared else "reached: ") + "; ".join(said) if said else ""
+    others: dict[str, dict[str, list[str]]] = {}  # answer -> releases -> runners
+    for g in d.groups:
+        if g.answer != Bug1Answer.REACHED:
+            others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
+    for answer, by_releases in others.items():
+        text += (
+            ("; " if text else "")
+            + f"{answer}: "
+            + "; ".join(f"{', '.join(runners)} in {where}" for where, runners in by_releases.items())
+        )
+    pr = (
+        f"all fit at the PR's {reshape_releases.PR_BLOCK_SIZE}"
+        if not d.at_pr_block_size
+        else f"at the PR's {reshape_releases.PR_BLOCK_SIZE} "
+        + ", ".join(f"{r} {runner}" for r, runner in d.at_pr_block_size)
+        + " fail"
+    )
+    if d.model is not None and len(d.model):
+        pr += " (its crash: unreleased code)"
+    return Bug1Releases(outcomes(c, BUG_RESHAPE, releases=True), releases[0], releases[-1], text, pr)
+
+
+def _costs(c: Common) -> tuple[Cost, ...]:
+    out = []
+    ratios = c.run.table(Table.PERF_RATIOS)
+    if ratios is not None and len(ratios) and "fixed narrowed/contiguous_ratio" in ratios:
+        graph = ratios[ratios["launch"] == "graph"]
+        r = graph["fixed narrowed/contiguous_ratio"]
+        lo, hi = upstream_cost.NO_COST_BAND
+        out.append(
+            Cost(
+                "the fixed kernel of this repository",
+                float(r.min()),
+                float(r.max()),
+                len(r),
+                int(((r < lo) | (r > hi)).sum()),
+                float(graph["contiguous-copy overhead_ratio"].median()),
+            )
+        )
+    else:
+        skipped = (c.run.facts.get(Facts.PERFORMANCE) or {}).get("headline", "")
+        if skipped and c.run.table(Table.PERF_MEDIANS) is None:
+            out.append(Cost("the fixed kernel of this repository", skipped=skipped))
+    vllm = c.run.table(Table.VLLM_RATIOS)
+    if vllm is not None and len(vllm):
+        facts = upstream_cost.headline(vllm)
+        for origin, per in facts["releases"].items():
+            if "graph" not in per:
+                continue
+            cost = per["graph"][upstream_cost.BAND_RATIOS[0]]
+            copy = per["graph"][upstream_cost.COPY_RATIOS[0]]
+            out.append(
+                Cost(
+                    f"{origin}'s own kernel",
+                    cost["min"],
+                    cost["max"],
+                    cost["points"],
+                    cost["outside_band"],
+                    copy["median"],
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The fix's cost on each kernel notebook 03 timed, on this run's device."""
+
+    device: str
+    band: tuple[float, float]
+    costs: tuple[Cost, ...]
+
+
+def costs(c: Common) -> Costs | None:
+    found = _costs(c)
+    return Costs(str(c.run.environment.get("device") or "?"), NO_COST_BAND, found) if found else None
+
+
+BUG1_RELEASES = Insert(
+    Slot.SUMMARY_BUG1,
+    bug1_releases,
+    """
+{% set b = d %}
+{{ row }}BUG_RESHAPE in vLLM {{ b.first }} .. {{ b.last }} | {{ b.answers }}; {{ b.at_pr_block_size }} |
+{{ b.outcomes }}
+""".replace("BUG_RESHAPE", BUG_RESHAPE),
+)
+GATHER_RELEASES = Insert(
+    Slot.SUMMARY_BUG2,
+    releases,
+    """
+{% set s = d %}
+{{ row }}BUG_GATHER in vLLM {{ s.first }} .. {{ s.last }} |
+{{ s.bad }} of the {{ s.ran }} released gathers that ran ({{ s.kernels }} kernels in {{ s.releases }} releases)
+are wrong or fault ({{ s.faulting }} fault);
+{% if s.tried == s.bad %}with the PR's row pitch {{ s.fixed }} of those {{ s.bad }} are correct
+{%- elif s.tried %}with the PR's row pitch {{ s.fixed }} of the {{ s.tried }} of those it ran on are correct
+{%- else %}the PR's row pitch did not run in this run{% endif %} | {{ s.outcomes }}
+""".replace("BUG_GATHER", BUG_GATHER),
+)
+COSTS = Insert(
+    Slot.SUMMARY_BUG2,
+    costs,
+    """
+{% for k in d.costs %}
+{{ row }}cost of the fix (BUG_GATHER) on {{ k.kernel }} |
+{% if k.skipped %}{{ k.skipped }} | not measured{% else %}
+CUDA-graph replays on {{ d.device }}: {{ "%.3f" % k.low }}-{{ "%.3f" % k.high }}x its time on a contiguous table at
+{{ k.points }} shapes; `.contiguous()` before the launch instead adds a median {{ "%.1f" % (100 * (k.copy - 1)) }}% |
+{% if k.outside == 0 %}none measurable{% else %}{{ k.outside }} of {{ k.points }} shapes outside
+{{ d.band[0] }}-{{ d.band[1] }}{% endif %}
+{% endif %}
+{% endfor %}
+""".replace("BUG_GATHER", BUG_GATHER),
+)
