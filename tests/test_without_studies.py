@@ -31,7 +31,6 @@ BUG_TESTS = (
     "test_compare.py",
     "test_tables.py",
     "test_report_templates.py",
-    "test_params.py",
 )
 
 
@@ -79,9 +78,7 @@ def test_notebooks_01_and_02_and_their_report_pass_without_the_studies(tmp_path)
         repro_cmd(*args), capture_output=True, text=True, env=without_studies(), cwd=ROOT, timeout=900
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "checks passed: Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109" in (
-        proc.stdout
-    )
+    assert "all checks passed" in proc.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     assert list(manifest["notebooks"]) == ["01-reshape-overrun", "02-strided-block-table-gather"]
     assert all(n["status"] == "ok" for n in manifest["notebooks"].values()), manifest["notebooks"]
@@ -89,7 +86,8 @@ def test_notebooks_01_and_02_and_their_report_pass_without_the_studies(tmp_path)
     sweep = pd.read_csv(out / "results" / "02-gather-sweep.csv")
     assert set(sweep["variant"]) == {"buggy", "fixed", "contiguous-copy", "under-test"}
     report, comment = (out / "report.md").read_text(), (out / "pr-comment.md").read_text()
-    assert report.startswith("# Reproduced and fix verified") and "## Purpose" in comment
+    title = "Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109"
+    assert report.startswith(f"# {title}") and f"**{title}" in comment and "## Purpose" in comment
     for name in ("vllm-project/vllm#43988", "vllm-project/vllm#55109"):
         assert name in report and name in comment
     # nothing of a study: no section, row or figure of theirs
