@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.core.evidence import environment
-from repro.core.geometry.layout import ceil_div
+from repro.core.geometry.layout import ceil_div, is_pow2
 from repro.plugins import Point, registered
 from repro.profiles import PROFILES
 from repro.registry import ImplementationError, load_implementation
@@ -50,10 +50,6 @@ class Param:
     accepted: str  # what a user may pass, in words
     check: Callable[[Any], bool] = lambda v: True
     item_kind: type | None = None  # element type for lists
-
-
-def is_pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
 
 
 def distinct(v: list) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, distinct, is_pow2
+from repro.core.geometry.layout import is_pow2
+from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, distinct
 from repro.registry import ImplementationError
 from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS
 

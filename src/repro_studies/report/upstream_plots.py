@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from repro.report.plots import request_axis
+from repro.report.plots import mark_axis_break, request_axis
 from repro.tables import Plot
 from repro_studies import registry
 from repro_studies.analysis.performance import NO_COST_BAND
@@ -54,6 +54,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
             request_axis(ax)
             ax.set_title(name)
             ax.set_ylabel("time ratio")
+            mark_axis_break(ax)
         axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         fig.suptitle("PR #55109 on vLLM's own kernel (CUDA-graph replays)", y=1.02)
         fig.tight_layout()
