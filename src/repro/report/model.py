@@ -71,6 +71,8 @@ class Slot(StrEnum):
     SUMMARY_BUG1 = "summary: after bug 1's rows"
     SUMMARY_BUG2 = "summary: after bug 2's rows"
     TEST_PLAN_SUITE = "test plan: after vLLM's regression test"
+    RESULT_GATHER_ROWS = "test result: PR #55109's figures, last rows"
+    RESULT_GATHER_CODE = "test result: PR #55109's figures, the code the last rows ran"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The studies in the report (:class:`repro.report.model.Registered`, entry point ``report`` of
 :mod:`repro.plugins`): each study's section placed after the bug it is about, and the studies' parts of the first
-table and of the test plan."""
+table, of the test plan and of the test result."""
 
 from __future__ import annotations
 
@@ -29,5 +29,12 @@ REPORT = Registered(
             for s in (affected_releases, vllm_suite, fix_cost, gather_fast, ceiling, cutedsl, jit, vllm_kernel)
         ),
     ),
-    inserts=(summary_rows.BUG1_RELEASES, summary_rows.GATHER_RELEASES, summary_rows.COSTS, vllm_suite.TEST_PLAN),
+    inserts=(
+        summary_rows.BUG1_RELEASES,
+        summary_rows.GATHER_RELEASES,
+        summary_rows.COSTS,
+        vllm_suite.TEST_PLAN,
+        jit.LOGGED_COMPILATION,
+        jit.LOGGED_COMPILATION_CODE,
+    ),
 )

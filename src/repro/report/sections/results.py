@@ -1,5 +1,6 @@
 """*Test Result*, first part: every figure the two pull requests quote beside this run's, so a reviewer
-checks the reproduction number by number (the PRs' figures are the seeds in ``data/seeds/``)."""
+checks the reproduction number by number (the PRs' figures are the seeds in ``data/seeds/``); a package built on
+this one adds rows of its own to PR #55109's table (:attr:`repro.report.model.Slot.RESULT_GATHER_ROWS`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 from repro import registry, seeds
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
 from repro.registry import CodeRan
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, Slot
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
 
@@ -45,11 +46,8 @@ class GatherFigures:
     fault: str  # the first line of a faulted case's error ("" when none faulted)
     memcheck_bug: tuple[int, int, int] | None  # (total errors, cases with errors, cases) of the buggy kernel
     memcheck_fix: tuple[int, int] | None  # (total errors, cases) of the fixed kernel
-    jit_kernel: str  # the kernel the PR's log names
-    jit: tuple[str, str, int, int] | None  # (release, Triton's kernel name, narrowed compilations, widths)
     bug_code: CodeRan  # the kernel the before-the-fix rows ran
     fix_code: CodeRan  # the kernel the fixed rows ran
-    jit_code: CodeRan | None  # the release kernel the JIT row ran
 
 
 @dataclass(frozen=True)
@@ -110,13 +108,6 @@ def _gather(c: Common) -> GatherFigures | None:
         memcheck_bug = (int(errors[mine].sum()), int((errors[mine] > 0).sum()), int(mine.sum()))
         theirs = ran["variant"] == registry.FIXED.label
         memcheck_fix = (int(errors[theirs].sum()), int(theirs.sum()))
-    jit = None
-    story = (c.run.facts.get(Facts.VLLM_JIT) or {}).get("releases") or {}
-    for code, s in story.items():
-        shipped = (s.get("forms") or {}).get("constexpr width") or {}
-        if s.get("names_the_logged_kernel") and shipped:
-            jit = (code, s["kernel_name"], int(shipped["narrowed_compiles"]), int(shipped["narrowed_widths"]))
-            break
     return GatherFigures(
         pr=seed["reported"],
         error=seed["reported_error"],
@@ -127,11 +118,8 @@ def _gather(c: Common) -> GatherFigures | None:
         fault=fault,
         memcheck_bug=memcheck_bug,
         memcheck_fix=memcheck_fix,
-        jit_kernel=str(seed.get("reported_jit_kernel", "")),
-        jit=jit,
         bug_code=registry.code_of(registry.BUGGY.label),
         fix_code=registry.code_of(registry.FIXED.label),
-        jit_code=registry.release_code(jit[0], jit[1]) if jit else None,
     )
 
 
@@ -199,17 +187,16 @@ flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fau
 {{ row }}memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
 {{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }} | {{ fix }}
 {% endif %}
-{% if g.jit %}
-{{ row }}the JIT compilation logged before the fault | `{{ g.jit_kernel }}` | compiled {{ g.jit[2] }} times for
-{{ g.jit[3] }} narrowed widths after the warm-up |
-{{ same(True, g.jit[2] > 0) }} | {{ g.jit_code | ran }}
-{% endif %}
+{{ slot("RESULT_GATHER_ROWS") }}
 {% endcall %}
 
 {{ g.bug_code | ran | capital }} and {{ g.fix_code | ran }} are {{ g.bug_code | ran_path }} and
-{{ g.fix_code | ran_path }}{% if g.jit_code %}; the JIT row ran {{ g.jit_code | ran_path }}{% endif %}.
+{{ g.fix_code | ran_path }}{{ slot("RESULT_GATHER_CODE") }}.
 {% endif %}
 """.replace("BUG_RESHAPE", BUG_RESHAPE).replace("BUG_GATHER", BUG_GATHER)
+TEMPLATE = TEMPLATE.replace("RESULT_GATHER_ROWS", Slot.RESULT_GATHER_ROWS).replace(
+    "RESULT_GATHER_CODE", Slot.RESULT_GATHER_CODE
+)
 
 MARKDOWN = "## Test Result\n" + TEMPLATE
 

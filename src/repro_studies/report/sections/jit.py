@@ -1,5 +1,6 @@
 """Notebook 03: Triton compilations on the inference path per block-table width, for this repository's
-kernels (vLLM's have their own section)."""
+kernels (vLLM's have their own section); and, in the test result's table of PR #55109's figures, the compilations
+of the release kernel whose name the PR's log shows (:data:`LOGGED_COMPILATION`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Drawn, Section
+from repro import seeds
+from repro.registry import CodeRan, release_code
+from repro.report.model import Common, Drawn, Insert, Section, Slot
 from repro.tables import Facts, Plot, Table
 from repro_studies.analysis.jit import cumulative_by_width, is_release_code, split_by_code
 from repro_studies.report import timing_plots
@@ -59,3 +62,38 @@ compilations {% if d.observed %}counted by Triton's compile hooks, compile time 
 """
 
 SECTION = Section("jit", derive, MARKDOWN, figures=figures, helpers={"figure": FIGURE})
+
+
+@dataclass(frozen=True)
+class LoggedCompilation:
+    """The JIT compilation PR #55109's log shows before the fault, as a release's own kernel compiled in this run."""
+
+    logged: str  # the kernel the PR's log names
+    compiles: int  # narrowed-table compilations after the warm-up
+    widths: int  # the narrowed widths it compiled for
+    code: CodeRan  # the release kernel that compiled
+
+
+def logged_compilation(c: Common) -> LoggedCompilation | None:
+    """The first release whose kernel carries the logged name and was timed as shipped (constexpr width)."""
+    story = (c.run.facts.get(Facts.VLLM_JIT) or {}).get("releases") or {}
+    for origin, s in story.items():
+        shipped = (s.get("forms") or {}).get("constexpr width") or {}
+        if s.get("names_the_logged_kernel") and shipped:
+            logged = str(seeds.load(55109).get("reported_jit_kernel", ""))
+            code = release_code(origin, s["kernel_name"])
+            return LoggedCompilation(logged, int(shipped["narrowed_compiles"]), int(shipped["narrowed_widths"]), code)
+    return None
+
+
+LOGGED_COMPILATION = Insert(
+    Slot.RESULT_GATHER_ROWS,
+    logged_compilation,
+    """
+{{ row }}the JIT compilation logged before the fault | `{{ d.logged }}` | compiled {{ d.compiles }} times for
+{{ d.widths }} narrowed widths after the warm-up | {{ "yes" if d.compiles > 0 else "no" }} | {{ d.code | ran }}
+""",
+)
+LOGGED_COMPILATION_CODE = Insert(
+    Slot.RESULT_GATHER_CODE, logged_compilation, "; the JIT row ran {{ d.code | ran_path }}"
+)
