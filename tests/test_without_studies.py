@@ -82,6 +82,10 @@ def test_notebooks_01_and_02_and_their_report_pass_without_the_studies(tmp_path)
     manifest = json.loads((out / "manifest.json").read_text())
     assert list(manifest["notebooks"]) == ["01-reshape-overrun", "02-strided-block-table-gather"]
     assert all(n["status"] == "ok" for n in manifest["notebooks"].values()), manifest["notebooks"]
+    # notebook 01 walks bug 1 on the repository's code: the count and the view it shows, offline
+    executed = json.loads((out / "notebooks" / "01-reshape-overrun.ipynb").read_text())
+    shown = json.dumps([o for c in executed["cells"] for o in c.get("outputs", [])])
+    assert "kernel_blocks_per_logical_block" in shown and "torch.as_strided" in shown
     # the sweep ran in the notebook's kernel: without the studies' registration gather_fast is not in it
     sweep = pd.read_csv(out / "results" / "02-gather-sweep.csv")
     assert set(sweep["variant"]) == {"buggy", "fixed", "contiguous-copy", "under-test"}
