@@ -230,7 +230,8 @@ def names_todays_code(path: str) -> bool:
 
 def test_no_committed_page_names_code_that_is_gone():
     """A report or page of data/ names this repository's functions by today's paths: a target a run recorded under an
-    earlier path is rendered by today's (registry.current_target), and a moved function means re-rendering."""
+    earlier path is rendered by today's (repro.core.analysis.provenance.current_target), and a moved function means
+    re-rendering."""
     pages = [p for p in sorted(ROOT.parent.rglob("*")) if p.suffix in (".md", ".html") and p.is_file()]
     assert pages
     gone = {(p.relative_to(ROOT.parent).as_posix(), m) for p in pages for m in CODE_PATH.findall(p.read_text())}

@@ -150,6 +150,11 @@ def builtin_targets() -> frozenset[str]:
     return frozenset(e.target for e in implementations())
 
 
+def expectations() -> dict[str, str]:
+    """EXPECT_BUG or EXPECT_CORRECT by implementation label (labels not listed: correct)."""
+    return {e.label: e.expect for e in implementations()}
+
+
 def expectation(label: str) -> str:
     """EXPECT_BUG or EXPECT_CORRECT for a table's variant label (unknown labels: correct)."""
     for entry in implementations():
@@ -238,38 +243,6 @@ def provenance(path: str) -> dict[str, Any]:
     return info
 
 
-def current_target(target: str) -> str:
-    """This repository's implementation under the module path it has today, for a target a run recorded under an
-    earlier one (``repro.kernels.gather:gather_fixed`` before the core/studies split); any other target as it is."""
-    if target in builtin_targets() or not target.startswith("repro."):
-        return target
-    function = target.rsplit(":", 1)[-1]
-    same = [e.target for e in implementations() if e.target.rsplit(":", 1)[-1] == function]
-    return same[0] if len(same) == 1 else target
-
-
-def provenance_name(info: Mapping[str, Any]) -> str:
-    """``vllm 0.22.0's dequantize_and_gather_k_cache_triton`` from :func:`provenance`'s record; this repository's
-    own function by its import path today; an outside function whose package reported no version by its import
-    path (what the run recorded of it)."""
-    target = current_target(str(info.get("target", "")))
-    if target in builtin_targets():
-        return f"this repository's `{target}`"
-    module, _, function = target.rpartition(":")
-    package = info.get("package") or target.split(".", 1)[0] or "?"
-    version = info.get("version")
-    return f"{package} {version}'s {function}" if version else f"{package}'s {function} (from {module})"
-
-
-def provenance_short(info: Mapping[str, Any]) -> str:
-    """``vllm 0.22.0`` (or ``vllm`` when its version was not recorded): a table column's name for an outside
-    kernel."""
-    target = str(info.get("target", ""))
-    package = info.get("package") or target.split(".", 1)[0] or "?"
-    version = info.get("version")
-    return f"{package} {version}" if version else str(package)
-
-
 class Whose(StrEnum):
     """Whose code produced a result: what a vLLM reviewer asks before reading a row as a finding about vLLM."""
 
@@ -296,16 +269,6 @@ def code_of(label: str) -> CodeRan:
     """The code a registered implementation label runs (this repository's replica or own kernel)."""
     entry = next(e for e in implementations() if e.label == label)
     return CodeRan(Whose.OWN if entry.role == ROLE_OWN else Whose.REPLICA, entry.target)
-
-
-def named_code(info: Mapping[str, Any]) -> CodeRan:
-    """The code of an implementation a run loaded by name, from the provenance it recorded (:func:`provenance`):
-    this repository's own under today's path, else the named function with what its package reported."""
-    target = current_target(str(info.get("target", "")))
-    for entry in implementations():
-        if entry.target == target:
-            return code_of(entry.label)
-    return CodeRan(Whose.NAMED, target, provenance_short(info))
 
 
 def release_code(origin: str, name: str) -> CodeRan:

@@ -7,20 +7,17 @@ from collections.abc import Sequence
 
 from repro.core.analysis import reshape
 from repro.core.analysis.rundata import RunData
-from repro.core.analysis.verdict import behaviour, implementation_names
+from repro.core.analysis.verdict import judge
 from repro.report import sections as report_sections
 from repro.report.model import Analysis, Common, Drawn, Section
-from repro.report.verdict import run_verdict
-from repro.tables import Table
+from repro.report.verdict import registered_findings, verdict
 
 
 def common(run: RunData) -> Common:
-    """What several sections read: the verdict, the loaded implementations' names, the sweep's behaviours."""
-    sweep, memory = run.table(Table.SWEEP), run.table(Table.MEMORY_SAFETY)
-    behaviours = {}
-    if sweep is not None and len(sweep):
-        behaviours = {str(v): behaviour(sweep, str(v), memory) for v in dict.fromkeys(sweep["variant"].astype(str))}
-    return Common(run, run_verdict(run, reshape.SPLIT_CHECK), implementation_names(run), behaviours)
+    """What several sections read, from the run judged once: the verdict, the loaded implementations' names, the
+    sweep's behaviours."""
+    judged = judge(run, reshape.SPLIT_CHECK, registered_findings())
+    return Common(run, verdict(run, judged), judged.names, judged.behaviours)
 
 
 def analyse(run: RunData, sections: Sequence[Section] | None = None) -> Analysis:

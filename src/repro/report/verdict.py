@@ -1,25 +1,14 @@
-"""The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the
-findings of the two bugs (:mod:`repro.core.analysis.verdict`), then those installed packages register
-(:class:`Findings`: the release studies' findings), the run's completeness, and the one-line title."""
+"""The run's verdict, the first line of its report and the exit code of ``repro run`` / ``repro report``: the run
+judged once (:func:`repro.core.analysis.verdict.judge`: the findings of the two bugs, then those installed packages
+register, :class:`Findings`), its completeness, and the one-line title composed from them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import RunData
-from repro.core.analysis.verdict import (
-    Finding,
-    explained_failures,
-    gather_finding,
-    implementation_names,
-    not_finished,
-    reshape_finding,
-    rule_disagreements,
-    under_test_elsewhere,
-    unexplained_failures,
-)
+from repro.core.analysis.verdict import Finding, Judgement, judge
 from repro.plugins import Point, registered
 from repro.tables import Table
 
@@ -38,6 +27,11 @@ def _registered() -> tuple[Findings, ...]:
     return registered(Point.VERDICT, Findings)
 
 
+def registered_findings() -> tuple[Callable[[RunData], Finding | None], ...]:
+    """The findings installed packages draw from a run, in registration order."""
+    return tuple(f for r in _registered() for f in r.findings)
+
+
 @dataclass
 class RunVerdict:
     title: str
@@ -54,42 +48,23 @@ class RunVerdict:
         return self.checks - self.checks_ok + len(self.disagreements)
 
 
-def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
-    """Findings per bug, completeness, and the one-line title the report leads with."""
-    names = implementation_names(run)
-    findings: list[Finding] = []
-    checks = run.table(Table.RESHAPE_CHECKS)
-    if checks is not None and len(checks):
-        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
-    sweep = run.table(Table.SWEEP)
-    if sweep is not None and len(sweep):
-        finding, _ = gather_finding(
-            sweep,
-            run.table(Table.MEMORY_SAFETY),
-            names.get("implementation", ""),
-            under_test_elsewhere(run),
-        )
-        findings.append(finding)
-    for r in _registered():
-        findings += [f for f in (finding(run) for finding in r.findings) if f is not None]
-    total = ok = 0
-    for table in run.check_tables().values():
-        total += len(table)
-        ok += int(table["ok"].map(truthy).sum())
-    failed, explained = explained_failures(run)
-    unfinished = not_finished(run.manifest)
-    complete = run.finished and not unfinished
-    disagreements = rule_disagreements(run)
+def verdict(run: RunData, judged: Judgement) -> RunVerdict:
+    """The verdict of a judged run, with the one-line title the report leads with."""
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
-        complete=complete,
-        findings=findings,
-        not_finished=unfinished,
-        checks=total,
-        checks_ok=ok,
-        failed_explained=explained if failed else 0,
-        disagreements=disagreements,
+        title=_title(run, judged.findings, judged.complete, judged.not_finished, judged.unexplained),
+        complete=judged.complete,
+        findings=judged.findings,
+        not_finished=judged.not_finished,
+        checks=judged.checks,
+        checks_ok=judged.checks_ok,
+        failed_explained=judged.failed_explained,
+        disagreements=judged.disagreements,
     )
+
+
+def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
+    """Findings per bug, completeness, and the one-line title (``repro run`` and ``repro report`` exit with it)."""
+    return verdict(run, judge(run, split_check, registered_findings()))
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:

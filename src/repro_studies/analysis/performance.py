@@ -12,10 +12,10 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from repro.core.analysis.provenance import provenance_short
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import implementation_names
 from repro.core.geometry.layout import gather_bytes
-from repro.registry import provenance_short
 from repro.tables import Table
 from repro_studies.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm, upstream_arm_of
 

@@ -18,8 +18,9 @@ from typing import Any
 import pandas as pd
 
 from repro import seeds
+from repro.core.analysis.provenance import provenance_name
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro.registry import implementation, load_implementation, provenance, provenance_name
+from repro.registry import implementation, load_implementation, provenance
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 from repro_studies.analysis import ceiling as ceiling_rules

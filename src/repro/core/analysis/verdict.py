@@ -14,7 +14,7 @@ every failed check is one the bug predicts. Pandas and the registry only: no tor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis.checks import ChecksFailed, failed_checks, truthy
 from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
+from repro.core.analysis.provenance import provenance_name
 from repro.core.analysis.rundata import RunData
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
@@ -194,7 +195,7 @@ def implementation_names(run: RunData) -> dict[str, str]:
     for param in ("implementation", "reference_gather"):
         info = recorded.get(param) or ({"target": params[param]} if params.get(param) else None)
         if info:
-            names[param] = registry.provenance_name(info)
+            names[param] = provenance_name(info)
     return names
 
 
@@ -405,8 +406,9 @@ def rule_disagreements(run: RunData) -> list[str]:
     if sweep is None or not len(sweep) or not {"status", "mismatched_tokens", "variant", "num_reqs"} <= set(sweep):
         return []
     out = []
+    expect = registry.expectations()
     for _, row in sweep.iterrows():
-        rule = case_ok(registry.expectation(str(row["variant"])), _num(row["num_reqs"]), _obs(row))
+        rule = case_ok(expect.get(str(row["variant"]), EXPECT_CORRECT), _num(row["num_reqs"]), _obs(row))
         if truthy(row["ok"]) != rule:
             out.append(
                 f"{row.get('notebook', '?')}: {row['check']} [{row['variant']}, {row.get('mode', '')}, "
@@ -414,3 +416,65 @@ def rule_disagreements(run: RunData) -> list[str]:
                 f"({row.get('observed', '')})"
             )
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# A run judged once: what the report and the exit code read.
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a run's tables show, read once: the names of what it loaded by name, each swept implementation's
+    behaviour, the findings per bug (this package's, then those registered), and its checks: how many passed, which
+    failures the bug predicts, which it does not."""
+
+    names: dict[str, str]  # parameter (implementation, reference_gather) -> loaded name
+    behaviours: dict[str, Behaviour]  # notebook 02's sweep, by variant label
+    findings: list[Finding]
+    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
+    complete: bool
+    checks: int
+    checks_ok: int
+    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
+    disagreements: list[str]  # sweep rows whose ``ok`` is not the rule's
+    unexplained: list[str]  # every failure the bugs do not predict (disagreements first)
+
+
+#: A finding another package draws from a run's tables (``None``: the run holds none of them).
+FindingOf = Callable[[RunData], "Finding | None"]
+
+
+def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] = ()) -> Judgement:
+    """The run's findings per bug, its checks and completeness, and what several report sections read, each
+    computed once."""
+    names = implementation_names(run)
+    findings: list[Finding] = []
+    checks = run.table(Table.RESHAPE_CHECKS)
+    if checks is not None and len(checks):
+        findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
+    sweep, behaviours = run.table(SWEEP_TABLE), {}
+    if sweep is not None and len(sweep):
+        finding, behaviours = gather_finding(
+            sweep, run.table(Table.MEMORY_SAFETY), names.get("implementation", ""), under_test_elsewhere(run)
+        )
+        findings.append(finding)
+    findings += [f for f in (finding_of(run) for finding_of in registered) if f is not None]
+    total = ok = 0
+    for table in run.check_tables().values():
+        total += len(table)
+        ok += int(table["ok"].map(truthy).sum())
+    failed, explained = explained_failures(run)
+    unfinished = not_finished(run.manifest)
+    disagreements = rule_disagreements(run)
+    return Judgement(
+        names=names,
+        behaviours=behaviours,
+        findings=findings,
+        not_finished=unfinished,
+        complete=run.finished and not unfinished,
+        checks=total,
+        checks_ok=ok,
+        failed_explained=explained if failed else 0,
+        disagreements=disagreements,
+        unexplained=disagreements + unexplained_failures(run),
+    )

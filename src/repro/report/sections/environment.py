@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro import registry
+from repro.core.analysis.provenance import provenance_name
 from repro.report.model import Common, Section
 
 #: Environment entries shown, in order (the manifest records them).
@@ -81,7 +81,7 @@ def derive(c: Common) -> Environment:
             details = tuple(
                 (key, _value(info[key])) for key in sorted(info) if key not in ("target", "package", "version")
             )
-            loaded.append(Loaded(param, registry.provenance_name(info), str(info.get("target", "")), details, True))
+            loaded.append(Loaded(param, provenance_name(info), str(info.get("target", "")), details, True))
         elif params.get(param):
             loaded.append(Loaded(param, "", str(params[param]), (), False))
     return Environment(pd.DataFrame(rows), tuple(loaded))

@@ -10,6 +10,7 @@ import pandas as pd
 
 from repro import registry
 from repro.core.analysis import gather
+from repro.core.analysis.provenance import named_code
 from repro.core.analysis.verdict import BUG_GATHER, describe
 from repro.registry import CodeRan
 from repro.report import mermaid, plots
@@ -53,7 +54,7 @@ def _codes(c: Common, sweep: pd.DataFrame) -> tuple[tuple[str, CodeRan], ...]:
         if v == registry.UNDER_TEST_LABEL:
             target = str(sweep[sweep.variant == v]["implementation"].iloc[0])
             recorded = (c.run.manifest.get("implementations") or {}).get("implementation") or {"target": target}
-            out.append((v, registry.named_code(recorded)))
+            out.append((v, named_code(recorded)))
         else:
             out.append((v, registry.code_of(v)))
     return tuple(out)
