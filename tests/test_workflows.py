@@ -266,5 +266,10 @@ def test_the_release_check_fails_the_job_on_a_new_release_with_its_rows_in_the_s
     assert steps.index(summary) < steps.index(fail)
     commit = step_named(workflow, "commit the check's answer")
     assert "github.event_name == 'schedule'" in commit["if"] and '"$RECORD"' in commit["run"]
+    # the README's "checked through" line is re-written from the record it commits, so the README test holds
+    from repro.report import readme
+
+    assert "python -m repro.report.readme README.md" in commit["run"]
+    assert f'git add "$RECORD" README.md {readme.DETAIL}' in commit["run"]
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["jobs"]["new-release"]["permissions"] == {"contents": "write"}
