@@ -39,11 +39,11 @@ def block(answer):
 
 
 @pytest.mark.audit
-def test_the_readme_answer_and_the_detail_are_what_the_code_writes_from_the_committed_data(block):
+def test_the_readme_answer_and_the_detail_are_what_the_code_writes_from_the_committed_data(answer, block):
     text = README.read_text()
     start, end = text.index(readme.START), text.index(readme.END) + len(readme.END)
     assert text[start:end] == block, "re-render it: python -m repro.report.readme README.md"
-    assert (ROOT / readme.DETAIL).read_text() == readme.detail_document(ROOT), "python -m repro.report.readme"
+    assert (ROOT / readme.DETAIL).read_text() == readme.detail_document(answer=answer), "python -m repro.report.readme"
 
 
 @pytest.mark.audit
@@ -138,6 +138,16 @@ def test_every_relative_link_opens_a_file_of_the_repository_and_a_heading_that_e
 def _slug(heading: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as dashes."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_command_refuses_a_file_without_the_markers_before_any_work(tmp_path, capsys):
+    page = tmp_path / "README.md"
+    page.write_text("# A README without the answer's markers\n")
+    assert readme.main([str(page)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: README: ") and readme.START in err and len(err.splitlines()) == 1
+    assert page.read_text() == "# A README without the answer's markers\n" and not (tmp_path / "docs").exists()
+    assert readme.main([str(page), "extra"]) == 2
 
 
 @pytest.mark.audit
