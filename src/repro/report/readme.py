@@ -3,7 +3,7 @@ the releases were last checked, and one table of both bugs whose rows open the r
 
 Every value is derived from committed tables: bug 1 from notebook 06's run over every release (each release's own
 chain, both runners, every block size: :func:`repro.studies.analysis.reshape_chain.reach`), bug 2 from notebook
-05's run over every release joined with the H200 release matrix's verdicts
+05's run over every release joined with the GPU release matrix's verdicts
 (:func:`repro.studies.analysis.affected.exposure` and :func:`~repro.studies.analysis.affected.compact`), the date
 from the weekly release check's record. The words are the templates in ``templates/``; this module only gathers
 the facts. ``python -m repro.report.readme [README.md]`` rewrites the block between :data:`START` and :data:`END`
