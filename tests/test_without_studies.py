@@ -23,7 +23,6 @@ BUG_TESTS = (
     "test_reshape.py",
     "test_specs.py",
     "test_kernels.py",
-    "test_case_endings.py",
     "test_records.py",
     "test_source.py",
     "test_verdict.py",
