@@ -83,6 +83,7 @@ class GatherWalkthrough:
                     o.total_tokens,
                     o.error,
                     o.changed_inputs,
+                    o.out_repointed,
                 )
             )
 

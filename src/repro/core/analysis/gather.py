@@ -34,8 +34,16 @@ def changed_inputs_text(changed: object) -> str:
     return f"changed its input(s) {names} (a gather writes only out)" if names and names != "nan" else ""
 
 
+def _text(value: object) -> str:
+    """A text cell as written (a CSV's empty cell reads back as NaN)."""
+    text = str(value or "").strip()
+    return "" if text == "nan" else text
+
+
 def observed_text(obs: Mapping[str, Any]) -> str:
-    changed = changed_inputs_text(obs.get("changed_inputs"))
+    changed = "; ".join(
+        t for t in (changed_inputs_text(obs.get("changed_inputs")), _text(obs.get("out_repointed"))) if t
+    )
     if obs["status"] != OK:
         return "; ".join(t for t in (f"{obs['status']}: {obs.get('error', '')}"[:200], changed) if t)
     text = f"{obs['mismatched_tokens']}/{obs['total_tokens']} tokens differ"
@@ -46,8 +54,9 @@ def observed_text(obs: Mapping[str, Any]) -> str:
 
 def case_ok(expect: str, num_reqs: int, obs: Mapping[str, Any]) -> bool:
     """The verdict of one sweep case. A case that changed an input fails whatever its output; only a named
-    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending."""
-    if changed_inputs_text(obs.get("changed_inputs")):
+    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending. An ``out`` repointed
+    away from the caller's buffer fails too: the caller's buffer is the output."""
+    if changed_inputs_text(obs.get("changed_inputs")) or _text(obs.get("out_repointed")):
         return False
     clean = obs["status"] == OK and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
     if expect == EXPECT_BUG and num_reqs > 1:
@@ -76,6 +85,7 @@ def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[st
         "stray_writes": obs["stray_writes"],
         "error": obs.get("error", ""),
         "changed_inputs": obs.get("changed_inputs", ""),
+        "out_repointed": obs.get("out_repointed", ""),
     }
 
 
@@ -155,11 +165,12 @@ def contiguous_case_row(
     total_tokens: int,
     error: str = "",
     changed_inputs: str = "",
+    out_repointed: str = "",
 ) -> dict:
-    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal and every input
-    unchanged; an implementation that raised or timed out (``error``) fails the check."""
+    """vLLM's own cases on a contiguous table: the whole output buffer (the caller's) must be bitwise equal and
+    every input unchanged; an implementation that raised or timed out (``error``) fails the check."""
     observed = f"error: {error}"[:200] if error else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows"
-    changed = changed_inputs_text(changed_inputs)
+    changed = "; ".join(t for t in (changed_inputs_text(changed_inputs), _text(out_repointed)) if t)
     return {
         "check": "gather equals the reference on a contiguous table",
         "variant": label,
@@ -171,6 +182,7 @@ def contiguous_case_row(
         "mismatched_bytes": None,
         "total_bytes": None,
         "changed_inputs": changed_inputs,
+        "out_repointed": out_repointed,
     }
 
 
@@ -186,6 +198,7 @@ def writer_row(case: str, num_reqs: int, differ: int, total_bytes: int) -> dict:
         "mismatched_bytes": differ,
         "total_bytes": total_bytes,
         "changed_inputs": None,
+        "out_repointed": None,
     }
 
 

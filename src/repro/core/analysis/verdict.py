@@ -63,6 +63,7 @@ class Behaviour:
     no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
     no_result: str = ""  # that case's status and error
     changed_inputs: tuple[str, ...] = ()  # inputs some case changed
+    repointed: bool = False  # some case repointed ``out`` away from the caller's buffer
     every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
 
     @property
@@ -79,13 +80,17 @@ def _num(value: Any) -> int:
     return 0 if pd.isna(number) else int(number)
 
 
+def _cell(value: Any) -> str:
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
 def _obs(row: pd.Series) -> dict:
-    changed = row.get("changed_inputs")
     return {
         "status": str(row["status"]),
         "mismatched_tokens": _num(row.get("mismatched_tokens")),
         "stray_writes": _num(row.get("stray_writes")),
-        "changed_inputs": "" if changed is None or pd.isna(changed) else str(changed),
+        "changed_inputs": _cell(row.get("changed_inputs")),
+        "out_repointed": _cell(row.get("out_repointed")),
     }
 
 
@@ -128,6 +133,7 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
         no_result_from=int(n[nothing].min()) if nothing.any() else None,
         no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
         changed_inputs=tuple(changed),
+        repointed=any(o["out_repointed"] for _, o in observed),
         every_case_ok=every_ok,
     )
 
@@ -147,6 +153,8 @@ def describe(b: Behaviour, short: bool = False) -> str:
     parts = []
     if b.changed_inputs:
         parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
+    if b.repointed:
+        parts.append("repoints out away from the caller's buffer")
     if b.no_result_from is not None:
         parts.append(f"gives no result from {_requests(b.no_result_from)} ({b.no_result})")
     if b.wrong_from is not None:

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.core.evidence.cases import changed_inputs, compare_bitwise, input_snapshot, reference_output, warm_up
+from repro.core.evidence.cases import (
+    alias_of,
+    buffer_identity,
+    changed_inputs,
+    compare_bitwise,
+    input_snapshot,
+    reference_output,
+    repointed,
+    warm_up,
+)
 from repro.core.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, time_limit
 from repro.core.geometry.layout import DSV4
@@ -91,6 +100,7 @@ class ContiguousObservation:
     total_tokens: int
     error: str = ""  # the implementation raised or ran past its time limit: nothing to compare
     changed_inputs: str = ""  # inputs the call changed (a gather writes only ``out``)
+    out_repointed: str = ""  # how ``out`` stopped being the caller's buffer
 
 
 def run_vllm_cases(
@@ -109,6 +119,7 @@ def run_vllm_cases(
         ref = reference_output(scenario)
         for entry in implementations:
             out = scenario.fresh_out()
+            buffer, identity = alias_of(out), buffer_identity(out)  # read after the call, whatever became of out
             before = input_snapshot(scenario)
             try:
                 fn = load_implementation(entry.target)
@@ -129,11 +140,18 @@ def run_vllm_cases(
                 )
                 continue
             changed = ", ".join(changed_inputs(scenario, before))
-            mismatched, stray = compare_bitwise(out, ref, scenario)
-            whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
+            mismatched, stray = compare_bitwise(buffer, ref, scenario)
+            whole = bool(torch.equal(buffer.view(torch.int16), ref.view(torch.int16)))
             on_gather(
                 entry,
                 ContiguousObservation(
-                    label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens, changed_inputs=changed
+                    label,
+                    spec.num_reqs,
+                    mismatched,
+                    stray,
+                    whole,
+                    scenario.total_tokens,
+                    changed_inputs=changed,
+                    out_repointed=repointed(identity, out),
                 ),
             )
