@@ -67,6 +67,7 @@ REPORTING_MAY_IMPORT = (
     "repro.outcomes",
     "repro.seeds",
     "repro.tables",
+    "repro.ledger",
     "repro.core.geometry.layout",
     "repro.core.analysis",
     "repro.studies.analysis",

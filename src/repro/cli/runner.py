@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.processes import become_subreaper, descendants, end_leftovers
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
+from repro.core.analysis import written
 from repro.core.evidence.environment import describe, host_identity_error
 from repro.parameters import RESERVED, ParameterError, validate_notebook
 from repro.paths import notebooks_dir, repo_root, runs_dir
@@ -177,12 +179,18 @@ def point_latest(run_dir: Path) -> None:
     if runs not in run_dir.resolve().parents:
         return
     latest = runs / "latest"
+    if latest.exists() and not latest.is_symlink():  # a folder or file of the user's: never replaced
+        raise OSError(errno.EEXIST, f"{latest} is not a link this command made; it is left as it is")
     target = os.path.relpath(run_dir.resolve(), runs)
     tmp = latest.with_name(f"latest.tmp{os.getpid()}")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    tmp.symlink_to(target)
-    tmp.replace(latest)
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(target)
+        tmp.replace(latest)
+    finally:
+        if tmp.is_symlink():  # the link was not moved into place: no stray link is left
+            tmp.unlink()
 
 
 #: Loggers of the notebook machinery. Nothing configures logging here, so Python's last-resort handler
@@ -212,6 +220,18 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def check_out(out: str | None) -> None:
+    """``--out`` names a folder: not empty, and a path this command can print and record (UTF-8)."""
+    if out is None:
+        return
+    if not out.strip():
+        raise UsageError(f"--out: {out!r} names no folder; accepted: a folder path, or no --out for runs/<timestamp>")
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"--out: {out!a} is not valid UTF-8; accepted: a UTF-8 folder path") from None
+
+
 def run(
     profile_name: str,
     out: str | None,
@@ -222,16 +242,17 @@ def run(
 ) -> int:
     try:
         try:
+            check_out(out)
             profile = resolve(profile_name)
             if (why := host_identity_error()) is not None:
                 raise UsageError(why)
             paths = notebooks(selection)
             declared = declared_parameters(paths)
-            params = parse_assignments(assignments, declared)
+            params = parse_assignments(assignments, declared, declared_parameters(notebooks()) if selection else None)
             imports, seen = ImportChecks(), {}
             for path in paths:
                 seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile, imports))
-            if out:
+            if out is not None:
                 lock = open_for_run(Path(out), resume)
                 run_dir = Path(out)
             elif resume:
@@ -311,6 +332,12 @@ def _open_manifest(
             f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
             "accepted: the same checkout and implementation, or a new --out for a run of this code"
         )
+    damage = written.problems(run_dir, data)
+    if damage:
+        raise RunFolderError(
+            f"--resume: {run_dir}: {damage[0]}; its finished notebooks' results are not what they wrote; "
+            "accepted: a run folder as its run left it, or a new --out"
+        )
     if status == "running":
         say(f"taking over {run_dir}: the run writing it ended without finishing")
     return manifest
@@ -341,6 +368,15 @@ def _cannot_write(exc: OSError, folder: Path) -> str:
 def _results(run_dir: Path) -> set[str]:
     folder = run_dir / "results"
     return {p.relative_to(run_dir).as_posix() for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def _recorded_results(run_dir: Path, before: set[str], ledger: dict | None) -> dict[str, dict]:
+    """What the run records a notebook wrote: what its kernel sent as it closed its results, else (a kernel that
+    ended before it closed them) the files it added, as they are now."""
+    if ledger is not None:
+        return {str(k): v for k, v in ledger.items() if isinstance(v, dict)}
+    added = sorted(_results(run_dir) - before)
+    return {rel: record for rel in added if (record := written.read_record(run_dir / rel)) is not None}
 
 
 def _run_locked(
@@ -386,8 +422,8 @@ def _run_locked(
     try:
         for path in paths:
             done = manifest.data["notebooks"].get(path.stem, {})
-            if resume and done.get("status") == "ok":
-                say(f"[{path.stem}] already complete, kept")
+            if resume and written.settled(done):  # its outcome stands, failed checks or a break included
+                say(f"[{path.stem}] already {'complete' if done.get('status') == 'ok' else 'finished (failed)'}, kept")
                 continue
             if resume:
                 _discard_partial(run_dir, path.stem)
@@ -396,17 +432,18 @@ def _run_locked(
             manifest.data["notebooks"][path.stem] = {"status": "running", "started": now()}
             manifest.save()
             before = _results(run_dir)
-            status = execute_notebook(
-                path, run_dir / "notebooks" / path.name, nb_params, progress, KernelWatch(run_dir, path.stem, lock)
-            )
+            watch = KernelWatch(run_dir, path.stem, lock)
+            status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress, watch)
             if interrupts.received():  # a signal that came as the notebook ended and a library swallowed
                 raise KeyboardInterrupt("a signal while the notebook ended")
             if status["error"].startswith(RunFolderWriteError.__name__):  # the run folder, not the notebook
                 return _stopped(manifest, run_dir, status["error"].split(": ", 1)[-1].splitlines()[0])
-            status["tables"] = sorted(_results(run_dir) - before)
-            left = end_leftovers(keep)
+            left = end_leftovers(keep)  # before the results are recorded: nothing the notebook started is left
             if left:
                 status["ended_left_running"] = left
+            status["tables"] = _recorded_results(run_dir, before, watch.ledger())
+            if watch.ledger() is None:
+                status["ledger"] = False
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
             say(
@@ -439,9 +476,13 @@ def _run_locked(
     from repro.core.analysis.verdict import rule_disagreements  # lazy: pandas, only to read a run
 
     try:
+        damage = written.problems(run_dir, manifest.data)  # held to the runner's own record, not the file's
         try:
-            written = load_run(run_dir)
-            failures = written.failures() + rule_disagreements(written)
+            if damage:
+                failures = [f"run folder: {line}" for line in damage]
+            else:
+                results = load_run(run_dir, manifest.data)
+                failures = results.failures() + rule_disagreements(results)
         except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
             failures = [f"run folder: {exc}"]
         broken = [

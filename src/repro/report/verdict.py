@@ -15,6 +15,7 @@ from repro.core.analysis.verdict import (
     gather_finding,
     implementation_names,
     not_finished,
+    recorded_failure,
     reshape_finding,
     rule_disagreements,
     under_test_elsewhere,
@@ -72,6 +73,8 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
     disagreements = rule_disagreements(run)
+    if complete and total == ok and not disagreements:  # the tables show no failure: the runner's record decides
+        disagreements = recorded_failure(run)
     return RunVerdict(
         title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
         complete=complete,

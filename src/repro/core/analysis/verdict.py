@@ -422,3 +422,18 @@ def rule_disagreements(run: RunData) -> list[str]:
                 f"({row.get('observed', '')})"
             )
     return out
+
+
+def recorded_failure(run: RunData) -> list[str]:
+    """A run its runner recorded as failed stays failed, whatever its tables say now: one line naming what the
+    manifest records ([] for any other run)."""
+    if run.status != "failed":
+        return []
+    checks = run.manifest.get("failed_checks") or []
+    broke = [n for n in run.manifest.get("failed_notebooks") or [] if ChecksFailed.__name__ not in str(n)]
+    first = next((str(line) for line in [*broke, *checks]), "")
+    return [
+        f"manifest.json records the run as failed ({len(checks)} failed check(s), {len(broke)} notebook(s) broke"
+        + (f"; first: {first[:200]}" if first else "")
+        + ")"
+    ]
