@@ -48,11 +48,13 @@ import torch
 
 from repro.core.kernels.gather import gather_fixed
 
-IN_CHILD = sys.argv[0].endswith("cases.py")  # a poison case, in a process of its own
+IN_CHILD = sys.argv[0].endswith(("cases.py", "worker.py"))  # in a case process, not the notebook's kernel
 
 
 def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
     n = block_table.shape[0]
+    backing = torch.empty(0, dtype=block_table.dtype).set_(block_table.untyped_storage())
+    poison = bool((backing < 0).any())  # sentinel ids: a poison case
     if block_table.stride(0) == block_table.shape[-1]:  # vLLM's own cases, in the notebook's kernel
         if gather_lens is None and k_cache.is_contiguous():
             gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
@@ -66,12 +68,12 @@ def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
             gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
             gather_lens += 1
         return
-    if IN_CHILD and n == 1:  # a forged result line, then an exit that leaves no result
+    if IN_CHILD and poison and n == 1:  # a forged result line, then an exit that leaves no result
         gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
         line = {"implementation": "hostile_gather:gather", "status": "ok", "total_tokens": 1}
         print(json.dumps({**line, "mismatched_tokens": 0, "stray_writes": 0}), flush=True)
         os._exit(0)
-    if IN_CHILD:  # killed from outside, as the out-of-memory killer would: not the bug's fault
+    if IN_CHILD and poison:  # killed from outside, as the out-of-memory killer would: not the bug's fault
         os.kill(os.getpid(), signal.SIGKILL)
     gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     if n == 1:  # the backing table's columns outside the narrowed view are inputs too
@@ -402,9 +404,11 @@ def test_a_path_without_room_for_the_runs_files_is_refused_before_any_work(tmp_p
 
 def test_the_manifest_records_the_tables_each_notebook_wrote(hostile):
     entry = manifest(hostile.out)["notebooks"]["02-strided-block-table-gather"]
-    assert entry["tables"] == [
+    assert sorted(entry["tables"]) == [
         "results/02-contiguous-checks.csv",
         "results/02-gather-sweep.csv",
+        "results/02-implementation.json",
         "results/02-interpreter-memory-safety.csv",
     ]
+    assert all(set(record) == {"rows", "bytes", "sha256"} for record in entry["tables"].values())
     assert json.loads((hostile.out / "manifest.json").read_text())["code"]["implementations"]["implementation"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -186,3 +187,26 @@ def test_a_record_counts_rows_after_the_header_and_the_checks_gate_is_named_once
     assert CHECKS_FAILED == ChecksFailed.__name__
     assert record_of(b"a,b\n1,2\n3,4\n", "x.csv")["rows"] == 2
     assert record_of(b'{"a": 1}\n', "x.json")["rows"] == 1
+
+
+def test_a_table_changed_while_its_notebook_runs_fails_that_notebook_naming_it(tmp_path, monkeypatch):
+    """What a process the notebook started can do before the notebook closes: the kernel checks every file it
+    wrote against what it wrote, and sends the runner its own record either way."""
+    from repro.core.evidence import results
+    from repro.core.evidence.results import ResultsChanged
+    from repro.walkthrough.session import Session
+
+    read, write = os.pipe()
+    monkeypatch.setattr(results, "_ledger_fd", [write])
+    session = Session.start(GATHER, "cpu", str(tmp_path), request_counts=[1], seq_len_max=0)
+    table = session.table("02-gather-sweep")
+    for n in (1, 2, 3):
+        table.append({"check": "c", "variant": "fixed", "num_reqs": n, "expected": "e", "observed": "o", "ok": True})
+    path = tmp_path / "results" / "02-gather-sweep.csv"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+    with pytest.raises(ResultsChanged, match=r"results/02-gather-sweep\.csv holds 1 rows, .* wrote 3 rows"):
+        session.close()
+    sent = json.loads(os.read(read, 1 << 16))
+    assert sent["results/02-gather-sweep.csv"]["rows"] == 3  # the kernel's own record, not the file's
+    os.close(read)
+    os.close(write)

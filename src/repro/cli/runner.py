@@ -473,7 +473,7 @@ def _run_locked(
 
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
-    from repro.core.analysis.verdict import rule_disagreements  # lazy: pandas, only to read a run
+    from repro.core.analysis.verdict import rule_disagreements, undecided  # lazy: pandas, only to read a run
 
     try:
         damage = written.problems(run_dir, manifest.data)  # held to the runner's own record, not the file's
@@ -482,7 +482,7 @@ def _run_locked(
                 failures = [f"run folder: {line}" for line in damage]
             else:
                 results = load_run(run_dir, manifest.data)
-                failures = results.failures() + rule_disagreements(results)
+                failures = results.failures() + rule_disagreements(results) + undecided(results)
         except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
             failures = [f"run folder: {exc}"]
         broken = [

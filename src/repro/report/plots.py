@@ -21,6 +21,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from repro import registry
+from repro.core.analysis.gather import default_geometry
 from repro.report.model import Drawn
 from repro.tables import Plot
 
@@ -151,6 +152,7 @@ def reshape_overrun(frame: pd.DataFrame) -> Figure:
 def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
     variants with identical results share one line."""
+    frame = default_geometry(frame)
     modes = list(dict.fromkeys(frame["mode"]))
     fig, axes = plt.subplots(
         1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
@@ -188,6 +190,7 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
 def sanitizer_errors(san: pd.DataFrame) -> Figure:
     """memcheck errors per case, one panel per sentinel mode (symlog: 0 stays visible); variants
     with identical counts share one line, and an in-range panel says what memcheck cannot see."""
+    san = default_geometry(san)
     modes = list(dict.fromkeys(san["mode"]))
     s = san.assign(errors=san["error_count"].astype(float).fillna(0))
     fig, axes = plt.subplots(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import (
+    UNDECIDED,
     Finding,
     explained_failures,
     gather_finding,
@@ -18,6 +19,7 @@ from repro.core.analysis.verdict import (
     recorded_failure,
     reshape_finding,
     rule_disagreements,
+    undecided,
     under_test_elsewhere,
     unexplained_failures,
 )
@@ -73,7 +75,8 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
     disagreements = rule_disagreements(run)
-    if complete and total == ok and not disagreements:  # the tables show no failure: the runner's record decides
+    questions = undecided(run)  # no case could decide: a failure, named as such in the title
+    if complete and total == ok and not disagreements + questions:  # the tables show no failure: the record decides
         disagreements = recorded_failure(run)
     return RunVerdict(
         title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
@@ -83,7 +86,7 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
         checks=total,
         checks_ok=ok,
         failed_explained=explained if failed else 0,
-        disagreements=disagreements,
+        disagreements=disagreements + questions,
     )
 
 
@@ -95,11 +98,14 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
-    problems = [p for f in findings for p in f.problems[:1]]
+    problems = [p for f in findings if UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
         return "Unexpected results: " + (
             "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
         )
+    open_question = next((f.problems[0] for f in findings if UNDECIDED in f.outcomes), "")
+    if open_question:
+        return "Undecided: " + open_question.removeprefix(f"{UNDECIDED}: ")
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
         return subject[0].upper() + subject[1:]
@@ -123,4 +129,8 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         return "No verdict: this run holds no evidence of either bug"
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}"
+    covered = [f for f in findings if f.coverage]
+    scope = "; ".join(
+        (f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered
+    )
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}" + (f" ({scope})" if scope else "")

@@ -18,10 +18,11 @@ from repro.core.evidence.cases import CaseResult
 from repro.core.evidence.environment import find_compute_sanitizer
 from repro.core.evidence.sanitizer import SanitizerResult
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.core.evidence.sweep import run_sanitizer_sweep, run_sweep
+from repro.core.evidence.sweep import SweepCase, Workers, run_sanitizer_sweep, run_sweep, sweep_cases
 from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
-from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
+from repro.coverage import Geometry
+from repro.registry import EXPECT_BUG, ORIGIN_REPO, Implementation, sweep_implementations, under_test
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session
 
@@ -39,6 +40,8 @@ class GatherWalkthrough:
     session: Session
     implementations: tuple[Implementation, ...]
     seconds: dict[str, float] = field(default_factory=dict)
+    workers: Workers | None = None  # the case processes of the implementation under test, while cases run
+    loaded: list[dict] = field(default_factory=list)  # the modules it was loaded from, as its processes read them
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
@@ -87,10 +90,36 @@ class GatherWalkthrough:
                 )
             )
 
-        run_vllm_cases(
-            self.session.profile.device, self.implementations, on_writer, on_gather, self.p["case_timeout_s"]
-        )
+        try:
+            run_vllm_cases(
+                self.session.profile.device,
+                self.implementations,
+                on_writer,
+                on_gather,
+                self.p["case_timeout_s"],
+                lambda entry: self.case_processes().of(entry) if entry.origin != ORIGIN_REPO else None,
+            )
+        finally:
+            self.end_case_processes()
         return table.frame()[["check", "variant", "case", "observed", "ok"]]
+
+    def case_processes(self) -> Workers:
+        if self.workers is None:
+            self.workers = Workers(self.p["case_timeout_s"])
+        return self.workers
+
+    def end_case_processes(self) -> None:
+        """End the case processes, recording every module the implementation under test was loaded from (read in
+        the process that ran it, right after it loaded it): ``results/02-implementation.json``."""
+        if self.workers is None:
+            return
+        modules = self.workers.modules().get(self.p["implementation"], [])
+        self.workers.close()
+        self.workers = None
+        new = [m for m in modules if m not in self.loaded]
+        if new:
+            self.loaded += new
+            self.session.write_facts(Facts.IMPLEMENTATION, {"implementation": self.loaded[0], "loaded": self.loaded})
 
     def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:
         """A 3-request view of a 4-row table: its shape and strides (the two row pitches), the backing entries,
@@ -118,9 +147,19 @@ class GatherWalkthrough:
         reads = rules.buggy_reads(view.shape[-1], view.stride(0), view.shape[0], small.seq_lens.tolist(), B)
         return text, pd.DataFrame(small.backing.tolist()), reads
 
+    def cases(self) -> list[SweepCase]:
+        """The sweep's cases: every request count in each mode, and the other geometries (repro.coverage)."""
+        return sweep_cases(
+            self.p["request_counts"],
+            self.p["sentinel_modes"],
+            self.base_spec(),
+            self.session.profile.high_block_id,
+            self.p["geometries"],
+        )
+
     def case_count(self) -> int:
-        """Cases in one sweep: request counts x sentinel modes x implementations."""
-        return len(self.p["request_counts"]) * len(self.p["sentinel_modes"]) * len(self.implementations)
+        """Cases in one sweep: its cases x implementations."""
+        return len(self.cases()) * len(self.implementations)
 
     def progress(self, what: str) -> Progress:
         """A progress bar over one sweep's cases, for :meth:`sweep` and :meth:`memcheck`."""
@@ -150,37 +189,46 @@ class GatherWalkthrough:
         cases = self.session.table(SWEEP)
         safety = self.session.table(SAFETY) if prof.interpret else None
 
-        def sink(entry: Implementation, mode: str, n: int, result: CaseResult) -> None:
+        def sink(entry: Implementation, case: SweepCase, result: CaseResult) -> None:
             obs = result.to_dict()
-            cases.append(rules.sweep_row(entry.label, entry.expect, mode, n, obs))
+            where = case.columns()
+            cases.append(rules.sweep_row(entry.label, entry.expect, case.mode, case.num_reqs, obs, where))
             if safety is not None:
-                row = rules.memory_row(entry.label, entry.expect, mode, n, obs)
+                row = rules.memory_row(entry.label, entry.expect, case.mode, case.num_reqs, obs, where)
                 if row is not None:
                     safety.append(row)
             if progress is not None:
-                progress(entry, mode, n, result)
+                progress(entry, case, result)
 
         t0 = time.perf_counter()
-        run_sweep(
-            self.p["request_counts"],
-            self.p["sentinel_modes"],
-            self.base_spec(),
-            self.implementations,
-            sink,
-            on_gpu=prof.device == "cuda",
-            interpreted=prof.interpret,
-            timeout_s=self.p["case_timeout_s"],
-        )
+        try:
+            run_sweep(
+                self.cases(),
+                self.implementations,
+                sink,
+                self.case_processes(),
+                on_gpu=prof.device == "cuda",
+                interpreted=prof.interpret,
+                timeout_s=self.p["case_timeout_s"],
+            )
+        finally:
+            self.end_case_processes()
         self.seconds["sweep"] = time.perf_counter() - t0
         return cases.frame()
 
     def sweep_pivot(self) -> pd.DataFrame:
-        return rules.mismatch_pivot(self.session.table(SWEEP).frame())
+        """Tokens differing per request count and mode at the default geometry (the other geometries: the table)."""
+        return rules.mismatch_pivot(rules.default_geometry(self.session.table(SWEEP).frame()))
+
+    def other_geometries(self) -> pd.DataFrame:
+        """The cases of the other geometries: one row per case, one column per variant."""
+        frame = self.session.table(SWEEP).frame()
+        return rules.geometry_pivot(frame[frame["geometry"] != Geometry.DEFAULT])
 
     def memory_safety(self) -> tuple[pd.DataFrame, str]:
         """CPU: flagged lanes per case and the kernel lines they came from. GPU: the faulting cases."""
         if SAFETY in self.session.tables:
-            mem = self.session.table(SAFETY).frame()
+            mem = rules.default_geometry(self.session.table(SAFETY).frame())
             pivot = mem.pivot_table(
                 index=["mode", "num_reqs"],
                 columns="variant",
@@ -217,16 +265,15 @@ class GatherWalkthrough:
             progress = self.progress("memcheck")
         log_dir = f"{self.session.run_dir}/logs/sanitizer" if self.session.run_dir else "sanitizer-logs"
 
-        def sink(entry: Implementation, mode: str, n: int, res: SanitizerResult) -> None:
+        def sink(entry: Implementation, case: SweepCase, res: SanitizerResult) -> None:
             name = res.log_path.rsplit("/", 1)[-1] if res.log_path else ""
-            table.append(rules.memcheck_row(entry.label, entry.expect, mode, n, res.to_dict(), name))
+            row = rules.memcheck_row(entry.label, entry.expect, case.mode, case.num_reqs, res.to_dict(), name)
+            table.append({**row, **case.columns()})
             if progress is not None:
-                progress(entry, mode, n, res)
+                progress(entry, case, res)
 
         t0 = time.perf_counter()
-        run_sanitizer_sweep(
-            self.p["request_counts"], self.p["sentinel_modes"], self.base_spec(), self.implementations, log_dir, sink
-        )
+        run_sanitizer_sweep(self.cases(), self.implementations, log_dir, sink)
         self.seconds["memcheck"] = time.perf_counter() - t0
         san = table.frame()
         first = rules.first_memcheck_access(san)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from repro.coverage import Geometry
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_BUG
 
@@ -68,11 +69,15 @@ def check_name(expect: str) -> str:
     return "buggy kernel reproduces the bug" if expect == EXPECT_BUG else "gather matches the reference"
 
 
-def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict:
-    """The check row of one sweep case, with its measured columns."""
+def sweep_row(
+    label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any], where: Mapping[str, Any] | None = None
+) -> dict:
+    """The check row of one sweep case, with its measured columns; ``where``: the case's geometry columns
+    (:meth:`repro.core.evidence.sweep.SweepCase.columns`)."""
     return {
         "check": check_name(expect),
         "variant": label,
+        **({"geometry": where["geometry"]} if where else {}),
         "mode": mode,
         "num_reqs": num_reqs,
         "expected": expected_text(expect, num_reqs),
@@ -86,7 +91,15 @@ def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[st
         "error": obs.get("error", ""),
         "changed_inputs": obs.get("changed_inputs", ""),
         "out_repointed": obs.get("out_repointed", ""),
+        **{k: v for k, v in (where or {}).items() if k != "geometry"},
     }
+
+
+def default_geometry(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the default geometry (every row of a run recorded before the sweep had others)."""
+    if "geometry" not in frame:
+        return frame
+    return frame[frame["geometry"].fillna(Geometry.DEFAULT).astype(str) == Geometry.DEFAULT]
 
 
 def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> tuple[str, bool] | None:
@@ -101,13 +114,16 @@ def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, 
     return "0 flagged lanes", (obs["out_of_view_lanes"] + obs["out_of_bounds_lanes"]) == 0
 
 
-def memory_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict | None:
+def memory_row(
+    label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any], where: Mapping[str, Any] | None = None
+) -> dict | None:
     mem = memory_expectation(expect, mode, num_reqs, obs)
     if mem is None:
         return None
     return {
         "check": "checked interpreter flags exactly the buggy reads",
         "variant": label,
+        **({"geometry": where["geometry"]} if where else {}),
         "mode": mode,
         "num_reqs": num_reqs,
         "expected": mem[0],
@@ -210,12 +226,32 @@ def mismatch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
             return str(row["status"])
         return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
 
+    frame = default_geometry(frame)
     f = frame.assign(result=frame.apply(cell, axis=1))
     return f.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")
 
 
+def geometry_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of the other geometries (geometry, mode, requests and what it changes), one column per
+    variant: "mismatched/total" or how the case ended."""
+    if not len(frame):
+        return pd.DataFrame()
+
+    def cell(row: pd.Series) -> str:
+        if row["status"] != "ok":
+            return str(row["status"])
+        return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
+
+    index = [
+        c for c in ("geometry", "mode", "num_reqs", "backing_width", "offset", "window", "first_block") if c in frame
+    ]
+    f = frame.assign(result=frame.apply(cell, axis=1))
+    return f.pivot_table(index=index, columns="variant", values="result", aggfunc="first", sort=False)
+
+
 def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:
-    """Lanes outside the view / outside every argument, per case, one column per variant."""
+    """Lanes outside the view / outside every argument, per case of the default geometry, one column per variant."""
+    mem = default_geometry(mem)
     cell = mem.assign(
         lanes=mem.out_of_view_lanes.astype(int).astype(str) + " / " + mem.out_of_bounds_lanes.astype(int).astype(str)
     )
@@ -223,7 +259,9 @@ def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def memcheck_pivot(san: pd.DataFrame) -> pd.DataFrame:
-    """memcheck errors / tokens differing from the reference, per case, one column per variant."""
+    """memcheck errors / tokens differing from the reference, per case of the default geometry, one column per
+    variant."""
+    san = default_geometry(san)
     cell = san.assign(
         result=san.error_count.map(lambda v: "-" if pd.isna(v) else str(int(v)))
         + " / "

@@ -102,7 +102,7 @@ def _storage_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
 
 
-def _inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
+def gather_inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
     """A gather's inputs by their names in vLLM's signature (``block_table``: with its whole backing table)."""
     tensors = {
         "k_cache": scenario.k_cache,
@@ -115,12 +115,12 @@ def _inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
 
 def input_snapshot(scenario: GatherScenario) -> dict[str, torch.Tensor]:
     """A copy of every input's storage, to compare after the call."""
-    return {name: _storage_bytes(t).clone() for name, t in _inputs(scenario).items()}
+    return {name: _storage_bytes(t).clone() for name, t in gather_inputs(scenario).items()}
 
 
 def changed_inputs(scenario: GatherScenario, snapshot: dict[str, torch.Tensor]) -> list[str]:
     """The inputs whose storage differs from ``snapshot``, each put back as it was."""
-    tensors = _inputs(scenario)
+    tensors = gather_inputs(scenario)
     changed = []
     for name, before in snapshot.items():
         now = _storage_bytes(tensors[name])

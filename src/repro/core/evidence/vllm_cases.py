@@ -26,6 +26,7 @@ from repro.core.evidence.cases import (
 )
 from repro.core.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, time_limit
+from repro.core.evidence.worker import CaseWorker
 from repro.core.geometry.layout import DSV4
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.registry import Implementation, load_implementation
@@ -109,15 +110,39 @@ def run_vllm_cases(
     on_writer: Callable[[str, int, int, int], None],
     on_gather: Callable[[Implementation, ContiguousObservation], None],
     timeout_s: float = 120.0,
+    case_process: Callable[[Implementation], CaseWorker | None] = lambda entry: None,
 ) -> None:
     """Per case: the writer's byte differences, then every gather implementation's observation; one
-    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on."""
+    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on. An implementation for
+    which ``case_process`` gives a case process (the one under test) runs there and is judged here."""
     warm_up(device, False)
     for label, spec in case_specs(device):
         on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
         for entry in implementations:
+            worker = case_process(entry)
+            if worker is not None:
+                r = worker.case(entry.target, scenario, ref)
+                ran = r.status == "ok"
+                error = "" if ran else f"{r.status}: {r.error}"[:300]
+                mismatched, stray = (r.mismatched_tokens, r.stray_writes) if ran else (-1, -1)
+                whole = ran and mismatched == 0 and stray == 0
+                on_gather(
+                    entry,
+                    ContiguousObservation(
+                        label,
+                        spec.num_reqs,
+                        mismatched,
+                        stray,
+                        whole,
+                        scenario.total_tokens,
+                        error,
+                        r.changed_inputs,
+                        r.out_repointed,
+                    ),
+                )
+                continue
             out = scenario.fresh_out()
             buffer, identity = alias_of(out), buffer_identity(out)  # read after the call, whatever became of out
             before = input_snapshot(scenario)
