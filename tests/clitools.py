@@ -34,7 +34,16 @@ SMALL_02 = [
     "geometries=[default]",
 ]
 #: Notebooks 01 and 02 at the shared CPU run's sizes (tests/conftest.py): runs with the same seed write the same tables.
-SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+SMALL = [
+    "-p",
+    "request_counts=[1, 2, 3]",
+    "-p",
+    "seq_len_max=48",
+    "-p",
+    "cache_block_size=16",
+    "-p",
+    "geometries=[default]",
+]
 #: The shared CPU run: every notebook, notebook 04's release matrix at the two request counts that show the bug.
 SHARED_RUN = [*SMALL, "-p", "matrix_request_counts=[1, 2]"]
 #: The notebook for a run that must be refused before any notebook runs: notebook 05's parameters are checked

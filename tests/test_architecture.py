@@ -68,6 +68,7 @@ REPORTING_MAY_IMPORT = (
     "repro.seeds",
     "repro.tables",
     "repro.ledger",
+    "repro.coverage",
     "repro.core.geometry.layout",
     "repro.core.analysis",
     "repro.studies.analysis",

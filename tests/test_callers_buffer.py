@@ -54,3 +54,23 @@ def test_vllms_own_cases_read_the_callers_buffer_too(target):
     )
     assert len(rows) == 4 and not any(r["ok"] for r in rows), rows
     assert all("out was repointed" in r["observed"] for r in rows)
+
+
+@pytest.mark.parametrize("target", REPOINTING)
+def test_in_a_case_process_the_caller_reads_its_own_mapping_of_the_buffer(target):
+    """The implementation under test runs in a case process; this process reads the caller's buffer through its
+    own mapping of it, which the implementation never sees."""
+    import os
+
+    from repro.core.evidence.cases import reference_output
+    from repro.core.evidence.scenarios import build_scenario
+    from repro.core.evidence.worker import CaseWorker
+
+    folder = str(Path(__file__).resolve().parent / "fixtures" / "implementations")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))
+    scenario = build_scenario(SPEC)
+    with CaseWorker(timeout_s=60) as worker:
+        result = worker.case(target, scenario, reference_output(scenario))
+    assert result.status == "ok", result.error
+    assert result.mismatched_tokens == result.total_tokens > 0
+    assert result.out_repointed.startswith("out was repointed")

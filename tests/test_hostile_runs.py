@@ -195,7 +195,7 @@ def test_report_returns_the_runs_verdict_and_the_headline_the_checks(hostile):
     assert hostile.report.stdout.strip().splitlines()[-1].startswith("FAILED: 8 of ")
     headline = (hostile.out / "report.md").read_text().splitlines()[0]
     assert headline.startswith("# Unexpected results: ") and "Fix verified" not in headline
-    assert "gives no result from 1 request" in headline  # the error and the exit are named, not laundered
+    assert "gives no result" in headline  # the error and the exit are named, not laundered
 
 
 def test_resume_of_a_finished_run_is_refused_and_changes_nothing(hostile, tmp_path):
@@ -255,13 +255,15 @@ import signal
 
 
 def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
-    {call}
+    if block_table.shape[0] == 2:  # the sweep's 2-request case; right (nothing written) elsewhere
+        {call}
 '''
 
 
-def test_a_kernel_the_implementation_ends_names_the_implementation_the_case_and_the_signal(tmp_path):
-    """A segfault in the kernel's own process (os._exit takes the same path, named by its exit code)."""
-    how, call, named = "SIGSEGV", "os.kill(os.getpid(), signal.SIGSEGV)", "was ended by SIGSEGV"
+def test_a_process_the_implementation_ends_is_its_case_process_not_the_kernel(tmp_path):
+    """A segfault in the implementation ends its case process, never the notebook's kernel: each case it ends is a
+    failed row naming the signal, a new case process takes the next case, and the notebook runs to its checks."""
+    how, call = "SIGSEGV", "os.kill(os.getpid(), signal.SIGSEGV)"
     modules = tmp_path / "modules"
     target = write_module(modules, "ends_gather", ENDS_ITS_PROCESS.format(how=how, call=call))
     out = tmp_path / "run"
@@ -283,14 +285,12 @@ def test_a_kernel_the_implementation_ends_names_the_implementation_the_case_and_
     finally:
         kill_tagged(tag)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    line = proc.stdout.splitlines()[0]
-    assert line.startswith("[02-strided-block-table-gather] failed in ")
-    assert f"KernelDied: the notebook kernel {named} while running ends_gather:gather on " in line
-    assert "DeadKernelError" not in proc.stdout + proc.stderr
     entry = manifest(out)["notebooks"]["02-strided-block-table-gather"]
-    assert entry["error"] == line.split(": ", 1)[1]
-    log = (out / "logs" / "02-strided-block-table-gather.kernel.log").read_text()  # Python's own traceback
-    assert "Fatal Python error: Segmentation fault" in log and "ends_gather.py" in log
+    assert entry["error"].startswith("ChecksFailed: ") and "KernelDied" not in proc.stdout + proc.stderr
+    crashed = case(out, "in-range", 2)
+    assert crashed["status"] == "crashed" and not crashed["ok"]
+    assert "SIGSEGV: the case's process faulted during the case" in crashed["error"]
+    assert case(out, "poison", 1)["status"] == "ok"  # a new case process took the next case
 
 
 # --------------------------------------------------------------------------------------------

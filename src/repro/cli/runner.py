@@ -30,9 +30,10 @@ from repro.cli.params import format_value, parse_assignments
 from repro.cli.processes import become_subreaper, descendants, end_leftovers
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
 from repro.core.analysis import written
+from repro.core.evidence.channel import IMPORT_DIR_ENV
 from repro.core.evidence.environment import describe, host_identity_error
 from repro.parameters import RESERVED, ParameterError, validate_notebook
-from repro.paths import notebooks_dir, repo_root, runs_dir
+from repro.paths import notebooks_dir, package_checkout, runs_dir
 from repro.profiles import ProfileError, resolve
 from repro.registry import load_implementation, provenance
 
@@ -220,6 +221,16 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def import_from_here() -> None:
+    """An implementation is imported as this command's own Python would import it, in every process of the run:
+    from this folder, with the ``PYTHONPATH`` entries read from here (a relative entry would otherwise name another
+    folder in the notebook kernels, which run from the checkout)."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if any(entries):
+        os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e or os.curdir) for e in entries)
+    os.environ[IMPORT_DIR_ENV] = os.getcwd()
+
+
 def check_out(out: str | None) -> None:
     """``--out`` names a folder: not empty, and a path this command can print and record (UTF-8)."""
     if out is None:
@@ -243,6 +254,7 @@ def run(
     try:
         try:
             check_out(out)
+            import_from_here()
             profile = resolve(profile_name)
             if (why := host_identity_error()) is not None:
                 raise UsageError(why)
@@ -288,7 +300,7 @@ def _open_manifest(
     that run finished, was run with other values or with other code."""
     path = run_dir / "manifest.json"
     if not resume:
-        environment = describe(repo_root())
+        environment = describe(package_checkout())
         return Manifest(
             path,
             {
@@ -299,7 +311,7 @@ def _open_manifest(
                 "started": now(),
                 "finished": None,
                 "environment": environment,
-                "code": code_identity(repo_root(), notebooks_dir(), implementations, environment),
+                "code": code_identity(package_checkout(), notebooks_dir(), implementations, environment),
                 "implementations": implementations,
                 "notebooks": {},
             },
@@ -326,7 +338,7 @@ def _open_manifest(
         "git_dirty": environment.get("git_dirty"),
         "implementations": {k: v.get("module_sha256") for k, v in (data.get("implementations") or {}).items()},
     }
-    changed = differences(recorded, code_identity(repo_root(), notebooks_dir(), implementations))
+    changed = differences(recorded, code_identity(package_checkout(), notebooks_dir(), implementations))
     if changed:
         raise RunFolderError(
             f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
@@ -368,6 +380,35 @@ def _cannot_write(exc: OSError, folder: Path) -> str:
 def _results(run_dir: Path) -> set[str]:
     folder = run_dir / "results"
     return {p.relative_to(run_dir).as_posix() for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+#: The facts file where notebook 02 records the module its case processes loaded the implementation from.
+LOADED_MODULE = "results/02-implementation.json"
+
+
+def _record_loaded_module(data: dict, run_dir: Path, tables: dict[str, dict]) -> None:
+    """The implementation's provenance in the manifest becomes that of the module the case processes loaded (read
+    there, right after loading it): its sha256 is the code's identity for ``--resume``; the pre-run check's stays as
+    ``probe_sha256``. Modules that differed between case processes are recorded as such (the run fails)."""
+    record = tables.get(LOADED_MODULE)
+    path = run_dir / LOADED_MODULE
+    if record is None or written.read_record(path) != record:  # absent, or not what the notebook wrote
+        return
+    try:
+        loaded = json.loads(path.read_text())["loaded"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not isinstance(loaded, list) or not loaded or not all(isinstance(m, dict) for m in loaded):
+        return
+    info = data.setdefault("implementations", {}).setdefault("implementation", {})
+    info.update({"probe_sha256": info.get("module_sha256"), **loaded[0], "loaded": loaded})
+    data.setdefault("code", {}).setdefault("implementations", {})["implementation"] = loaded[0].get("module_sha256")
+    hashes = list(dict.fromkeys(str(m.get("module_sha256")) for m in loaded))
+    if len(hashes) > 1:
+        data["implementation_changed"] = (
+            f"the implementation's module changed while the run went on: the case processes loaded "
+            f"{', then '.join(h[:12] for h in hashes)} (sha256)"
+        )
 
 
 def _recorded_results(run_dir: Path, before: set[str], ledger: dict | None) -> dict[str, dict]:
@@ -444,6 +485,7 @@ def _run_locked(
             status["tables"] = _recorded_results(run_dir, before, watch.ledger())
             if watch.ledger() is None:
                 status["ledger"] = False
+            _record_loaded_module(manifest.data, run_dir, status["tables"])
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
             say(
@@ -483,6 +525,8 @@ def _run_locked(
             else:
                 results = load_run(run_dir, manifest.data)
                 failures = results.failures() + rule_disagreements(results) + undecided(results)
+                if manifest.data.get("implementation_changed"):
+                    failures.append(f"provenance: {manifest.data['implementation_changed']}")
         except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
             failures = [f"run folder: {exc}"]
         broken = [

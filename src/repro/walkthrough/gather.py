@@ -22,6 +22,7 @@ from repro.core.evidence.sweep import SweepCase, Workers, run_sanitizer_sweep, r
 from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
 from repro.coverage import Geometry
+from repro.profiles import PROFILES
 from repro.registry import EXPECT_BUG, ORIGIN_REPO, Implementation, sweep_implementations, under_test
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session
@@ -45,11 +46,25 @@ class GatherWalkthrough:
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        """Validate the parameters; the implementation under test is imported and checked in its case process,
+        never in this one (its import-time code runs where it runs)."""
+        workers = Workers(float(params.get("case_timeout_s") or 0) or PROFILES["cpu"].case_timeout_s)
+
+        def import_check(path: str, param: str) -> object:
+            return workers.of(under_test(path)).check(path, param)
+
+        try:
+            session = Session.start(NOTEBOOK, profile, run_dir, import_check=import_check, **params)
+        except BaseException:
+            workers.close()
+            raise
         p = session.params
         p["seq_len_max"] = p["seq_len_max"] or session.profile.gather_seq_len_max
         p["case_timeout_s"] = p["case_timeout_s"] or session.profile.case_timeout_s
-        return cls(session, (*sweep_implementations(), under_test(p["implementation"])))
+        workers.timeout_s = p["case_timeout_s"]
+        for worker in workers.held.values():
+            worker.timeout_s = p["case_timeout_s"]
+        return cls(session, (*sweep_implementations(), under_test(p["implementation"])), workers=workers)
 
     @property
     def p(self) -> dict:
@@ -87,6 +102,7 @@ class GatherWalkthrough:
                     o.error,
                     o.changed_inputs,
                     o.out_repointed,
+                    entry.target,
                 )
             )
 

@@ -7,6 +7,7 @@ that cannot work stops at the top with the same one line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,20 @@ class Session:
     facts: dict[str, dict] = field(default_factory=dict)  # results/<name>.json: the record of what was written
 
     @classmethod
-    def start(cls, notebook: str, profile: str = "auto", run_dir: str = "", **params: Any) -> Session:
+    def start(
+        cls,
+        notebook: str,
+        profile: str = "auto",
+        run_dir: str = "",
+        import_check: Callable[[str, str], object] | None = None,
+        **params: Any,
+    ) -> Session:
         """Activate the profile (before any kernel module is imported, which validation may do), then
-        validate the parameters."""
+        validate the parameters (``import_check``: where an implementation is imported to be checked; by default
+        in this process)."""
         ledger_descriptor()  # taken out of the environment before anything starts a process
         active = activate(resolve(profile))
-        checked = validate_notebook(params, active.name)
+        checked = validate_notebook(params, active.name, import_check)
         if "download" in checked:  # false: nothing this notebook runs may reach the registry
             downloads.set_allowed(checked["download"])
         return cls(notebook, active, run_dir, checked)

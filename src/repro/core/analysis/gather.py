@@ -132,6 +132,7 @@ def memory_row(
         "out_of_view_lanes": obs["out_of_view_lanes"],
         "out_of_bounds_lanes": obs["out_of_bounds_lanes"],
         "lines": obs.get("checked_lines", ""),
+        "implementation": obs.get("implementation", ""),
     }
 
 
@@ -182,6 +183,7 @@ def contiguous_case_row(
     error: str = "",
     changed_inputs: str = "",
     out_repointed: str = "",
+    implementation: str = "",
 ) -> dict:
     """vLLM's own cases on a contiguous table: the whole output buffer (the caller's) must be bitwise equal and
     every input unchanged; an implementation that raised or timed out (``error``) fails the check."""
@@ -199,6 +201,7 @@ def contiguous_case_row(
         "total_bytes": None,
         "changed_inputs": changed_inputs,
         "out_repointed": out_repointed,
+        "implementation": implementation,
     }
 
 
@@ -215,6 +218,7 @@ def writer_row(case: str, num_reqs: int, differ: int, total_bytes: int) -> dict:
         "total_bytes": total_bytes,
         "changed_inputs": None,
         "out_repointed": None,
+        "implementation": None,
     }
 
 
@@ -247,6 +251,32 @@ def geometry_pivot(frame: pd.DataFrame) -> pd.DataFrame:
     ]
     f = frame.assign(result=frame.apply(cell, axis=1))
     return f.pivot_table(index=index, columns="variant", values="result", aggfunc="first", sort=False)
+
+
+def geometry_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per other geometry: what it changes and at which request counts, and per variant ``matches`` or how
+    many of its cases did not (a table as narrow as a report's column)."""
+    rows = []
+    for geometry, cases in frame.groupby("geometry", sort=False):
+        first = cases.iloc[0]
+        what = {
+            Geometry.NARROWEST: f"backing {first['backing_width']} columns, view {first['table_width']}",
+            Geometry.WIDE: f"backing {first['backing_width']} columns, view {first['table_width']}",
+            Geometry.OFFSET: f"offset {first['offset']}",
+            Geometry.WINDOW: f"the last {first['window']} tokens",
+            Geometry.HIGH_IDS: f"ids from {int(first['first_block']):,}, 1 token per block",
+        }.get(str(geometry), str(geometry))
+        counts = sorted({int(n) for n in cases["num_reqs"]})
+        row = {"geometry": str(geometry), "case": what, "requests": ", ".join(map(str, counts))}
+        for variant, mine in cases.groupby("variant", sort=False):
+            ok = (
+                (mine["status"] == OK)
+                & (mine["mismatched_tokens"].fillna(0) == 0)
+                & (mine["stray_writes"].fillna(0) == 0)
+            )
+            row[str(variant)] = "matches" if ok.all() else f"{int((~ok).sum())} of {len(mine)} differ"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:

@@ -42,17 +42,18 @@ from repro.core.evidence.cases import (
     repointed,
     warm_up,
 )
+from repro.core.evidence.channel import IMPORT_DIR_ENV
 from repro.core.evidence.isolate import ChildRun, ending
 from repro.core.evidence.scenarios import GatherScenario
 from repro.core.evidence.watchdog import CURRENT_CASE_ENV, die_with_parent, set_parent_death_signal
-from repro.registry import load_implementation, provenance
+from repro.registry import ImplementationError, load_implementation, provenance
 
 #: Environment variable naming the worker's pipe descriptors: ``<read>,<write>``.
 FDS_ENV = "REPRO_WORKER_FDS"
-#: Environment variable naming the folder an implementation is imported from (the command's working folder).
-IMPORT_DIR_ENV = "REPRO_IMPORT_DIR"
 #: Limit for a new worker to reach its first case: interpreter, torch, the implementation's import, a warm-up.
 STARTUP_TIMEOUT_S = 300.0
+#: How long a case process that closed its pipe may take to end before its group is killed.
+EXIT_GRACE_S = 30.0
 #: Characters of a dead worker's stderr kept (its end, where the error is).
 OUTPUT_TAIL_CHARS = 16_000
 
@@ -85,6 +86,18 @@ def serve(read_fd: int, write_fd: int) -> None:
     _send(write_fd, {"ready": os.getpid()})
     for line in reader:
         request = json.loads(line)
+        if "check" in request:  # import and check the implementation: a one-line error, or its module's record
+            try:
+                if request["implementation"] not in loaded:
+                    fn = load_implementation(request["implementation"], request.get("param", "implementation"))
+                    loaded[request["implementation"]] = (fn, module_record(request["implementation"]))
+                _send(write_fd, {"checked": request["check"], "module": loaded[request["implementation"]][1]})
+            except (Exception, SystemExit) as exc:
+                _send(
+                    write_fd,
+                    {"checked": request["check"], "error": _error_text(exc).removeprefix("ImplementationError: ")},
+                )
+            continue
         number, target, device = request["case"], request["implementation"], request["device"]
         reply: dict[str, Any] = {"done": number, "status": outcomes.OK, "error": ""}
         try:
@@ -178,6 +191,8 @@ class CaseWorker:
     def __init__(self, timeout_s: float, startup_s: float = STARTUP_TIMEOUT_S):
         self.timeout_s, self.startup_s = timeout_s, startup_s
         self.folder = arena_folder()
+        self._held: tuple[GatherScenario, Arena] | None = None
+        self._fresh_out: torch.Tensor | None = None
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
         self._number = 0
@@ -210,7 +225,7 @@ class CaseWorker:
         self._to, self._from = to_worker, from_worker
         self._buffer = b""
         self.started_at = time.perf_counter()
-        self.ready = False
+        self.ended = False  # the process closed its pipe: it ended, or is ending
 
     def _alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -235,6 +250,7 @@ class CaseWorker:
     def shut(self) -> None:
         """End the process and remove the arena folder (the worker is done)."""
         self.close()
+        self._drop_arena()
         remove_folder(self.folder)
 
     def __enter__(self) -> CaseWorker:
@@ -254,8 +270,7 @@ class CaseWorker:
         against ``reference``, every input against this process's own copy, both read through this process's
         mapping of the arena."""
         result = CaseResult(implementation=implementation, status=outcomes.OK, total_tokens=scenario.total_tokens)
-        tensors = {"out": scenario.fresh_out(), **gather_inputs(scenario)}
-        arena = Arena.build(self.folder, tensors)
+        arena = self._arena(scenario)
         try:
             report = self.run(
                 {
@@ -279,21 +294,44 @@ class CaseWorker:
             result.extra = {k: report[k] for k in ("seconds", "traceback") if k in report}
             if report.get("module"):
                 result.extra["module_sha256"] = report["module"].get("module_sha256")
-            result.changed_inputs = ", ".join(
+            changed = [
                 name
                 for name, tensor in gather_inputs(scenario).items()
                 if not torch.equal(arena.storage(name), storage_bytes(tensor).cpu())
-            )
+            ]
+            result.changed_inputs = ", ".join(changed)
             if result.status == outcomes.OK:
                 out = arena.view("out").to(scenario.k_cache.device)
                 result.mismatched_tokens, result.stray_writes = compare_bitwise(out, reference, scenario)
-        finally:
-            arena.remove()
+            for name in changed:  # put back for the next implementation on this case
+                arena.storage(name).copy_(storage_bytes(gather_inputs(scenario)[name]).cpu())
+            arena.storage("out").copy_(self._fresh_out)
+        except BaseException:
+            self._drop_arena()
+            raise
         return result
+
+    def _arena(self, scenario: GatherScenario) -> Arena:
+        """The case's arena: built once per scenario, shared by the implementations run on it one after another
+        (each call puts back what the one before changed)."""
+        if self._held is not None and self._held[0] is scenario:
+            return self._held[1]
+        self._drop_arena()
+        fresh = scenario.fresh_out()
+        arena = Arena.build(self.folder, {"out": fresh, **gather_inputs(scenario)})
+        self._fresh_out = storage_bytes(fresh).cpu()
+        self._held = (scenario, arena)
+        return arena
+
+    def _drop_arena(self) -> None:
+        if self._held is not None:
+            self._held[1].remove()
+        self._held, self._fresh_out = None, None
 
     # -- messages
     def _receive(self, deadline: float) -> dict | None:
-        """The next message, or None when the process ended or ``deadline`` passed."""
+        """The next message, or None when the process closed its end (it ended: :attr:`ended` is set) or
+        ``deadline`` passed."""
         while b"\n" not in self._buffer:
             left = deadline - time.perf_counter()
             if left <= 0:
@@ -303,6 +341,7 @@ class CaseWorker:
                 continue
             chunk = os.read(self._from, 1 << 16)
             if not chunk:
+                self.ended = True
                 return None
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
@@ -317,6 +356,39 @@ class CaseWorker:
         size = self._stderr.tell()
         self._stderr.seek(max(0, size - OUTPUT_TAIL_CHARS * 4))
         return self._stderr.read().decode(errors="replace")[-OUTPUT_TAIL_CHARS:]
+
+    def check(self, implementation: str, param: str = "implementation") -> dict:
+        """Import and check ``implementation`` in the case process (where it will run): its module's record, or
+        :class:`~repro.registry.ImplementationError` with the one-line reason (an import that ends or stalls the
+        process included)."""
+        if not self._alive():
+            self.close()
+            self._start()
+        self._number += 1
+        number = self._number
+        try:
+            _send(self._to, {"check": number, "implementation": implementation, "param": param})
+        except OSError:
+            self.close()
+            self._start()
+            _send(self._to, {"check": number, "implementation": implementation, "param": param})
+        deadline = time.perf_counter() + self.startup_s
+        while (message := self._receive(deadline)) is not None:
+            if message.get("checked") != number:
+                continue
+            if "error" in message:
+                raise ImplementationError(str(message["error"]))
+            self.modules.setdefault(implementation, [])
+            if message["module"] not in self.modules[implementation]:
+                self.modules[implementation].append(message["module"])
+            return message["module"]
+        how = "ended the case process" if self.ended or not self._alive() else "did not finish"
+        tail = self._stderr_tail().strip().splitlines()
+        self.close()
+        raise ImplementationError(
+            f"{param}: importing {implementation!r} {how} within {self.startup_s:g} s"
+            + (f": {tail[-1][:200]}" if tail else "")
+        )
 
     def run(self, request: dict) -> dict:
         """One case: ``request`` names the implementation, the arena and its layout, ``block_size``, ``offset``,
@@ -349,10 +421,14 @@ class CaseWorker:
                     if message["module"] not in seen:
                         seen.append(message["module"])
                 return message
-        timed_out = self._alive()
+        timed_out = not self.ended and self._alive()
         if timed_out:  # no answer in time: the process and its group go
             os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:  # it closed its pipe and lingers: it goes too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
         child = ChildRun(
             self.proc.returncode, "", self._stderr_tail(), time.perf_counter() - clock, timed_out, started, None
         )

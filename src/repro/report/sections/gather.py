@@ -80,16 +80,11 @@ def _other_geometries(sweep: pd.DataFrame) -> pd.DataFrame:
     if "geometry" not in sweep:
         return pd.DataFrame()
     others = sweep[sweep["geometry"].astype(str) != "default"]
-    pivot = gather.geometry_pivot(others)
-    if not len(pivot):
+    if not len(others):
         return pd.DataFrame()
-    pivot = pivot.reset_index()
-    keys = [
-        c
-        for c in pivot.columns
-        if c in ("geometry", "mode", "num_reqs", "backing_width", "offset", "window", "first_block")
-    ]
-    return pivot[[*keys, *variant_order([c for c in pivot.columns if c not in keys])]]
+    table = gather.geometry_summary(others)
+    keys = ["geometry", "case", "requests"]
+    return table[[*keys, *variant_order([c for c in table.columns if c not in keys])]]
 
 
 def _chart(sweep: pd.DataFrame) -> str:
@@ -176,7 +171,7 @@ Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{
 {{ table(d.per_case) }}
 {% endcall %}
 {% if d.geometries | length %}
-{% call fold("The other geometries: tokens differing from the reference (%d rows)" % (d.geometries | length)) %}
+{% call fold("The other geometries (%d), in every sentinel mode" % (d.geometries | length)) %}
 {{ table(d.geometries) }}
 {% endcall %}
 {% endif %}
