@@ -338,17 +338,17 @@ def _open_manifest(
         "git_dirty": environment.get("git_dirty"),
         "implementations": {k: v.get("module_sha256") for k, v in (data.get("implementations") or {}).items()},
     }
-    changed = differences(recorded, code_identity(package_checkout(), notebooks_dir(), implementations))
-    if changed:
-        raise RunFolderError(
-            f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
-            "accepted: the same checkout and implementation, or a new --out for a run of this code"
-        )
     damage = written.problems(run_dir, data)
     if damage:
         raise RunFolderError(
             f"--resume: {run_dir}: {damage[0]}; its finished notebooks' results are not what they wrote; "
             "accepted: a run folder as its run left it, or a new --out"
+        )
+    changed = differences(recorded, code_identity(package_checkout(), notebooks_dir(), implementations))
+    if changed:
+        raise RunFolderError(
+            f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
+            "accepted: the same checkout and implementation, or a new --out for a run of this code"
         )
     if status == "running":
         say(f"taking over {run_dir}: the run writing it ended without finishing")

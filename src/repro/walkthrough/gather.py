@@ -23,7 +23,14 @@ from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
 from repro.coverage import Geometry
 from repro.profiles import PROFILES
-from repro.registry import EXPECT_BUG, ORIGIN_REPO, Implementation, sweep_implementations, under_test
+from repro.registry import (
+    EXPECT_BUG,
+    Implementation,
+    is_outside,
+    load_implementation,
+    sweep_implementations,
+    under_test,
+)
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session
 
@@ -46,12 +53,15 @@ class GatherWalkthrough:
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
-        """Validate the parameters; the implementation under test is imported and checked in its case process,
-        never in this one (its import-time code runs where it runs)."""
+        """Validate the parameters; an implementation from outside is imported and checked in its case process,
+        never in this one (its import-time code runs only where it runs)."""
         workers = Workers(float(params.get("case_timeout_s") or 0) or PROFILES["cpu"].case_timeout_s)
 
         def import_check(path: str, param: str) -> object:
-            return workers.of(under_test(path)).check(path, param)
+            entry = under_test(path) if isinstance(path, str) else None
+            if entry is None or not is_outside(entry):  # this repository's own kernel: imported here, as the controls
+                return load_implementation(path, param)
+            return workers.of(entry).check(path, param)
 
         try:
             session = Session.start(NOTEBOOK, profile, run_dir, import_check=import_check, **params)
@@ -113,7 +123,7 @@ class GatherWalkthrough:
                 on_writer,
                 on_gather,
                 self.p["case_timeout_s"],
-                lambda entry: self.case_processes().of(entry) if entry.origin != ORIGIN_REPO else None,
+                lambda entry: self.case_processes().of(entry) if is_outside(entry) else None,
             )
         finally:
             self.end_case_processes()

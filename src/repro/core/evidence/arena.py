@@ -70,13 +70,18 @@ def view_of(data: torch.Tensor, placement: Placement) -> torch.Tensor:
     )
 
 
+#: Room shared memory must have for arenas to go there (a GPU profile's case with high block ids maps 2.4 GB;
+#: a file that outgrows its folder's room ends the process that writes it).
+SHARED_MEMORY_ROOM = 4 << 30
+
+
 def arena_folder() -> Path:
-    """A private folder for one case process's arenas: in shared memory when it has 256 MiB free, else the
-    temporary folder."""
+    """A private folder for one case process's arenas: in shared memory when it has the room, else the temporary
+    folder."""
     base = None
     try:
         stat = os.statvfs(SHARED_MEMORY)
-        if stat.f_bavail * stat.f_frsize >= 256 << 20:
+        if stat.f_bavail * stat.f_frsize >= SHARED_MEMORY_ROOM:
             base = str(SHARED_MEMORY)
     except OSError:
         pass

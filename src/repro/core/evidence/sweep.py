@@ -6,24 +6,27 @@ lengths, block ids past what 16 bits hold) at the sweep's two smallest request c
 and reports what it saw (status, mismatched tokens, stray writes, flagged lanes) to a callback, one call per case
 as it finishes; what each observation means is decided above, in :mod:`repro.core.analysis.gather`.
 
-The repository's own kernels run in this process, on a scenario built once per case. The implementation under
-test runs in a case process (:class:`~repro.core.evidence.worker.CaseWorker`) and is judged here, as are the
-repository's kernels that can fault (sentinel ids on a GPU): nothing their process can import decides a case.
+The repository's own kernels run in this process, on a scenario built once per case (those that can fault, on
+sentinel ids on a GPU, each in a process of its own), also when one is the implementation under test. An
+implementation from outside runs in a case process (:class:`~repro.core.evidence.worker.CaseWorker`) and is judged
+here: nothing its process can import decides a case.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repro.core.evidence.cases import CaseResult, reference_output, run_case
+from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.sanitizer import run_many
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario, narrowed_width
 from repro.core.evidence.worker import CaseWorker
 from repro.coverage import OFFSET, VARIED_COUNTS, WIDE_FACTOR, WINDOW_FRACTION, Geometry
-from repro.registry import ORIGIN_REPO, Implementation
+from repro.registry import Implementation, is_outside
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,10 @@ def sweep_cases(
     return cases
 
 
-def in_case_process(entry: Implementation, mode: str, *, on_gpu: bool, interpreted: bool) -> bool:
-    """Does ``entry`` run in a case process? The implementation under test always; the repository's kernels that
-    may fault on sentinel ids, except in the bounds-checked interpreter (it counts their far lanes instead of
-    dereferencing them, so they cannot fault)."""
-    if entry.origin != ORIGIN_REPO:
-        return True
+def runs_isolated(entry: Implementation, mode: str, *, on_gpu: bool, interpreted: bool) -> bool:
+    """Does one of the repository's own kernels run a case in a process of its own? Those that may fault, on
+    sentinel ids, except in the bounds-checked interpreter (it counts their far lanes instead of dereferencing them,
+    so they cannot fault). They judge their own case there: it is this repository's code, not the code under test."""
     if mode != "poison" or not entry.may_fault:
         return False
     return on_gpu or not interpreted
@@ -134,21 +135,34 @@ def run_sweep(
     on_gpu: bool,
     interpreted: bool,
     timeout_s: float = 120.0,
+    max_workers: int = 8,
 ) -> None:
     """Run every implementation on every case and hand each result to ``sink``; every case, in this process or a
-    case process, ends within ``timeout_s``."""
+    case process, ends within ``timeout_s``. The implementation under test runs in its case process and is judged
+    here; the repository's kernels that may fault run isolated several at a time, after the rest."""
+    isolated = []
     for case in cases:
         scenario = build_scenario(case.spec)
         ref = reference_output(scenario)
         for entry in implementations:
-            if in_case_process(entry, case.mode, on_gpu=on_gpu, interpreted=interpreted):
+            if is_outside(entry):
                 result = workers.of(entry).case(entry.target, scenario, ref, checked=interpreted)
+            elif runs_isolated(entry, case.mode, on_gpu=on_gpu, interpreted=interpreted):
+                isolated.append((entry, case))
+                continue
             else:
                 result = run_case(
                     case.spec, entry.target, checked=interpreted, scenario=scenario, reference=ref, timeout_s=timeout_s
                 )
             sink(entry, case, result)
         del scenario, ref
+    with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
+        futures = [
+            pool.submit(run_case_isolated, case.spec, entry.target, timeout_s, None, None, interpreted)
+            for entry, case in isolated
+        ]
+        for (entry, case), future in zip(isolated, futures):
+            sink(entry, case, future.result()[0])
 
 
 # --------------------------------------------------------------------------------------------
