@@ -257,7 +257,7 @@ ACCEPTED_01 = [
 OFFLINE = {"reshape_releases": "none", "download": "false"}
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 @pytest.mark.notebook
 def test_accepted_inputs_run_for_real_to_a_verdict(data):

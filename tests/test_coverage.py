@@ -93,6 +93,7 @@ def test_the_buggy_pitch_at_one_request_through_the_command_line_fails_undecided
     out = tmp_path / "run"
     proc = run(
         ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", "-p", "request_counts=[1]"]
+        + ["-p", "sentinel_modes=[in-range]"]
         + ["-p", "seq_len_max=48", "-p", "cache_block_size=16", "-p", f"implementation={BUGGY.target}"]
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -93,7 +93,7 @@ def test_the_module_hash_is_the_one_the_case_process_loaded(tmp_path):
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02]
     try:
         proc = subprocess.run(
-            repro_cmd(*args, "-p", "implementation=twin_gather:gather"),
+            repro_cmd(*args, "-p", "implementation=twin_gather:gather", "-p", "sentinel_modes=[in-range]"),
             capture_output=True,
             text=True,
             env=env,
