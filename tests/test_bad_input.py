@@ -10,7 +10,8 @@ Input classes: ``--out`` empty, blank, not UTF-8, over the file system's name li
 through a file, an existing run, a folder whose first write meets a full disk, a plain new folder, absent (the
 default folder, with ``runs/latest`` a real folder); ``--notebooks`` empty, duplicated, ambiguous, the report
 notebook, unknown, every single notebook and pairs; each parameter empty, blank, of the wrong type, a list where a
-value is expected and the reverse, at and past its range, with quotes, a trailing or lone comma, and its default.
+value is expected and the reverse, at and past its range, with quotes, a trailing or lone comma, an item twice,
+and its default.
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ CLASSES = [
     ",0.22.0",
     "0.22.0,0.22.0",
     "default",
+    "default,256",
+    "default,default",
+    "256,256",
+    "16,1024",
     "all",
     "none",
     "off",
@@ -161,15 +166,16 @@ class Passing:
 
 
 def resolved(parameters: dict) -> None:
-    """What a notebook's start does with its parameters after validating them: the release lists become release
-    numbers (offline: ``all`` needs the registry, which a run with download=true asks)."""
+    """What a notebook's start does with its parameters after validating them: the release list becomes release
+    numbers (offline: ``all`` needs the registry, which a run with download=true asks) and notebook 06's block
+    sizes become its choices."""
     from repro.studies.upstream.releases import resolve_releases
-    from repro.walkthrough.reshape import resolve_reshape_releases
+    from repro.walkthrough.reshape_releases import resolve_block_sizes
 
     if parameters.get("releases") not in (None, "all"):
         resolve_releases(parameters["releases"], "cpu")
-    if parameters.get("reshape_releases") not in (None, "all"):
-        resolve_reshape_releases(parameters["reshape_releases"], "cpu", bool(parameters.get("download")))
+    if parameters.get("block_sizes") is not None:
+        resolve_block_sizes(parameters["block_sizes"], "cpu")
 
 
 class PassingNotebooks(FakeNotebooks):
@@ -253,8 +259,6 @@ ACCEPTED_01 = [
     {"block_size": "512", "pool_bytes": "2880000"},
     {"block_size": "256", "pool_bytes": "1728"},
 ]
-#: Values for the rest of notebook 01's parameters, where it has them: no release is fetched.
-OFFLINE = {"reshape_releases": "none", "download": "false"}
 
 
 @settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
@@ -262,7 +266,7 @@ OFFLINE = {"reshape_releases": "none", "download": "false"}
 @pytest.mark.notebook
 def test_accepted_inputs_run_for_real_to_a_verdict(data):
     names = sorted(n for n in DECLARED if "01-reshape-overrun" in DECLARED[n] and n not in RESERVED)
-    chosen = {**OFFLINE, **data.draw(st.sampled_from(ACCEPTED_01))}
+    chosen = data.draw(st.sampled_from(ACCEPTED_01))
     params = [arg for name in names if name in chosen for arg in ("-p", f"{name}={chosen[name]}")]
     root = Path(tempfile.mkdtemp(prefix="accepted-"))
     try:

@@ -62,6 +62,19 @@ def test_notebook_05s_source_excerpts_follow_its_download_parameter(registry):
     assert text == f"vLLM 0.99.0 has no {V4_MEMBER} in the cache" and registry == []
 
 
+def test_notebook_06s_release_chains_and_release_list_follow_its_download_parameter(registry):
+    from repro.parameters import ParameterError
+    from repro.studies.upstream import reshape_chain
+    from repro.walkthrough import reshape_releases
+
+    Session.start("06-reshape-in-releases", "cpu", "", **{**defaults("06-reshape-in-releases"), "download": False})
+    got = reshape_chain.load_chain("0.99.0")  # the loader's own default asks for a download
+    assert isinstance(got, CacheMiss) and "downloads are off" in got.reason
+    with pytest.raises(ParameterError):
+        reshape_releases.resolve_releases("default", "gpu", True)  # the GPU's list asks the registry
+    assert registry == []
+
+
 @pytest.mark.parametrize("download", [False, True])
 def test_a_read_only_cache_that_holds_the_release_works(tmp_path, registry, download):
     root = tmp_path / "cache"
