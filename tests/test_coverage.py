@@ -22,7 +22,7 @@ from repro.report.verdict import run_verdict
 GATHER = "02-strided-block-table-gather"
 
 
-def sweep(counts, wrong_from=2, under_test: str | None = None) -> pd.DataFrame:
+def sweep(counts, wrong_from=2, under_test: str | None = None, under_test_right: bool = False) -> pd.DataFrame:
     rows = []
     variants = {"buggy": BUGGY.target, "fixed": FIXED.target}
     if under_test:
@@ -30,7 +30,7 @@ def sweep(counts, wrong_from=2, under_test: str | None = None) -> pd.DataFrame:
     for variant, target in variants.items():
         for mode in ("in-range", "poison"):
             for n in counts:
-                bad = variant != "fixed" and n >= wrong_from
+                bad = variant != "fixed" and n >= wrong_from and not (under_test_right and variant == UNDER_TEST_LABEL)
                 obs = {
                     "status": "ok",
                     "mismatched_tokens": 5 if bad else 0,
@@ -60,6 +60,23 @@ def test_the_headline_names_exactly_the_counts_that_ran():
     v = verdict_of(sweep([1, 2, 64, 256]))
     assert v.title.startswith("Reproduced and fix verified: vllm-project/vllm#55109 (in 8 cases: 1, 2, 64 and 256 ")
     assert ".." not in v.title
+
+
+def test_the_claim_and_the_cases_it_rests_on_are_the_title_in_two_parts():
+    """The comment's first screen leads with the claim and names the cases right after its verdict table."""
+    v = verdict_of(sweep([1, 2, 64, 256]))
+    assert v.scope.startswith("in 8 cases: 1, 2, 64 and 256 requests; in-range and poison ids"), v.scope
+    assert v.claim == "Reproduced and fix verified: vllm-project/vllm#55109"
+    assert v.title == f"{v.claim} ({v.scope})"
+    undecided = verdict_of(sweep([1], under_test=BUGGY.target))
+    assert undecided.scope == "" and undecided.claim == undecided.title
+    outside = "outside.gathers:gather"  # an implementation from outside the repository: the title is about it
+    wrong = verdict_of(sweep([1, 2, 3], under_test=outside))
+    assert wrong.claim == f"Reproduced: `{outside}` is wrong from 2 requests", wrong.title
+    assert wrong.title == f"{wrong.claim} ({wrong.scope})" and wrong.scope.startswith("6 cases: 1, 2 and 3 requests")
+    right = verdict_of(sweep([1, 2, 3], under_test=outside, under_test_right=True))
+    assert right.claim == f"Fix verified: `{outside}` matches the reference", right.title
+    assert right.title == f"{right.claim} in {right.scope}" and right.scope.startswith("6 cases: 1, 2 and 3 requests")
 
 
 def test_the_default_sweep_covers_what_a_wrong_gather_can_hide_in():

@@ -30,7 +30,7 @@ from repro.tables import Table
 
 @dataclass
 class RunVerdict:
-    title: str
+    title: str  # the claim, then the cases it rests on in parentheses (``scope``)
     complete: bool
     findings: list[Finding]
     not_finished: list[str]  # notebooks that broke or never ran to the end, with why
@@ -38,6 +38,11 @@ class RunVerdict:
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
     disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
+    #: The title in two parts, ``claim`` and the cases it rests on (``scope``, "" when the title names none): where
+    #: the first screen has room for the claim alone (a pull-request comment, whose verdict table must fit it), the
+    #: scope follows the table.
+    claim: str = ""
+    scope: str = ""
 
     @property
     def failed(self) -> int:
@@ -78,8 +83,9 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     questions = undecided(run)  # no case could decide: a failure, named as such in the title
     if complete and total == ok and not disagreements + questions:  # the tables show no failure: the record decides
         disagreements = recorded_failure(run)
+    title = _title(run, findings, complete, unfinished, disagreements + unexplained_failures(run))
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
+        title=title,
         complete=complete,
         findings=findings,
         not_finished=unfinished,
@@ -87,7 +93,24 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
         checks_ok=ok,
         failed_explained=explained if failed else 0,
         disagreements=disagreements + questions,
+        **_claim_and_scope(title, findings),
     )
+
+
+def _claim_and_scope(title: str, findings: list[Finding]) -> dict[str, str]:
+    """The title's claim and the cases it ends with (in parentheses, or after "in" where an implementation under
+    test matched the reference in them)."""
+    for scope in (_scope(findings), *(f.coverage for f in findings if f.coverage)):
+        for ending in (f" ({scope})", f" in {scope}"):
+            if scope and title.endswith(ending):
+                return {"claim": title.removesuffix(ending), "scope": scope}
+    return {"claim": title, "scope": ""}
+
+
+def _scope(findings: list[Finding]) -> str:
+    """The cases each finding that names them rests on, as the title ends with them."""
+    covered = [f for f in findings if f.coverage]
+    return "; ".join((f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
@@ -129,8 +152,5 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         return "No verdict: this run holds no evidence of either bug"
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
-    covered = [f for f in findings if f.coverage]
-    scope = "; ".join(
-        (f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered
-    )
+    scope = _scope(findings)
     return f"{' and '.join(outcomes).capitalize()}: {bugs}" + (f" ({scope})" if scope else "")
