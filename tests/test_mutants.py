@@ -229,8 +229,8 @@ def test_each_wrong_gather_gets_the_verdict_it_must(judged, target):
 
 
 def test_each_class_ran_exactly_the_default_sweeps_cases_of_that_class(judged):
-    """A class's mutants ran exactly the cases the default sweep runs for it: every request count of the defaults in
-    both modes at the default geometry; 2 and 3 requests in both modes at each other geometry."""
+    """A class's mutants ran exactly the cases the default sweep runs for it: every request count of the defaults with
+    in-range ids at the default geometry; 2 and 3 requests in both modes at each other geometry."""
     defaults = notebook_defaults()
     assert set(CLASSES["default"][0]) | set(CLASSES["others"][0]) == set(defaults["geometries"]) == set(Geometry)
     for name, counts in (("default", defaults["request_counts"]), ("others", sorted(defaults["request_counts"])[1:3])):
