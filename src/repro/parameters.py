@@ -19,6 +19,7 @@ from typing import Any
 
 from repro.core.evidence import environment
 from repro.core.geometry.layout import ceil_div, is_pow2
+from repro.coverage import Geometry
 from repro.plugins import Point, registered
 from repro.profiles import PROFILES
 from repro.registry import ImplementationError, load_implementation
@@ -97,6 +98,14 @@ SCHEMA: dict[str, Param] = {
         list,
         "a non-empty list of distinct values drawn from 'in-range' and 'poison'",
         lambda v: len(v) > 0 and distinct(v) and set(v) <= {"in-range", "poison"},
+        item_kind=str,
+    ),
+    "geometries": Param(
+        list,
+        "a non-empty list of distinct values drawn from "
+        + ", ".join(f"'{g}'" for g in Geometry)
+        + " (the sweep's table and call geometries; every one by default)",
+        lambda v: len(v) > 0 and distinct(v) and set(v) <= set(Geometry),
         item_kind=str,
     ),
     "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),

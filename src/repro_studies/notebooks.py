@@ -12,6 +12,22 @@ from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, Parame
 from repro.registry import ImplementationError
 from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS
 
+#: A vLLM release number as the registry writes it.
+RELEASE = re.compile(r"\d+(\.\d+){1,3}")
+
+
+def _releases(v: str) -> bool:
+    """Comma-separated release numbers, at least one, none empty and none twice (``0.22.0,`` names no release)."""
+    items = [x.strip() for x in v.split(",")]
+    return all(RELEASE.fullmatch(x) for x in items) and distinct(items)
+
+
+def _block_sizes(v: str) -> bool:
+    """Comma-separated block sizes from 1 to 65536 or ``default``, at least one, none empty and none twice."""
+    items = [x.strip() for x in v.split(",")]
+    return all(x == "default" or (x.isdigit() and 1 <= int(x) <= 65536) for x in items) and distinct(items)
+
+
 PARAMETERS: dict[str, Param] = {
     # notebook 03
     "seq_lens": Param(
@@ -29,31 +45,18 @@ PARAMETERS: dict[str, Param] = {
     "releases": Param(
         str,
         "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list from the "
-        "first release with DeepSeek-V4) or comma-separated release numbers such as '0.22.0,0.33.0'",
-        lambda v: (
-            v in ("default", "all")
-            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
-        ),
+        "first release with DeepSeek-V4; needs download=true) or comma-separated release numbers such as "
+        "'0.22.0,0.33.0'",
+        lambda v: v in ("default", "all") or _releases(v),
     ),
     # notebook 06
     "block_sizes": Param(
         str,
         "'default' (the profile's: no --block-size, 128, 256, 384 and 512 on a CPU; every value of 'all' on a GPU), "
         "'all' (no --block-size, then 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 640, 768 and 1024) or "
-        "comma-separated block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
+        "comma-separated distinct block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
         "'default,256,512'",
-        lambda v: (
-            v in ("default", "all")
-            or (
-                bool(v.strip())
-                and all(
-                    x.strip() == "default" or (x.strip().isdigit() and 1 <= int(x) <= 65536)
-                    for x in v.split(",")
-                    if x.strip()
-                )
-                and any(x.strip() for x in v.split(","))
-            )
-        ),
+        lambda v: v in ("default", "all") or _block_sizes(v),
     ),
     # notebook 05
     "runner_sweep": Param(
@@ -118,7 +121,7 @@ PARAMETERS: dict[str, Param] = {
         list,
         "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
         "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
-        lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
+        lambda v: all(RELEASE.fullmatch(x) for x in v) and distinct(v),
         item_kind=str,
     ),
     "vllm_request_counts": Param(
@@ -150,6 +153,11 @@ def cross_check(params: dict[str, Any], profile: str, import_check: ImportCheck)
                 f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
                 f"accepted: more than {max(widths)}"
             )
+    if params.get("download") is False and params.get("releases") == "all":
+        raise ParameterError(
+            "releases: 'all' asks the registry for its release list and download is false; accepted: "
+            "'default' or release numbers, or download=true"
+        )
 
 
 NOTEBOOKS = Notebooks(

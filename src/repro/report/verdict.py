@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from repro.core.analysis.rundata import RunData
-from repro.core.analysis.verdict import Finding, Judgement, judge
+from repro.core.analysis.verdict import UNDECIDED, Finding, Judgement, judge
 from repro.plugins import Point, registered
 from repro.tables import Table
 
@@ -34,7 +34,7 @@ def registered_findings() -> tuple[Callable[[RunData], Finding | None], ...]:
 
 @dataclass
 class RunVerdict:
-    title: str
+    title: str  # the claim, then the cases it rests on in parentheses (``scope``)
     complete: bool
     findings: list[Finding]
     not_finished: list[str]  # notebooks that broke or never ran to the end, with why
@@ -42,6 +42,11 @@ class RunVerdict:
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
     disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
+    #: The title in two parts, ``claim`` and the cases it rests on (``scope``, "" when the title names none): where
+    #: the first screen has room for the claim alone (a pull-request comment, whose verdict table must fit it), the
+    #: scope follows the table.
+    claim: str = ""
+    scope: str = ""
 
     @property
     def failed(self) -> int:
@@ -50,8 +55,9 @@ class RunVerdict:
 
 def verdict(run: RunData, judged: Judgement) -> RunVerdict:
     """The verdict of a judged run, with the one-line title the report leads with."""
+    title = _title(run, judged.findings, judged.complete, judged.not_finished, judged.unexplained)
     return RunVerdict(
-        title=_title(run, judged.findings, judged.complete, judged.not_finished, judged.unexplained),
+        title=title,
         complete=judged.complete,
         findings=judged.findings,
         not_finished=judged.not_finished,
@@ -59,12 +65,29 @@ def verdict(run: RunData, judged: Judgement) -> RunVerdict:
         checks_ok=judged.checks_ok,
         failed_explained=judged.failed_explained,
         disagreements=judged.disagreements,
+        **_claim_and_scope(title, judged.findings),
     )
 
 
 def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     """Findings per bug, completeness, and the one-line title (``repro run`` and ``repro report`` exit with it)."""
     return verdict(run, judge(run, split_check, registered_findings()))
+
+
+def _claim_and_scope(title: str, findings: list[Finding]) -> dict[str, str]:
+    """The title's claim and the cases it ends with (in parentheses, or after "in" where an implementation under
+    test matched the reference in them)."""
+    for scope in (_scope(findings), *(f.coverage for f in findings if f.coverage)):
+        for ending in (f" ({scope})", f" in {scope}"):
+            if scope and title.endswith(ending):
+                return {"claim": title.removesuffix(ending), "scope": scope}
+    return {"claim": title, "scope": ""}
+
+
+def _scope(findings: list[Finding]) -> str:
+    """The cases each finding that names them rests on, as the title ends with them."""
+    covered = [f for f in findings if f.coverage]
+    return "; ".join((f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
@@ -75,11 +98,14 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
-    problems = [p for f in findings for p in f.problems[:1]]
+    problems = [p for f in findings if UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
         return "Unexpected results: " + (
             "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
         )
+    open_question = next((f.problems[0] for f in findings if UNDECIDED in f.outcomes), "")
+    if open_question:
+        return "Undecided: " + open_question.removeprefix(f"{UNDECIDED}: ")
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
         return subject[0].upper() + subject[1:]
@@ -92,4 +118,5 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         return "No verdict: this run holds no evidence of either bug"
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}"
+    scope = _scope(findings)
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}" + (f" ({scope})" if scope else "")
