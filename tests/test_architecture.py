@@ -265,11 +265,13 @@ def test_the_studies_register_through_the_entry_points_repro_reads():
     assert set(declared) == {p.value for p in Point}
     assert all(value.startswith("repro_studies.") for value in declared.values())
     from repro.cli.main import Merge
+    from repro.core.geometry.records import Records
     from repro.parameters import Notebooks
     from repro.report.verdict import Findings
 
     kinds = {
         Point.REGISTRY: RegistryEntries,
+        Point.RECORDS: Records,
         Point.NOTEBOOKS: Notebooks,
         Point.VERDICT: Findings,
         Point.REPORT: ReportEntries,

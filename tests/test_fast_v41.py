@@ -7,8 +7,8 @@ import torch
 from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.records import layout_for
-from repro.core.kernels.records_reference import gather_reference, pages_as_bytes
 from repro_studies.kernels import fast_v41, launch_plan
+from repro_studies.kernels.records_reference import gather_reference, pages_as_bytes
 
 LAYOUTS = [True, False]
 GATHERS = {True: fast_v41.dequantize_and_gather_k_cache, False: fast_v41.dequantize_and_gather_k_cache_page_split}

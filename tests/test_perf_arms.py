@@ -13,9 +13,9 @@ import pytest
 
 from repro.core.geometry.records import layout_for
 from repro.core.kernels.gather import gather_fixed
-from repro.core.kernels.records_reference import gather_reference
 from repro_studies.evidence import timing
 from repro_studies.evidence.perf import TimedArm, run_perf
+from repro_studies.kernels.records_reference import gather_reference
 from repro_studies.registry import bench_arms
 
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from repro.core.geometry import records
 from repro.core.geometry.layout import HEAD_DIM
-from repro.core.kernels import records_reference as rr
+from repro_studies import records as v41
+from repro_studies.kernels import records_reference as rr
 
 
 def e4m3(code: int) -> float:
@@ -35,11 +36,11 @@ def bf16_bits(values) -> list[int]:
 
 
 def test_layouts_match_the_byte_counts_of_the_formats():
-    assert (records.V4.token_bytes, records.MXFP8.token_bytes, records.NVFP4.token_bytes) == (584, 528, 288)
-    assert records.MXFP8.n_scales * records.MXFP8.quant_block == HEAD_DIM
-    assert records.NVFP4.n_scales * records.NVFP4.quant_block == HEAD_DIM == 2 * records.NVFP4.data_bytes
-    assert records.MXFP8.scale_offset(16, 3) == 3 * 528 + 512
-    assert records.MXFP8_PAGE_SPLIT.scale_offset(16, 3) == 16 * 512 + 3 * 16
+    assert (records.V4.token_bytes, v41.MXFP8.token_bytes, v41.NVFP4.token_bytes) == (584, 528, 288)
+    assert v41.MXFP8.n_scales * v41.MXFP8.quant_block == HEAD_DIM
+    assert v41.NVFP4.n_scales * v41.NVFP4.quant_block == HEAD_DIM == 2 * v41.NVFP4.data_bytes
+    assert v41.MXFP8.scale_offset(16, 3) == 3 * 528 + 512
+    assert v41.MXFP8_PAGE_SPLIT.scale_offset(16, 3) == 16 * 512 + 3 * 16
     with pytest.raises(ValueError, match=r"^record: "):
         records.layout_for("fp16")
 

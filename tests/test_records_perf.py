@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
-from repro.core.kernels.records_reference import pages_as_bytes
 from repro_studies.analysis import records as rules
 from repro_studies.evidence import records_perf as rp
 from repro_studies.evidence import v41_tuning
+from repro_studies.kernels.records_reference import pages_as_bytes
 from repro_studies.upstream.cases import reference_for
 
 

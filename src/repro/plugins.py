@@ -23,6 +23,7 @@ class Point(StrEnum):
     """Where a package adds to ``repro``: the name of its entry point, and the consumer that reads it."""
 
     REGISTRY = "registry"  # repro.registry.Registered: implementations beside this package's gathers
+    RECORDS = "records"  # repro.core.geometry.records.Records: K-cache records beside DeepSeek-V4's
     NOTEBOOKS = "notebooks"  # repro.parameters.Notebooks: notebooks a run executes, with their parameters
     VERDICT = "verdict"  # repro.report.verdict.Findings: findings of the run's verdict
     REPORT = "report"  # repro.report.model.Registered: report sections and parts of this package's sections

@@ -24,8 +24,8 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.geometry.records import layout_for
-from repro.core.kernels.records_reference import gather_reference
 from repro_studies.evidence import timing
+from repro_studies.kernels.records_reference import gather_reference
 from repro_studies.registry import TABLE_NARROWED, Arm
 
 

@@ -20,9 +20,9 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, layout_for
-from repro.core.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
 from repro.registry import ORIGIN_REPO
 from repro_studies.evidence import timing
+from repro_studies.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
 from repro_studies.upstream.arms import make_callable
 from repro_studies.upstream.cases import reference_for
 from repro_studies.upstream.matrix import MatrixConfig, plan_release
@@ -56,7 +56,7 @@ def random_pages(
 ) -> None:
     """Fill every page with random bytes; ``valid`` keeps the records finite (no fp8 NaN codes, positive
     normal scales, UE8M0 scales 2**-15..2**15), otherwise any byte goes (every code, NaNs included)."""
-    from repro.core.kernels.records_reference import (
+    from repro_studies.kernels.records_reference import (
         pages_as_bytes,  # lazy: torch-side helper beside Triton kernels of its package; loaded when pages are drawn
     )
 

@@ -15,7 +15,7 @@ import torch
 
 from repro.core.evidence.cases import CaseResult, observe_call, record_error, serve_case
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
-from repro.core.kernels.records_reference import gather_reference
+from repro_studies.kernels.records_reference import gather_reference
 from repro_studies.upstream.arms import Arm, interpreted_now, make_callable
 
 

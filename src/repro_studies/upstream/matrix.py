@@ -26,8 +26,8 @@ from pathlib import Path
 from repro.core.evidence.cases import CaseResult, run_case
 from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.core.kernels.records_reference import decoded_negative_zero
 from repro.registry import load_implementation
+from repro_studies.kernels.records_reference import decoded_negative_zero
 from repro_studies.upstream import cutedsl_stack as stack
 from repro_studies.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro_studies.upstream.cases import case_command, reference_for, run_arm_case

@@ -10,9 +10,9 @@ request owns hold a sentinel:
 
 Everything is drawn from one seeded generator, so a case can be rebuilt in another process.
 
-``record`` picks what the cache pages hold: the V4 record (584 B, the default), or a DeepSeek V4.1
-record, ``mxfp8`` (528 B) or ``nvfp4`` (288 B), with the scale placement of ``interleaved``
-(:mod:`repro.core.geometry.records`); every page is filled with valid random records of that kind.
+``record`` picks what the cache pages hold: the V4 record (584 B, the default), or a record another package
+registers (DeepSeek V4.1's ``mxfp8`` and ``nvfp4``, with the scale placement of ``interleaved``:
+:mod:`repro.core.geometry.records`); every page is filled with valid random records of that kind.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
-from repro.core.geometry.records import RECORD_KINDS, RecordLayout, layout_for
-from repro.core.kernels.records_reference import fill_records
+from repro.core.geometry.records import RecordLayout, filler, layout_for, record_kinds
 from repro.core.kernels.reference import quantize_and_insert_reference
 
 SENTINEL_MODES = ("in-range", "poison")
@@ -55,7 +54,7 @@ class ScenarioSpec:
     contiguous: bool = False  # True: the table is the whole backing (vLLM's existing test)
     seq_lens: tuple | None = None  # explicit lengths instead of seeded random ones
     gather_lens: tuple | None = None  # explicit gather lengths (needs seq_lens)
-    record: str = "v4"  # v4 | mxfp8 | nvfp4 (repro.core.geometry.records)
+    record: str = "v4"  # v4, or a registered kind: mxfp8 | nvfp4 (repro.core.geometry.records)
     interleaved: bool = False  # V4.1 records: each token's scales after its data (vLLM >= 0.33) or page-split
     table_width: int = 0  # 0: as many columns as the longest request needs; else this many (JIT fingerprint)
     negative_zero: bool = False  # NVFP4: the reference decodes e2m1 code 8 to -0 (the gather under test does)
@@ -99,8 +98,8 @@ def validate_spec(spec: ScenarioSpec) -> None:
         raise ValueError(f"seq_len_max must be positive, got {spec.seq_len_max}")
     if spec.first_block < 0:
         raise ValueError(f"first_block must be 0 or more, got {spec.first_block}")
-    if spec.record not in RECORD_KINDS:
-        raise ValueError(f"record must be one of {RECORD_KINDS}, got {spec.record!r}")
+    if spec.record not in record_kinds():
+        raise ValueError(f"record must be one of {record_kinds()}, got {spec.record!r}")
     if spec.mode not in SENTINEL_MODES:
         raise ValueError(f"mode must be one of {SENTINEL_MODES}, got {spec.mode!r}")
     longest = ceil_div(max(spec.seq_lens) if spec.seq_lens is not None else spec.seq_len_max, spec.block_size)
@@ -209,7 +208,7 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     if spec.record == "v4":
         quantize_and_insert_reference(k.to(device), k_cache, slot_mapping.to(device), B)
     else:
-        fill_records(spec.layout, k_cache, slot_mapping, B, gen)
+        filler(spec.record)(spec.layout, k_cache, slot_mapping, B, gen)
     backing = backing.to(device)
     return GatherScenario(
         spec=spec,

@@ -1,25 +1,19 @@
-"""Byte layouts of the three K-cache records vLLM's DeepSeek gathers read, as the 0.30-0.33 wheels define them.
+"""Byte layouts of the K-cache records a DeepSeek gather reads, as vLLM's wheels define them.
 
-Read from ``vllm/models/deepseek_v41/common/ops/cache_utils.py`` (the kernels' own addressing):
-
-* ``v4`` (584 B): 448 fp8 e4m3 NoPE values and 64 bf16 RoPE values (576 B of data), then 7 UE8M0
-  scales of 64 dims and a zero pad byte. A page holds every token's data, then every token's scales.
-* ``mxfp8`` (528 B, DeepSeek V4.1): all 512 dims as fp8 e4m3, then 16 UE8M0 scales of 32 dims.
-* ``nvfp4`` (288 B, DeepSeek V4.1): 512 e2m1 values packed two per byte (even element in the low
-  nibble, odd in the high), then 32 e4m3 scales of 16 dims.
-
-Where the scales sit changed between releases: in 0.30.0-0.32.0 the V4.1 kernels read a page as the
-whole data region followed by the whole scale region (``interleaved=False``); from 0.33.0 each
-token's scales follow its own data (``interleaved=True``). The V4 record is never interleaved.
+This package's record is DeepSeek-V4's (read from ``vllm/models/deepseek_v41/common/ops/cache_utils.py``, the
+kernels' own addressing): ``v4`` (584 B), 448 fp8 e4m3 NoPE values and 64 bf16 RoPE values (576 B of data), then
+7 UE8M0 scales of 64 dims and a zero pad byte; a page holds every token's data, then every token's scales. A
+package built on this one registers other records (:class:`Records`: DeepSeek V4.1's MXFP8 and NVFP4, whose scales
+sit after each token's data from vLLM 0.33.0 on, ``interleaved``), and how a scenario fills pages with them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-#: e2m1 magnitudes by 3-bit code (sign is bit 3): 0, 0.5, 1, 1.5, 2, 3, 4, 6.
-E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-RECORD_KINDS = ("v4", "mxfp8", "nvfp4")
+from repro.plugins import Point, registered
 
 
 @dataclass(frozen=True)
@@ -55,18 +49,40 @@ class RecordLayout:
 
 
 V4 = RecordLayout("v4", data_bytes=576, scale_bytes=8, n_scales=7, quant_block=64)
-MXFP8_PAGE_SPLIT = RecordLayout("mxfp8", data_bytes=512, scale_bytes=16, n_scales=16, quant_block=32)
-MXFP8 = RecordLayout("mxfp8", data_bytes=512, scale_bytes=16, n_scales=16, quant_block=32, interleaved=True)
-NVFP4_PAGE_SPLIT = RecordLayout("nvfp4", data_bytes=256, scale_bytes=32, n_scales=32, quant_block=16)
-NVFP4 = RecordLayout("nvfp4", data_bytes=256, scale_bytes=32, n_scales=32, quant_block=16, interleaved=True)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Records a package built on this one adds (entry point ``records`` of :mod:`repro.plugins`): their kinds, the
+    layout of a kind by scale placement (``layout(kind, interleaved)``), and ``fill(layout, k_cache, slots,
+    block_size, generator)``, which writes valid random records of a kind at a scenario's slots."""
+
+    kinds: tuple[str, ...]
+    layout: Callable[[str, bool], RecordLayout]
+    fill: Callable[..., Any]
+
+
+def _registered() -> tuple[Records, ...]:
+    return registered(Point.RECORDS, Records)
+
+
+def record_kinds() -> tuple[str, ...]:
+    """``v4`` and the kinds installed packages register."""
+    return (V4.kind, *(kind for r in _registered() for kind in r.kinds))
+
+
+def _owner(kind: str) -> Records:
+    found = next((r for r in _registered() if kind in r.kinds), None)
+    if found is None:
+        raise ValueError(f"record: {kind!r} is not one of {', '.join(record_kinds())}")
+    return found
 
 
 def layout_for(kind: str, interleaved: bool = False) -> RecordLayout:
-    """The layout of ``kind`` ("v4", "mxfp8", "nvfp4"); ``interleaved`` applies to the V4.1 records."""
-    if kind == "v4":
-        return V4
-    if kind == "mxfp8":
-        return MXFP8 if interleaved else MXFP8_PAGE_SPLIT
-    if kind == "nvfp4":
-        return NVFP4 if interleaved else NVFP4_PAGE_SPLIT
-    raise ValueError(f"record: {kind!r} is not one of {', '.join(RECORD_KINDS)}")
+    """The layout of ``kind``; ``interleaved`` applies to the registered records (the V4 record never is)."""
+    return V4 if kind == V4.kind else _owner(kind).layout(kind, interleaved)
+
+
+def filler(kind: str) -> Callable[..., Any]:
+    """How a scenario fills pages with valid random records of a registered ``kind``."""
+    return _owner(kind).fill

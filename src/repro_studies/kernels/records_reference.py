@@ -18,10 +18,12 @@ from functools import partial
 import torch
 
 from repro.core.geometry.layout import FP8_E4M3_MAX, HEAD_DIM, UE8M0_BIAS
-from repro.core.geometry.records import E2M1_MAGNITUDES, RecordLayout, layout_for
+from repro.core.geometry.records import RecordLayout, layout_for
 from repro.core.kernels.reference import gather_positions, quantize_and_insert_reference
 
 _CHUNK_TOKENS = 1 << 15
+#: e2m1 magnitudes by 3-bit code (sign is bit 3): 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
 def pages_as_bytes(k_cache: torch.Tensor, layout: RecordLayout, block_size: int) -> torch.Tensor:
