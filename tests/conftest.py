@@ -149,7 +149,7 @@ def pytest_sessionfinish(session):
 @pytest.fixture(autouse=True)
 def downloads_switch(monkeypatch):
     """A notebook's session that a test starts with download=false turns downloads off for its process
-    (repro.downloads); each test gets the switch back as it found it."""
+    (repro_studies.downloads); each test gets the switch back as it found it."""
     monkeypatch.setenv("REPRO_DOWNLOADS", os.environ.get("REPRO_DOWNLOADS", "on"))
 
 

@@ -14,12 +14,12 @@ import pytest
 from upstream_fakes import V4_MEMBER, fake_pip, fixture_source, make_wheel
 
 from repro.cli.runner import declared_parameters, notebooks
-from repro.walkthrough.session import Session
 from repro_studies.upstream import members, releases, wheelcache
 from repro_studies.upstream.wheelcache import CacheMiss
+from repro_studies.walkthrough import session as study_session
 
 DECLARED = declared_parameters(notebooks())
-#: ``repro.downloads.ENV``, where a notebook's session keeps its download parameter for every process it starts.
+#: ``repro_studies.downloads.ENV``, where a notebook's session keeps its download parameter for every process it starts.
 DOWNLOADS_ENV = "REPRO_DOWNLOADS"
 WITH_DOWNLOAD = sorted(DECLARED["download"])
 
@@ -46,7 +46,7 @@ def registry(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("notebook", WITH_DOWNLOAD)
 def test_a_notebook_started_with_download_false_fetches_nothing(notebook, registry):
-    Session.start(notebook, "cpu", "", **{**defaults(notebook), "download": False})
+    study_session.start(notebook, "cpu", "", **{**defaults(notebook), "download": False})
     got = wheelcache.ensure_release("0.99.0")  # as a helper calls it, with the cache's own default
     assert isinstance(got, CacheMiss) and "downloads are off" in got.reason
     with pytest.raises(OSError):
@@ -57,7 +57,7 @@ def test_a_notebook_started_with_download_false_fetches_nothing(notebook, regist
 def test_notebook_05s_source_excerpts_follow_its_download_parameter(registry):
     from repro_studies.walkthrough import affected
 
-    Session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": False})
+    study_session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": False})
     text = affected.released_lines("0.99.0", V4_MEMBER, "f", "x")
     assert text == f"vLLM 0.99.0 has no {V4_MEMBER} in the cache" and registry == []
 
@@ -67,7 +67,9 @@ def test_notebook_06s_release_chains_and_release_list_follow_its_download_parame
     from repro_studies.upstream import reshape_chain
     from repro_studies.walkthrough import reshape_releases
 
-    Session.start("06-reshape-in-releases", "cpu", "", **{**defaults("06-reshape-in-releases"), "download": False})
+    study_session.start(
+        "06-reshape-in-releases", "cpu", "", **{**defaults("06-reshape-in-releases"), "download": False}
+    )
     got = reshape_chain.load_chain("0.99.0")  # the loader's own default asks for a download
     assert isinstance(got, CacheMiss) and "downloads are off" in got.reason
     with pytest.raises(ParameterError):
@@ -78,10 +80,10 @@ def test_notebook_06s_release_chains_and_release_list_follow_its_download_parame
 @pytest.mark.parametrize("download", [False, True])
 def test_a_read_only_cache_that_holds_the_release_works(tmp_path, registry, download):
     root = tmp_path / "cache"
-    Session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": True})
+    study_session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": True})
     assert not isinstance(wheelcache.ensure_release("0.99.0", root, sets=(members.GATHER,)), CacheMiss)
     fetched = list(registry)
-    Session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": download})
+    study_session.start("05-who-is-affected", "cpu", "", **{**defaults("05-who-is-affected"), "download": download})
     with read_only(root):
         got = wheelcache.ensure_release("0.99.0", root, download=download, sets=(members.GATHER,))
     assert not isinstance(got, CacheMiss), got
@@ -119,6 +121,6 @@ class read_only:
 
 
 def test_the_downloads_switch_is_the_one_this_test_restores():
-    from repro import downloads
+    from repro_studies import downloads
 
     assert downloads.ENV == DOWNLOADS_ENV

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import textwrap
 from collections.abc import Callable
@@ -16,10 +15,8 @@ from repro.cli.runfolder import RunFolderError, RunLock, check_writable, holder_
 from repro.cli.runner import declared_parameters, notebooks, run
 from repro.parameters import RESERVED, schema
 from repro.plugins import Point, registered
-from repro.tables import Table
 
 if TYPE_CHECKING:
-    from repro.core.analysis.rundata import RunData
     from repro.report.verdict import RunVerdict
 
 EXIT_CODES = """exit codes:
@@ -41,14 +38,12 @@ RUN_FOLDER = """run folder:
 
 @dataclass(frozen=True)
 class Merge:
-    """What ``repro report OUT --merge RUN...`` merges, registered by a package built on this one (entry point
-    ``commands`` of :mod:`repro.plugins`; without one the option does not exist): run folders that hold ``table``
-    (``notebook``'s), merged into ``OUT`` by ``command(out, runs)`` (its exit code); ``help`` is the option's."""
+    """``repro report OUT --merge RUN...``, registered by a package built on this one (entry point ``commands`` of
+    :mod:`repro.plugins`; without one the option does not exist): ``run(out, runs)`` merges the run folders
+    ``runs`` into ``out`` and returns the exit code; ``help`` is the option's."""
 
-    table: Table
-    notebook: str
     help: str
-    command: Callable[[Path, list[RunData]], int]
+    run: Callable[[str, list[str]], int]
 
 
 def merges() -> tuple[Merge, ...]:
@@ -158,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return run(args.profile, args.out, args.params, resume=args.resume, selection=args.notebooks)
         if getattr(args, "merge", None):
-            return merge(merges()[0], args.run_dir, args.merge)
+            return merges()[0].run(args.run_dir, args.merge)
         return report(args.run_dir, args.against, args.repo_url)
     except KeyboardInterrupt:  # a stage with no message of its own (each that writes has one)
         print("interrupted", file=sys.stderr)
@@ -169,40 +164,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-
-
-def merge(how: Merge, out_dir: str, run_dirs: list[str]) -> int:
-    """``report OUT --merge RUN...``: every input is read and checked first (each under a shared lock, as
-    ``--against`` reads), then ``OUT`` is written under its own lock like any writer. A damaged input, an
-    input no run folder, no matrix table in any input, or an ``OUT`` that is a run folder: one line,
-    exit 2, nothing written."""
-    from repro.core.analysis.rundata import MANIFEST, load_run  # lazy: pandas, only to read a run
-    from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
-
-    out = Path(out_dir)
-    try:
-        if (out / MANIFEST).exists():
-            raise RunFolderError(
-                f"report: {out} holds a run (its {MANIFEST}); accepted: a new folder or an earlier merge's folder"
-            )
-        with contextlib.ExitStack() as readers:
-            runs = []
-            for d in run_dirs:
-                if not is_folder(Path(d)):
-                    raise RunFolderError(f"--merge: {d}: no such run folder")
-                readers.enter_context(RunLock(Path(d), "report --merge", exclusive=False).acquire("--merge"))
-                runs.append(load_run(d))
-            if not any(run.table(how.table) is not None for run in runs):
-                raise RunFolderError(
-                    f"--merge: none of {', '.join(run_dirs)} holds results/{how.table}.csv; accepted: run "
-                    f"folders of notebook {how.notebook}"
-                )
-            out.mkdir(parents=True, exist_ok=True)
-            with RunLock(out, "report --merge").acquire("report"):
-                return how.command(out, runs)
-    except (RunFolderError, DamagedRun, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
 def report(run_dir: str, against: str | None, repo_url: str | None = None) -> int:

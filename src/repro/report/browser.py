@@ -69,16 +69,6 @@ body {{ margin: 0; background: #fff; }}
 """
 
 
-#: A README on a repository's page at the first screen's width: GitHub's Markdown body at 16 px in the README box of
-#: the page's main column (1280 px less the page's margins, the 296 px sidebar and the box's padding).
-README_COLUMN_PX = 830
-README_CSS = f"""
-.comment {{ width: {README_COLUMN_PX + 2 * 32}px; margin: 0 auto; border: 1px solid #d1d9e0; }}
-.comment-header {{ display: none; }}
-.markdown-body {{ padding: 32px; font-size: 16px; }}
-"""
-
-
 class BrowserUnavailable(RuntimeError):
     """No browser or no Playwright here; the message says which and how to install it."""
 
@@ -110,9 +100,9 @@ def find_mermaid() -> Path | None:
     return found[-1] if found else None
 
 
-def github_page(markdown: str, base: Path | None, title: str, comment: bool = False, readme: bool = False) -> str:
-    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's (or,
-    with ``readme``, the README box of a repository's page). ``base``: relative links resolve against it (a run
+def github_page(markdown: str, base: Path | None, title: str, comment: bool = False, css: str = "") -> str:
+    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's (``css``
+    restyles it: the README box of a repository's page, say). ``base``: relative links resolve against it (a run
     folder, as in a repository view); a posted comment has none. ``comment``: a line break inside a paragraph is a
     line break, as GitHub renders comments."""
     import cmarkgfm  # lazy: GitHub's renderer is a development extra
@@ -123,7 +113,7 @@ def github_page(markdown: str, base: Path | None, title: str, comment: bool = Fa
     head = f'<base href="{base.resolve().as_uri()}/">' if base is not None else ""
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8">{head}'
-        f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}{README_CSS if readme else ''}</style></head><body>"
+        f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}{css}</style></head><body>"
         f'<div class="comment"><div class="comment-header">{html.escape(title)}</div>'
         f'<div class="markdown-body">{body}</div></div></body></html>'
     )
@@ -195,7 +185,7 @@ class PageCheck:
     problems: list[str] = field(default_factory=list)
 
 
-def _judge(name: str, shot: Path, measured: dict, first_screen_px: int, comment: bool = False) -> PageCheck:
+def judge(name: str, shot: Path, measured: dict, first_screen_px: int, comment: bool = False) -> PageCheck:
     check = PageCheck(name, shot, images=len(measured["images"]))
     for img in measured["images"]:
         if not img["complete"] or img["width"] == 0:
@@ -293,7 +283,7 @@ def check_run(
                     drawn = page.evaluate(DRAW_MERMAID)
                 shot = out / shot_name
                 page.screenshot(path=str(shot))
-                check = _judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"], comment)
+                check = judge(name, shot, page.evaluate(MEASURE), VIEWPORT["height"], comment)
                 check.charts = [d["kind"] for d in drawn if d["ok"]]
                 for k, d in enumerate(drawn):
                     if not d["ok"]:
@@ -304,43 +294,6 @@ def check_run(
         finally:
             page.close()
     return checks
-
-
-#: Where each paragraph that holds one of the given texts ends on the page (None: no paragraph holds it).
-PARAGRAPHS = """(texts) => texts.map(text => {
-  const p = [...document.querySelectorAll('.markdown-body p')]
-    .find(e => e.innerText.replace(/\\s+/g, ' ').includes(text));
-  if (!p) return null;
-  const box = p.getBoundingClientRect();
-  return {top: box.top, bottom: box.bottom};
-})"""
-
-
-def check_readme(readme: str | Path, paragraphs: list[str], screenshot: str | Path, browser: Browser) -> PageCheck:
-    """A README as GitHub renders it on a repository's page (cmark-gfm, the README box at the first screen's width):
-    each paragraph that holds one of ``paragraphs`` (plain text, as the page shows it) ends within the first screen,
-    the title is there, every image decodes and no table is wider than the column. The first screen is saved to
-    ``screenshot``."""
-    readme = Path(readme)
-    page = browser.new_page(viewport=VIEWPORT)
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            rendered = Path(tmp) / "readme-github.html"
-            rendered.write_text(github_page(readme.read_text(), readme.parent, readme.name, readme=True))
-            page.goto(rendered.resolve().as_uri(), wait_until="load")
-            page.screenshot(path=str(screenshot))
-            check = _judge(readme.name, Path(screenshot), page.evaluate(MEASURE), VIEWPORT["height"])
-            for text, box in zip(paragraphs, page.evaluate(PARAGRAPHS, paragraphs)):
-                if box is None:
-                    check.problems.append(f"{readme.name}: no paragraph holds {text!r}")
-                elif box["bottom"] > VIEWPORT["height"]:
-                    check.problems.append(
-                        f"{readme.name}: the paragraph with {text!r} ends at {box['bottom']:.0f} px, below the first "
-                        f"screen ({VIEWPORT['height']} px)"
-                    )
-        finally:
-            page.close()
-    return check
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 
-from repro import downloads
 from repro.core.analysis.checks import assert_all_ok
 from repro.core.analysis.written import read_record
 from repro.core.evidence.results import ResultsChanged, ResultTable, ledger_descriptor, send_ledger, write_facts
@@ -69,10 +68,7 @@ class Session:
         in this process)."""
         ledger_descriptor()  # taken out of the environment before anything starts a process
         active = activate(resolve(profile))
-        checked = validate_notebook(params, active.name, import_check)
-        if "download" in checked:  # false: nothing this notebook runs may reach the registry
-            downloads.set_allowed(checked["download"])
-        return cls(notebook, active, run_dir, checked)
+        return cls(notebook, active, run_dir, validate_notebook(params, active.name, import_check))
 
     def table(self, name: str) -> ResultTable:
         """The result table ``results/<name>.csv`` of this run, opened once."""

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repro import downloads
+from repro_studies import downloads
 
 #: The CPU profile's short list: a release with the V4 Triton gather only and the newest (every kernel kind).
 CPU_DEFAULT_RELEASES = ("0.22.0", "0.34.0")

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import downloads
 from repro.paths import repo_root
+from repro_studies import downloads
 from repro_studies.upstream.members import GATHER, MEMBER_SETS, MemberSet, resolve
 from repro_studies.upstream.releases import RELEASES_FILE, release_platforms
 

@@ -27,6 +27,7 @@ from repro_studies.upstream import fetch, members
 from repro_studies.upstream import releases as idx
 from repro_studies.upstream.platforms import FAMILIES
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release
+from repro_studies.walkthrough import session as study_session
 
 NOTEBOOK = Notebook.AFFECTED
 DISPATCH, WARMUPS, TABLES, ANSWERS, AFFECTED = (
@@ -57,7 +58,7 @@ class Context:
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params: Any) -> Context:
         """Validate the parameters (one line naming a bad one), then resolve the release list."""
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        session = study_session.start(NOTEBOOK, profile, run_dir, **params)
         p, name = session.params, session.profile.name
         try:
             chosen = idx.resolve_releases(

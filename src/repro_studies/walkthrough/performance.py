@@ -39,6 +39,7 @@ from repro_studies.upstream.members import PRODUCTION_PATH as MODEL_FILES
 from repro_studies.upstream.patcher import rewrite_file
 from repro_studies.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release
+from repro_studies.walkthrough import session as study_session
 
 NOTEBOOK = Notebook.PERFORMANCE
 MEDIANS = Table.PERF_MEDIANS
@@ -87,7 +88,7 @@ class PerformanceWalkthrough:
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
-        return cls(Session.start(NOTEBOOK, profile, run_dir, **params))
+        return cls(study_session.start(NOTEBOOK, profile, run_dir, **params))
 
     @property
     def on_gpu(self) -> bool:

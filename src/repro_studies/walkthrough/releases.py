@@ -31,6 +31,7 @@ from repro_studies.upstream import releases as idx
 from repro_studies.upstream.members import GATHER
 from repro_studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release, load_entry
+from repro_studies.walkthrough import session as study_session
 from repro_studies.walkthrough.downloads import fetch_missing
 
 NOTEBOOK = Notebook.RELEASES
@@ -84,7 +85,7 @@ class Context:
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params: Any) -> Context:
         """Validate the parameters (one line naming a bad one), then size the matrix for the profile."""
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        session = study_session.start(NOTEBOOK, profile, run_dir, **params)
         p, prof = session.params, session.profile
         sizes = SIZES[prof.name]
         try:

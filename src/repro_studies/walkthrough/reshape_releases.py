@@ -34,6 +34,7 @@ from repro_studies.upstream import releases as idx
 from repro_studies.upstream import reshape_chain as chain_lib
 from repro_studies.upstream.members import RESHAPE_CHAIN
 from repro_studies.upstream.wheelcache import CacheMiss
+from repro_studies.walkthrough import session as study_session
 from repro_studies.walkthrough.downloads import fetch_missing
 
 NOTEBOOK = Notebook.RESHAPE_RELEASES
@@ -74,7 +75,7 @@ class Context:
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params: Any) -> Context:
         """Validate the parameters (one line naming a bad one), then resolve the releases and block sizes."""
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        session = study_session.start(NOTEBOOK, profile, run_dir, **params)
         p, name = session.params, session.profile.name
         return cls(
             session,

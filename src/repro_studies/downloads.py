@@ -1,7 +1,8 @@
 """Whether this process may ask the package registry for anything: the ``download`` parameter of the notebook it
 runs, made a property of the process (and of every process it starts) instead of an argument each call must pass.
 
-A notebook started with ``download=false`` (:class:`repro.walkthrough.session.Session`) turns downloads off here;
+A study notebook started with ``download=false`` (:func:`repro_studies.walkthrough.session.start`) turns downloads
+off here;
 the wheel cache and the registry index then refuse to reach the registry whatever their callers pass, so a helper
 that calls them with their own default cannot fetch a wheel behind the parameter's back.
 """
