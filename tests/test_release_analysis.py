@@ -163,7 +163,7 @@ def test_loop_bound_shim_runs_a_loaded_bound_and_is_undone():
     import triton
     import triton.language as tl
 
-    from repro_studies.evidence.interp_compat import loaded_scalar_loop_bounds, needed
+    from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds, needed
 
     @triton.jit
     def count(n_ptr, out_ptr):

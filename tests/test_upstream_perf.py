@@ -11,8 +11,8 @@ from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro_studies import registry
-from repro_studies.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.upstream import release_kernel as R
+from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 
 CLASS_SOURCE = (Path(__file__).parent / "fixtures" / "upstream" / "jit_class_module.py").read_text()
 SOURCES = {"module-level kernel": None, "JIT-warmup class": CLASS_SOURCE}

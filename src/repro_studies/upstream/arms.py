@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro_studies.evidence.interp_compat import loaded_scalar_loop_bounds
+from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
 from repro_studies.upstream.wheelcache import load_entry

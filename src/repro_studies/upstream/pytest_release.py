@@ -91,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     stack = contextlib.ExitStack()
     stack.enter_context(release.active())
     if _interpreted():
-        from repro_studies.evidence.interp_compat import (
+        from repro_studies.upstream.interp_compat import (
             loaded_scalar_loop_bounds,  # lazy: patches Triton's interpreter, only when the test runs in it
         )
 

@@ -19,8 +19,8 @@ import triton.language as tl
 
 from repro.core.evidence.scenarios import CACHE_FILL_BYTE
 from repro.core.geometry.records import layout_for
-from repro_studies.evidence.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.kernels.records_reference import encode_mxfp8, fp8_rtne, pages_as_bytes, write_tokens
+from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.wheelcache import CacheEntry
 
