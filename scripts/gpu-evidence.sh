@@ -37,6 +37,8 @@ if [ "$PROFILE" = gpu ] && [ ! -e "$SITE/.installed" ]; then
   touch "$SITE/.installed"
 fi
 export PYTHONPATH="$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# The project's entry points (the studies' registrations) for this checkout, run from src/ without pip install
+DIST_INFO=$(mktemp -d) && "$PY" scripts/write-dist-info.py "$DIST_INFO" && export PYTHONPATH="$DIST_INFO:$PYTHONPATH"
 export JUPYTER_PATH="$SITE/share/jupyter"
 export PYTHONUNBUFFERED=1
 if [ -d .vllm-cache-gpu ]; then export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache-gpu}"; fi

@@ -11,6 +11,8 @@ shift
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 [ -x "$NCU" ] || { echo "error: ncu not found (set NCU=/path/to/ncu)" >&2; exit 2; }
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# The project's entry points (the studies' registrations) for this checkout, run from src/ without pip install
+DIST_INFO=$(mktemp -d) && "${PYTHON:-python3}" scripts/write-dist-info.py "$DIST_INFO" && export PYTHONPATH="$DIST_INFO:$PYTHONPATH"
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 metrics=$("${PYTHON:-python3}" -m repro_studies.evidence.counters metrics)

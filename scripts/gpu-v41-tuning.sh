@@ -9,6 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# The project's entry points (the studies' registrations) for this checkout, run from src/ without pip install
+DIST_INFO=$(mktemp -d) && "${PYTHON:-python3}" scripts/write-dist-info.py "$DIST_INFO" && export PYTHONPATH="$DIST_INFO:$PYTHONPATH"
 export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache}"
 export PYTHONUNBUFFERED=1
 exec "${PYTHON:-python3}" -m repro_studies.evidence.v41_tuning "$@"

@@ -282,6 +282,21 @@ def test_the_studies_register_through_the_entry_points_repro_reads():
         assert len(registered(point, kind)) == 1, point
 
 
+def test_a_checkout_run_from_src_finds_the_registrations_through_the_written_metadata(tmp_path):
+    """The GPU scripts run the checkout from ``src/`` without pip install: scripts/write-dist-info.py writes the
+    project's entry points where Python finds them, in a process that sees no installed copy (``-S``: no site)."""
+    subprocess.run([sys.executable, str(SRC.parent / "scripts" / "write-dist-info.py"), str(tmp_path)], check=True)
+    code = (
+        f"import sys; sys.path[:0] = [{str(tmp_path)!r}, {str(SRC)!r}]\n"
+        "from repro import plugins\n"
+        "P = plugins.Point\n"
+        "print([len(plugins._loaded(p)) for p in (P.REGISTRY, P.RECORDS, P.NOTEBOOKS, P.COMMANDS)])\n"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[1,", "1,", "1,", "1]"]
+
+
 def test_every_module_has_a_layer_and_the_layers_their_modules():
     assert {layer(n) for n in MODULES} == set(LAYERS.values())
     assert {layer(n) for n in MODULES if n.startswith("repro.core.")} == {"core"}
