@@ -86,6 +86,7 @@ SHOWN = {
     "block sizes that fail": "fails at",
     "block sizes that fit": "fits at",
     "block sizes rejected": "refused at",
+    "block sizes the view refuses": "view refuses at",
 }
 
 
@@ -94,7 +95,7 @@ def shown_answers(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     block sizes next to each other in the run's sweep (``order``) as one span; the count and the error are in the
     bullets above and the run folder's tables."""
     runner = [f"{r} (stock)" if rules._true(s) else str(r) for r, s in zip(table["runner"], table["stock"])]
-    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-3:]}
+    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-4:]}
     return table.assign(runner=runner, **spans)[list(SHOWN)].rename(columns=SHOWN)
 
 
@@ -146,13 +147,21 @@ def model_sentence(d: Bug1Releases) -> str:
     )
 
 
+#: What a group's configuration does, by answer (the reshape's failure, or the rewritten view code's).
+DOES = {
+    Bug1Answer.VIEWS_REFUSE: "is refused by the view code's own check",
+    Bug1Answer.VIEWS_WRONG: "makes a create_kv_cache_views view wrong",
+}
+
+
 def bullets(groups: list[Group], errors: bool = True) -> str:
-    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it."""
+    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it
+    (the rewritten path's: which block size its own check refuses, with the message)."""
     lines = []
     for g in groups:
         line = f"- **{g.answer}** in the {g.runner} runner ({g.stock} for DeepSeek-V4), vLLM {g.releases}"
         if g.configuration:
-            line += f": {g.configuration} makes the reshape fail"
+            line += f": {g.configuration} {DOES.get(g.answer, 'makes the reshape fail')}"
             line += f" (`{g.first_error}`)" if errors and g.first_error else ""
         lines.append(line + ".")
     return "\n".join(lines)
@@ -164,13 +173,15 @@ MARKDOWN = """
 Each release's own chain (notebook 06) for DeepSeek-V4 with `--kv-cache-dtype fp8` on SM90, releases {{ d.read }}:
 its layers built by their released `__init__` lines, its block-size rules, KV cache grouping and sizing, each
 layer's attention backend, its kernel block size selection, and both runners' allocation and reshape over real
-pools, at every `--block-size` of the run (none: the release's default path).
+pools, at every `--block-size` of the run (none: the release's default path). From vLLM 0.29.0 neither reshape
+exists: each runner calls `allocate_kv_cache` (`vllm/v1/worker/utils.py`), whose `create_kv_cache_views`
+(`vllm/v1/kv_cache_interface.py`) views one buffer per layer with no count of bug 1's kind; its rows say what it did.
 
 {{ bullets(d.groups) }}
 
 {{ table(d.table) }}
 {% if d.refusals | length %}
-Block sizes the releases refuse before any reshape, with their own message:
+Block sizes the releases refuse with their own message (before any view, or in the view code):
 
 {{ table(d.refusals) }}
 {% endif %}
