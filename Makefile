@@ -1,5 +1,6 @@
 # `make run` executes every notebook into runs/<timestamp>/ and writes the report;
-# `make test` runs the test suite. Both create .venv on first use.
+# `make test` runs the code's tests; `make audit` checks the committed evidence against today's code. Each creates
+# .venv on first use.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -17,13 +18,13 @@ unexport PYTHONDONTWRITEBYTECODE
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: run test check lint lab report clean-venv
+.PHONY: run test audit check lint lab report clean-venv
 
 $(STAMP): pyproject.toml constraints-cpu.txt scripts/setup-venv.sh scripts/setup-nbstripout.sh
 	VENV=$(VENV) scripts/setup-venv.sh
 	touch $(STAMP)
 
-# Chromium for the browser test (apt where the machine allows it; otherwise the test says why it skips).
+# Chromium for the browser audit (apt where the machine allows it; otherwise the test says why it skips).
 $(BROWSER): scripts/setup-browser.sh | $(STAMP)
 	scripts/setup-browser.sh
 	touch $(BROWSER)
@@ -31,18 +32,24 @@ $(BROWSER): scripts/setup-browser.sh | $(STAMP)
 run: $(STAMP)
 	$(PY) -m repro run $(ARGS)
 
-# Mermaid's browser build for the browser check of pr-comment.md's charts (npm where there is one; else it skips).
+# Mermaid's browser build for the browser audit of pr-comment.md's charts (npm where there is one; else it skips).
 $(MERMAID): scripts/setup-mermaid.sh | $(STAMP)
 	VENV=$(VENV) scripts/setup-mermaid.sh
 	touch $(MERMAID)
 
-# Everything CI runs: lint, format, every test (notebooks through papermill and the browser check included).
-test: lint $(BROWSER) $(MERMAID)
-	$(PY) -m pytest $(XDIST) $(ARGS)
+# The code's tests: lint, format and every test of the code (notebooks through papermill included), not the audit.
+test: lint
+	$(PY) -m pytest $(XDIST) -m "not audit" $(ARGS)
 
-# The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests.
+# The audit of committed evidence (tests marked `audit`): every committed report re-rendered and compared, the H200
+# and tuning evidence re-read by today's rules, data/patches/ re-made, the reports in Chromium with Mermaid's charts.
+# CI runs it after `make test`.
+audit: $(STAMP) $(BROWSER) $(MERMAID)
+	$(PY) -m pytest $(XDIST) -m audit $(ARGS)
+
+# The fast lane: lint and the unit tests; no notebook runs, no end-to-end CLI, git or browser tests, no audit.
 check: lint
-	$(PY) -m pytest -q $(XDIST) -m "not notebook and not gpu and not integration" $(ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not notebook and not gpu and not integration and not audit" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts examples upstream-tests

@@ -183,6 +183,7 @@ def test_without_verdicts_the_bug_is_not_measured(frames):
     assert set(ran.bug) == {rules.NOT_MEASURED}
 
 
+@pytest.mark.audit
 def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
     from repro.report import affected as render
 
@@ -193,6 +194,7 @@ def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
     assert detail == render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
 
 
+@pytest.mark.audit
 def test_the_readme_table_fits_ten_rows_without_zero_width_characters_and_every_link_resolves():
     import re
 

@@ -1,6 +1,6 @@
 """The committed reports in a real browser (headless Chromium through Playwright): report.html as written and
 report.md as GitHub renders it. Every image decodes, no table is wider than its column, the headline is in the
-first screen, every table has its rows. ``make test`` installs the browser (scripts/setup-browser.sh)."""
+first screen, every table has its rows. ``make audit`` installs the browser (scripts/setup-browser.sh)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from repro.report.comment import render_comment
 from repro.report.markdown import render_report
 from repro.report.template import Page, Target, render_page
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.audit]
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for base in (H200, H200.parent / "h100") for p in base.iterdir() if (p / "manifest.json").is_file())

@@ -69,6 +69,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, word, capsys):
     assert len(err) == 1 and word in err[0]
 
 
+@pytest.mark.audit
 def test_the_committed_h200_counters_name_every_arm_and_metric():
     rows = C.table(C.read_ncu_csv(COMMITTED))
     assert list(rows["arm"]) == [arm.name for arm in C.ARMS]

@@ -17,6 +17,7 @@ from repro.report import plots
 from repro.report.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
 from repro.report.releases import release_matrix
 from repro.studies.analysis.releases import complete_matrix
+from repro.tables import Facts, Plot, Table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 #: Text smaller than this is unreadable where the figure is shown.
@@ -84,3 +85,31 @@ def test_notebook_02_legends_survive_jupyterlabs_crop(name):
             assert inside and box.y1 <= crop.y1 + 1, (name, box, crop)
     finally:
         plt.close(fig)
+
+
+def _starts_at_zero_or_marks_the_break(ax) -> bool:
+    bottom = ax.get_ylim()[0]
+    return ax.get_yscale() != "linear" or bottom <= 0 or "axis not from 0" in ax.get_ylabel()
+
+
+def test_a_ratio_chart_starts_at_zero_or_marks_the_break():
+    """PR #55109's cost on vLLM's kernel is a ratio within 1 % of 1: its axis cannot start at zero, so the figure
+    marks the break (slashes on the spine, said in the axis label); the ceiling fractions start at zero."""
+    from repro.report.upstream_plots import cost_figures
+
+    run = load_run(DATA / "gpu-profile-vllm")
+    figures = dict(cost_figures(run.table(Table.VLLM_MEDIANS), run.table(Table.VLLM_RATIOS)))
+    ratios = figures[Plot.VLLM_RATIOS]
+    ceiling = float(run.facts[Facts.PERFORMANCE]["copy_ceiling_tbps"])
+    fraction = plots.bandwidth_fraction(run.table(Table.PERF_MEDIANS), ceiling)
+    try:
+        for ax in ratios.axes:
+            assert ax.get_ylim()[0] > 0 and "axis not from 0" in ax.get_ylabel()
+            assert sum(line.get_transform() == ax.transAxes for line in ax.get_lines()) == 3  # the cut and 2 slashes
+        assert all(map(_starts_at_zero_or_marks_the_break, [*ratios.axes, *fraction.axes]))
+        marked = plt.figure().add_subplot()
+        marked.set_ylim(0, 2)
+        plots.mark_axis_break(marked)  # an axis from zero has no break to mark
+        assert "not from 0" not in marked.get_ylabel() and not marked.get_lines()
+    finally:
+        plt.close("all")

@@ -21,7 +21,7 @@ from repro.registry import expectation
 from repro.report.comparison import render_comparison
 from repro.studies.analysis import reshape_chain
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.audit]
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "h200"
 #: Every committed run folder: the H200's, the H100's and the CPU profile's.
@@ -203,3 +203,43 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     assert suite["as expected"].astype(bool).all() and set(suite["release"].astype(str)) == set(
         result.rows["release"].astype(str)
     )
+
+
+#: A path of this repository's code that a page names: ``repro.core.kernels.gather:gather_fixed`` (a target) or
+#: ``repro.core.evidence.timing.host_us`` (a module and a name in it).
+CODE_PATH = re.compile(r"\brepro(?:\.[A-Za-z_0-9]+)+(?::[A-Za-z_0-9]+)?")
+SRC = ROOT.parents[1] / "src"
+
+
+def names_todays_code(path: str) -> bool:
+    """The longest module prefix of ``path`` is a module of today's ``src/`` and what follows it, if anything, is
+    one name that module defines."""
+    dotted, _, function = path.partition(":")
+    parts = dotted.split(".")
+    for k in range(len(parts), 1, -1):
+        base = SRC.joinpath(*parts[:k])
+        module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if module.is_file():
+            rest = [*parts[k:], *([function] if function else [])]
+            if not rest:
+                return True
+            defines = re.compile(rf"^(?:def|class) {rest[0]}\b|^{rest[0]} *[:=]", re.M)
+            return len(rest) == 1 and defines.search(module.read_text()) is not None
+    return False
+
+
+def test_no_committed_page_names_code_that_is_gone():
+    """A report or page of data/ names this repository's functions by today's paths: a target a run recorded under an
+    earlier path is rendered by today's (registry.current_target), and a moved function means re-rendering."""
+    pages = [p for p in sorted(ROOT.parent.rglob("*")) if p.suffix in (".md", ".html") and p.is_file()]
+    assert pages
+    gone = {(p.relative_to(ROOT.parent).as_posix(), m) for p in pages for m in CODE_PATH.findall(p.read_text())}
+    gone = {pair for pair in gone if not names_todays_code(pair[1])}
+    assert not gone, sorted(gone)
+
+
+def test_the_code_path_check_tells_a_moved_function_from_todays():
+    assert names_todays_code("repro.core.kernels.gather:gather_fixed")
+    assert names_todays_code("repro.studies.kernels.stream.move_words") and names_todays_code("repro.core")
+    assert not names_todays_code("repro.kernels.gather:gather_fixed")
+    assert not names_todays_code("repro.core.kernels.gather:gather_gone")

@@ -27,6 +27,7 @@ def test_each_machine_path_becomes_a_neutral_one(text, expected):
     assert scrub_machine_paths.scrub(expected) == expected
 
 
+@pytest.mark.audit
 def test_no_committed_run_names_a_machines_folders():
     tracked = subprocess.run(["git", "ls-files", "data"], cwd=ROOT, capture_output=True, text=True, check=True)
     files = [ROOT / f for f in tracked.stdout.split() if Path(f).suffix in scrub_machine_paths.SUFFIXES]

@@ -19,6 +19,7 @@ INDEX = ROOT / patch_index.INDEX_DIR
 COMMITTED = sorted(p.name for p in INDEX.glob("vllm-*.diff"))
 
 
+@pytest.mark.audit
 def test_the_committed_index_is_what_the_command_writes():
     files = patch_index.index_files(ROOT / "data", ROOT)
     assert sorted(files) == sorted([*COMMITTED, patch_index.INDEX_FILE])
@@ -26,6 +27,7 @@ def test_the_committed_index_is_what_the_command_writes():
         assert (INDEX / name).read_bytes() == data, f"{name}: run python -m repro.studies.upstream.patch_index"
 
 
+@pytest.mark.audit
 def test_every_release_the_matrix_patched_has_its_diff_in_the_index():
     merged = ROOT / "data/h200/release-matrix-merged/results" / f"{Table.PATCHES}.csv"
     applied = pd.read_csv(merged, dtype=str)
@@ -33,6 +35,7 @@ def test_every_release_the_matrix_patched_has_its_diff_in_the_index():
     assert {patches.diff_name(v) for v in applied} <= set(COMMITTED)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("name", COMMITTED)
 def test_each_diff_applies_to_its_releases_cached_files(name, tmp_path):
     version = name.removeprefix("vllm-").removesuffix(".diff")

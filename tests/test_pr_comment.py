@@ -121,6 +121,7 @@ def test_a_folder_of_the_host_that_ran_it_becomes_one_under_the_checkout(out, tm
 RELATIVE_LINK = re.compile(r"\]\((?!https?://)[^)]*\)|\b(?:href|src)=[\"'](?!https?://|data:)")
 
 
+@pytest.mark.audit
 def test_the_comment_holds_no_relative_link(analysed):
     run, _, comment = analysed
     assert RELATIVE_LINK.findall(comment) == []

@@ -224,6 +224,22 @@ def test_the_environment_shows_what_was_loaded(tmp_path):
     assert "not recorded" not in env.split("| git_dirty")[1]
 
 
+def test_the_environment_says_what_a_machine_lacks_rather_than_not_recorded(tmp_path):
+    """A CPU run records no driver, no CUDA runtime and no compute-sanitizer: the table says there is none; an entry
+    the run did not record at all still says so."""
+    run = load_run(H200 / "vllm-0.22.0-under-test")
+    cpu = {"device": "cpu (Triton interpreter)", "cuda_available": False, "driver": None, "cuda_runtime": None}
+    environment = {k: v for k, v in run.environment.items() if k != "compute_sanitizer_version"}
+    environment |= {**cpu, "compute_sanitizer": "unavailable", "git_dirty": False}
+    md = _md(RunData(tmp_path, {**run.manifest, "environment": environment}, run.tables, run.facts, run.files))
+    env = md[md.index("## Environment") :]
+    assert "| driver | none (no GPU) |" in env and "| cuda_runtime | none (torch built without CUDA) |" in env
+    assert "| compute_sanitizer_version | none (no compute-sanitizer) |" in env and "not recorded" not in env
+    del environment["driver"]  # an older manifest without the entry
+    md = _md(RunData(tmp_path, {**run.manifest, "environment": environment}, run.tables, run.facts, run.files))
+    assert "| driver | not recorded |" in md
+
+
 def test_gpu_only_sections_are_compact(tmp_path):
     """The streaming-ceiling and JIT parts of notebook 03, from tables shaped as the notebook records them."""
     run = load_run(H200 / "gpu-profile")

@@ -33,11 +33,13 @@ def _committed_tables():
     return sorted(p for p in DATA.glob("*/*/results/*.csv") if p.stem in {t.value for t in Table})
 
 
+@pytest.mark.audit
 def test_every_committed_table_is_named_here():
     stems = {p.stem for p in DATA.glob("*/*/results/*.csv")}
     assert stems and stems <= {t.value for t in Table}, stems - {t.value for t in Table}
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("path", _committed_tables(), ids=lambda p: f"{p.parts[-3]}/{p.stem}")
 def test_identity_columns_tell_committed_rows_apart(path):
     """In every committed run, a table's identity columns (those it has) single out each row; the only

@@ -10,6 +10,8 @@ import pytest
 
 from repro.studies.evidence import tuning
 
+pytestmark = pytest.mark.audit
+
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 FAST_RUNS = sorted((H200 / "tuning-gather-fast").glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
 V41_RUNS = sorted((H200 / "tuning-gather-v41").glob("run-*"), key=lambda p: int(p.name.split("-")[1]))

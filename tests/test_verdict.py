@@ -139,6 +139,7 @@ def test_flagged_lanes_in_the_interpreter_read_as_reads_outside_every_allocation
     assert describe(b) == "is wrong from 2 requests and reads outside every allocation on poison ids"
 
 
+@pytest.mark.audit
 def test_the_committed_runs_lead_with_what_they_showed():
     gpu = run_verdict(load_run(H200 / "gpu-profile"), SPLIT_CHECK)
     assert gpu.title == "Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109"

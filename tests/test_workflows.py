@@ -47,7 +47,7 @@ def test_ci_runs_the_readme_commands_and_publishes_the_report():
     ci = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
     steps = ci["jobs"]["cpu-profile"]["steps"]
     runs = [s.get("run", "") for s in steps]
-    assert any(r.strip() == "make test" for r in runs)
+    assert any(r.strip() == "make test" for r in runs) and any(r.strip() == "make audit" for r in runs)
     assert any(r.startswith("make run") and "--profile cpu" in r for r in runs)
     assert any("GITHUB_STEP_SUMMARY" in r and "head -c 1000000" in r for r in runs)
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in steps)

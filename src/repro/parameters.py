@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.core.evidence import environment
-from repro.core.geometry.layout import ceil_div
+from repro.core.geometry.layout import ceil_div, is_pow2
 from repro.profiles import PROFILES
 from repro.registry import BENCH_VARIANTS, RECORD_GATHERS, ImplementationError, load_implementation
 from repro.seeds import load
@@ -48,10 +48,6 @@ class Param:
     item_kind: type | None = None  # element type for lists
 
 
-def _is_pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
 def _distinct(v: list) -> bool:
     """A repeated value would write the same check rows twice."""
     return len(set(v)) == len(v)
@@ -78,7 +74,7 @@ SCHEMA: dict[str, Param] = {
         item_kind=int,
     ),
     "cache_block_size": Param(
-        int, "a power of two from 1 to 256 (tokens per stored cache block)", lambda v: _is_pow2(v) and v <= 256
+        int, "a power of two from 1 to 256 (tokens per stored cache block)", lambda v: is_pow2(v) and v <= 256
     ),
     "seq_len_max": Param(int, "0 (the profile's default) or an integer from 1 to 65536", lambda v: 0 <= v <= 65536),
     "backing_width": Param(
@@ -161,7 +157,7 @@ SCHEMA: dict[str, Param] = {
         item_kind=int,
     ),
     "matrix_block_size": Param(
-        int, "0 (the profile's default) or a power of two from 1 to 256", lambda v: v == 0 or (_is_pow2(v) and v <= 256)
+        int, "0 (the profile's default) or a power of two from 1 to 256", lambda v: v == 0 or (is_pow2(v) and v <= 256)
     ),
     "variants": Param(
         list,

@@ -15,6 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
@@ -27,8 +28,6 @@ from repro.tables import Plot
 DPI = 160
 #: A figure is shown at this many CSS pixels per inch (report.html), so 160-dpi PNGs stay sharp.
 CSS_PX_PER_INCH = 100
-#: Timing plots: kernel time on CUDA-graph replays first (what the verdict is judged on), then eager.
-LAUNCH_ORDER = ("graph", "eager")
 
 
 def _request_axis(ax) -> None:
@@ -38,6 +37,21 @@ def _request_axis(ax) -> None:
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("requests")
+
+
+def mark_axis_break(ax: Axes) -> None:
+    """A linear y axis that does not start at zero says so: the left spine is cut at its foot, below the lowest
+    tick, and two slashes mark the cut (a ratio read against 1, whose differences would vanish on an axis from
+    zero)."""
+    bottom, top = ax.get_ylim()
+    if ax.get_yscale() != "linear" or bottom <= 0:
+        return
+    ax.set_ylim(bottom - 0.08 * (top - bottom), top)  # room under the lowest tick for the cut
+    cut = dict(transform=ax.transAxes, clip_on=False, zorder=5)
+    ax.plot((0, 0), (0.012, 0.042), color="white", linewidth=2.5, **cut)
+    for y in (0.012, 0.042):
+        ax.plot((-0.015, 0.015), (y - 0.01, y + 0.01), color="black", linewidth=0.9, **cut)
+    ax.set_ylabel(f"{ax.get_ylabel()} (axis not from 0)")
 
 
 def _legend_below(fig: Figure, axes, ncol: int = 3) -> None:

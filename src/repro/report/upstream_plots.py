@@ -10,7 +10,7 @@ from matplotlib.ticker import MaxNLocator
 
 from repro import registry
 from repro.core.analysis.performance import NO_COST_BAND
-from repro.report.plots import _request_axis, counts_by_request
+from repro.report.plots import _request_axis, counts_by_request, mark_axis_break
 from repro.studies.analysis.upstream_cost import BAND_RATIOS
 from repro.tables import Plot
 
@@ -53,6 +53,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
             _request_axis(ax)
             ax.set_title(name)
             ax.set_ylabel("time ratio")
+            mark_axis_break(ax)
         axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         fig.suptitle("PR #55109 on vLLM's own kernel (CUDA-graph replays)", y=1.02)
         fig.tight_layout()

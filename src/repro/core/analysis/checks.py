@@ -67,9 +67,3 @@ def check_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     g = g.rename(columns={"sum": "passed", "count": "total"})
     g["verdict"] = g.apply(lambda r: "PASS" if r.passed == r.total else "FAIL", axis=1)
     return g
-
-
-def passed_of(frame: pd.DataFrame) -> tuple[int, int]:
-    """(rows ok, rows) of one check table."""
-    ok = frame["ok"].map(truthy)
-    return int(ok.sum()), len(ok)

@@ -136,22 +136,6 @@ def fix_cost_text(facts: dict) -> str:
     )
 
 
-def fix_cost_short(facts: dict) -> str:
-    """The cost of the fix in one clause for the report's first lines."""
-    g = facts["fixed_ratio_graph"]
-    lo, hi = facts["band"]
-    verdict = (
-        "none measurable"
-        if g["outside_band"] == 0
-        else f"{g['outside_band']} of {g['points']} shapes outside {lo}-{hi}"
-    )
-    return (
-        f"{verdict} on CUDA-graph replays: the fixed kernel on a narrowed view takes {g['min']:.3f}-{g['max']:.3f}x "
-        f"its time on a contiguous table at {g['points']} shapes; the rejected `.contiguous()` adds a median "
-        f"{100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}%"
-    )
-
-
 def fix_cost_table(medians: pd.DataFrame, ratios: pd.DataFrame, launch: str) -> pd.DataFrame:
     """Per shape, one launch mode: the fixed kernel on the view and on a contiguous table, the copy arm,
     and the three figures derived from them."""

@@ -31,8 +31,6 @@ from repro.tables import Table
 BUG_RESHAPE = "vllm-project/vllm#43988"
 BUG_GATHER = "vllm-project/vllm#55109"
 BUG_SPLIT = "vllm-project/vllm#54877"
-#: Issue links that resolve outside vLLM's repository too (GitHub's cross-repository form).
-ISSUE_URL = "https://github.com/vllm-project/vllm/pull/{number}"
 
 REPRODUCED = "reproduced"
 FIX_VERIFIED = "fix verified"
@@ -185,10 +183,6 @@ class Finding:
     text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
-
-    @property
-    def as_expected(self) -> bool:
-        return not self.problems
 
 
 def implementation_names(run: RunData) -> dict[str, str]:

@@ -37,6 +37,11 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def is_pow2(v: object) -> bool:
+    """A power of two from 1 up, as an int (a bool is not a size)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (v & (v - 1)) == 0
+
+
 def round_up(x: int, multiple: int) -> int:
     """vLLM's ``round_up``: the smallest multiple of ``multiple`` not below ``x``."""
     return ceil_div(x, multiple) * multiple

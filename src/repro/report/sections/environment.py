@@ -40,15 +40,38 @@ class Environment:
     loaded: tuple[Loaded, ...]
 
 
+#: What an entry says when the run recorded nothing for it.
+NOT_RECORDED = "not recorded"
+#: What an entry says when the run recorded that there is none, by entry (``environment.describe`` writes ``None``
+#: for the driver on a machine without a GPU and for the CUDA runtime of a CPU build of torch, and no sanitizer
+#: version when it found no compute-sanitizer): the truth, rather than "not recorded".
+ABSENT = {
+    "driver": "none (no GPU)",
+    "cuda_runtime": "none (torch built without CUDA)",
+    "compute_sanitizer_version": "none (no compute-sanitizer)",
+}
+
+
 def _value(v: object) -> str:
-    return "not recorded" if v is None or v == "" else str(v)
+    return NOT_RECORDED if v is None or v == "" else str(v)
+
+
+def _absent(env: dict, key: str) -> bool:
+    """The run recorded that the machine has none of ``key`` (rather than failing to record it)."""
+    if key == "compute_sanitizer_version":
+        return env.get("compute_sanitizer") == "unavailable" and not env.get(key)
+    return key in ABSENT and key in env and env[key] is None and env.get("cuda_available") is False
+
+
+def _entry(env: dict, key: str) -> str:
+    return ABSENT[key] if _absent(env, key) else _value(env.get(key))
 
 
 def derive(c: Common) -> Environment:
     env, m = c.run.environment, c.run.manifest
     rows = [{"item": "profile", "value": _value(m.get("profile"))}]
-    rows += [{"item": k, "value": _value(env.get(k))} for k in ITEMS]
-    rows.append({"item": "git_dirty", "value": {True: "yes", False: "no"}.get(env.get("git_dirty"), "not recorded")})
+    rows += [{"item": k, "value": _entry(env, k)} for k in ITEMS]
+    rows.append({"item": "git_dirty", "value": {True: "yes", False: "no"}.get(env.get("git_dirty"), NOT_RECORDED)})
     rows.append({"item": "platform", "value": _value(env.get("platform"))})
     recorded, params = m.get("implementations") or {}, m.get("parameters") or {}
     loaded = []

@@ -51,7 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
-from repro.core.geometry.layout import UE8M0_BIAS
+from repro.core.geometry.layout import UE8M0_BIAS, is_pow2
 from repro.core.geometry.records import V4, RecordLayout, layout_for
 from repro.core.kernels.gather import check_gather_args
 from repro.core.kernels.launch import is_interpreted
@@ -379,10 +379,6 @@ class V41Plan:
     num_warps: int
 
 
-def _is_pow2(v) -> bool:
-    return isinstance(v, int) and v >= 1 and (v & (v - 1)) == 0
-
-
 def check_config(kind: str, cfg: dict) -> None:
     """Reject unknown or impossible settings, naming the setting and what is accepted."""
     allowed = DEFAULT_CONFIG[kind]
@@ -390,7 +386,7 @@ def check_config(kind: str, cfg: dict) -> None:
     if unknown:
         raise ValueError(f"unknown {kind} gather settings {sorted(unknown)}; accepted: {sorted(allowed)}")
     for key in ("block_t", "min_block_t", "num_warps", "tiles_per_program"):
-        if not _is_pow2(cfg[key]) or (key == "num_warps" and cfg[key] > 32):
+        if not is_pow2(cfg[key]) or (key == "num_warps" and cfg[key] > 32):
             raise ValueError(f"{key} must be a power of two >= 1 (num_warps <= 32), got {cfg[key]!r}")
     if not isinstance(cfg["waves"], (int, float)) or cfg["waves"] < 0:
         raise ValueError(f"waves must be a non-negative number, got {cfg['waves']!r}")

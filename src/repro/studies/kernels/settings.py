@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from repro.core.geometry.layout import DSV4
+from repro.core.geometry.layout import DSV4, is_pow2
 
 #: Tile layouts (see the module docstring); the index is the kernels' ``TILE`` constexpr, and for the lanes family
 #: also its chunk in units of 8 bytes (``tiles.LANES_CHUNK * TILE``: lanes 8, wide 16).
@@ -93,10 +93,6 @@ def maxnreg_options(maxnreg: int | None) -> dict:
     return {} if maxnreg is None else {"maxnreg": maxnreg}
 
 
-def _is_pow2(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (v & (v - 1)) == 0
-
-
 @dataclass(frozen=True)
 class FastSettings:
     """How :func:`gather_fast` launches: tile size, warps, grid filling, tiles per program, tile layout."""
@@ -115,7 +111,7 @@ class FastSettings:
 
     def __post_init__(self) -> None:
         for name in ("block_t", "min_block_t", "num_warps", "tiles_per_program"):
-            if not _is_pow2(getattr(self, name)):
+            if not is_pow2(getattr(self, name)):
                 raise ValueError(f"{name} must be a power of two >= 1, got {getattr(self, name)!r}")
         if self.num_warps > 32:
             raise ValueError(f"num_warps must be a power of two <= 32, got {self.num_warps!r}")

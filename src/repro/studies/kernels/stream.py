@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from repro.core.geometry.layout import DSV4, UE8M0_BIAS
+from repro.core.geometry.layout import DSV4, UE8M0_BIAS, is_pow2
 from repro.core.kernels.launch import is_interpreted
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.studies.kernels.settings import DEFAULT_TILE, TileSettings
@@ -402,10 +402,6 @@ class StreamPlan:
         return self.block_t * self.tiles_per_program
 
 
-def _is_pow2(v) -> bool:
-    return isinstance(v, int) and v >= 1 and (v & (v - 1)) == 0
-
-
 def plan_stream(
     num_tokens: int,
     block_t: int = DEFAULT_BLOCK_T,
@@ -415,11 +411,11 @@ def plan_stream(
 ) -> StreamPlan:
     """``"grid"``: ``tiles_per_program`` tiles of ``block_t`` tokens per program (the GPU shape);
     ``"per-program"``: one program walking ``min(256, next_pow2(N))``-token tiles (the interpreter shape)."""
-    if not _is_pow2(block_t):
+    if not is_pow2(block_t):
         raise ValueError(f"block_t must be a power of two >= 1, got {block_t!r}")
-    if not _is_pow2(tiles_per_program):
+    if not is_pow2(tiles_per_program):
         raise ValueError(f"tiles_per_program must be a power of two >= 1, got {tiles_per_program!r}")
-    if not (_is_pow2(num_warps) and num_warps <= 32):
+    if not (is_pow2(num_warps) and num_warps <= 32):
         raise ValueError(f"num_warps must be a power of two <= 32, got {num_warps!r}")
     if plan == "per-program":
         bt = min(INTERPRETER_MAX_BLOCK_T, triton.next_power_of_2(num_tokens))

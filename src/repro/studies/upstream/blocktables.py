@@ -72,7 +72,6 @@ COLUMNS = (
 )
 
 V1_RUNNER = "vllm/v1/worker/gpu_model_runner.py"
-V1_TABLES = "vllm/v1/worker/block_table.py"
 INPUT_BATCH = "vllm/v1/worker/gpu_input_batch.py"
 V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"
 V2_TABLES = "vllm/v1/worker/gpu/block_table.py"

@@ -71,7 +71,6 @@ FAMILIES: tuple[GpuFamily, ...] = (
     SM90_BROKEN_CUTLASS,
     SM100_BROKEN_CUTLASS,
 )
-FAMILY_BY_KEY = {f.key: f for f in FAMILIES}
 
 
 class _Logger(logging.LoggerAdapter):
