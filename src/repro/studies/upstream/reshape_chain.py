@@ -222,6 +222,7 @@ class ReleaseChain:
         self.wheel_sha256 = wheel_sha256
         self.parsed: dict = {}
         self._codes: dict[tuple, ReleasedCode] = {}
+        self._paths: dict[str, KVViewPath | None] = {}
 
     def has(self, runner: str) -> bool:
         member, qualname = RESHAPES[runner]
@@ -241,19 +242,23 @@ class ReleaseChain:
     def path(self, runner: str) -> KVViewPath | None:
         """How the runner views the KV cache: its reshape (:data:`RESHAPES`), the rewritten
         ``allocate_kv_cache``/``create_kv_cache_views`` (its :data:`VIEW_CALLERS` definition calls them), or None
-        (the release does not ship the runner)."""
+        (the release does not ship the runner). Read from the source, nothing run."""
+        if runner not in self._paths:
+            self._paths[runner] = self._path(runner)
+        return self._paths[runner]
+
+    def _path(self, runner: str) -> KVViewPath | None:
         if self.has(runner):
             return KVViewPath.RESHAPE
         member, qualname = VIEW_CALLERS[runner]
-        code = self.code()
-        if member not in self.members or WORKER_UTILS not in self.members or KV_CACHE_INTERFACE not in self.members:
+        if any(m not in self.members for m in (member, WORKER_UTILS, KV_CACHE_INTERFACE)):
             return None
-        caller, allocator = _definition(code, member, qualname), code.toplevel(WORKER_UTILS, ALLOCATOR)
-        if caller is None or allocator is None or code.toplevel(KV_CACHE_INTERFACE, VIEW_FUNCTION) is None:
+        caller = _defined_in(ast.parse(self.read(member)), qualname)
+        allocator = _defined_in(ast.parse(self.read(WORKER_UTILS)), ALLOCATOR)
+        viewer = _defined_in(ast.parse(self.read(KV_CACHE_INTERFACE)), VIEW_FUNCTION)
+        if None in (caller, allocator, viewer):
             return None
-        if _calls(caller, ALLOCATOR) and _calls(allocator, VIEW_FUNCTION):
-            return KVViewPath.VIEWS
-        return None
+        return KVViewPath.VIEWS if _calls(caller, ALLOCATOR) and _calls(allocator, VIEW_FUNCTION) else None
 
     def view_source(self, qualname: str = VIEW_FUNCTION) -> str:
         """A definition of the rewritten path as released (:data:`VIEW_FUNCTION` by default)."""
@@ -299,6 +304,17 @@ class ReleaseChain:
 
 def _definition(code: ReleasedCode, member: str, qualname: str) -> ast.AST | None:
     body, node = code.tree(member).body, None
+    for name in qualname.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
+        if node is None:
+            return None
+        body = node.body
+    return node
+
+
+def _defined_in(tree: ast.Module, qualname: str) -> ast.AST | None:
+    """The top-level definition ``qualname`` (``Class.method`` for a method) of a parsed module, if any."""
+    body, node = tree.body, None
     for name in qualname.split("."):
         node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
         if node is None:
