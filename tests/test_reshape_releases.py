@@ -259,7 +259,7 @@ def test_a_runner_views_the_cache_by_its_reshape_by_the_rewritten_path_or_not_at
 
     rewritten = {
         "vllm/v1/worker/gpu/attn_utils.py": "from vllm.v1.worker.utils import allocate_kv_cache\n\n"
-        "def init_kv_cache(kv_cache_config):\n    kv_caches = allocate_kv_cache(kv_cache_config)\n    return kv_caches\n",
+        "def init_kv_cache(config):\n    kv_caches = allocate_kv_cache(config)\n    return kv_caches\n",
         "vllm/v1/worker/utils.py": "from vllm.v1.kv_cache_interface import create_kv_cache_views\n\n"
         "def allocate_kv_cache(c):\n    return create_kv_cache_views(c)\n",
         "vllm/v1/kv_cache_interface.py": "def create_kv_cache_views(c):\n    return {}\n",
@@ -533,9 +533,7 @@ def test_the_rewritten_path_answers_with_what_its_views_did_never_reached_or_lat
     wrong = views_cell(**{**default, "blocks outside page": 2})
     got = answers_of([views_runner()], runs[:1], [wrong])
     assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_WRONG
-    assert rules.releases_finding(got.reset_index()).problems == [
-        f"vLLM 9.9.9 {RUNNER_V2}: {Bug1Answer.VIEWS_WRONG}"
-    ]
+    assert rules.releases_finding(got.reset_index()).problems == [f"vLLM 9.9.9 {RUNNER_V2}: {Bug1Answer.VIEWS_WRONG}"]
     not_run = run("256", RUNNER_V2, link=ChainLink.LAYOUT, stop=ChainStop.NOT_RUN, message="NotProvided: x")
     assert answers_of([views_runner()], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
     # a runner the release does not ship at all is still not shipped

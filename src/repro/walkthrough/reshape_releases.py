@@ -220,7 +220,12 @@ def sources(ctx: Context) -> list[HTML]:
 #: The rewritten path's lines: how many kernel blocks a page is split into and how many rows each holds (one
 #: kernel block size for both), the check that a split page is dense, and the ``as_strided`` view.
 SHAPE_MARKS = ("blocks_per_page = ", "get_num_kernel_states(bs)")
-GUARD_MARKS = ("ratio = shape_bytes[0] // num_blocks", "if block_stride != dense_page_size", "raise ValueError(", "torch.as_strided(")
+GUARD_MARKS = (
+    "ratio = shape_bytes[0] // num_blocks",
+    "if block_stride != dense_page_size",
+    "raise ValueError(",
+    "torch.as_strided(",
+)
 
 
 def view_sources(ctx: Context) -> list[HTML]:
