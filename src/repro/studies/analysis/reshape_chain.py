@@ -487,6 +487,7 @@ COMPACT_COLUMNS = (
     "block sizes that fail",
     "block sizes that fit",
     "block sizes rejected",
+    "block sizes the view refuses",
     "default block size",
     "count expression",
 )
