@@ -787,3 +787,39 @@ def test_an_engine_config_reads_the_releases_defaults_and_its_validators_writes(
     asked = released_config(code, "vllm/config/cache.py", "CacheConfig", block_size=512)
     asked._apply_block_size_default()
     assert (asked.block_size, asked.user_specified_block_size) == (512, True)
+
+
+def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_configuration_and_message():
+    from repro.report.sections.reshape_releases import bullets, groups
+
+    def answer(release, runner, value, configuration="", refused="", error=""):
+        row = dict.fromkeys(rules.ANSWER_COLUMNS, "")
+        return {
+            **row,
+            "release": release,
+            "runner": runner,
+            "stock": runner == RUNNER_V2,
+            "answer": value,
+            "configuration": configuration,
+            "block sizes the view refuses": refused,
+            "first error": error,
+        }
+
+    frame = pd.DataFrame(
+        [
+            answer("0.28.0", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512", error=f"RuntimeError: {ERROR}"),
+            answer("0.29.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.30.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.32.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 16", "16", "AssertionError: assert x"),
+        ]
+    )
+    got = groups(frame)
+    assert [(g.answer, g.releases, g.configuration) for g in got] == [
+        (Bug1Answer.REACHED, "0.28.0", "`--block-size 512`"),
+        (Bug1Answer.VIEWS_REFUSE, "0.29.0 – 0.30.0", "`--block-size 512`"),
+        (Bug1Answer.VIEWS_REFUSE, "0.32.0", "`--block-size 16`"),
+    ]
+    lines = bullets(got).splitlines()
+    assert "makes the reshape fail" in lines[0]
+    assert "`--block-size 512` is refused by the view code's own check (`ValueError: The resolved" in lines[1]
+    assert lines[2].endswith("`--block-size 16` is refused by the view code's own check (`AssertionError: assert x`).")

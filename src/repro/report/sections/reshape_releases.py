@@ -49,9 +49,17 @@ def _short(text: str) -> str:
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
+#: The rewritten path's answers, whose groups also split by the block sizes its view code refuses (each bullet's
+#: configuration and message are then those of its own releases).
+VIEWS_ANSWERS = (Bug1Answer.VIEWS_FIT, Bug1Answer.VIEWS_REFUSE, Bug1Answer.VIEWS_WRONG)
+
+
 def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
     out = []
-    for (answer, runner), g in answers.groupby(["answer", "runner"], sort=False):
+    refused = answers.get("block sizes the view refuses", pd.Series("", index=answers.index)).fillna("").astype(str)
+    split = refused.where(answers["answer"].isin(VIEWS_ANSWERS), "")
+    keyed = answers.assign(_split=split)
+    for (answer, runner, _), g in keyed.groupby(["answer", "runner", "_split"], sort=False):
         releases = sorted(g.release.astype(str), key=version_key)
         stock = g.stock.map(rules._true)
         stocked = sorted(g[stock].release.astype(str), key=version_key)
