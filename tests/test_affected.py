@@ -1,6 +1,6 @@
 """The who-is-affected analysis on hand-made frames: runner answers, default paths, verdict words, ranges of
-releases with one outcome, families merged, the rows behind each cell; and the README's table equals what
-the code derives from the committed runs."""
+releases with one outcome, families merged, the rows behind each cell, and where a deployer meets each bug class
+(platform, cutlass state, tensor-parallel size)."""
 
 from __future__ import annotations
 
@@ -183,36 +183,89 @@ def test_without_verdicts_the_bug_is_not_measured(frames):
     assert set(ran.bug) == {rules.NOT_MEASURED}
 
 
-@pytest.mark.audit
-def test_the_readme_table_is_what_the_code_derives_from_the_committed_runs():
-    from repro.report import affected as render
+def cutlass_frames():
+    """One model on SM90 in three cutlass states and ROCm over three releases: the Triton gather runs everywhere in
+    1.0.0; from 1.1.0 SM90 runs it only without cutlass (CuTe-DSL with it), and from 1.2.0 also when cutlass fails
+    to import; SM100 with cutlass runs it at TP 1-8 only (TP 16 takes CuTe-DSL)."""
+    rows = []
+    for release in ("1.0.0", "1.1.0", "1.2.0"):
+        for family in ("sm90", "sm90-no-cutlass", "sm90-cutlass-fails", "rocm"):
+            triton = (
+                release == "1.0.0"
+                or family in ("sm90-no-cutlass", "rocm")
+                or (family == "sm90-cutlass-fails" and release == "1.2.0")
+            )
+            kernel, matrix = ("triton:k", "v4:k") if triton else ("CuTe-DSL entry", "cutedsl:v4:v4")
+            rows.append(dispatch(release, family, "V4", 584, kernel, matrix))
+        for tp, triton in (("TP 1, 2, 4, 8", True), ("TP 16", False)):
+            kernel, matrix = ("triton:k", "v4:k") if triton else ("CuTe-DSL entry", "cutedsl:v4:v4")
+            rows.append({**dispatch(release, "sm100", "V4", 584, kernel, matrix), "topology": tp})
+    d = pd.DataFrame(rows)
+    d["topology"] = d["topology"].fillna("any TP (not read)")
+    answers = pd.DataFrame([{"release": r, "runner": "V1", "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0")])
+    v = pd.DataFrame(
+        [verdict(r, "v4:k", "faults from 2 requests") for r in ("1.0.0", "1.1.0", "1.2.0")]
+        + [verdict(r, "cutedsl:v4:v4", "correct") for r in ("1.0.0", "1.1.0", "1.2.0")]
+    )
+    return d, rules.who_is_affected(d, answers, v)
 
-    readme = (ROOT / "README.md").read_text()
-    start, end = readme.index(render.README_START), readme.index(render.README_END) + len(render.README_END)
-    assert readme[start:end] == render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
-    detail = (ROOT / render.DETAIL).read_text()
-    assert detail == render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
+
+def test_exposure_names_each_platform_with_the_releases_that_run_the_bug_whatever_the_setting():
+    from repro.registry import Cutlass
+
+    d, frame = cutlass_frames()
+    found = {e.platforms: e for e in rules.exposure(frame, d)}
+    assert set(found) == {("SM90",), ("ROCm",), ("SM100",)}
+    sm90 = found[("SM90",)]
+    assert sm90.always == ("1.0.0",)  # every cutlass state runs it
+    assert [(s.cutlass, s.topologies, s.releases) for s in sm90.settings] == [
+        ((Cutlass.ABSENT,), (), ("1.1.0", "1.2.0")),
+        ((Cutlass.IMPORT_FAILS,), (), ("1.2.0",)),
+    ]
+    assert found[("ROCm",)].always == ("1.0.0", "1.1.0", "1.2.0") and found[("ROCm",)].settings == ()
+    sm100 = found[("SM100",)]  # one family: no cutlass state to name; TP 16 takes the other kernel
+    assert sm100.always == () and [(s.cutlass, s.topologies) for s in sm100.settings] == [((), ("TP 1, 2, 4, 8",))]
+    assert sm100.releases == ("1.0.0", "1.1.0", "1.2.0")
+    # the CuTe-DSL gather is absent everywhere it runs; nothing is unmeasured
+    absent = rules.exposure(frame, d, rules.ABSENT)
+    assert {e.platforms for e in absent} == {("SM90",), ("SM100",)}
+    assert rules.exposure(frame, d, rules.NO_VERDICT) == []
 
 
-@pytest.mark.audit
-def test_the_readme_table_fits_ten_rows_without_zero_width_characters_and_every_link_resolves():
-    import re
+def test_platforms_with_the_same_answer_share_one_exposure_and_states_with_the_same_releases_merge(frames):
+    from repro.registry import Cutlass
 
-    from repro.report import affected as render
+    d, answers, v = frames
+    found = rules.exposure(rules.who_is_affected(d, answers, v), d)
+    assert [(e.model, e.platforms, e.always) for e in found] == [
+        ("V4", ("SM90", "SM100"), ("1.0.0",)),
+        ("V4", ("ROCm",), ("1.0.0", "1.1.0", "1.2.0")),
+    ]
+    d2, frame = cutlass_frames()
+    d2 = d2[d2.release != "1.1.0"]  # no-cutlass and failing cutlass now run it in the same releases
+    frame = rules.who_is_affected(d2, pd.DataFrame(columns=["release", "runner", "answer"]), None)
+    frame["bug"] = frame["bug"].where(~frame["kernel"].str.startswith("triton"), "present (faults from 2 requests)")
+    (sm90,) = [e for e in rules.exposure(frame, d2) if e.platforms == ("SM90",)]
+    assert [(s.cutlass, s.releases) for s in sm90.settings] == [((Cutlass.ABSENT, Cutlass.IMPORT_FAILS), ("1.2.0",))]
 
-    block = render.readme_block(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
-    detail = render.detail_document(render.README_DISPATCH_RUN, render.README_VERDICTS, ROOT)
-    rows = [line for line in block.splitlines() if line.startswith("| ")][1:]
-    assert 0 < len(rows) <= rules.COMPACT_LIMIT
-    assert not re.search("[\u200b-\u200f\u2060\ufeff]", block + detail)
-    headings = {f"row-{i}" for i in range(1, len(rows) + 1)} | {"not-served"}
-    for i, row in enumerate(rows, 1):
-        assert f"({render.DETAIL}#row-{i})" in row
-    assert {h.lower().replace(" ", "-") for h in re.findall(r"^## (.+)$", detail, re.M)} == headings
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", detail):
-        assert (ROOT / "docs" / target).resolve().is_file(), target
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", block):
-        assert (ROOT / target).is_file(), target
+
+def test_stock_answers_list_the_releases_of_each_answer():
+    answers = pd.DataFrame(
+        [
+            {"release": "1.0.0", "runner": "V1", "answer": LATENT},
+            {"release": "1.0.0", "runner": "V2", "answer": LATENT},
+            {"release": "1.1.0", "runner": "V1", "answer": REACHED},
+            {"release": "1.1.0", "runner": "V2", "answer": LATENT},
+        ]
+    )
+    got = rules.stock_answers(answers, ["1.0.0", "1.1.0", "1.2.0"])
+    assert got == {LATENT: ["1.0.0"], REACHED: ["1.1.0"], UNDECIDED: ["1.2.0"]}
+
+
+def test_a_release_span_merges_three_or_more_neighbours_in_the_order_read():
+    order = ["0.20.0", "0.20.1", "0.21.0", "0.22.0", "0.23.0"]
+    assert rules.release_span(["0.20.0", "0.20.1", "0.21.0", "0.23.0"], order) == "0.20.0 – 0.21.0, 0.23.0"
+    assert rules.release_span(["0.21.0", "0.22.0"], order) == "0.21.0, 0.22.0"
 
 
 def test_the_compact_table_merges_rows_with_one_outcome(frames):

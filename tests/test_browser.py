@@ -1,6 +1,8 @@
-"""The committed reports in a real browser (headless Chromium through Playwright): report.html as written and
-report.md as GitHub renders it. Every image decodes, no table is wider than its column, the headline is in the
-first screen, every table has its rows. ``make audit`` installs the browser (scripts/setup-browser.sh)."""
+"""The committed reports in a real browser (headless Chromium through Playwright): report.html as written, report.md
+and pr-comment.md as GitHub renders them, for every committed run folder (H200, H100 and CPU). Every image decodes, no
+table is wider than its column, the headline is in the first screen, every table has its rows, and a comment holds no
+relative image or link. README.md as GitHub renders it on the repository's page: both sentences of its answer end
+within the first screen. ``make audit`` installs the browser (scripts/setup-browser.sh)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,16 @@ import pytest
 from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
 from repro.report.analyse import analyse
-from repro.report.browser import BrowserUnavailable, check_run, chromium, find_mermaid
+from repro.report.browser import BrowserUnavailable, check_readme, check_run, chromium, find_mermaid
 from repro.report.comment import render_comment
 from repro.report.markdown import render_report
 from repro.report.template import Page, Target, render_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.audit]
 
-H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
-RUNS = sorted(p for base in (H200, H200.parent / "h100") for p in base.iterdir() if (p / "manifest.json").is_file())
+ROOT = Path(__file__).resolve().parents[1]
+#: Every committed run folder, the GPUs' (H200, H100) and the CPU's (each comment is what a reviewer may be sent).
+RUNS = sorted(p for p in (ROOT / "data").glob("*/*") if (p / "manifest.json").is_file())
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +70,36 @@ def test_committed_report_reads_well_in_a_browser(run_dir, tmp_path, browser):
         if c.name == "pr-comment.md (GitHub comment)":
             assert c.headline == "Purpose"  # the PR template's first heading; the verdict is its first line
         else:
-            run = load_run(run_dir)
-            timing_only = set(run.manifest["notebooks"]) == {"03-performance"}  # measures, reproduces nothing
-            assert c.headline.startswith(
-                ("Measurements" if timing_only else "Reproduced") if run.finished else "Incomplete"
-            )
+            # the verdict's class, as report.md's title states it (a run that only measures says so)
+            title = (run_dir / "report.md").read_text().splitlines()[0].removeprefix("# ")
+            assert c.headline.split(":")[0] == title.split(":")[0]
+            assert c.headline.startswith("Incomplete") is not load_run(run_dir).finished
         assert c.screenshot.is_file() and c.screenshot.stat().st_size > 10_000
         assert c.screenshot.parent == copy / "screenshots"
+
+
+def test_the_readme_answers_both_bugs_within_the_first_screen(tmp_path, browser):
+    """README.md as GitHub renders it on the repository's page: the title, bug 1's and bug 2's sentences and the
+    release check's line end within the first 900 px, and the table of both bugs fits the column."""
+    from repro.report import readme
+
+    opening = ["Bug 1, the KV-cache reshape overrun", "Bug 2, the strided block-table gather", "Checked through vLLM"]
+    text = (ROOT / "README.md").read_text()
+    assert all(o.replace("Bug 1", "**Bug 1**").replace("Bug 2", "**Bug 2**") in text for o in opening)
+    shot = tmp_path / "readme-github.png"
+    check = check_readme(ROOT / "README.md", opening, shot, browser)
+    assert check.problems == [], check.problems
+    assert check.headline == "DeepSeek-V4 KV-cache bugs in vLLM, reproduced"
+    assert check.table_rows[0] <= readme.TABLE_ROWS
+    assert shot.stat().st_size > 10_000
+
+
+def test_a_sentence_below_the_first_screen_is_caught(tmp_path, browser):
+    page = tmp_path / "README.md"
+    page.write_text("# Title\n\n" + "".join(f"Filler paragraph {k}.\n\n" for k in range(40)) + "The answer.\n")
+    check = check_readme(page, ["The answer.", "Not there"], tmp_path / "shot.png", browser)
+    assert any("the paragraph with 'The answer.' ends at" in p for p in check.problems)
+    assert any("no paragraph holds 'Not there'" in p for p in check.problems)
 
 
 def test_mermaid_itself_draws_the_charts_or_the_test_says_why_not(browser):
@@ -87,12 +113,14 @@ def test_a_wide_table_and_a_broken_image_are_caught(tmp_path, browser):
     (run / "plots" / "broken.png").write_bytes(b"not a png")
     wide = "| " + " | ".join(f"column-{k}-{'x' * 20}" for k in range(12)) + " |\n|" + "---|" * 12 + "\n"
     wide += "| " + " | ".join("value" for _ in range(12)) + " |\n"
-    (run / "report.md").write_text("# Headline\n\n" + wide + "\n![broken](plots/broken.png)\n")
+    (run / "report.md").write_text(
+        "# Headline\n\n[a row](results/a.csv#L2)\n\n" + wide + "\n![broken](plots/broken.png)\n"
+    )
     chart = 'xychart-beta\n    title "t"\n    x-axis "x" [1, 2]\n    y-axis "y" 0 --> 1\n    bar [1, 0.5]'
     bad = chart.replace("bar [1, 0.5]", "bar [1, 0.5")
     long = chart.replace('title "t"', f'title "{"a long title " * 12}"')
     (run / "pr-comment.md").write_text(
-        "## Purpose\n\n"
+        "## Purpose\n\n[a row](results/a.csv#L2), [a PR](https://github.com/vllm-project/vllm/pull/1)\n\n"
         + wide
         + "\n![relative](plots/broken.png)\n\n"
         + "".join(f"```mermaid\n{c}\n```\n\n" for c in (chart, bad, long))
@@ -102,6 +130,8 @@ def test_a_wide_table_and_a_broken_image_are_caught(tmp_path, browser):
     assert any("table 1 is" in p for p in report.problems)
     assert report.table_rows == [1]
     assert any("relative image plots/broken.png" in p for p in comment.problems)
+    assert any("relative link results/a.csv#L2" in p for p in comment.problems)
+    assert not any("relative link" in p for p in report.problems)  # a run folder's own page resolves them
     assert any("the first table (the verdict)" in p or "table 1 is" in p for p in comment.problems)
     if find_mermaid() is not None:
         assert comment.charts == ["xychart-beta", "xychart-beta"]  # the well-formed one and the long-titled one

@@ -588,6 +588,53 @@ def test_checks_pass_only_on_the_outcome_they_name():
     assert [c["ok"] for c in stopped] == [False]
 
 
+def test_reach_groups_the_answers_per_runner_with_what_a_user_types_and_what_the_view_did():
+    """Two releases: V1 (stock) counts by block_size in both and fails at 512; V2 needs the variable, counts by
+    block_size in 1.0.0 (every accepted block size fits: latent) and by storage rows in 1.1.0; neither ships in
+    1.2.0."""
+
+    def at(release, rows):
+        return [{**r, "release": release} for r in rows]
+
+    failing = run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}")
+    default = {"block size asked": "default"}
+    runs, cells, runners = [], [], []
+    for release, v2 in (("1.0.0", BUGGY), ("1.1.0", FIXED)):
+        runs += at(release, [run("default"), failing, run("default", RUNNER_V2), run("512", RUNNER_V2)])
+        v2_cell = cell(runner=RUNNER_V2, **{"block size asked": "512", "spec block size": 512})
+        cells += at(release, [cell(**default), raised_cell(), cell(runner=RUNNER_V2, **default), v2_cell])
+        runners += at(
+            release,
+            [
+                {**runners_row(RUNNER_V1, BUGGY), "definition": "v1.py:Runner._reshape"},
+                {**runners_row(RUNNER_V2, v2), "definition": "v2.py:_reshape"},
+            ],
+        )
+    runners += at("1.2.0", [runners_row(RUNNER_V1, "", shipped=False), runners_row(RUNNER_V2, "", shipped=False)])
+    got = rules.reach(pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells))
+    assert got.releases == ("1.0.0", "1.1.0", "1.2.0")
+    assert [(g.answer, g.runners, g.releases) for g in got.groups] == [
+        (Bug1Answer.REACHED, (RUNNER_V1,), ("1.0.0", "1.1.0")),
+        (Bug1Answer.LATENT, (RUNNER_V2,), ("1.0.0",)),
+        (Bug1Answer.ABSENT, (RUNNER_V2,), ("1.1.0",)),
+        (Bug1Answer.NOT_SHIPPED, (RUNNER_V1, RUNNER_V2), ("1.2.0",)),
+    ]
+    reached, latent, absent, gone = got.groups
+    assert (reached.stock, reached.switches) == (("1.0.0", "1.1.0"), ())
+    assert (reached.failing, reached.outcomes, reached.errors) == (("512",), (CellOutcome.RAISES,), ("RuntimeError",))
+    assert (reached.definitions, reached.counts) == (("v1.py:Runner._reshape",), (BUGGY,))
+    assert latent.switches == (("VLLM_USE_V2_MODEL_RUNNER=1", ("1.0.0",)),) and latent.failing == ()
+    assert absent.counts == (FIXED,) and gone.definitions == () and gone.counts == ("",)
+    assert (got.default_block_sizes, got.default_fails, got.sweep) == ((256,), (), ("default", "512"))
+    assert got.answered(Bug1Answer.LATENT, Bug1Answer.ABSENT) == (latent, absent)
+    # each group keeps the rows of the answers frame behind it
+    frame = rules.answers(pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells))
+    assert [(frame.loc[i, "release"], frame.loc[i, "runner"]) for i in reached.positions] == [
+        ("1.0.0", RUNNER_V1),
+        ("1.1.0", RUNNER_V1),
+    ]
+
+
 def test_compact_answers_merge_consecutive_releases_with_the_same_answer():
     rows = [
         {**dict.fromkeys(rules.ANSWER_COLUMNS, ""), "release": v, "runner": RUNNER_V1, "answer": a, "stock": True}

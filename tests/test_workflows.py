@@ -198,17 +198,26 @@ def run_step(step: dict, tmp_path: Path, **env: str) -> subprocess.CompletedProc
     return subprocess.run(["bash", "-e", "-c", step["run"]], env=full, cwd=tmp_path, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("extra,rc,found", [({}, 0, "false"), ({"0.34.0": True}, 0, "true"), ("broken", 1, None)])
+def next_release() -> str:
+    """A release one minor version past the newest the committed evidence covers (so it stays new)."""
+    from repro.studies.upstream import newer
+
+    major, minor, *_ = newer.covered_through([ROOT / p for p in newer.EVIDENCE]).split(".")
+    return f"{major}.{int(minor) + 1}.0"
+
+
+@pytest.mark.parametrize("extra,rc,found", [((), 0, "false"), (("next",), 0, "true"), ("broken", 1, None)])
 def test_the_check_step_passes_on_an_answer_and_fails_when_it_cannot_read_one(tmp_path, extra, rc, found):
     """The step's own script with a registry answer from a file: found or not, the step passes and hands the
     releases on; an unreadable answer fails it."""
     from test_release_check import registry_answer, wheel
 
     index = tmp_path / "index.json"
+    new = next_release()
     if extra == "broken":
         index.write_text("{")
     else:
-        index.write_text(json.dumps(registry_answer({v: [wheel(v)] for v in extra})))
+        index.write_text(json.dumps(registry_answer({new: [wheel(new)]} if extra else {})))
     for folder in new_release()["jobs"]["new-release"]["env"]["EVIDENCE"].split():
         shutil.copytree(ROOT / folder / "results", tmp_path / folder / "results")
     (tmp_path / "data").mkdir(exist_ok=True)
@@ -223,12 +232,12 @@ def test_the_check_step_passes_on_an_answer_and_fails_when_it_cannot_read_one(tm
         assert not (tmp_path / "out").exists() or "found=" not in (tmp_path / "out").read_text()
         return
     outputs = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
-    assert outputs == {"found": found, "releases": "0.34.0" if found == "true" else ""}
+    assert outputs == {"found": found, "releases": new if found == "true" else ""}
     summary = (tmp_path / "summary").read_text()
     assert summary.startswith("### vLLM releases newer than the committed evidence")
     assert ("1 release newer than" if found == "true" else "no release newer than") in summary
     assert json.loads((tmp_path / "data" / "release-check.json").read_text())["newer"] == (
-        ["0.34.0"] if found == "true" else []
+        [new] if found == "true" else []
     )
 
 
@@ -266,5 +275,10 @@ def test_the_release_check_fails_the_job_on_a_new_release_with_its_rows_in_the_s
     assert steps.index(summary) < steps.index(fail)
     commit = step_named(workflow, "commit the check's answer")
     assert "github.event_name == 'schedule'" in commit["if"] and '"$RECORD"' in commit["run"]
+    # the README's "checked through" line is re-written from the record it commits, so the README test holds
+    from repro.report import readme
+
+    assert "python -m repro.report.readme README.md" in commit["run"]
+    assert f'git add "$RECORD" README.md {readme.DETAIL}' in commit["run"]
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["jobs"]["new-release"]["permissions"] == {"contents": "write"}

@@ -644,6 +644,38 @@ GPU_FAMILY_SHORT = {
     "sm90-cutlass-fails": "SM90 cutlass fails",
     "sm100-cutlass-fails": "SM100 cutlass fails",
 }
+
+
+class Cutlass(StrEnum):
+    """Whether ``cutlass`` (nvidia-cutlass-dsl) imports on a GPU family: a setting of the deployer's install."""
+
+    IMPORTS = "imports"
+    ABSENT = "absent"
+    IMPORT_FAILS = "import fails"
+
+
+@dataclass(frozen=True)
+class FamilySetting:
+    """A GPU family as a deployer names it: the platform (``SM90``, ``ROCm``) and cutlass's state there."""
+
+    platform: str
+    cutlass: Cutlass
+
+
+#: Each family of :data:`GPU_FAMILY_NAMES` as platform and cutlass state (``repro.studies.upstream.platforms`` tells
+#: the releases the same facts): what the README's bug-2 sentence groups the families by.
+GPU_FAMILY_SETTINGS = MappingProxyType(
+    {
+        "sm90": FamilySetting("SM90", Cutlass.IMPORTS),
+        "sm100": FamilySetting("SM100", Cutlass.IMPORTS),
+        "rocm": FamilySetting("ROCm", Cutlass.ABSENT),
+        "xpu": FamilySetting("XPU", Cutlass.ABSENT),
+        "sm90-no-cutlass": FamilySetting("SM90", Cutlass.ABSENT),
+        "sm100-no-cutlass": FamilySetting("SM100", Cutlass.ABSENT),
+        "sm90-cutlass-fails": FamilySetting("SM90", Cutlass.IMPORT_FAILS),
+        "sm100-cutlass-fails": FamilySetting("SM100", Cutlass.IMPORT_FAILS),
+    }
+)
 #: Notebook 05's result tables.
 TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
     Table.GATHER_DISPATCH,
@@ -733,6 +765,10 @@ class Bug1Answer(StrEnum):
     VIEWS_REFUSE = "no count: create_kv_cache_views refuses"  # its own check refuses a block size (the message)
     VIEWS_WRONG = "no count: a create_kv_cache_views view is wrong"  # PyTorch refuses a view, or one crosses pages
 
+
+#: ``--kv-cache-dtype`` the bug-1 chain serves DeepSeek-V4 with (its MLA layer turns it into ``fp8_ds_mla``): part of
+#: the configuration a user types, named by the README's bug-1 sentence.
+BUG1_KV_CACHE_DTYPE = "fp8"
 
 #: Which code a bug-1 row describes: a release's, or the repository's model of PR #43988's unreleased code state
 #: (vLLM main between PR #38831 and PR #43988, never in a release).

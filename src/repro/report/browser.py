@@ -3,8 +3,8 @@
 Three pages per run folder: ``report.html`` as written, and ``report.md`` and ``pr-comment.md`` as GitHub
 renders them (cmark-gfm, GitHub's own Markdown library, under GitHub's rules for tables, images and code,
 in a comment column as wide as a pull request's; the comment with GitHub's line breaks and its Mermaid
-charts parsed and drawn by Mermaid itself, as GitHub draws them). For each: every image decoded (and none
-relative in the comment), no table or chart wider than the column (GitHub scrolls such a table and cuts
+charts parsed and drawn by Mermaid itself, as GitHub draws them). For each: every image decoded (and no image or
+link relative in the comment), no table or chart wider than the column (GitHub scrolls such a table and cuts
 columns off), the headline inside the first screen (and, in the comment, its first table: the verdict),
 and the number of rows of every table. A screenshot of each first screen is kept in ``screenshots/``.
 
@@ -69,6 +69,16 @@ body {{ margin: 0; background: #fff; }}
 """
 
 
+#: A README on a repository's page at the first screen's width: GitHub's Markdown body at 16 px in the README box of
+#: the page's main column (1280 px less the page's margins, the 296 px sidebar and the box's padding).
+README_COLUMN_PX = 830
+README_CSS = f"""
+.comment {{ width: {README_COLUMN_PX + 2 * 32}px; margin: 0 auto; border: 1px solid #d1d9e0; }}
+.comment-header {{ display: none; }}
+.markdown-body {{ padding: 32px; font-size: 16px; }}
+"""
+
+
 class BrowserUnavailable(RuntimeError):
     """No browser or no Playwright here; the message says which and how to install it."""
 
@@ -100,10 +110,11 @@ def find_mermaid() -> Path | None:
     return found[-1] if found else None
 
 
-def github_page(markdown: str, base: Path | None, title: str, comment: bool = False) -> str:
-    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's.
-    ``base``: relative links resolve against it (a run folder, as in a repository view); a posted comment has
-    none. ``comment``: a line break inside a paragraph is a line break, as GitHub renders comments."""
+def github_page(markdown: str, base: Path | None, title: str, comment: bool = False, readme: bool = False) -> str:
+    """``markdown`` rendered by cmark-gfm with GitHub's extensions, in a comment column styled like GitHub's (or,
+    with ``readme``, the README box of a repository's page). ``base``: relative links resolve against it (a run
+    folder, as in a repository view); a posted comment has none. ``comment``: a line break inside a paragraph is a
+    line break, as GitHub renders comments."""
     import cmarkgfm  # lazy: GitHub's renderer is a development extra
     from cmarkgfm.cmark import Options  # lazy: GitHub's renderer is a development extra
 
@@ -112,7 +123,7 @@ def github_page(markdown: str, base: Path | None, title: str, comment: bool = Fa
     head = f'<base href="{base.resolve().as_uri()}/">' if base is not None else ""
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8">{head}'
-        f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}</style></head><body>"
+        f"<title>{html.escape(title)}</title><style>{GITHUB_CSS}{README_CSS if readme else ''}</style></head><body>"
         f'<div class="comment"><div class="comment-header">{html.escape(title)}</div>'
         f'<div class="markdown-body">{body}</div></div></body></html>'
     )
@@ -155,6 +166,7 @@ MEASURE = """() => {
   return {
     images: [...document.images].map(i => ({src: i.getAttribute('src').slice(0, 60), complete: i.complete,
                                              width: i.naturalWidth})),
+    links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
     tables: [...document.querySelectorAll('table')].map(t => ({
       rows: t.querySelectorAll('tbody > tr').length,
       scroll: t.scrollWidth, client: t.clientWidth,
@@ -190,6 +202,9 @@ def _judge(name: str, shot: Path, measured: dict, first_screen_px: int, comment:
             check.problems.append(f"{name}: image not decoded: {img['src']}")
         if comment and not img["src"].startswith(("https://", "data:")):
             check.problems.append(f"{name}: relative image {img['src']}: a posted comment cannot show it")
+    for href in measured.get("links", []):
+        if comment and not href.startswith(("https://", "http://", "#")):
+            check.problems.append(f"{name}: relative link {href}: it opens nothing once the comment is posted")
     for k, t in enumerate(measured["tables"]):
         check.table_rows.append(t["rows"])
         if t["scroll"] > t["client"] + 1 or t["right"] > t["container"] + 1:
@@ -289,6 +304,43 @@ def check_run(
         finally:
             page.close()
     return checks
+
+
+#: Where each paragraph that holds one of the given texts ends on the page (None: no paragraph holds it).
+PARAGRAPHS = """(texts) => texts.map(text => {
+  const p = [...document.querySelectorAll('.markdown-body p')]
+    .find(e => e.innerText.replace(/\\s+/g, ' ').includes(text));
+  if (!p) return null;
+  const box = p.getBoundingClientRect();
+  return {top: box.top, bottom: box.bottom};
+})"""
+
+
+def check_readme(readme: str | Path, paragraphs: list[str], screenshot: str | Path, browser: Browser) -> PageCheck:
+    """A README as GitHub renders it on a repository's page (cmark-gfm, the README box at the first screen's width):
+    each paragraph that holds one of ``paragraphs`` (plain text, as the page shows it) ends within the first screen,
+    the title is there, every image decodes and no table is wider than the column. The first screen is saved to
+    ``screenshot``."""
+    readme = Path(readme)
+    page = browser.new_page(viewport=VIEWPORT)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            rendered = Path(tmp) / "readme-github.html"
+            rendered.write_text(github_page(readme.read_text(), readme.parent, readme.name, readme=True))
+            page.goto(rendered.resolve().as_uri(), wait_until="load")
+            page.screenshot(path=str(screenshot))
+            check = _judge(readme.name, Path(screenshot), page.evaluate(MEASURE), VIEWPORT["height"])
+            for text, box in zip(paragraphs, page.evaluate(PARAGRAPHS, paragraphs)):
+                if box is None:
+                    check.problems.append(f"{readme.name}: no paragraph holds {text!r}")
+                elif box["bottom"] > VIEWPORT["height"]:
+                    check.problems.append(
+                        f"{readme.name}: the paragraph with {text!r} ends at {box['bottom']:.0f} px, below the first "
+                        f"screen ({VIEWPORT['height']} px)"
+                    )
+        finally:
+            page.close()
+    return check
 
 
 def main(argv: list[str] | None = None) -> int:

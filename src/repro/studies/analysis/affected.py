@@ -17,6 +17,8 @@ with the same outcome into ranges; each cell keeps the keys of the rows behind i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from repro.registry import (
@@ -24,12 +26,14 @@ from repro.registry import (
     DISPATCH_NOT_SERVED,
     DISPATCH_RAISED,
     DISPATCH_RAN,
+    GPU_FAMILY_SETTINGS,
     LATENT,
     REACHED,
     STAGE_CALL,
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
+    Cutlass,
 )
 from repro.studies.analysis.releases import version_key
 
@@ -328,10 +332,112 @@ def _where(group: pd.DataFrame, order: list[str]) -> list[tuple[str, list[str], 
             spans.setdefault((r["model"], family + suffix), set()).update(range(lo, hi + 1))
     found: dict[tuple[str, str], list[str]] = {}
     for (model, family), positions in spans.items():
-        found.setdefault((model, _ranges([order[p] for p in positions], order).replace("-", " – ")), []).append(family)
+        found.setdefault((model, release_span([order[p] for p in positions], order)), []).append(family)
     out = [(model, families, releases) for (model, releases), families in found.items()]
     first = {key: min(p) for key, p in spans.items()}
     return sorted(out, key=lambda w: min(first[(w[0], f)] for f in w[1]))
+
+
+# ---- where a deployer meets a bug class (the README's sentence) ----------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    """Releases that run the gather only under a setting: cutlass's states (several when they share the releases;
+    none when the platform has one state) and the tensor-parallel sizes (none: every size the release tells apart)."""
+
+    cutlass: tuple[Cutlass, ...]
+    topologies: tuple[str, ...]
+    releases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Platforms (``SM90``, ``ROCm``) on which one model runs a gather of one bug class: in ``always`` whatever
+    cutlass's state and the tensor-parallel size, in each of ``settings`` only under that setting."""
+
+    model: str
+    platforms: tuple[str, ...]
+    always: tuple[str, ...]
+    settings: tuple[Setting, ...]
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.always, *(r for s in self.settings for r in s.releases)]))
+
+
+def exposure(frame: pd.DataFrame, dispatch: pd.DataFrame, bug: str = PRESENT) -> list[Exposure]:
+    """Where the who-is-affected rows (:func:`who_is_affected`) of bug class ``bug`` run, per model and platform:
+    the releases that run it on every family of the platform (every cutlass state) at every tensor-parallel size
+    the dispatch table holds for it, and the releases that run it only with some cutlass state or size. Platforms
+    with the same answer share one :class:`Exposure`; models, platforms and releases keep the dispatch's order."""
+    if frame is None or not len(frame) or dispatch is None or not len(dispatch):
+        return []
+    order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
+    families = list(dict.fromkeys(dispatch["gpu_family"]))
+    held: dict[tuple[str, str, str], set[str]] = {}  # (model, family, release) -> every topology of the dispatch
+    for _, r in dispatch.iterrows():
+        held.setdefault((r["model"], r["gpu_family"], r["release"]), set()).add(str(r.get("topology", "") or ""))
+    runs: dict[tuple[str, str, str], set[str]] = {}  # (model, family, release) -> topologies that run the class
+    for _, r in frame[frame["bug"].astype(str).map(bug_class) == bug].iterrows():
+        lo, hi = order.index(r["first"]), order.index(r["last"])
+        for family in str(r["gpu_family"]).split(FAMILY_JOIN):
+            for release in order[lo : hi + 1]:
+                runs.setdefault((r["model"], family, release), set()).add(str(r.get("topology", "") or ""))
+    platforms: dict[str, list[str]] = {}
+    for family in families:
+        platforms.setdefault(GPU_FAMILY_SETTINGS[family].platform, []).append(family)
+    out: list[Exposure] = []
+    for model in dict.fromkeys(k[0] for k in runs):
+        answers: dict[tuple, list[str]] = {}
+        for platform, members in platforms.items():
+            found = _platform_exposure(model, members, order, held, runs)
+            if found is not None:
+                answers.setdefault(found, []).append(platform)
+        out += [Exposure(model, tuple(names), always, settings) for (always, settings), names in answers.items()]
+    return out
+
+
+def _platform_exposure(
+    model: str,
+    members: list[str],
+    order: list[str],
+    held: dict[tuple[str, str, str], set[str]],
+    runs: dict[tuple[str, str, str], set[str]],
+) -> tuple[tuple[str, ...], tuple[Setting, ...]] | None:
+    """(always, settings) of one platform's families for ``model``; None where none of them runs the class."""
+    states = {GPU_FAMILY_SETTINGS[f].cutlass for f in members}
+    always: list[str] = []
+    needs: dict[tuple[Cutlass | None, tuple[str, ...]], list[str]] = {}
+    for release in order:
+        full = {f: runs.get((model, f, release), set()) >= held.get((model, f, release), set()) for f in members}
+        if all(full.values()) and any((model, f, release) in runs for f in members):
+            always.append(release)
+            continue
+        for f in members:
+            hit = runs.get((model, f, release))
+            if not hit:
+                continue
+            state = GPU_FAMILY_SETTINGS[f].cutlass if len(states) > 1 else None
+            sizes = () if full[f] else tuple(sorted(hit))
+            needs.setdefault((state, sizes), []).append(release)
+    if not always and not needs:
+        return None
+    merged: dict[tuple[tuple[str, ...], tuple[str, ...]], list[Cutlass]] = {}
+    for (state, sizes), releases in needs.items():
+        merged.setdefault((sizes, tuple(releases)), []).extend([state] if state is not None else [])
+    ranked = [Cutlass.IMPORTS, Cutlass.ABSENT, Cutlass.IMPORT_FAILS]
+    settings = sorted(
+        (Setting(tuple(sorted(s, key=ranked.index)), sizes, releases) for (sizes, releases), s in merged.items()),
+        key=lambda s: (order.index(s.releases[0]), [ranked.index(c) for c in s.cutlass]),
+    )
+    return tuple(always), tuple(settings)
+
+
+def stock_answers(answers: pd.DataFrame, releases: list[str]) -> dict[str, list[str]]:
+    """The releases per stock answer (:func:`stock_answer`: reached, latent, undecided), in ``releases`` order."""
+    out: dict[str, list[str]] = {}
+    for release in releases:
+        out.setdefault(stock_answer(answers, release), []).append(release)
+    return out
 
 
 def not_served(dispatch: pd.DataFrame) -> pd.DataFrame:
@@ -380,7 +486,13 @@ WARMED = "yes"  # the words repro.studies.upstream.warmups writes in ``registere
 TRITON = "Triton"
 
 
-def _ranges(releases: list[str], order: list[str]) -> str:
+def release_span(releases: list[str], order: list[str]) -> str:
+    """``0.20.0 – 0.21.0, 0.23.0``: runs of three or more releases consecutive in ``order`` (every release read,
+    in order) as one span, the others named."""
+    return _ranges(releases, order, " – ")
+
+
+def _ranges(releases: list[str], order: list[str], dash: str = "-") -> str:
     """``0.30.0-0.33.0`` style runs of releases consecutive in ``order`` (the releases read, in order)."""
     pos = sorted(order.index(r) for r in set(releases))
     runs: list[list[int]] = []
@@ -391,7 +503,7 @@ def _ranges(releases: list[str], order: list[str]) -> str:
             runs.append([p])
     words = []
     for r in runs:
-        words += [f"{order[r[0]]}-{order[r[-1]]}"] if len(r) > 2 else [order[i] for i in r]
+        words += [f"{order[r[0]]}{dash}{order[r[-1]]}"] if len(r) > 2 else [order[i] for i in r]
     return ", ".join(words)
 
 

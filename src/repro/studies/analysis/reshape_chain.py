@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -569,6 +570,132 @@ def failing_at(runs: pd.DataFrame, cells: pd.DataFrame, block: str) -> list[tupl
     )
     bad = runs[(runs["block size asked"].astype(str) == block) & runs.outcome.isin(CELL_FAILURES)]
     return [(str(r.release), str(r.runner)) for _, r in bad.iterrows()]
+
+
+# ---- bug 1 per runner, for a deployer ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunnerReach:
+    """One answer of bug 1 in one model runner over the releases that give it (the runners together where no
+    release ships either): what a user types to get the runner, the block sizes whose view is wrong and what they
+    did, and the reshape's count."""
+
+    answer: Bug1Answer
+    runners: tuple[str, ...]
+    releases: tuple[str, ...]
+    stock: tuple[str, ...]  # of ``releases``, those where the runner is DeepSeek-V4's default
+    switches: tuple[tuple[str, tuple[str, ...]], ...]  # (the environment a user sets to get the runner, releases)
+    failing: tuple[str, ...]  # block sizes asked whose view is wrong (the sweep's order)
+    outcomes: tuple[CellOutcome, ...]  # what those views did
+    errors: tuple[str, ...]  # the error types they raised
+    definitions: tuple[str, ...]  # the reshape function (``file:qualified name``)
+    counts: tuple[str, ...]  # its counts of kernel blocks per logical block, as released ("": no count)
+    positions: tuple[int, ...]  # rows of the answers frame behind it
+
+
+@dataclass(frozen=True)
+class Bug1Reach:
+    """Bug 1 over the releases read, per runner and answer; the block size a release picks when the user passes
+    none, the (release, runner) pairs whose reshape fails at it, and the block sizes the run asked for."""
+
+    releases: tuple[str, ...]
+    groups: tuple[RunnerReach, ...]
+    default_block_sizes: tuple[int, ...]
+    default_fails: tuple[tuple[str, str], ...]
+    sweep: tuple[str, ...]  # the block sizes asked, in order (``default``: no flag)
+
+    def answered(self, *answers: Bug1Answer) -> tuple[RunnerReach, ...]:
+        return tuple(g for g in self.groups if g.answer in answers)
+
+
+def reach(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame | None) -> Bug1Reach:
+    """:func:`answers` grouped per answer and runner, with what each group needs and does (from the rows)."""
+    frame = answers(runners, runs, cells).fillna("").astype({"release": str})
+    runs = with_run_outcomes(
+        _with_columns(runs, ("release", "runner", "block size asked", "block size", "stop", "link", "message")),
+        _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes")),
+    )
+    cells = with_outcomes(
+        _with_columns(cells, ("release", "runner", "block size asked", "error type", "error", "sizes"))
+    )
+    order = sorted(frame.release.unique(), key=version_key)
+    sweep = block_order(runs) if len(runs) else []
+    definitions = {
+        (str(r.release), r.runner): str(r.definition)
+        for _, r in runners.iterrows()
+        if _true(r.get("shipped")) and not _empty(r.get("definition"))
+    }
+    keyed: dict[tuple, list[int]] = {}
+    for i, r in frame.iterrows():
+        answer = Bug1Answer(r.answer)
+        keyed.setdefault((answer, "" if answer == Bug1Answer.NOT_SHIPPED else r.runner), []).append(i)
+    groups = []
+    for (answer, _), rows in keyed.items():
+        mine = frame.loc[rows]
+        if answer == Bug1Answer.NOT_SHIPPED:  # one group per runner set that ships nothing in the same releases
+            by_release = mine.groupby("release", sort=False)["runner"].apply(lambda r: tuple(sorted(r)))
+            for runner_set in dict.fromkeys(by_release):
+                chosen = mine[mine.release.map(by_release) == runner_set]
+                groups.append(_group(answer, runner_set, chosen, runs, cells, order, sweep, definitions))
+            continue
+        groups.append(_group(answer, (mine.runner.iloc[0],), mine, runs, cells, order, sweep, definitions))
+    ranked = list(Bug1Answer)
+    groups.sort(key=lambda g: (ranked.index(g.answer), g.runners, order.index(g.releases[0])))
+    default = runs[runs["block size asked"].astype(str) == "default"]
+    sizes = sorted({int(float(b)) for b in default["block size"] if not _empty(b)})
+    fails = default[default.outcome.isin(CELL_FAILURES)]
+    return Bug1Reach(
+        tuple(order),
+        tuple(groups),
+        tuple(sizes),
+        tuple((str(r.release), str(r.runner)) for _, r in fails.iterrows()),
+        tuple(sweep),
+    )
+
+
+def _failures(frame: pd.DataFrame, key: set[tuple[str, str]]) -> pd.DataFrame:
+    """Rows of ``frame`` (with outcomes) of the (release, runner) pairs in ``key`` whose view is wrong."""
+    if not len(frame):
+        return frame
+    mine = pd.Series([(str(a), b) in key for a, b in zip(frame.release, frame.runner)], index=frame.index)
+    return frame[mine & frame.outcome.isin(CELL_FAILURES)]
+
+
+def _group(
+    answer: Bug1Answer,
+    runners: tuple[str, ...],
+    mine: pd.DataFrame,
+    runs: pd.DataFrame,
+    cells: pd.DataFrame,
+    order: list[str],
+    sweep: list[str],
+    definitions: dict[tuple[str, str], str],
+) -> RunnerReach:
+    releases = sorted(dict.fromkeys(mine.release), key=order.index)
+    stock = [r for r in releases if mine[(mine.release == r) & mine.stock.map(_true)].shape[0]]
+    switches: dict[str, list[str]] = {}
+    for _, r in mine.iterrows():
+        if not _true(r.stock) and str(r["reached with"]):
+            switches.setdefault(str(r["reached with"]), []).append(str(r.release))
+    key = set(zip(mine.release.astype(str), mine.runner))
+    failed = _failures(runs, key)
+    bad_cells = _failures(cells, key)
+    failing = sorted({str(b) for b in failed["block size asked"]}, key=lambda b: sweep.index(b) if b in sweep else 0)
+    ranked = list(CellOutcome)
+    return RunnerReach(
+        answer=answer,
+        runners=runners,
+        releases=tuple(releases),
+        stock=tuple(sorted(dict.fromkeys(stock), key=order.index)),
+        switches=tuple((env, tuple(sorted(dict.fromkeys(rs), key=order.index))) for env, rs in switches.items()),
+        failing=tuple(failing),
+        outcomes=tuple(sorted({CellOutcome(o) for o in failed.outcome}, key=ranked.index)),
+        errors=tuple(sorted({str(e) for e in bad_cells.get("error type", []) if not _empty(e)})),
+        definitions=tuple(
+            dict.fromkeys(definitions[k] for k in sorted(key, key=lambda k: order.index(k[0])) if k in definitions)
+        ),
+        counts=tuple(dict.fromkeys(str(c) for c in mine["count expression"])),
+        positions=tuple(int(i) for i in mine.index),
+    )
 
 
 # ---- the verdict ------------------------------------------------------------------------------------------------

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from repro.registry import GPU_FAMILY_NAMES
+from repro.registry import GPU_FAMILY_NAMES, Cutlass
 from repro.studies.upstream.released_code import ImportFailure, ReleasedCode
 
-CUTLASS_IMPORTS = "imports"
-CUTLASS_ABSENT = "absent"
-CUTLASS_IMPORT_FAILS = "import fails"
+CUTLASS_IMPORTS = Cutlass.IMPORTS
+CUTLASS_ABSENT = Cutlass.ABSENT
+CUTLASS_IMPORT_FAILS = Cutlass.IMPORT_FAILS
 #: What a broken install raises on ``import cutlass`` (its native library missing).
 CUTLASS_IMPORT_ERROR = "libcuda.so.1: cannot open shared object file: No such file or directory"
 
@@ -38,7 +38,7 @@ class GpuFamily:
     key: str  # a key of repro.registry.GPU_FAMILY_NAMES
     platform: str  # a PlatformEnum member name of the release: CUDA, ROCM, XPU
     capability: tuple[int, int] | None
-    cutlass: str  # CUTLASS_IMPORTS | CUTLASS_ABSENT | CUTLASS_IMPORT_FAILS
+    cutlass: Cutlass
     cuda_extensions: bool  # vLLM's CUDA wheel's compiled extensions (FlashMLA and its ops) are present
 
     @property

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from repro.registry import BUG1_KV_CACHE_DTYPE
 from repro.studies.upstream.released_code import (
     ClassRef,
     NotProvided,
@@ -38,8 +39,6 @@ ENVS = "vllm/envs.py"
 V2_RUNNER_VARIABLE = "VLLM_USE_V2_MODEL_RUNNER"
 #: DeepSeek-V4's architecture name (its checkpoint's ``architectures``).
 ARCHITECTURE = "DeepseekV4ForCausalLM"
-#: ``--kv-cache-dtype`` for DeepSeek-V4's FP8 cache (the MLA layer turns it into ``fp8_ds_mla``).
-KV_CACHE_DTYPE = "fp8"
 
 
 #: DeepSeek-V4's public configuration values that its cache layers read (the checkpoint's ``config.json``):
@@ -245,7 +244,7 @@ def engine_config(
             CACHE_CONFIG,
             "CacheConfig",
             block_size=block_size,
-            cache_dtype=KV_CACHE_DTYPE,
+            cache_dtype=BUG1_KV_CACHE_DTYPE,
             num_gpu_blocks_override=num_blocks,
         ),
         "speculative_config": None,
