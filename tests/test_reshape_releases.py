@@ -540,6 +540,18 @@ def test_the_rewritten_path_answers_with_what_its_views_did_never_reached_or_lat
     assert answers_of([runners_row(RUNNER_V1, "", shipped=False)], [], [])["answer"].iloc[0] == Bug1Answer.NOT_SHIPPED
 
 
+def test_the_readmes_reach_carries_the_rewritten_views_refusals_and_their_function():
+    guarded = {**run("512", RUNNER_V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}"), "raised by": "x"}
+    guarded["raised by"] = RaisedBy.RELEASE
+    runner = {**views_runner(), "definition": "vllm/v1/kv_cache_interface.py:create_kv_cache_views"}
+    cells = [views_cell(**{"block size asked": "default", "runner": RUNNER_V2}), refused_cell(runner=RUNNER_V2)]
+    got = rules.reach(pd.DataFrame([runner]), pd.DataFrame([run("default", RUNNER_V2), guarded]), pd.DataFrame(cells))
+    (g,) = got.groups
+    assert (g.answer, g.runners, g.failing) == (Bug1Answer.VIEWS_REFUSE, (RUNNER_V2,), ())
+    assert g.definitions == ("vllm/v1/kv_cache_interface.py:create_kv_cache_views",)
+    assert g.refusals == ((("512",), ("9.9.9",)),) and got.view_refusals() == g.refusals
+
+
 def test_the_rewritten_paths_checks_hold_it_to_its_own_split_and_its_refusals_to_their_line():
     split = views_cell(**{"spec block size": 512, "kernel blocks per page": 2, "sizes": json.dumps([8, 1, 584])})
     good = rules.checks(pd.DataFrame([run("256")]), pd.DataFrame([split, refused_cell()]))

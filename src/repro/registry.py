@@ -766,6 +766,10 @@ class Bug1Answer(StrEnum):
     VIEWS_WRONG = "no count: a create_kv_cache_views view is wrong"  # PyTorch refuses a view, or one crosses pages
 
 
+#: The rewritten path's answers (no count of bug 1's kind ran).
+BUG1_VIEWS_ANSWERS = (Bug1Answer.VIEWS_FIT, Bug1Answer.VIEWS_REFUSE, Bug1Answer.VIEWS_WRONG)
+
+
 #: ``--kv-cache-dtype`` the bug-1 chain serves DeepSeek-V4 with (its MLA layer turns it into ``fp8_ds_mla``): part of
 #: the configuration a user types, named by the README's bug-1 sentence.
 BUG1_KV_CACHE_DTYPE = "fp8"

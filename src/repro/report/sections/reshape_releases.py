@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.registry import CODE_UNRELEASED_MODEL, RESHAPE_BUGGY, Bug1Answer
+from repro.registry import BUG1_VIEWS_ANSWERS, CODE_UNRELEASED_MODEL, RESHAPE_BUGGY, Bug1Answer
 from repro.report.model import Common, Section
 from repro.studies.analysis import reshape_chain as rules
 from repro.studies.analysis.releases import version_key
@@ -49,15 +49,12 @@ def _short(text: str) -> str:
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
-#: The rewritten path's answers, whose groups also split by the block sizes its view code refuses (each bullet's
-#: configuration and message are then those of its own releases).
-VIEWS_ANSWERS = (Bug1Answer.VIEWS_FIT, Bug1Answer.VIEWS_REFUSE, Bug1Answer.VIEWS_WRONG)
-
-
 def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
     out = []
     refused = answers.get("block sizes the view refuses", pd.Series("", index=answers.index)).fillna("").astype(str)
-    split = refused.where(answers["answer"].isin(VIEWS_ANSWERS), "")
+    # the rewritten path's answers also split by the block sizes its view code refuses (each bullet's configuration
+    # and message are then those of its own releases)
+    split = refused.where(answers["answer"].isin(BUG1_VIEWS_ANSWERS), "")
     keyed = answers.assign(_split=split)
     for (answer, runner, _), g in keyed.groupby(["answer", "runner", "_split"], sort=False):
         releases = sorted(g.release.astype(str), key=version_key)

@@ -587,9 +587,11 @@ class RunnerReach:
     failing: tuple[str, ...]  # block sizes asked whose view is wrong (the sweep's order)
     outcomes: tuple[CellOutcome, ...]  # what those views did
     errors: tuple[str, ...]  # the error types they raised
-    definitions: tuple[str, ...]  # the reshape function (``file:qualified name``)
+    definitions: tuple[str, ...]  # the reshape function (``file:qualified name``), or the rewritten view's
     counts: tuple[str, ...]  # its counts of kernel blocks per logical block, as released ("": no count)
     positions: tuple[int, ...]  # rows of the answers frame behind it
+    # the rewritten view code's own refusals: (block sizes asked it refuses, the releases that refuse them)
+    refusals: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -605,6 +607,17 @@ class Bug1Reach:
 
     def answered(self, *answers: Bug1Answer) -> tuple[RunnerReach, ...]:
         return tuple(g for g in self.groups if g.answer in answers)
+
+    def view_refusals(self) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+        """Every runner's rewritten-view refusals together: (block sizes, the releases refusing them in any
+        runner), by first release."""
+        merged: dict[tuple[str, ...], set[str]] = {}
+        for g in self.groups:
+            for sizes, releases in g.refusals:
+                merged.setdefault(sizes, set()).update(releases)
+        order = list(self.releases)
+        ranked = sorted(merged.items(), key=lambda kv: min(order.index(r) for r in kv[1]))
+        return tuple((sizes, tuple(sorted(rs, key=order.index))) for sizes, rs in ranked)
 
 
 def reach(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame | None) -> Bug1Reach:
@@ -622,7 +635,7 @@ def reach(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame 
     definitions = {
         (str(r.release), r.runner): str(r.definition)
         for _, r in runners.iterrows()
-        if _true(r.get("shipped")) and not _empty(r.get("definition"))
+        if (_true(r.get("shipped")) or _path(r.get("path")) == KVViewPath.VIEWS) and not _empty(r.get("definition"))
     }
     keyed: dict[tuple, list[int]] = {}
     for i, r in frame.iterrows():
@@ -695,7 +708,22 @@ def _group(
         ),
         counts=tuple(dict.fromkeys(str(c) for c in mine["count expression"])),
         positions=tuple(int(i) for i in mine.index),
+        refusals=_refusals(mine, order, sweep),
     )
+
+
+def _refusals(
+    mine: pd.DataFrame, order: list[str], sweep: list[str]
+) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """``((block sizes the view code refuses, releases), ...)`` of a group's answers, by first release."""
+    by_sizes: dict[tuple[str, ...], list[str]] = {}
+    for _, r in mine.iterrows():
+        sizes = [b.strip() for b in str(r.get("block sizes the view refuses", "")).split(",") if b.strip()]
+        if sizes:
+            key = tuple(sorted(sizes, key=lambda b: sweep.index(b) if b in sweep else 0))
+            by_sizes.setdefault(key, []).append(str(r.release))
+    ranked = sorted(by_sizes.items(), key=lambda kv: min(order.index(x) for x in kv[1]))
+    return tuple((sizes, tuple(sorted(set(rs), key=order.index))) for sizes, rs in ranked)
 
 
 # ---- the verdict ------------------------------------------------------------------------------------------------
