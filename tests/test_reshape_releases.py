@@ -880,5 +880,7 @@ def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_config
     ]
     lines = bullets(got).splitlines()
     assert "makes the reshape fail" in lines[0]
-    assert "`--block-size 512` is refused by the view code's own check (`ValueError: The resolved" in lines[1]
-    assert lines[2].endswith("`--block-size 16` is refused by the view code's own check (`AssertionError: assert x`).")
+    assert "`--block-size 512` is refused by `create_kv_cache_views`' own check (`ValueError: The resolved" in lines[1]
+    assert lines[2].endswith(
+        "`--block-size 16` is refused by `create_kv_cache_views`' own check (`AssertionError: assert x`)."
+    )

@@ -760,10 +760,10 @@ class Bug1Answer(StrEnum):
     NOT_SHIPPED = "not shipped"  # the release ships neither this runner's reshape nor its count
     OTHER_FAILURE = "another reshape failure"  # the count is right, yet a view is wrong (not bug 1's expression)
     UNDECIDED = "undecided"  # a link could not run and nothing reached
-    # The rewritten path (KVViewPath.VIEWS, no count of bug 1's kind): what its views do.
-    VIEWS_FIT = "no count: create_kv_cache_views fits"  # every block size the release accepts fits
-    VIEWS_REFUSE = "no count: create_kv_cache_views refuses"  # its own check refuses a block size (the message)
-    VIEWS_WRONG = "no count: a create_kv_cache_views view is wrong"  # PyTorch refuses a view, or one crosses pages
+    # The rewritten path (KVViewPath.VIEWS: create_kv_cache_views, no count of bug 1's kind): what its views do.
+    VIEWS_FIT = "no count: fits"  # every block size the release accepts fits
+    VIEWS_REFUSE = "no count: refuses"  # the view code's own check refuses a block size (the message)
+    VIEWS_WRONG = "no count: a view is wrong"  # PyTorch refuses a view, or one crosses pages
 
 
 #: The rewritten path's answers (no count of bug 1's kind ran).

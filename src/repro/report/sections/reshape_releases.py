@@ -32,6 +32,7 @@ class Group:
     stock: str  # "stock", "not stock", or "stock in 0.28.0 only" (a mixed range)
     configuration: str
     first_error: str
+    listed: tuple[str, ...] = ()  # the releases, each named
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
                 words,
                 "; ".join(f"`{c}`" for c in configs),
                 _short(next((str(e) for e in g["first error"] if str(e)), "")),
+                tuple(releases),
             )
         )
     order = [a.value for a in Bug1Answer]
@@ -91,17 +93,22 @@ SHOWN = {
     "block sizes that fail": "fails at",
     "block sizes that fit": "fits at",
     "block sizes rejected": "refused at",
-    "block sizes the view refuses": "view refuses at",
 }
 
 
 def shown_answers(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """The compact answers a report page has room for: the runner marked when it is DeepSeek-V4's stock one,
     block sizes next to each other in the run's sweep (``order``) as one span; the count and the error are in the
-    bullets above and the run folder's tables."""
+    bullets above and the run folder's tables. The block sizes the rewritten view code refuses join those refused
+    before any view (``view: ...``)."""
     runner = [f"{r} (stock)" if rules._true(s) else str(r) for r, s in zip(table["runner"], table["stock"])]
-    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-4:]}
-    return table.assign(runner=runner, **spans)[list(SHOWN)].rename(columns=SHOWN)
+    spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-3:]}
+    view = [rules.block_spans(str(v), order) for v in table.get("block sizes the view refuses", [""] * len(table))]
+    refused = ["; ".join(p for p in (r, f"view: {v}" if v else "") if p) for r, v in zip(spans[REFUSED], view)]
+    return table.assign(runner=runner, **{**spans, REFUSED: refused})[list(SHOWN)].rename(columns=SHOWN)
+
+
+REFUSED = "block sizes rejected"
 
 
 def derive(c: Common) -> Bug1Releases | None:
@@ -121,6 +128,15 @@ def derive(c: Common) -> Bug1Releases | None:
     )
     read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key), whole)
     refusals = rules.refusal_summary(runs, whole) if runs is not None and len(runs) else pd.DataFrame()
+    if len(refusals):  # as much as a page column has room for (the run folder's runs table keeps the whole text)
+        refusals = pd.DataFrame(
+            {
+                "refused by": [f"{link}, {where}" for link, where in zip(refusals["link"], refusals["where"])],
+                "message": [_short(m) for m in refusals["message"]],
+                "block sizes": [rules.block_spans(str(b), order) for b in refusals["block sizes"]],
+                "releases": refusals["releases"],
+            }
+        )
     failing = rules.failing_at(
         runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
     )
@@ -154,8 +170,8 @@ def model_sentence(d: Bug1Releases) -> str:
 
 #: What a group's configuration does, by answer (the reshape's failure, or the rewritten view code's).
 DOES = {
-    Bug1Answer.VIEWS_REFUSE: "is refused by the view code's own check",
-    Bug1Answer.VIEWS_WRONG: "makes a create_kv_cache_views view wrong",
+    Bug1Answer.VIEWS_REFUSE: "is refused by `create_kv_cache_views`' own check",
+    Bug1Answer.VIEWS_WRONG: "makes a `create_kv_cache_views` view wrong",
 }
 
 
