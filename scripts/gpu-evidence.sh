@@ -12,6 +12,9 @@
 #               six runs, without vLLM's regression test and the record gathers (their rows come from the steps above)
 #   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
 #   gather      notebook 02: the sweep, memory safety and compute-sanitizer
+#   gather-outside  notebook 02 with an implementation from outside the repository (tests' mutants:buggy_pitch, the
+#               buggy pitch called from another module) and one that repoints out: each runs in case processes that
+#               copy the case's tensors onto the device and back, judged by the notebook's kernel (no memcheck)
 #   matrix-034  vLLM 0.34.0: notebook 03 (its CuTe-DSL gather and its V4.1 gathers, the rewritten NVFP4 one among them,
 #               timed beside gather_fast and the fast V4.1 gathers) alone on the GPU first, then notebook 04 twice in
 #               parallel (small GPU work): without the CuTe-DSL stack on the path (matrix, patch, regression test,
@@ -22,7 +25,7 @@
 # GPU): what of the step a CPU can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile or gather}
+STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather or gather-outside}
 OUT=${2:?usage: scripts/gpu-evidence.sh STEP OUT_DIR}
 DEADLINE_S=${DEADLINE_S:-540}
 WHEELS=${WHEELS:-.whl}
@@ -88,7 +91,12 @@ case "$STEP" in
     ;;
   profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
   gather) start gather --notebooks 02 ;;
-  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather" >&2
+  gather-outside)
+    export PYTHONPATH="$PWD/tests/fixtures/implementations:$PYTHONPATH"
+    start gather-buggy-pitch --notebooks 02 -p implementation=mutants:buggy_pitch -p sanitizer=off
+    start gather-repoint --notebooks 02 -p implementation=mutants:repoint_set -p sanitizer=off
+    ;;
+  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather, gather-outside" >&2
      exit 2 ;;
 esac
 while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$DEADLINE_S" ]; do sleep 2; done

@@ -21,10 +21,29 @@ from repro.core.analysis.checks import is_timing_column
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 IMPLEMENTATIONS = Path(__file__).resolve().parent / "fixtures" / "implementations"
-#: A notebook-02 run that takes seconds on the CPU profile.
-SMALL_02 = ["-p", "request_counts=[1, 2]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+#: A notebook-02 run that takes seconds on the CPU profile: the default geometry only (the others are the mutation
+#: suite's and the shared run's).
+SMALL_02 = [
+    "-p",
+    "request_counts=[1, 2]",
+    "-p",
+    "seq_len_max=48",
+    "-p",
+    "cache_block_size=16",
+    "-p",
+    "geometries=[default]",
+]
 #: Notebooks 01 and 02 at the shared CPU run's sizes (tests/conftest.py): runs with the same seed write the same tables.
-SMALL = ["-p", "request_counts=[1, 2, 3]", "-p", "seq_len_max=48", "-p", "cache_block_size=16"]
+SMALL = [
+    "-p",
+    "request_counts=[1, 2, 3]",
+    "-p",
+    "seq_len_max=48",
+    "-p",
+    "cache_block_size=16",
+    "-p",
+    "geometries=[default]",
+]
 #: The shared CPU run: every notebook, notebook 04's release matrix at the two request counts that show the bug.
 SHARED_RUN = [*SMALL, "-p", "matrix_request_counts=[1, 2]"]
 #: The notebook for a run that must be refused before any notebook runs: notebook 05's parameters are checked

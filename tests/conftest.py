@@ -146,6 +146,13 @@ def pytest_sessionfinish(session):
         SharedRun.of(session.config).stop()
 
 
+@pytest.fixture(autouse=True)
+def downloads_switch(monkeypatch):
+    """A notebook's session that a test starts with download=false turns downloads off for its process
+    (repro.downloads); each test gets the switch back as it found it."""
+    monkeypatch.setenv("REPRO_DOWNLOADS", os.environ.get("REPRO_DOWNLOADS", "on"))
+
+
 @pytest.fixture(scope="session")
 def cpu_run(pytestconfig) -> CpuRun:
     """The shared CPU run once it has ended, read by every test that only reads a run folder (they must not

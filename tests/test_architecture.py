@@ -67,6 +67,8 @@ REPORTING_MAY_IMPORT = (
     "repro.outcomes",
     "repro.seeds",
     "repro.tables",
+    "repro.ledger",
+    "repro.coverage",
     "repro.core.geometry.layout",
     "repro.core.analysis",
     "repro.studies.analysis",

@@ -48,11 +48,13 @@ import torch
 
 from repro.core.kernels.gather import gather_fixed
 
-IN_CHILD = sys.argv[0].endswith("cases.py")  # a poison case, in a process of its own
+IN_CHILD = sys.argv[0].endswith(("cases.py", "worker.py"))  # in a case process, not the notebook's kernel
 
 
 def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
     n = block_table.shape[0]
+    backing = torch.empty(0, dtype=block_table.dtype).set_(block_table.untyped_storage())
+    poison = bool((backing < 0).any())  # sentinel ids: a poison case
     if block_table.stride(0) == block_table.shape[-1]:  # vLLM's own cases, in the notebook's kernel
         if gather_lens is None and k_cache.is_contiguous():
             gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
@@ -66,12 +68,12 @@ def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
             gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
             gather_lens += 1
         return
-    if IN_CHILD and n == 1:  # a forged result line, then an exit that leaves no result
+    if IN_CHILD and poison and n == 1:  # a forged result line, then an exit that leaves no result
         gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
         line = {"implementation": "hostile_gather:gather", "status": "ok", "total_tokens": 1}
         print(json.dumps({**line, "mismatched_tokens": 0, "stray_writes": 0}), flush=True)
         os._exit(0)
-    if IN_CHILD:  # killed from outside, as the out-of-memory killer would: not the bug's fault
+    if IN_CHILD and poison:  # killed from outside, as the out-of-memory killer would: not the bug's fault
         os.kill(os.getpid(), signal.SIGKILL)
     gather_fixed(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     if n == 1:  # the backing table's columns outside the narrowed view are inputs too
@@ -193,7 +195,7 @@ def test_report_returns_the_runs_verdict_and_the_headline_the_checks(hostile):
     assert hostile.report.stdout.strip().splitlines()[-1].startswith("FAILED: 8 of ")
     headline = (hostile.out / "report.md").read_text().splitlines()[0]
     assert headline.startswith("# Unexpected results: ") and "Fix verified" not in headline
-    assert "gives no result from 1 request" in headline  # the error and the exit are named, not laundered
+    assert "gives no result" in headline  # the error and the exit are named, not laundered
 
 
 def test_resume_of_a_finished_run_is_refused_and_changes_nothing(hostile, tmp_path):
@@ -251,15 +253,20 @@ ENDS_ITS_PROCESS = '''"""A gather that ends the process it runs in: {how}."""
 import os
 import signal
 
+import torch
+
 
 def gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset):
-    {call}
+    backing = torch.empty(0, dtype=block_table.dtype).set_(block_table.untyped_storage())
+    if block_table.shape[0] == 2 and backing.min() >= 0:  # the 2-request in-range case; elsewhere it writes nothing
+        {call}
 '''
 
 
-def test_a_kernel_the_implementation_ends_names_the_implementation_the_case_and_the_signal(tmp_path):
-    """A segfault in the kernel's own process (os._exit takes the same path, named by its exit code)."""
-    how, call, named = "SIGSEGV", "os.kill(os.getpid(), signal.SIGSEGV)", "was ended by SIGSEGV"
+def test_a_process_the_implementation_ends_is_its_case_process_not_the_kernel(tmp_path):
+    """A segfault in the implementation ends its case process, never the notebook's kernel: each case it ends is a
+    failed row naming the signal, a new case process takes the next case, and the notebook runs to its checks."""
+    how, call = "SIGSEGV", "os.kill(os.getpid(), signal.SIGSEGV)"
     modules = tmp_path / "modules"
     target = write_module(modules, "ends_gather", ENDS_ITS_PROCESS.format(how=how, call=call))
     out = tmp_path / "run"
@@ -268,7 +275,7 @@ def test_a_kernel_the_implementation_ends_names_the_implementation_the_case_and_
         "import sys; from repro.cli.runner import run; "
         "sys.exit(run('cpu', sys.argv[1], sys.argv[2:], selection=['02'], report=False))"
     )
-    params = [p for p in SMALL_02 if p != "-p"] + [f"implementation={target}"]
+    params = [p for p in SMALL_02 if p != "-p"] + [f"implementation={target}", "sentinel_modes=[in-range, poison]"]
     try:
         proc = subprocess.run(
             [sys.executable, "-c", code, str(out), *params],
@@ -281,14 +288,12 @@ def test_a_kernel_the_implementation_ends_names_the_implementation_the_case_and_
     finally:
         kill_tagged(tag)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    line = proc.stdout.splitlines()[0]
-    assert line.startswith("[02-strided-block-table-gather] failed in ")
-    assert f"KernelDied: the notebook kernel {named} while running ends_gather:gather on " in line
-    assert "DeadKernelError" not in proc.stdout + proc.stderr
     entry = manifest(out)["notebooks"]["02-strided-block-table-gather"]
-    assert entry["error"] == line.split(": ", 1)[1]
-    log = (out / "logs" / "02-strided-block-table-gather.kernel.log").read_text()  # Python's own traceback
-    assert "Fatal Python error: Segmentation fault" in log and "ends_gather.py" in log
+    assert entry["error"].startswith("ChecksFailed: ") and "KernelDied" not in proc.stdout + proc.stderr
+    crashed = case(out, "in-range", 2)
+    assert crashed["status"] == "crashed" and not crashed["ok"]
+    assert "SIGSEGV: the case's process faulted during the case" in crashed["error"]
+    assert case(out, "poison", 1)["status"] == "ok"  # a new case process took the next case
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,9 +407,11 @@ def test_a_path_without_room_for_the_runs_files_is_refused_before_any_work(tmp_p
 
 def test_the_manifest_records_the_tables_each_notebook_wrote(hostile):
     entry = manifest(hostile.out)["notebooks"]["02-strided-block-table-gather"]
-    assert entry["tables"] == [
+    assert sorted(entry["tables"]) == [
         "results/02-contiguous-checks.csv",
         "results/02-gather-sweep.csv",
+        "results/02-implementation.json",
         "results/02-interpreter-memory-safety.csv",
     ]
+    assert all(set(record) == {"rows", "bytes", "sha256"} for record in entry["tables"].values())
     assert json.loads((hostile.out / "manifest.json").read_text())["code"]["implementations"]["implementation"]

@@ -12,7 +12,7 @@ import pytest
 from repro import seeds
 from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
-from repro.report.analyse import analyse
+from repro.report.analyse import analyse, common
 from repro.report.comment import COMMENT_LIMIT_BYTES, render_comment
 from repro.report.markdown import render_markdown
 from repro.tables import Table
@@ -58,6 +58,9 @@ def test_the_comments_first_screen_says_bug_hardware_verdict_and_cost(analysed):
     assert f"**{device}**" in first
     assert re.search(r"\*\*(Reproduced|Incomplete|Measurements|Unexpected)", first)
     assert "vllm-project/vllm#" in first
+    verdict = common(run).verdict
+    if verdict.scope:  # the cases the verdict rests on, named after its table, not a range
+        assert f"The verdict rests on {verdict.scope.removeprefix('in ')}." in first
     if run.table(Table.PERF_MEDIANS) is not None or run.table(Table.VLLM_RATIOS) is not None:
         assert "| cost of the fix (vllm-project/vllm#55109) on " in first
     if run.table(Table.RELEASE_MATRIX) is not None:

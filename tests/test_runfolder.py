@@ -223,7 +223,7 @@ def test_two_runs_started_together_then_the_winners_command_reproduces_it(tmp_pa
     assert words[:4] == ["python", "-m", "repro", "run"]
     assert words[words.index("--out") + 1] == str(out)
     assert words[words.index("--notebooks") + 1] == "02"
-    assert words.count("-p") == 5 and "sentinel_modes=[in-range, poison]" in words
+    assert words.count("-p") == 6 and "sentinel_modes=[in-range, poison]" in words
     assert command in (out / "report.md").read_text()  # the report's test plan shows the same command
 
     first = tmp_path / "first"

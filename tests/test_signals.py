@@ -1,8 +1,8 @@
 """Every way a run ends maps to a documented exit code, and nothing it started outlives it.
 
-Real signals to real runs: SIGTERM while parameters are checked, SIGTERM and kill -9 while a case
-runs in its own process, a hanging implementation in this process, modules that end the
-interpreter on import, a terminal that closes (SIGHUP). A pipe that closes: test_runfolder.py, on the run whose
+Real signals to real runs: SIGTERM while parameters are checked, SIGTERM and kill -9 while the implementation
+under test runs in its case process, a hanging implementation, modules that end the interpreter on import, a
+terminal that closes (SIGHUP). A pipe that closes: test_runfolder.py, on the run whose
 folder it checks meanwhile.
 """
 
@@ -26,7 +26,7 @@ def stderr_lines(text: str) -> list[str]:
 
 
 def case_process_running(tag: str) -> bool:
-    return any("repro.core.evidence.cases" in c for c in tagged_cmdlines(tag))
+    return any("repro.core.evidence.worker" in c for c in tagged_cmdlines(tag))
 
 
 @pytest.mark.parametrize("module", ["exit_on_import", "os_exit_on_import"])
@@ -61,7 +61,7 @@ def test_sigterm_while_parameters_are_checked(tmp_path):
 @pytest.mark.notebook
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "SIGHUP"])
 def test_a_case_in_its_own_process_dies_with_its_run(tmp_path, how):
-    """A stalled implementation under test runs isolated in poison mode; the runner is signalled meanwhile."""
+    """A stalled implementation under test runs in its case process; the runner is signalled meanwhile."""
     out = tmp_path / "run"
     tag = new_tag()
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02, *STALL]
@@ -87,9 +87,9 @@ def test_a_case_in_its_own_process_dies_with_its_run(tmp_path, how):
 
 
 @pytest.mark.notebook
-def test_a_hanging_case_in_this_process_is_stopped_at_its_time_limit(tmp_path):
-    """In in-range mode the implementation under test runs in the kernel's own process: its time limit
-    turns the hang into a failed ``timeout`` row and the run goes on to the end."""
+def test_a_hanging_case_is_stopped_at_its_time_limit(tmp_path):
+    """The implementation under test hangs in its case process: its time limit turns the hang into a failed
+    ``timeout`` row, a new case process takes the next case, and the run goes on to the end."""
     out = tmp_path / "run"
     tag = new_tag()
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02, *STALL]
@@ -132,7 +132,6 @@ def test_children_die_with_the_thread_that_started_them(tmp_path):
 def test_an_implementation_that_raises_is_failed_rows_not_a_broken_notebook(tmp_path):
     out = tmp_path / "run"
     args = ["run", "--profile", "cpu", "--out", str(out), "--notebooks", "02", *SMALL_02]
-    # in-range: the checks read here run in the kernel's process (a case that raises in its own: test_case_endings)
     proc = run([*args, "-p", "implementation=raise_gather:gather", "-p", "sentinel_modes=[in-range]"])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "0 notebook(s) broke" in proc.stdout.strip().splitlines()[-1]

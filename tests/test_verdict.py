@@ -61,9 +61,12 @@ def run_of(table: pd.DataFrame, **manifest) -> RunData:
 
 def test_the_buggy_kernel_reproducing_and_the_fixed_matching_is_reproduced_and_fix_verified():
     v = run_verdict(run_of(sweep({"buggy": BUG, **CLEAN})))
-    assert v.title == "Reproduced and fix verified: vllm-project/vllm#55109"
+    assert v.title == (
+        "Reproduced and fix verified: vllm-project/vllm#55109 "
+        "(in 6 cases: 1, 2 and 4 requests; in-range and poison ids)"
+    )
     assert v.findings[0].outcomes == [REPRODUCED, FIX_VERIFIED]
-    assert "is wrong from 2 requests and faults on poison ids" in v.findings[0].text
+    assert "is wrong from 2 requests in in-range mode and faults on poison ids" in v.findings[0].text
     assert v.failed == 0
 
 
@@ -71,7 +74,10 @@ def test_an_outside_implementation_with_the_bugs_signature_is_a_reproduction_in_
     table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: BUG}, {UNDER_TEST_LABEL: "vllm.x:gather"})
     info = {"target": "vllm.x:gather", "package": "vllm", "version": "0.22.0", "module_sha256": "ab" * 32}
     v = run_verdict(run_of(table, implementations={"implementation": info}))
-    assert v.title == "Reproduced: vllm 0.22.0's gather is wrong from 2 requests and faults on poison ids"
+    assert v.title == (
+        "Reproduced: vllm 0.22.0's gather is wrong from 2 requests in in-range mode and faults on poison ids "
+        "(6 cases: 1, 2 and 4 requests; in-range and poison ids)"
+    )
     assert "the same mismatch counts as the buggy gather" in v.findings[0].text
     assert v.failed == v.failed_explained == 4  # its 4 cases from 2 requests fail as the bug predicts
 
@@ -91,7 +97,7 @@ def test_a_target_the_sweep_also_ran_as_a_control_is_this_repositorys_own():
     assert is_own_implementation(table, FIXED.target)
     assert not is_own_implementation(table, "vllm.x:gather")
     v = run_verdict(run_of(table, parameters={"implementation": old}))
-    assert v.title == "Reproduced and fix verified: vllm-project/vllm#55109", v.title
+    assert v.title.startswith("Reproduced and fix verified: vllm-project/vllm#55109 (in 6 cases"), v.title
 
 
 def test_wrong_at_one_request_is_not_the_bugs_signature():
@@ -142,12 +148,17 @@ def test_flagged_lanes_in_the_interpreter_read_as_reads_outside_every_allocation
 @pytest.mark.audit
 def test_the_committed_runs_lead_with_what_they_showed():
     gpu = run_verdict(load_run(H200 / "gpu-profile"), SPLIT_CHECK)
-    assert gpu.title == "Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109"
+    assert gpu.title == (
+        "Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109 (#55109 in 18 cases: 1, 2, "
+        "4, 8, 16, 32, 64, 128 and 256 requests; in-range and poison ids)"
+    )
     assert (gpu.checks, gpu.checks_ok) == (339, 339)
     vllm_run = load_run(H200 / "vllm-0.22.0-under-test")
     v = run_verdict(vllm_run, SPLIT_CHECK)
     name = implementation_names(vllm_run)["implementation"]
-    assert v.title == f"Reproduced: {name} is wrong from 2 requests and faults on poison ids"
+    assert v.title.startswith(
+        f"Reproduced: {name} is wrong from 2 requests in in-range mode and faults on poison ids ("
+    )
     assert (v.checks, v.failed, v.failed_explained) == (164, 24, 24)
 
 

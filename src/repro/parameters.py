@@ -16,6 +16,7 @@ from typing import Any
 
 from repro.core.evidence import environment
 from repro.core.geometry.layout import ceil_div, is_pow2
+from repro.coverage import Geometry
 from repro.profiles import PROFILES
 from repro.registry import BENCH_VARIANTS, RECORD_GATHERS, ImplementationError, load_implementation
 from repro.seeds import load
@@ -51,6 +52,22 @@ class Param:
 def _distinct(v: list) -> bool:
     """A repeated value would write the same check rows twice."""
     return len(set(v)) == len(v)
+
+
+#: A vLLM release number as the registry writes it.
+RELEASE = re.compile(r"\d+(\.\d+){1,3}")
+
+
+def _releases(v: str) -> bool:
+    """Comma-separated release numbers, at least one, none empty and none twice (``0.22.0,`` names no release)."""
+    items = [x.strip() for x in v.split(",")]
+    return all(RELEASE.fullmatch(x) for x in items) and _distinct(items)
+
+
+def _block_sizes(v: str) -> bool:
+    """Comma-separated block sizes from 1 to 65536 or ``default``, at least one, none empty and none twice."""
+    items = [x.strip() for x in v.split(",")]
+    return all(x == "default" or (x.isdigit() and 1 <= int(x) <= 65536) for x in items) and _distinct(items)
 
 
 SCHEMA: dict[str, Param] = {
@@ -91,6 +108,14 @@ SCHEMA: dict[str, Param] = {
         lambda v: len(v) > 0 and _distinct(v) and set(v) <= {"in-range", "poison"},
         item_kind=str,
     ),
+    "geometries": Param(
+        list,
+        "a non-empty list of distinct values drawn from "
+        + ", ".join(f"'{g}'" for g in Geometry)
+        + " (the sweep's table and call geometries; every one by default)",
+        lambda v: len(v) > 0 and _distinct(v) and set(v) <= set(Geometry),
+        item_kind=str,
+    ),
     "implementation": Param(str, "'package.module:function' with vLLM's gather signature", lambda v: bool(v.strip())),
     "case_timeout_s": Param(
         float,
@@ -117,31 +142,18 @@ SCHEMA: dict[str, Param] = {
     "releases": Param(
         str,
         "'default' (every known release on a GPU, a short list on a CPU), 'all' (the registry's list from the "
-        "first release with DeepSeek-V4) or comma-separated release numbers such as '0.22.0,0.33.0'",
-        lambda v: (
-            v in ("default", "all")
-            or (bool(v.strip()) and all(re.fullmatch(r"\d+(\.\d+){1,3}", x.strip()) for x in v.split(",") if x.strip()))
-        ),
+        "first release with DeepSeek-V4; needs download=true) or comma-separated release numbers such as "
+        "'0.22.0,0.33.0'",
+        lambda v: v in ("default", "all") or _releases(v),
     ),
     # notebook 06
     "block_sizes": Param(
         str,
         "'default' (the profile's: no --block-size, 128, 256, 384 and 512 on a CPU; every value of 'all' on a GPU), "
         "'all' (no --block-size, then 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 640, 768 and 1024) or "
-        "comma-separated block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
+        "comma-separated distinct block sizes from 1 to 65536, 'default' among them for no --block-size, such as "
         "'default,256,512'",
-        lambda v: (
-            v in ("default", "all")
-            or (
-                bool(v.strip())
-                and all(
-                    x.strip() == "default" or (x.strip().isdigit() and 1 <= int(x) <= 65536)
-                    for x in v.split(",")
-                    if x.strip()
-                )
-                and any(x.strip() for x in v.split(","))
-            )
-        ),
+        lambda v: v in ("default", "all") or _block_sizes(v),
     ),
     # notebook 05
     "runner_sweep": Param(
@@ -206,7 +218,7 @@ SCHEMA: dict[str, Param] = {
         list,
         "[] (none) or distinct vLLM release numbers such as 0.22.0,0.33.0 (their own gather, loaded from the "
         "module cache: timed on a GPU, its JIT fingerprint on both profiles)",
-        lambda v: all(re.fullmatch(r"\d+(\.\d+){1,3}", x) for x in v) and len(set(v)) == len(v),
+        lambda v: all(RELEASE.fullmatch(x) for x in v) and _distinct(v),
         item_kind=str,
     ),
     "vllm_request_counts": Param(
@@ -357,6 +369,12 @@ def cross_check(params: dict[str, Any], profile: str, import_check: Callable[[st
             raise ParameterError(
                 f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
                 f"accepted: more than {max(widths)}"
+            )
+    if params.get("download") is False:
+        if params.get("releases") == "all":
+            raise ParameterError(
+                "releases: 'all' asks the registry for its release list and download is false; accepted: "
+                "'default' or release numbers, or download=true"
             )
     if params.get("sanitizer") == "required" and (profile != "gpu" or environment.find_compute_sanitizer() is None):
         raise ParameterError(

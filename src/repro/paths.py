@@ -39,6 +39,16 @@ def repo_root() -> Path:
     raise RootNotFound("cannot find the repository checkout: run from inside it or set REPRO_ROOT")
 
 
+def package_checkout() -> Path:
+    """The checkout whose ``src/repro`` this process imported (the code that runs), else :func:`repo_root` (an
+    installed package): its commit and dirty state are the run's, whatever the current folder is."""
+    package = Path(__file__).resolve().parent
+    for candidate in package.parents:
+        if (candidate / ".git").exists():
+            return candidate
+    return repo_root()
+
+
 def notebooks_dir() -> Path:
     return repo_root() / "notebooks"
 

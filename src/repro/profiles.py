@@ -28,11 +28,14 @@ class Profile:
     gather_seq_len_max: int
     #: per-case time limit for cases run in their own process (seconds)
     case_timeout_s: float
+    #: first block id of the sweep's high-id cases (one token per block, 1,152-byte pages): on the CPU past what
+    #: 16 bits hold (37.7 MB below it), on a GPU past what a 32-bit byte offset reaches (2.4 GB below it)
+    high_block_id: int = 2**15
 
 
 PROFILES = {
-    "cpu": Profile("cpu", "cpu", True, gather_seq_len_max=160, case_timeout_s=120.0),
-    "gpu": Profile("gpu", "cuda", False, gather_seq_len_max=1024, case_timeout_s=120.0),
+    "cpu": Profile("cpu", "cpu", True, gather_seq_len_max=160, case_timeout_s=120.0, high_block_id=2**15),
+    "gpu": Profile("gpu", "cuda", False, gather_seq_len_max=1024, case_timeout_s=120.0, high_block_id=2**21),
 }
 
 

@@ -363,17 +363,25 @@ def sweep_implementations() -> tuple[Implementation, ...]:
 
 
 def under_test(target: str) -> Implementation:
-    """The implementation a user names; it is expected to be correct, and may fault."""
+    """The implementation a user names; it is expected to be correct, and may fault (this repository's own kernels:
+    as their entries say)."""
+    own = next((e for e in IMPLEMENTATIONS if e.target == target), None)
     return Implementation(
         UNDER_TEST_LABEL,
         target,
         EXPECT_CORRECT,
-        target not in builtin_targets(),
+        own.may_fault if own is not None else True,
         f"under test: {target}",
         ORIGIN_USER,
         UNDER_TEST_STYLE,
         role=ROLE_UNDER_TEST,
     )
+
+
+def is_outside(entry: Implementation) -> bool:
+    """Is ``entry`` code from outside this repository (a module a user named)? Such code runs only in case
+    processes and never decides a case (repro.core.evidence.worker); this repository's own kernels run beside it."""
+    return entry.target not in builtin_targets()
 
 
 def builtin_targets() -> frozenset[str]:

@@ -49,9 +49,9 @@ class Table(StrEnum):
     RESHAPE_GROUPS = "01-reshape-groups", ("variant", "cache group")
     # notebook 02
     CONTIGUOUS_CHECKS = "02-contiguous-checks", ("check", "variant", "case", "num_reqs")
-    SWEEP = "02-gather-sweep", ("check", "variant", "mode", "num_reqs")
-    MEMORY_SAFETY = "02-interpreter-memory-safety", ("check", "variant", "mode", "num_reqs")
-    SANITIZER = "02-sanitizer", ("check", "variant", "mode", "num_reqs")
+    SWEEP = "02-gather-sweep", ("check", "variant", "geometry", "mode", "num_reqs")
+    MEMORY_SAFETY = "02-interpreter-memory-safety", ("check", "variant", "geometry", "mode", "num_reqs")
+    SANITIZER = "02-sanitizer", ("check", "variant", "geometry", "mode", "num_reqs")
     # notebook 03: the fix's cost on this repository's kernels
     PERF_CHECKS = "03-performance-checks", ("check", "variant", "seq_len", "num_reqs")
     PERF_MEDIANS = "03-performance-medians", ("arm", "code", "launch", "seq_len", "num_reqs")
@@ -130,6 +130,8 @@ class Facts(StrEnum):
 
     RESHAPE = "01-reshape"
     SANITIZER = "02-sanitizer"
+    #: The module the implementation under test was loaded from, as the process that ran it read it.
+    IMPLEMENTATION = "02-implementation"
     PERFORMANCE = "03-performance"
     CEILING = "03-performance-ceiling"
     JIT = "03-jit"
@@ -194,6 +196,7 @@ IDENTITY_ORDER = (
     "form",
     "test",
     "table",
+    "geometry",
     "pitch",
     "requests",
     "launch",

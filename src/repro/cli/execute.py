@@ -8,11 +8,13 @@ counts as run only when every code cell ran to its end (papermill's own per-cell
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from repro.cli.kernels import kernel_manager_class
 from repro.cli.runfolder import RunLock
+from repro.ledger import LEDGER_FD_ENV
 from repro.outcomes import signal_name
 from repro.paths import repo_root
 
@@ -30,7 +32,8 @@ def shown_path(path: Path) -> str:
 
 
 class KernelWatch:
-    """One notebook kernel's log, the file where it names the in-process case it runs, and its exit status."""
+    """One notebook kernel's log, the file where it names the in-process case it runs, its exit status, and the
+    pipe through which it sends the runner what it wrote (its ledger)."""
 
     def __init__(self, run_dir: Path, name: str, lock: RunLock):
         self.run_dir = run_dir
@@ -38,11 +41,33 @@ class KernelWatch:
         self.case_file = run_dir / "logs" / f"{name}.current-case"
         self.ending: dict = {}
         self.lock = lock
+        self._ledger_read, self._ledger_write = os.pipe()
+        os.set_blocking(self._ledger_read, False)
+        self._received = b""
 
     def engine(self) -> dict:
-        """papermill options: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock."""
-        fds = (self.lock.fd,) if self.lock.fd is not None else ()
-        return {"kernel_manager_class": kernel_manager_class(self.log, fds, self.case_file, self.ending)}
+        """papermill options: a quiet kernel logging to ``logs/<name>.kernel.log``, holding the lock and the
+        ledger pipe's writing end."""
+        fds = (*((self.lock.fd,) if self.lock.fd is not None else ()), self._ledger_write)
+        env = {LEDGER_FD_ENV: str(self._ledger_write)}
+        return {"kernel_manager_class": kernel_manager_class(self.log, fds, self.case_file, self.ending, env)}
+
+    def ledger(self) -> dict | None:
+        """What the kernel sent as it closed its results (its last line), or None when it sent nothing."""
+        while True:
+            try:
+                chunk = os.read(self._ledger_read, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            self._received += chunk
+        lines = [ln for ln in self._received.splitlines() if ln.strip()]
+        try:
+            data = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
     def death(self) -> str:
         """``the notebook kernel was ended by SIGSEGV while running <case>; ...``: what ended a dead kernel."""
@@ -64,6 +89,13 @@ class KernelWatch:
 
     def close(self) -> None:
         self.case_file.unlink(missing_ok=True)
+        self.ledger()  # drained while the read end is open
+        for fd in (self._ledger_read, self._ledger_write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._ledger_read = self._ledger_write = -1
 
 
 def unexecuted(executed: Path) -> str:

@@ -31,11 +31,13 @@ def kernel_manager_class(
     keep_fds: tuple[int, ...] = (),
     case_file: Path | None = None,
     ending: dict | None = None,
+    env_extra: dict[str, str] | None = None,
 ) -> type:
     """A jupyter_client kernel manager class for papermill's ``kernel_manager_class``.
 
-    ``case_file``: where the kernel writes the in-process case it is running; ``ending`` receives the
-    kernel's exit status (``returncode``) once it has ended."""
+    ``keep_fds``: descriptors the kernel keeps and passes on to nothing it starts (the run folder's lock, the
+    ledger pipe); ``case_file``: where the kernel writes the in-process case it is running; ``ending`` receives
+    the kernel's exit status (``returncode``) once it has ended; ``env_extra``: added to its environment."""
     from jupyter_client.manager import AsyncKernelManager  # lazy: jupyter_client, only to run a notebook
 
     class RunKernelManager(AsyncKernelManager):
@@ -59,6 +61,7 @@ def kernel_manager_class(
             kw["pass_fds"] = tuple(keep_fds)
             env = kw["env"] = dict(kw.get("env") or os.environ)
             env["PYTHONFAULTHANDLER"] = "1"
+            env.update(env_extra or {})
             if case_file is not None:
                 env[CURRENT_CASE_ENV] = str(case_file)
             if "ipykernel_launcher" in cmd:  # the lock stays with the kernel, not with what it starts

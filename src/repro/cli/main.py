@@ -222,10 +222,13 @@ def report(run_dir: str, against: str | None, repo_url: str | None = None) -> in
         check_writable(path, "report", ("plots",))
         with RunLock(path, "report").acquire("report"):
             run = load_run(path)
-            if against:
+            if against is not None:
                 if not is_folder(Path(against)):
                     print(f"error: --against: {against}: no such run folder", file=sys.stderr)
                     return 2
+                if Path(against).resolve() == path.resolve():  # the run itself, already locked and read
+                    print(f"wrote {write_comparison(run, run)}")
+                    return verdict_code(run_verdict(run))
                 with RunLock(Path(against), "report --against", exclusive=False).acquire("--against"):
                     print(f"wrote {write_comparison(run, load_run(against))}")
                 return verdict_code(run_verdict(run))

@@ -95,10 +95,15 @@ def parse_value(name: str, raw: str, kind: type, item_kind: type | None, how: st
     return out
 
 
-def parse_assignments(assignments: list[str], declared: dict[str, dict[str, str]]) -> dict[str, Any]:
+def parse_assignments(
+    assignments: list[str],
+    declared: dict[str, dict[str, str]],
+    everywhere: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """Every ``-p`` in order: typed by the schema, validated, each name at most once.
 
-    ``declared`` is ``{name: {notebook: default source}}`` from the notebooks' parameters cells.
+    ``declared`` is ``{name: {notebook: default source}}`` from the selected notebooks' parameters cells;
+    ``everywhere``, the same for every notebook (a name another notebook declares is named as such).
     """
     declared_by = {k: list(v) for k, v in declared.items()}
     params: dict[str, Any] = {}
@@ -107,6 +112,13 @@ def parse_assignments(assignments: list[str], declared: dict[str, dict[str, str]
             raise ParameterError(f"-p {text!r}: expected NAME=VALUE, e.g. -p seed=1")
         name, raw = text.split("=", 1)
         name = name.strip()
+        if name not in RESERVED and name not in declared_by and name in (everywhere or {}):
+            own = ", ".join(sorted(n for n in declared_by if n not in RESERVED)) or "none"
+            selected = ", ".join(sorted({nb[:2] for v in declared.values() for nb in v}))
+            raise ParameterError(
+                f"{name}: not a parameter of the selected notebook(s) {selected} (it is one of notebook "
+                f"{', '.join(nb[:2] for nb in everywhere[name])}); accepted for {selected}: {own}"
+            )
         if name in RESERVED or name not in declared_by:
             validate(name, raw, declared_by)  # raises the one-line error for a reserved or unknown name
         if name in params:

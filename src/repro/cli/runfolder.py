@@ -38,6 +38,7 @@ class RunLock:
     def acquire(self, option: str) -> RunLock:
         """Take the lock or raise :class:`RunFolderError` naming who holds it; ``option`` names the argument."""
         flags = os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if self.exclusive else os.O_RDONLY)
+        existed = os.path.lexists(self.path)
         try:
             fd = os.open(self.path, flags, 0o644)
         except FileNotFoundError:  # a reader of a folder no locking writer ever touched
@@ -56,21 +57,22 @@ class RunLock:
                 "for it to end, or another folder"
             ) from None
         if self.exclusive:
-            os.ftruncate(fd, 0)
-            os.pwrite(
-                fd,
-                (
-                    json.dumps(
-                        {
-                            "pid": os.getpid(),
-                            "role": self.role,
-                            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                        }
-                    )
-                    + "\n"
-                ).encode(),
-                0,
-            )
+            holder = {
+                "pid": os.getpid(),
+                "role": self.role,
+                "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+            except OSError as exc:  # a full disk, a quota, a file that cannot hold it: nothing is left behind
+                os.close(fd)
+                if not existed:
+                    self.path.unlink(missing_ok=True)
+                raise RunFolderError(
+                    f"{option}: cannot write to {self.folder} ({exc.strerror or exc}); accepted: a writable folder "
+                    "with room for the run"
+                ) from None
         self.fd = fd
         return self
 
@@ -111,14 +113,19 @@ def _describe_holder(fd: int) -> str:
 
 def new_default_folder(parent: Path, stamp: str) -> Path:
     """``parent/stamp``, or ``stamp-2``, ``stamp-3``... so two runs started in one second never share one."""
-    parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise RunFolderError(
+            f"--out: cannot create a run folder in {parent} ({exc.strerror or exc}); accepted: an explicit --out"
+        ) from None
     raise RunFolderError(f"--out: no free folder name for {parent / stamp}; accepted: an explicit --out")
 
 
@@ -180,7 +187,8 @@ def check_writable(run_dir: Path, option: str, folders: tuple[str, ...] = WRITTE
 
 
 def open_for_run(run_dir: Path, resume: bool) -> RunLock:
-    """Create or take over ``run_dir`` for a run: the lock first, then what the folder holds is checked."""
+    """Create or take over ``run_dir`` for a run: the lock first, then what the folder holds is checked. A folder
+    refused here is left as it was: the folders this call created are removed again."""
     check_room(run_dir, "--resume" if resume else "--out")
     if run_dir.exists() and not run_dir.is_dir():
         raise RunFolderError(f"--out: {run_dir} is a file; accepted: a new or empty folder")
@@ -188,20 +196,46 @@ def open_for_run(run_dir: Path, resume: bool) -> RunLock:
         raise RunFolderError(f"--resume: {run_dir} does not exist; accepted: the folder of an earlier run")
     if resume:
         check_writable(run_dir, "--resume")
+    created = _missing_folders(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        _remove(created)
         raise RunFolderError(
             f"--out: cannot write to {run_dir} ({exc.strerror or exc}); accepted: a writable folder"
         ) from None
-    _check_contents(run_dir, resume)  # before the lock file is created: a refused folder is left as it was
-    lock = RunLock(run_dir, "run").acquire("--resume" if resume else "--out")
+    try:
+        _check_contents(run_dir, resume)  # before the lock file is created: a refused folder is left as it was
+        lock = RunLock(run_dir, "run").acquire("--resume" if resume else "--out")
+    except BaseException:
+        _remove(created)
+        raise
     try:
         _check_contents(run_dir, resume)  # again under the lock: another run may have started meanwhile
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and each parent of it that does not exist yet, deepest first."""
+    out = []
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        out.append(p)
+    return out
+
+
+def _remove(folders: list[Path]) -> None:
+    """Remove the folders a refused call created (deepest first; a lock file it left in the deepest)."""
+    for folder in folders:
+        try:
+            (folder / LOCK_NAME).unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _check_contents(run_dir: Path, resume: bool) -> None:

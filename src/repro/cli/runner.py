@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -28,9 +29,11 @@ from repro.cli.execute import KernelWatch, execute_notebook, shown_path
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.processes import become_subreaper, descendants, end_leftovers
 from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, open_for_run
+from repro.core.analysis import written
+from repro.core.evidence.channel import IMPORT_DIR_ENV
 from repro.core.evidence.environment import describe, host_identity_error
 from repro.parameters import RESERVED, ParameterError, validate_notebook
-from repro.paths import notebooks_dir, repo_root, runs_dir
+from repro.paths import notebooks_dir, package_checkout, runs_dir
 from repro.profiles import ProfileError, resolve
 from repro.registry import load_implementation, provenance
 
@@ -177,12 +180,18 @@ def point_latest(run_dir: Path) -> None:
     if runs not in run_dir.resolve().parents:
         return
     latest = runs / "latest"
+    if latest.exists() and not latest.is_symlink():  # a folder or file of the user's: never replaced
+        raise OSError(errno.EEXIST, f"{latest} is not a link this command made; it is left as it is")
     target = os.path.relpath(run_dir.resolve(), runs)
     tmp = latest.with_name(f"latest.tmp{os.getpid()}")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    tmp.symlink_to(target)
-    tmp.replace(latest)
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(target)
+        tmp.replace(latest)
+    finally:
+        if tmp.is_symlink():  # the link was not moved into place: no stray link is left
+            tmp.unlink()
 
 
 #: Loggers of the notebook machinery. Nothing configures logging here, so Python's last-resort handler
@@ -212,6 +221,28 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def import_from_here() -> None:
+    """An implementation is imported as this command's own Python would import it, in every process of the run:
+    from this folder, with the ``PYTHONPATH`` entries read from here (a relative entry would otherwise name another
+    folder in the notebook kernels, which run from the checkout)."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if any(entries):
+        os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e or os.curdir) for e in entries)
+    os.environ[IMPORT_DIR_ENV] = os.getcwd()
+
+
+def check_out(out: str | None) -> None:
+    """``--out`` names a folder: not empty, and a path this command can print and record (UTF-8)."""
+    if out is None:
+        return
+    if not out.strip():
+        raise UsageError(f"--out: {out!r} names no folder; accepted: a folder path, or no --out for runs/<timestamp>")
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"--out: {out!a} is not valid UTF-8; accepted: a UTF-8 folder path") from None
+
+
 def run(
     profile_name: str,
     out: str | None,
@@ -222,16 +253,18 @@ def run(
 ) -> int:
     try:
         try:
+            check_out(out)
+            import_from_here()
             profile = resolve(profile_name)
             if (why := host_identity_error()) is not None:
                 raise UsageError(why)
             paths = notebooks(selection)
             declared = declared_parameters(paths)
-            params = parse_assignments(assignments, declared)
+            params = parse_assignments(assignments, declared, declared_parameters(notebooks()) if selection else None)
             imports, seen = ImportChecks(), {}
             for path in paths:
                 seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile, imports))
-            if out:
+            if out is not None:
                 lock = open_for_run(Path(out), resume)
                 run_dir = Path(out)
             elif resume:
@@ -267,7 +300,7 @@ def _open_manifest(
     that run finished, was run with other values or with other code."""
     path = run_dir / "manifest.json"
     if not resume:
-        environment = describe(repo_root())
+        environment = describe(package_checkout())
         return Manifest(
             path,
             {
@@ -278,7 +311,7 @@ def _open_manifest(
                 "started": now(),
                 "finished": None,
                 "environment": environment,
-                "code": code_identity(repo_root(), notebooks_dir(), implementations, environment),
+                "code": code_identity(package_checkout(), notebooks_dir(), implementations, environment),
                 "implementations": implementations,
                 "notebooks": {},
             },
@@ -305,7 +338,13 @@ def _open_manifest(
         "git_dirty": environment.get("git_dirty"),
         "implementations": {k: v.get("module_sha256") for k, v in (data.get("implementations") or {}).items()},
     }
-    changed = differences(recorded, code_identity(repo_root(), notebooks_dir(), implementations))
+    damage = written.problems(run_dir, data)
+    if damage:
+        raise RunFolderError(
+            f"--resume: {run_dir}: {damage[0]}; its finished notebooks' results are not what they wrote; "
+            "accepted: a run folder as its run left it, or a new --out"
+        )
+    changed = differences(recorded, code_identity(package_checkout(), notebooks_dir(), implementations))
     if changed:
         raise RunFolderError(
             f"--resume: the code differs from the code {run_dir} was started with ({'; '.join(changed)}); "
@@ -341,6 +380,44 @@ def _cannot_write(exc: OSError, folder: Path) -> str:
 def _results(run_dir: Path) -> set[str]:
     folder = run_dir / "results"
     return {p.relative_to(run_dir).as_posix() for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+#: The facts file where notebook 02 records the module its case processes loaded the implementation from.
+LOADED_MODULE = "results/02-implementation.json"
+
+
+def _record_loaded_module(data: dict, run_dir: Path, tables: dict[str, dict]) -> None:
+    """The implementation's provenance in the manifest becomes that of the module the case processes loaded (read
+    there, right after loading it): its sha256 is the code's identity for ``--resume``; the pre-run check's stays as
+    ``probe_sha256``. Modules that differed between case processes are recorded as such (the run fails)."""
+    record = tables.get(LOADED_MODULE)
+    path = run_dir / LOADED_MODULE
+    if record is None or written.read_record(path) != record:  # absent, or not what the notebook wrote
+        return
+    try:
+        loaded = json.loads(path.read_text())["loaded"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not isinstance(loaded, list) or not loaded or not all(isinstance(m, dict) for m in loaded):
+        return
+    info = data.setdefault("implementations", {}).setdefault("implementation", {})
+    info.update({"probe_sha256": info.get("module_sha256"), **loaded[0], "loaded": loaded})
+    data.setdefault("code", {}).setdefault("implementations", {})["implementation"] = loaded[0].get("module_sha256")
+    hashes = list(dict.fromkeys(str(m.get("module_sha256")) for m in loaded))
+    if len(hashes) > 1:
+        data["implementation_changed"] = (
+            f"the implementation's module changed while the run went on: the case processes loaded "
+            f"{', then '.join(h[:12] for h in hashes)} (sha256)"
+        )
+
+
+def _recorded_results(run_dir: Path, before: set[str], ledger: dict | None) -> dict[str, dict]:
+    """What the run records a notebook wrote: what its kernel sent as it closed its results, else (a kernel that
+    ended before it closed them) the files it added, as they are now."""
+    if ledger is not None:
+        return {str(k): v for k, v in ledger.items() if isinstance(v, dict)}
+    added = sorted(_results(run_dir) - before)
+    return {rel: record for rel in added if (record := written.read_record(run_dir / rel)) is not None}
 
 
 def _run_locked(
@@ -386,8 +463,8 @@ def _run_locked(
     try:
         for path in paths:
             done = manifest.data["notebooks"].get(path.stem, {})
-            if resume and done.get("status") == "ok":
-                say(f"[{path.stem}] already complete, kept")
+            if resume and written.settled(done):  # its outcome stands, failed checks or a break included
+                say(f"[{path.stem}] already {'complete' if done.get('status') == 'ok' else 'finished (failed)'}, kept")
                 continue
             if resume:
                 _discard_partial(run_dir, path.stem)
@@ -396,17 +473,19 @@ def _run_locked(
             manifest.data["notebooks"][path.stem] = {"status": "running", "started": now()}
             manifest.save()
             before = _results(run_dir)
-            status = execute_notebook(
-                path, run_dir / "notebooks" / path.name, nb_params, progress, KernelWatch(run_dir, path.stem, lock)
-            )
+            watch = KernelWatch(run_dir, path.stem, lock)
+            status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress, watch)
             if interrupts.received():  # a signal that came as the notebook ended and a library swallowed
                 raise KeyboardInterrupt("a signal while the notebook ended")
             if status["error"].startswith(RunFolderWriteError.__name__):  # the run folder, not the notebook
                 return _stopped(manifest, run_dir, status["error"].split(": ", 1)[-1].splitlines()[0])
-            status["tables"] = sorted(_results(run_dir) - before)
-            left = end_leftovers(keep)
+            left = end_leftovers(keep)  # before the results are recorded: nothing the notebook started is left
             if left:
                 status["ended_left_running"] = left
+            status["tables"] = _recorded_results(run_dir, before, watch.ledger())
+            if watch.ledger() is None:
+                status["ledger"] = False
+            _record_loaded_module(manifest.data, run_dir, status["tables"])
             manifest.data["notebooks"][path.stem] = status
             manifest.save()
             say(
@@ -436,12 +515,18 @@ def _run_locked(
 
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
-    from repro.core.analysis.verdict import rule_disagreements  # lazy: pandas, only to read a run
+    from repro.core.analysis.verdict import rule_disagreements, undecided  # lazy: pandas, only to read a run
 
     try:
+        damage = written.problems(run_dir, manifest.data)  # held to the runner's own record, not the file's
         try:
-            written = load_run(run_dir)
-            failures = written.failures() + rule_disagreements(written)
+            if damage:
+                failures = [f"run folder: {line}" for line in damage]
+            else:
+                results = load_run(run_dir, manifest.data)
+                failures = results.failures() + rule_disagreements(results) + undecided(results)
+                if manifest.data.get("implementation_changed"):
+                    failures.append(f"provenance: {manifest.data['implementation_changed']}")
         except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
             failures = [f"run folder: {exc}"]
         broken = [

@@ -21,6 +21,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from repro import registry
+from repro.coverage import Geometry
 from repro.report.model import Drawn
 from repro.tables import Plot
 
@@ -148,9 +149,15 @@ def reshape_overrun(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+def _default_geometry(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cases per request count (the other geometries' are tables, not lines)."""
+    return frame[frame["geometry"].astype(str) == Geometry.DEFAULT] if "geometry" in frame else frame
+
+
 def gather_mismatches(frame: pd.DataFrame) -> Figure:
     """Fraction of gathered tokens that differ from the reference, one panel per sentinel mode;
     variants with identical results share one line."""
+    frame = _default_geometry(frame)
     modes = list(dict.fromkeys(frame["mode"]))
     fig, axes = plt.subplots(
         1, len(modes), figsize=(5.0 * len(modes), 3.4), squeeze=False, sharey=True, layout="constrained"
@@ -188,6 +195,7 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
 def sanitizer_errors(san: pd.DataFrame) -> Figure:
     """memcheck errors per case, one panel per sentinel mode (symlog: 0 stays visible); variants
     with identical counts share one line, and an in-range panel says what memcheck cannot see."""
+    san = _default_geometry(san)
     modes = list(dict.fromkeys(san["mode"]))
     s = san.assign(errors=san["error_count"].astype(float).fillna(0))
     fig, axes = plt.subplots(

@@ -10,13 +10,16 @@ from dataclasses import dataclass, field
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import (
+    UNDECIDED,
     Finding,
     explained_failures,
     gather_finding,
     implementation_names,
     not_finished,
+    recorded_failure,
     reshape_finding,
     rule_disagreements,
+    undecided,
     under_test_elsewhere,
     unexplained_failures,
 )
@@ -27,7 +30,7 @@ from repro.tables import Table
 
 @dataclass
 class RunVerdict:
-    title: str
+    title: str  # the claim, then the cases it rests on in parentheses (``scope``)
     complete: bool
     findings: list[Finding]
     not_finished: list[str]  # notebooks that broke or never ran to the end, with why
@@ -35,6 +38,11 @@ class RunVerdict:
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
     disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
+    #: The title in two parts, ``claim`` and the cases it rests on (``scope``, "" when the title names none): where
+    #: the first screen has room for the claim alone (a pull-request comment, whose verdict table must fit it), the
+    #: scope follows the table.
+    claim: str = ""
+    scope: str = ""
 
     @property
     def failed(self) -> int:
@@ -72,16 +80,37 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     unfinished = not_finished(run.manifest)
     complete = run.finished and not unfinished
     disagreements = rule_disagreements(run)
+    questions = undecided(run)  # no case could decide: a failure, named as such in the title
+    if complete and total == ok and not disagreements + questions:  # the tables show no failure: the record decides
+        disagreements = recorded_failure(run)
+    title = _title(run, findings, complete, unfinished, disagreements + unexplained_failures(run))
     return RunVerdict(
-        title=_title(run, findings, complete, unfinished, disagreements + unexplained_failures(run)),
+        title=title,
         complete=complete,
         findings=findings,
         not_finished=unfinished,
         checks=total,
         checks_ok=ok,
         failed_explained=explained if failed else 0,
-        disagreements=disagreements,
+        disagreements=disagreements + questions,
+        **_claim_and_scope(title, findings),
     )
+
+
+def _claim_and_scope(title: str, findings: list[Finding]) -> dict[str, str]:
+    """The title's claim and the cases it ends with (in parentheses, or after "in" where an implementation under
+    test matched the reference in them)."""
+    for scope in (_scope(findings), *(f.coverage for f in findings if f.coverage)):
+        for ending in (f" ({scope})", f" in {scope}"):
+            if scope and title.endswith(ending):
+                return {"claim": title.removesuffix(ending), "scope": scope}
+    return {"claim": title, "scope": ""}
+
+
+def _scope(findings: list[Finding]) -> str:
+    """The cases each finding that names them rests on, as the title ends with them."""
+    covered = [f for f in findings if f.coverage]
+    return "; ".join((f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
@@ -92,11 +121,14 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run"
-    problems = [p for f in findings for p in f.problems[:1]]
+    problems = [p for f in findings if UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
         return "Unexpected results: " + (
             "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
         )
+    open_question = next((f.problems[0] for f in findings if UNDECIDED in f.outcomes), "")
+    if open_question:
+        return "Undecided: " + open_question.removeprefix(f"{UNDECIDED}: ")
     subject = next((f.subject for f in findings if f.subject), "")
     if subject:
         return subject[0].upper() + subject[1:]
@@ -120,4 +152,5 @@ def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: li
         return "No verdict: this run holds no evidence of either bug"
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}"
+    scope = _scope(findings)
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}" + (f" ({scope})" if scope else "")

@@ -18,10 +18,19 @@ from repro.core.evidence.cases import CaseResult
 from repro.core.evidence.environment import find_compute_sanitizer
 from repro.core.evidence.sanitizer import SanitizerResult
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro.core.evidence.sweep import run_sanitizer_sweep, run_sweep
+from repro.core.evidence.sweep import SweepCase, Workers, run_sanitizer_sweep, run_sweep, sweep_cases
 from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
-from repro.registry import EXPECT_BUG, Implementation, sweep_implementations, under_test
+from repro.coverage import Geometry
+from repro.profiles import PROFILES
+from repro.registry import (
+    EXPECT_BUG,
+    Implementation,
+    is_outside,
+    load_implementation,
+    sweep_implementations,
+    under_test,
+)
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session
 
@@ -39,14 +48,33 @@ class GatherWalkthrough:
     session: Session
     implementations: tuple[Implementation, ...]
     seconds: dict[str, float] = field(default_factory=dict)
+    workers: Workers | None = None  # the case processes of the implementation under test, while cases run
+    loaded: list[dict] = field(default_factory=list)  # the modules it was loaded from, as its processes read them
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        """Validate the parameters; an implementation from outside is imported and checked in its case process,
+        never in this one (its import-time code runs only where it runs)."""
+        workers = Workers(float(params.get("case_timeout_s") or 0) or PROFILES["cpu"].case_timeout_s)
+
+        def import_check(path: str, param: str) -> object:
+            entry = under_test(path) if isinstance(path, str) else None
+            if entry is None or not is_outside(entry):  # this repository's own kernel: imported here, as the controls
+                return load_implementation(path, param)
+            return workers.of(entry).check(path, param)
+
+        try:
+            session = Session.start(NOTEBOOK, profile, run_dir, import_check=import_check, **params)
+        except BaseException:
+            workers.close()
+            raise
         p = session.params
         p["seq_len_max"] = p["seq_len_max"] or session.profile.gather_seq_len_max
         p["case_timeout_s"] = p["case_timeout_s"] or session.profile.case_timeout_s
-        return cls(session, (*sweep_implementations(), under_test(p["implementation"])))
+        workers.timeout_s = p["case_timeout_s"]
+        for worker in workers.held.values():
+            worker.timeout_s = p["case_timeout_s"]
+        return cls(session, (*sweep_implementations(), under_test(p["implementation"])), workers=workers)
 
     @property
     def p(self) -> dict:
@@ -83,13 +111,41 @@ class GatherWalkthrough:
                     o.total_tokens,
                     o.error,
                     o.changed_inputs,
+                    o.out_repointed,
+                    entry.target,
                 )
             )
 
-        run_vllm_cases(
-            self.session.profile.device, self.implementations, on_writer, on_gather, self.p["case_timeout_s"]
-        )
+        try:
+            run_vllm_cases(
+                self.session.profile.device,
+                self.implementations,
+                on_writer,
+                on_gather,
+                self.p["case_timeout_s"],
+                lambda entry: self.case_processes().of(entry) if is_outside(entry) else None,
+            )
+        finally:
+            self.end_case_processes()
         return table.frame()[["check", "variant", "case", "observed", "ok"]]
+
+    def case_processes(self) -> Workers:
+        if self.workers is None:
+            self.workers = Workers(self.p["case_timeout_s"])
+        return self.workers
+
+    def end_case_processes(self) -> None:
+        """End the case processes, recording every module the implementation under test was loaded from (read in
+        the process that ran it, right after it loaded it): ``results/02-implementation.json``."""
+        if self.workers is None:
+            return
+        modules = self.workers.modules().get(self.p["implementation"], [])
+        self.workers.close()
+        self.workers = None
+        new = [m for m in modules if m not in self.loaded]
+        if new:
+            self.loaded += new
+            self.session.write_facts(Facts.IMPLEMENTATION, {"implementation": self.loaded[0], "loaded": self.loaded})
 
     def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:
         """A 3-request view of a 4-row table: its shape and strides (the two row pitches), the backing entries,
@@ -117,9 +173,19 @@ class GatherWalkthrough:
         reads = rules.buggy_reads(view.shape[-1], view.stride(0), view.shape[0], small.seq_lens.tolist(), B)
         return text, pd.DataFrame(small.backing.tolist()), reads
 
+    def cases(self) -> list[SweepCase]:
+        """The sweep's cases: every request count in each mode, and the other geometries (repro.coverage)."""
+        return sweep_cases(
+            self.p["request_counts"],
+            self.p["sentinel_modes"],
+            self.base_spec(),
+            self.session.profile.high_block_id,
+            self.p["geometries"],
+        )
+
     def case_count(self) -> int:
-        """Cases in one sweep: request counts x sentinel modes x implementations."""
-        return len(self.p["request_counts"]) * len(self.p["sentinel_modes"]) * len(self.implementations)
+        """Cases in one sweep: its cases x implementations."""
+        return len(self.cases()) * len(self.implementations)
 
     def progress(self, what: str) -> Progress:
         """A progress bar over one sweep's cases, for :meth:`sweep` and :meth:`memcheck`."""
@@ -149,37 +215,46 @@ class GatherWalkthrough:
         cases = self.session.table(SWEEP)
         safety = self.session.table(SAFETY) if prof.interpret else None
 
-        def sink(entry: Implementation, mode: str, n: int, result: CaseResult) -> None:
+        def sink(entry: Implementation, case: SweepCase, result: CaseResult) -> None:
             obs = result.to_dict()
-            cases.append(rules.sweep_row(entry.label, entry.expect, mode, n, obs))
+            where = case.columns()
+            cases.append(rules.sweep_row(entry.label, entry.expect, case.mode, case.num_reqs, obs, where))
             if safety is not None:
-                row = rules.memory_row(entry.label, entry.expect, mode, n, obs)
+                row = rules.memory_row(entry.label, entry.expect, case.mode, case.num_reqs, obs, where)
                 if row is not None:
                     safety.append(row)
             if progress is not None:
-                progress(entry, mode, n, result)
+                progress(entry, case, result)
 
         t0 = time.perf_counter()
-        run_sweep(
-            self.p["request_counts"],
-            self.p["sentinel_modes"],
-            self.base_spec(),
-            self.implementations,
-            sink,
-            on_gpu=prof.device == "cuda",
-            interpreted=prof.interpret,
-            timeout_s=self.p["case_timeout_s"],
-        )
+        try:
+            run_sweep(
+                self.cases(),
+                self.implementations,
+                sink,
+                self.case_processes(),
+                on_gpu=prof.device == "cuda",
+                interpreted=prof.interpret,
+                timeout_s=self.p["case_timeout_s"],
+            )
+        finally:
+            self.end_case_processes()
         self.seconds["sweep"] = time.perf_counter() - t0
         return cases.frame()
 
     def sweep_pivot(self) -> pd.DataFrame:
-        return rules.mismatch_pivot(self.session.table(SWEEP).frame())
+        """Tokens differing per request count and mode at the default geometry (the other geometries: the table)."""
+        return rules.mismatch_pivot(rules.default_geometry(self.session.table(SWEEP).frame()))
+
+    def other_geometries(self) -> pd.DataFrame:
+        """The cases of the other geometries: one row per case, one column per variant."""
+        frame = self.session.table(SWEEP).frame()
+        return rules.geometry_pivot(frame[frame["geometry"] != Geometry.DEFAULT])
 
     def memory_safety(self) -> tuple[pd.DataFrame, str]:
         """CPU: flagged lanes per case and the kernel lines they came from. GPU: the faulting cases."""
         if SAFETY in self.session.tables:
-            mem = self.session.table(SAFETY).frame()
+            mem = rules.default_geometry(self.session.table(SAFETY).frame())
             pivot = mem.pivot_table(
                 index=["mode", "num_reqs"],
                 columns="variant",
@@ -216,16 +291,15 @@ class GatherWalkthrough:
             progress = self.progress("memcheck")
         log_dir = f"{self.session.run_dir}/logs/sanitizer" if self.session.run_dir else "sanitizer-logs"
 
-        def sink(entry: Implementation, mode: str, n: int, res: SanitizerResult) -> None:
+        def sink(entry: Implementation, case: SweepCase, res: SanitizerResult) -> None:
             name = res.log_path.rsplit("/", 1)[-1] if res.log_path else ""
-            table.append(rules.memcheck_row(entry.label, entry.expect, mode, n, res.to_dict(), name))
+            row = rules.memcheck_row(entry.label, entry.expect, case.mode, case.num_reqs, res.to_dict(), name)
+            table.append({**row, **case.columns()})
             if progress is not None:
-                progress(entry, mode, n, res)
+                progress(entry, case, res)
 
         t0 = time.perf_counter()
-        run_sanitizer_sweep(
-            self.p["request_counts"], self.p["sentinel_modes"], self.base_spec(), self.implementations, log_dir, sink
-        )
+        run_sanitizer_sweep(self.cases(), self.implementations, log_dir, sink)
         self.seconds["memcheck"] = time.perf_counter() - t0
         san = table.frame()
         first = rules.first_memcheck_access(san)

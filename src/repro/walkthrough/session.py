@@ -7,13 +7,17 @@ that cannot work stops at the top with the same one line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from repro import downloads
 from repro.core.analysis.checks import assert_all_ok
-from repro.core.evidence.results import ResultTable, write_facts
+from repro.core.analysis.written import read_record
+from repro.core.evidence.results import ResultsChanged, ResultTable, ledger_descriptor, send_ledger, write_facts
 from repro.parameters import validate_notebook
 from repro.profiles import Profile, activate, resolve
 
@@ -49,13 +53,25 @@ class Session:
     run_dir: str
     params: dict[str, Any]
     tables: dict[str, ResultTable] = field(default_factory=dict)
+    facts: dict[str, dict] = field(default_factory=dict)  # results/<name>.json: the record of what was written
 
     @classmethod
-    def start(cls, notebook: str, profile: str = "auto", run_dir: str = "", **params: Any) -> Session:
+    def start(
+        cls,
+        notebook: str,
+        profile: str = "auto",
+        run_dir: str = "",
+        import_check: Callable[[str, str], object] | None = None,
+        **params: Any,
+    ) -> Session:
         """Activate the profile (before any kernel module is imported, which validation may do), then
-        validate the parameters."""
+        validate the parameters (``import_check``: where an implementation is imported to be checked; by default
+        in this process)."""
+        ledger_descriptor()  # taken out of the environment before anything starts a process
         active = activate(resolve(profile))
-        checked = validate_notebook(params, active.name)
+        checked = validate_notebook(params, active.name, import_check)
+        if "download" in checked:  # false: nothing this notebook runs may reach the registry
+            downloads.set_allowed(checked["download"])
         return cls(notebook, active, run_dir, checked)
 
     def table(self, name: str) -> ResultTable:
@@ -71,7 +87,27 @@ class Session:
         return table.frame()
 
     def write_facts(self, name: str, facts: dict) -> None:
-        write_facts(self.run_dir, name, facts)
+        record = write_facts(self.run_dir, name, facts)
+        if record is not None:
+            self.facts[f"results/{name}.json"] = record
+
+    def ledger(self) -> dict[str, dict]:
+        """``{results/<file>: {rows, bytes, sha256}}`` of every file this notebook wrote, as it wrote them."""
+        tables = {f"results/{t.path.name}": t.record() for t in self.tables.values() if t.path and t.rows}
+        return {**tables, **self.facts}
+
+    def close(self) -> None:
+        """Send the runner what this notebook wrote, then check every file still holds it: one changed while the
+        notebook ran (by a process it started) fails the notebook, naming the file."""
+        if not self.run_dir:
+            return
+        ledger = self.ledger()
+        send_ledger(ledger)
+        for name, wrote in ledger.items():
+            now = read_record(Path(self.run_dir) / name)
+            if now != wrote:
+                held = "is gone" if now is None else f"holds {now['rows']} rows, {now['bytes']} bytes"
+                raise ResultsChanged(f"{name} {held}; this notebook wrote {wrote['rows']} rows, {wrote['bytes']} bytes")
 
     def frames(self) -> list[pd.DataFrame]:
         return [t.frame() for t in self.tables.values() if t.rows and "ok" in t.rows[0]]
@@ -89,5 +125,7 @@ class Session:
         )
 
     def assert_all_ok(self) -> None:
-        """The notebook's last line: papermill fails the notebook, naming every failed check."""
+        """The notebook's last line: its results are recorded and checked (:meth:`close`), then papermill fails
+        the notebook naming every failed check."""
+        self.close()
         assert_all_ok(*self.frames())

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from repro.coverage import Geometry
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_BUG
 
@@ -34,8 +35,16 @@ def changed_inputs_text(changed: object) -> str:
     return f"changed its input(s) {names} (a gather writes only out)" if names and names != "nan" else ""
 
 
+def _text(value: object) -> str:
+    """A text cell as written (a CSV's empty cell reads back as NaN)."""
+    text = str(value or "").strip()
+    return "" if text == "nan" else text
+
+
 def observed_text(obs: Mapping[str, Any]) -> str:
-    changed = changed_inputs_text(obs.get("changed_inputs"))
+    changed = "; ".join(
+        t for t in (changed_inputs_text(obs.get("changed_inputs")), _text(obs.get("out_repointed"))) if t
+    )
     if obs["status"] != OK:
         return "; ".join(t for t in (f"{obs['status']}: {obs.get('error', '')}"[:200], changed) if t)
     text = f"{obs['mismatched_tokens']}/{obs['total_tokens']} tokens differ"
@@ -46,8 +55,9 @@ def observed_text(obs: Mapping[str, Any]) -> str:
 
 def case_ok(expect: str, num_reqs: int, obs: Mapping[str, Any]) -> bool:
     """The verdict of one sweep case. A case that changed an input fails whatever its output; only a named
-    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending."""
-    if changed_inputs_text(obs.get("changed_inputs")):
+    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending. An ``out`` repointed
+    away from the caller's buffer fails too: the caller's buffer is the output."""
+    if changed_inputs_text(obs.get("changed_inputs")) or _text(obs.get("out_repointed")):
         return False
     clean = obs["status"] == OK and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
     if expect == EXPECT_BUG and num_reqs > 1:
@@ -59,11 +69,15 @@ def check_name(expect: str) -> str:
     return "buggy kernel reproduces the bug" if expect == EXPECT_BUG else "gather matches the reference"
 
 
-def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict:
-    """The check row of one sweep case, with its measured columns."""
+def sweep_row(
+    label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any], where: Mapping[str, Any] | None = None
+) -> dict:
+    """The check row of one sweep case, with its measured columns; ``where``: the case's geometry columns
+    (:meth:`repro.core.evidence.sweep.SweepCase.columns`)."""
     return {
         "check": check_name(expect),
         "variant": label,
+        **({"geometry": where["geometry"]} if where else {}),
         "mode": mode,
         "num_reqs": num_reqs,
         "expected": expected_text(expect, num_reqs),
@@ -76,7 +90,16 @@ def sweep_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[st
         "stray_writes": obs["stray_writes"],
         "error": obs.get("error", ""),
         "changed_inputs": obs.get("changed_inputs", ""),
+        "out_repointed": obs.get("out_repointed", ""),
+        **{k: v for k, v in (where or {}).items() if k != "geometry"},
     }
+
+
+def default_geometry(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the default geometry (every row of a run recorded before the sweep had others)."""
+    if "geometry" not in frame:
+        return frame
+    return frame[frame["geometry"].fillna(Geometry.DEFAULT).astype(str) == Geometry.DEFAULT]
 
 
 def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> tuple[str, bool] | None:
@@ -91,13 +114,16 @@ def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, 
     return "0 flagged lanes", (obs["out_of_view_lanes"] + obs["out_of_bounds_lanes"]) == 0
 
 
-def memory_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any]) -> dict | None:
+def memory_row(
+    label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[str, Any], where: Mapping[str, Any] | None = None
+) -> dict | None:
     mem = memory_expectation(expect, mode, num_reqs, obs)
     if mem is None:
         return None
     return {
         "check": "checked interpreter flags exactly the buggy reads",
         "variant": label,
+        **({"geometry": where["geometry"]} if where else {}),
         "mode": mode,
         "num_reqs": num_reqs,
         "expected": mem[0],
@@ -106,6 +132,7 @@ def memory_row(label: str, expect: str, mode: str, num_reqs: int, obs: Mapping[s
         "out_of_view_lanes": obs["out_of_view_lanes"],
         "out_of_bounds_lanes": obs["out_of_bounds_lanes"],
         "lines": obs.get("checked_lines", ""),
+        "implementation": obs.get("implementation", ""),
     }
 
 
@@ -155,11 +182,13 @@ def contiguous_case_row(
     total_tokens: int,
     error: str = "",
     changed_inputs: str = "",
+    out_repointed: str = "",
+    implementation: str = "",
 ) -> dict:
-    """vLLM's own cases on a contiguous table: the whole output buffer must be bitwise equal and every input
-    unchanged; an implementation that raised or timed out (``error``) fails the check."""
+    """vLLM's own cases on a contiguous table: the whole output buffer (the caller's) must be bitwise equal and
+    every input unchanged; an implementation that raised or timed out (``error``) fails the check."""
     observed = f"error: {error}"[:200] if error else f"{mismatched}/{total_tokens} tokens differ, {stray} stray rows"
-    changed = changed_inputs_text(changed_inputs)
+    changed = "; ".join(t for t in (changed_inputs_text(changed_inputs), _text(out_repointed)) if t)
     return {
         "check": "gather equals the reference on a contiguous table",
         "variant": label,
@@ -171,6 +200,8 @@ def contiguous_case_row(
         "mismatched_bytes": None,
         "total_bytes": None,
         "changed_inputs": changed_inputs,
+        "out_repointed": out_repointed,
+        "implementation": implementation,
     }
 
 
@@ -186,6 +217,8 @@ def writer_row(case: str, num_reqs: int, differ: int, total_bytes: int) -> dict:
         "mismatched_bytes": differ,
         "total_bytes": total_bytes,
         "changed_inputs": None,
+        "out_repointed": None,
+        "implementation": None,
     }
 
 
@@ -197,12 +230,58 @@ def mismatch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
             return str(row["status"])
         return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
 
+    frame = default_geometry(frame)
     f = frame.assign(result=frame.apply(cell, axis=1))
     return f.pivot_table(index=["mode", "num_reqs"], columns="variant", values="result", aggfunc="first")
 
 
+def geometry_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of the other geometries (geometry, mode, requests and what it changes), one column per
+    variant: "mismatched/total" or how the case ended."""
+    if not len(frame):
+        return pd.DataFrame()
+
+    def cell(row: pd.Series) -> str:
+        if row["status"] != "ok":
+            return str(row["status"])
+        return f"{int(row['mismatched_tokens'])}/{int(row['total_tokens'])}"
+
+    index = [
+        c for c in ("geometry", "mode", "num_reqs", "backing_width", "offset", "window", "first_block") if c in frame
+    ]
+    f = frame.assign(result=frame.apply(cell, axis=1))
+    return f.pivot_table(index=index, columns="variant", values="result", aggfunc="first", sort=False)
+
+
+def geometry_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per other geometry: what it changes and at which request counts, and per variant ``matches`` or how
+    many of its cases did not (a table as narrow as a report's column)."""
+    rows = []
+    for geometry, cases in frame.groupby("geometry", sort=False):
+        first = cases.iloc[0]
+        what = {
+            Geometry.NARROWEST: f"backing {first['backing_width']} columns, view {first['table_width']}",
+            Geometry.WIDE: f"backing {first['backing_width']} columns, view {first['table_width']}",
+            Geometry.OFFSET: f"offset {first['offset']}",
+            Geometry.WINDOW: f"the last {first['window']} tokens",
+            Geometry.HIGH_IDS: f"ids from {int(first['first_block']):,}, 1 token per block",
+        }.get(str(geometry), str(geometry))
+        counts = sorted({int(n) for n in cases["num_reqs"]})
+        row = {"geometry": str(geometry), "case": what, "requests": ", ".join(map(str, counts))}
+        for variant, mine in cases.groupby("variant", sort=False):
+            ok = (
+                (mine["status"] == OK)
+                & (mine["mismatched_tokens"].fillna(0) == 0)
+                & (mine["stray_writes"].fillna(0) == 0)
+            )
+            row[str(variant)] = "matches" if ok.all() else f"{int((~ok).sum())} of {len(mine)} differ"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:
-    """Lanes outside the view / outside every argument, per case, one column per variant."""
+    """Lanes outside the view / outside every argument, per case of the default geometry, one column per variant."""
+    mem = default_geometry(mem)
     cell = mem.assign(
         lanes=mem.out_of_view_lanes.astype(int).astype(str) + " / " + mem.out_of_bounds_lanes.astype(int).astype(str)
     )
@@ -210,7 +289,9 @@ def memory_pivot(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def memcheck_pivot(san: pd.DataFrame) -> pd.DataFrame:
-    """memcheck errors / tokens differing from the reference, per case, one column per variant."""
+    """memcheck errors / tokens differing from the reference, per case of the default geometry, one column per
+    variant."""
+    san = default_geometry(san)
     cell = san.assign(
         result=san.error_count.map(lambda v: "-" if pd.isna(v) else str(int(v)))
         + " / "

@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from repro.core.analysis import written
 from repro.core.analysis.checks import failed_checks, is_check_table
-from repro.core.analysis.written import lost_tables
 
 RESULTS = "results"
 MANIFEST = "manifest.json"
@@ -132,15 +132,18 @@ def _read_table(file: Path) -> pd.DataFrame:
     return frame
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read a run folder's manifest, ``results/*.csv`` and ``results/*.json`` once."""
+def load_run(path: str | Path, manifest: dict[str, Any] | None = None) -> RunData:
+    """Read a run folder's manifest, ``results/*.csv`` and ``results/*.json`` once. Results that differ from what
+    the run's notebooks recorded (missing, short, changed or planted: :mod:`repro.core.analysis.written`) are a
+    damaged folder. ``manifest``: the runner's own record, which it holds in memory, instead of the file's."""
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError(f"{path}: no such run folder")
-    manifest = _read_manifest(path)
-    lost = lost_tables(path, manifest)
-    if lost:
-        raise RunFolderError(f"{path}: {lost[0]} is missing, though {MANIFEST} records it: a damaged folder")
+    manifest = _read_manifest(path) if manifest is None else manifest
+    damage = written.problems(path, manifest)
+    if damage:
+        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+        raise RunFolderError(f"{path}: {damage[0]}{more}: a damaged folder")
     results = path / RESULTS
     tables = {p.stem: _read_table(p) for p in sorted(results.glob("*.csv"))}
     facts = {}

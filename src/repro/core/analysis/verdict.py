@@ -14,7 +14,7 @@ every failed check is one the bug predicts. Pandas and the registry only: no tor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from repro import registry
 from repro.core.analysis.checks import ChecksFailed, failed_checks, truthy
 from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
 from repro.core.analysis.rundata import RunData
+from repro.coverage import DECIDING_REQUESTS, Geometry
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
 from repro.tables import Table
@@ -33,6 +34,7 @@ BUG_GATHER = "vllm-project/vllm#55109"
 BUG_SPLIT = "vllm-project/vllm#54877"
 
 REPRODUCED = "reproduced"
+UNDECIDED = "undecided"  # no case ran that could tell the buggy from the fixed behaviour
 FIX_VERIFIED = "fix verified"
 NOT_REPRODUCED = "not reproduced"
 FIX_NOT_VERIFIED = "fix not verified"
@@ -47,6 +49,10 @@ SWEEP_TABLE = Table.SWEEP
 # One gather implementation across the sweep.
 
 
+#: A sweep case by what it is: (geometry, mode, request count).
+Case = tuple[str, str, int]
+
+
 @dataclass(frozen=True)
 class Behaviour:
     """How one implementation fared across notebook 02's sweep."""
@@ -54,16 +60,21 @@ class Behaviour:
     variant: str
     counts: tuple[int, ...]
     modes: tuple[str, ...]
-    wrong_from: int | None  # smallest request count whose output differed (any mode)
+    wrong_from: int | None  # smallest request count whose output differed (any mode, any geometry)
     fault_from: int | None  # smallest request count whose process faulted (or would have: flagged lanes)
     fault_modes: tuple[str, ...]
     faults_observed: bool  # a process really faulted (GPU); False: the bounds-checked interpreter flagged it
     bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
-    mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of cases that ran
+    mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of default-geometry cases
     no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
     no_result: str = ""  # that case's status and error
     changed_inputs: tuple[str, ...] = ()  # inputs some case changed
+    repointed: bool = False  # some case repointed ``out`` away from the caller's buffer
     every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
+    ran: tuple[Case, ...] = ()  # every case, in the sweep's order
+    wrong: tuple[Case, ...] = ()  # cases whose output differed
+    faulted: tuple[Case, ...] = ()  # cases that faulted (or would have)
+    silent: tuple[Case, ...] = ()  # cases that observed nothing (raised, timed out, exited, ...)
 
     @property
     def correct(self) -> bool:
@@ -71,7 +82,7 @@ class Behaviour:
 
     @property
     def cases(self) -> int:
-        return len(self.counts) * len(self.modes)
+        return len(self.ran) or len(self.counts) * len(self.modes)
 
 
 def _num(value: Any) -> int:
@@ -79,20 +90,33 @@ def _num(value: Any) -> int:
     return 0 if pd.isna(number) else int(number)
 
 
+def _cell(value: Any) -> str:
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
 def _obs(row: pd.Series) -> dict:
-    changed = row.get("changed_inputs")
     return {
         "status": str(row["status"]),
         "mismatched_tokens": _num(row.get("mismatched_tokens")),
         "stray_writes": _num(row.get("stray_writes")),
-        "changed_inputs": "" if changed is None or pd.isna(changed) else str(changed),
+        "changed_inputs": _cell(row.get("changed_inputs")),
+        "out_repointed": _cell(row.get("out_repointed")),
     }
+
+
+def _geometries(rows: pd.DataFrame) -> pd.Series:
+    """Each row's geometry (the default for a run recorded before the sweep had others)."""
+    if "geometry" not in rows:
+        return pd.Series(Geometry.DEFAULT.value, index=rows.index)
+    return rows["geometry"].map(lambda g: _cell(g) or Geometry.DEFAULT.value)
 
 
 def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = None) -> Behaviour:
     """One variant's record over the sweep; ``memory`` (CPU: flagged lanes per case) marks would-be faults."""
     rows = sweep[sweep["variant"] == variant]
     n = pd.to_numeric(rows["num_reqs"]).astype(int)
+    geometry = _geometries(rows)
+    mode = rows["mode"].astype(str)
     status = rows["status"].astype(str)
     mism = rows["mismatched_tokens"].map(_num)
     stray = rows["stray_writes"].map(_num)
@@ -102,8 +126,8 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
         mem = memory[memory["variant"] == variant]
         far = mem[mem["out_of_bounds_lanes"].map(_num) > 0]
-        keys = set(zip(far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
-        flagged = pd.Series([(m, k) in keys for m, k in zip(rows["mode"].astype(str), n)], index=rows.index)
+        keys = set(zip(_geometries(far), far["mode"].astype(str), pd.to_numeric(far["num_reqs"]).astype(int)))
+        flagged = pd.Series([k in keys for k in zip(geometry, mode, n)], index=rows.index)
     bad_fault = faulted | flagged
     observed = [(int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())]
     signature = bool(len(rows)) and all(case_ok(registry.EXPECT_BUG, k, o) for k, o in observed)
@@ -111,11 +135,16 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     nothing = ~status.isin((OK, *FAULT_STATUSES))
     first_nothing = rows[nothing].assign(_n=n[nothing]).sort_values("_n").head(1)
     changed = sorted({name.strip() for o in (o for _, o in observed) for name in o["changed_inputs"].split(",")} - {""})
-    ran = rows[status == OK]
+    ran = (status == OK) & (geometry == Geometry.DEFAULT)
+    cases = list(zip(geometry, mode, n.astype(int)))
+
+    def picked(mask: pd.Series) -> tuple[Case, ...]:
+        return tuple((str(g), str(m), int(k)) for (g, m, k), keep in zip(cases, mask) if keep)
+
     return Behaviour(
         variant=variant,
         counts=tuple(sorted(set(n))),
-        modes=tuple(dict.fromkeys(rows["mode"].astype(str))),
+        modes=tuple(dict.fromkeys(mode)),
         wrong_from=int(n[wrong].min()) if wrong.any() else None,
         fault_from=int(n[bad_fault].min()) if bad_fault.any() else None,
         fault_modes=tuple(dict.fromkeys(rows.loc[bad_fault, "mode"].astype(str))),
@@ -123,12 +152,17 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
         bug_signature=signature,
         mismatches=tuple(
             (str(m), int(k), _num(v))
-            for m, k, v in zip(ran["mode"], pd.to_numeric(ran["num_reqs"]), ran["mismatched_tokens"])
+            for m, k, v in zip(mode[ran], pd.to_numeric(rows.loc[ran, "num_reqs"]), rows.loc[ran, "mismatched_tokens"])
         ),
         no_result_from=int(n[nothing].min()) if nothing.any() else None,
         no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
         changed_inputs=tuple(changed),
+        repointed=any(o["out_repointed"] for _, o in observed),
         every_case_ok=every_ok,
+        ran=tuple(cases),
+        wrong=picked(wrong),
+        faulted=picked(bad_fault),
+        silent=picked(nothing),
     )
 
 
@@ -136,29 +170,131 @@ def _requests(n: int) -> str:
     return f"{n} request" + ("" if n == 1 else "s")
 
 
+def listed(items: Sequence[object]) -> str:
+    """``1, 2 and 3``."""
+    words = [f"{x:,}" if isinstance(x, int) else str(x) for x in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def where(cases: Sequence[Case], ran: Sequence[Case]) -> str:
+    """Where ``cases`` (a subset of ``ran``) lie, exactly: ``from 2 requests`` when they are every case from a count
+    on, ``in every case``, else the counts, per geometry when not every geometry has them, and the sentinel mode
+    when not every mode has them (never a range that did not run)."""
+    if not cases:
+        return ""
+    modes = tuple(dict.fromkeys(m for _, m, _ in cases))
+    every_mode = tuple(dict.fromkeys(m for _, m, _ in ran))
+    ran = [c for c in ran if c[1] in modes]
+    low = min(k for _, _, k in cases)
+    if set(cases) == {c for c in ran if c[2] >= low}:
+        text = f"from {_requests(low)}" if low > min(k for _, _, k in ran) else "in every case"
+    else:
+        parts = []
+        for geometry in dict.fromkeys(g for g, _, _ in cases):
+            counts = sorted({k for g, _, k in cases if g == geometry})
+            here = {c for c in cases if c[0] == geometry}
+            if here == {c for c in ran if c[0] == geometry and c[2] >= counts[0]} and len(counts) > 1:
+                part = f"from {_requests(counts[0])}"
+            else:
+                part = f"at {listed(counts)} request" + ("" if counts == [1] else "s")
+            parts.append(part if geometry == Geometry.DEFAULT else f"{part} in the {geometry} cases")
+        text = "; ".join(parts)
+    if modes != every_mode:
+        text += " on poison ids" if modes == ("poison",) else f" in {listed(modes)} mode"
+    return text
+
+
 def describe(b: Behaviour, short: bool = False) -> str:
-    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference at 1..256 requests``
-    (``short``: without the range and modes, for a table whose heading gives them)."""
+    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference in all 60 cases``
+    (``short``: without the count, for a table whose heading gives it)."""
     if b.correct and short:
         return "matches the reference"
     if b.correct:
-        modes = "both sentinel modes" if len(b.modes) == 2 else f"{', '.join(b.modes)} mode"
-        return f"matches the reference at {b.counts[0]}..{b.counts[-1]} requests in {modes}"
+        return f"matches the reference in all {b.cases} cases"
+    ran = b.ran or tuple((Geometry.DEFAULT.value, m, k) for m in b.modes for k in b.counts)
     parts = []
     if b.changed_inputs:
         parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
+    if b.repointed:
+        parts.append("repoints out away from the caller's buffer")
     if b.no_result_from is not None:
-        parts.append(f"gives no result from {_requests(b.no_result_from)} ({b.no_result})")
+        at = where(b.silent, ran) if b.silent else f"from {_requests(b.no_result_from)}"
+        parts.append(f"gives no result {at} ({b.no_result})")
     if b.wrong_from is not None:
-        parts.append(f"is wrong from {_requests(b.wrong_from)}" if b.wrong_from > 1 else "is wrong at 1 request")
+        parts.append(f"is wrong {where(b.wrong, ran) if b.wrong else f'from {_requests(b.wrong_from)}'}")
     if b.fault_from is not None:
         verb = "faults" if b.faults_observed else "reads outside every allocation"
-        where = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
+        on = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
         when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
-        parts.append(f"{verb} {where}{when}")
+        parts.append(f"{verb} {on}{when}")
     if not parts:  # every case observed and equal, yet a case failed the checks' rule
         parts.append("fails a check of the sweep")
     return " and ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# What the sweep covered.
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The cases one implementation ran: their number, and exactly which counts, modes and geometry values."""
+
+    cases: int
+    counts: tuple[int, ...]
+    modes: tuple[str, ...]
+    geometries: tuple[str, ...]
+    views: tuple[int, ...] = ()  # block-table columns of the narrowed views
+    backings: tuple[int, ...] = ()  # columns of the tables behind them
+    offsets: tuple[int, ...] = ()
+    windows: tuple[int, ...] = ()  # gathered tokens per request (0: whole sequences)
+    first_blocks: tuple[int, ...] = ()  # the smallest block id of a case
+    deciding: int = 0  # cases with at least two requests on a narrowed table
+
+    @property
+    def decides(self) -> bool:
+        """Did a case run where the buggy and the fixed pitch read different rows?"""
+        return self.deciding > 0
+
+
+def coverage(sweep: pd.DataFrame) -> Coverage:
+    """What the sweep ran (its first variant's rows: every variant runs the same cases). A run recorded before the
+    sweep named its geometry ran narrowed views only, at offset 0 over whole sequences, and its rows say no more."""
+    rows = sweep[sweep["variant"] == sweep["variant"].iloc[0]] if len(sweep) else sweep
+    n = pd.to_numeric(rows["num_reqs"]).astype(int)
+    known = {"table_width", "backing_width", "offset", "window", "first_block"} <= set(rows)
+
+    def values(column: str) -> tuple[int, ...]:
+        return tuple(sorted({_num(v) for v in rows[column]})) if known else ()
+
+    narrowed = (
+        (rows["backing_width"].map(_num) > rows["table_width"].map(_num)) if known else pd.Series(True, rows.index)
+    )
+    return Coverage(
+        cases=len(rows),
+        counts=tuple(sorted(set(n))),
+        modes=tuple(dict.fromkeys(rows["mode"].astype(str))),
+        geometries=tuple(dict.fromkeys(_geometries(rows))),
+        views=values("table_width"),
+        backings=values("backing_width"),
+        offsets=values("offset"),
+        windows=values("window"),
+        first_blocks=values("first_block"),
+        deciding=int(((n >= DECIDING_REQUESTS) & narrowed).sum()),
+    )
+
+
+def coverage_text(c: Coverage) -> str:
+    """``60 cases: 1, 2, ... and 256 requests; in-range and poison ids; ...``: exactly what ran, nothing between."""
+    parts = [f"{listed(c.counts)} request" + ("" if c.counts == (1,) else "s"), f"{listed(c.modes)} ids"]
+    if c.backings:
+        views = listed(c.views)
+        parts.append(f"backing tables of {listed(c.backings)} columns behind views of {views}")
+        parts.append(f"offset{'s' if len(c.offsets) > 1 else ''} {listed(c.offsets)}")
+        windows = [("whole sequences" if w == 0 else f"the last {w} tokens") for w in c.windows]
+        parts.append(f"gathering {listed(windows)}")
+        parts.append("block ids from " + " and from ".join(f"{b:,}" for b in c.first_blocks))
+    return f"{c.cases} case{'s' if c.cases != 1 else ''}: " + "; ".join(parts)
 
 
 def same_mismatches(a: Behaviour, b: Behaviour) -> bool:
@@ -183,6 +319,7 @@ class Finding:
     text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
+    coverage: str = ""  # exactly which cases the outcomes rest on (coverage_text)
 
 
 def implementation_names(run: RunData) -> dict[str, str]:
@@ -224,6 +361,14 @@ def gather_finding(
     elsewhere = list(under_test_elsewhere or [])
     variants = list(dict.fromkeys(sweep["variant"].astype(str)))
     seen = {v: behaviour(sweep, v, memory) for v in variants}
+    ran = coverage(sweep)
+    covered = coverage_text(ran)
+    if not ran.decides:  # buggy and fixed cannot differ in any case that ran: nothing is shown either way
+        why = (
+            f"{UNDECIDED}: no case where {BUG_GATHER} can show ran (it needs at least {DECIDING_REQUESTS} requests "
+            f"on a narrowed table); the sweep ran {covered}"
+        )
+        return Finding(BUG_GATHER, "strided block-table gather", [UNDECIDED], why + ".", [why], why, covered), seen
     problems, outcomes, controls = [], [], []
     bug = [v for v in variants if registry.role(v) == registry.ROLE_BUG]
     fix = [v for v in variants if registry.role(v) == registry.ROLE_FIX]
@@ -265,13 +410,13 @@ def gather_finding(
             problems.append(subject)
         elif u.bug_signature:
             like = [v for v in bug if same_mismatches(u, seen[v])]
-            subject = f"{REPRODUCED}: {name} {describe(u)}"
+            subject = f"{REPRODUCED}: {name} {describe(u)} ({covered})"
             lead = f"{REPRODUCED} in {name}: it {describe(u)}, the bug's signature" + (
                 f", with the same mismatch counts as {registry.prose(like[0])} in every case" if like else ""
             )
             outcomes = [REPRODUCED, *[o for o in outcomes if o != REPRODUCED]]
         elif u.correct:
-            subject = f"{FIX_VERIFIED}: {name} {describe(u)}"
+            subject = f"{FIX_VERIFIED}: {name} matches the reference in {covered}"
             lead = f"{FIX_VERIFIED} in {name}: it {describe(u)}"
             outcomes = [FIX_VERIFIED, *[o for o in outcomes if o != FIX_VERIFIED]]
         else:
@@ -282,7 +427,7 @@ def gather_finding(
         text = f"{lead}. Controls: " + "; ".join(controls) + "."
     else:
         text = "; ".join(controls) + "."
-    return Finding(BUG_GATHER, "strided block-table gather", outcomes, text, problems, subject), seen
+    return Finding(BUG_GATHER, "strided block-table gather", outcomes, text, problems, subject, covered), seen
 
 
 def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_check: str) -> Finding:
@@ -414,3 +559,33 @@ def rule_disagreements(run: RunData) -> list[str]:
                 f"({row.get('observed', '')})"
             )
     return out
+
+
+def recorded_failure(run: RunData) -> list[str]:
+    """A run its runner recorded as failed stays failed, whatever its tables say now: one line naming what the
+    manifest records ([] for any other run)."""
+    if run.status != "failed":
+        return []
+    checks = run.manifest.get("failed_checks") or []
+    broke = [n for n in run.manifest.get("failed_notebooks") or [] if ChecksFailed.__name__ not in str(n)]
+    first = next((str(line) for line in [*broke, *checks]), "")
+    return [
+        f"manifest.json records the run as failed ({len(checks)} failed check(s), {len(broke)} notebook(s) broke"
+        + (f"; first: {first[:200]}" if first else "")
+        + ")"
+    ]
+
+
+def undecided(run: RunData) -> list[str]:
+    """A run whose sweep ran no case that can tell the buggy from the fixed pitch claims nothing about
+    PR #55109, and fails: one line saying why ([] for any other run)."""
+    sweep = run.table(SWEEP_TABLE)
+    if sweep is None or not len(sweep) or not {"variant", "num_reqs", "mode"} <= set(sweep):
+        return []
+    ran = coverage(sweep)
+    if ran.decides:
+        return []
+    return [
+        f"{sweep['notebook'].iloc[0] if 'notebook' in sweep else 'sweep'}: no case where {BUG_GATHER} can show ran "
+        f"(at least {DECIDING_REQUESTS} requests on a narrowed table); the sweep ran {coverage_text(ran)}"
+    ]

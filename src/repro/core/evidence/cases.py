@@ -46,6 +46,7 @@ class CaseResult:
     out_of_bounds_lanes: int | None = None  # checked interpreter: outside every argument
     checked_lines: str = ""  # kernel lines the flagged lanes came from
     changed_inputs: str = ""  # inputs the call changed (comma-separated names); a gather writes only ``out``
+    out_repointed: str = ""  # how ``out`` stopped being the caller's buffer (storage, pointer or strides)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -67,12 +68,41 @@ def compare_bitwise(out: torch.Tensor, ref: torch.Tensor, scenario: GatherScenar
     return int(differs[mask].sum()), int(differs[~mask].sum())
 
 
+def alias_of(tensor: torch.Tensor) -> torch.Tensor:
+    """A new tensor object over the same storage, offset, shape and strides: what the caller's buffer holds,
+    read after the call whatever the implementation did to the tensor object it was handed."""
+    alias = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    return alias.set_(tensor.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
+
+
+def buffer_identity(tensor: torch.Tensor) -> tuple:
+    """Which memory a tensor object views: its storage, data pointer, offset, shape, strides and dtype."""
+    return (
+        tensor.untyped_storage().data_ptr(),
+        tensor.data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        str(tensor.dtype),
+    )
+
+
+def repointed(before: tuple, tensor: torch.Tensor) -> str:
+    """``""`` when ``tensor`` still views the memory ``before`` names, else what changed, in words."""
+    after = buffer_identity(tensor)
+    if after == before:
+        return ""
+    names = ("storage", "data pointer", "storage offset", "shape", "strides", "dtype")
+    changed = [f"{name} {b!r} -> {a!r}" for name, b, a in zip(names, before, after) if a != b]
+    return "out was repointed away from the caller's buffer (" + "; ".join(changed)[:240] + ")"
+
+
 def _storage_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """The whole storage under ``tensor`` as bytes: a view's gaps (other columns, page padding) included."""
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
 
 
-def _inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
+def gather_inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
     """A gather's inputs by their names in vLLM's signature (``block_table``: with its whole backing table)."""
     tensors = {
         "k_cache": scenario.k_cache,
@@ -85,12 +115,12 @@ def _inputs(scenario: GatherScenario) -> dict[str, torch.Tensor]:
 
 def input_snapshot(scenario: GatherScenario) -> dict[str, torch.Tensor]:
     """A copy of every input's storage, to compare after the call."""
-    return {name: _storage_bytes(t).clone() for name, t in _inputs(scenario).items()}
+    return {name: _storage_bytes(t).clone() for name, t in gather_inputs(scenario).items()}
 
 
 def changed_inputs(scenario: GatherScenario, snapshot: dict[str, torch.Tensor]) -> list[str]:
     """The inputs whose storage differs from ``snapshot``, each put back as it was."""
-    tensors = _inputs(scenario)
+    tensors = gather_inputs(scenario)
     changed = []
     for name, before in snapshot.items():
         now = _storage_bytes(tensors[name])
@@ -179,6 +209,7 @@ def observe_call(
     warm_up(scenario.spec.device, checked)
     result.total_tokens = scenario.total_tokens
     out = scenario.fresh_out()
+    buffer, identity = alias_of(out), buffer_identity(out)  # the caller's buffer, as the caller holds it
     before = input_snapshot(scenario)
     case_started()
     try:
@@ -197,7 +228,8 @@ def observe_call(
             result.changed_inputs = ", ".join(changed_inputs(scenario, before))
         except Exception:  # a device the call left faulted: the call's own error is the one to report
             pass
-    result.mismatched_tokens, result.stray_writes = compare_bitwise(out, reference, scenario)
+    result.out_repointed = repointed(identity, out)
+    result.mismatched_tokens, result.stray_writes = compare_bitwise(buffer, reference, scenario)
 
 
 def record_error(result: CaseResult, exc: BaseException) -> None:

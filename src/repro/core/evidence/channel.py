@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 ENV = "REPRO_CASE_CHANNEL"
+#: Environment variable naming the folder an implementation is imported from in every process of a run (the
+#: command's own working folder; the runner sets it, a case process starts there).
+IMPORT_DIR_ENV = "REPRO_IMPORT_DIR"
 STARTED = "started"
 RESULT = "result.json"
 

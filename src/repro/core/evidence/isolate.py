@@ -128,7 +128,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _ending(child: ChildRun, timeout_s: float, startup_s: float) -> tuple[str, str]:
+def ending(child: ChildRun, timeout_s: float, startup_s: float) -> tuple[str, str]:
     """(status, error) of a child that sent no result."""
     code = child.returncode
     said = _last_line(child.stderr)
@@ -170,7 +170,7 @@ def run_isolated_case(
         result = CaseResult(**child.result)
         result.returncode = child.returncode
         return result, child
-    status, error = _ending(child, timeout_s, startup_s)
+    status, error = ending(child, timeout_s, startup_s)
     return CaseResult(label, status, returncode=child.returncode, error=error), child
 
 

@@ -4,16 +4,25 @@ Rows go to ``<run_dir>/results/<name>.csv`` the moment they are appended, so a r
 keeps every finished case. Without a run folder (a reader in JupyterLab) rows stay in memory. A write
 the file system refuses (disk full, a read-only folder) is a :class:`RunFolderWriteError` naming the file:
 the runner stops the run on it (``--resume`` goes on once it is fixed) instead of judging the notebook.
+
+Each table and facts file keeps the record of what it wrote (rows, bytes, sha256,
+:func:`repro.core.analysis.written.record_of`); the notebook's session sends them to the runner as it closes
+(:func:`send_ledger`), through a pipe the runner handed to this process alone.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
+
+from repro.ledger import LEDGER_FD_ENV, record_of
 
 #: Columns every check table starts with (the run-folder contract in the README).
 CHECK_COLUMNS = ["notebook", "check", "variant", "num_reqs", "expected", "observed", "ok"]
@@ -39,6 +48,8 @@ class ResultTable:
         self.path = Path(run_dir) / "results" / f"{name}.csv" if run_dir else None
         self.rows: list[dict] = []
         self._columns: list[str] | None = None
+        self._written = hashlib.sha256()
+        self._bytes = 0
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,17 +68,25 @@ class ResultTable:
             raise ValueError(f"{self.name}: row has columns {extra} that the table's first row did not")
         self.rows.append(row)
         if self.path is not None:
-            new = not self.path.exists()
+            text = io.StringIO(newline="")
+            writer = csv.DictWriter(text, fieldnames=self._columns)
+            if len(self.rows) == 1:
+                writer.writeheader()
+            writer.writerow({c: _cell(row.get(c)) for c in self._columns})
+            data = text.getvalue().encode()
             try:
-                with self.path.open("a", newline="") as fh:
-                    writer = csv.DictWriter(fh, fieldnames=self._columns)
-                    if new:
-                        writer.writeheader()
-                    writer.writerow({c: _cell(row.get(c)) for c in self._columns})
+                with self.path.open("ab") as fh:
+                    fh.write(data)
                     fh.flush()
             except OSError as exc:
                 raise RunFolderWriteError.of(self.path, exc) from None
+            self._written.update(data)
+            self._bytes += len(data)
         return row
+
+    def record(self) -> dict:
+        """Rows, bytes and sha256 of what this table wrote (its file must hold exactly that)."""
+        return {"rows": len(self.rows), "bytes": self._bytes, "sha256": self._written.hexdigest()}
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=self._columns)
@@ -79,13 +98,47 @@ def _cell(value):
     return value
 
 
-def write_facts(run_dir: str | Path | None, name: str, facts: dict) -> None:
-    """Small named values for the report (captured error text, headline figures): ``results/<name>.json``."""
+def write_facts(run_dir: str | Path | None, name: str, facts: dict) -> dict | None:
+    """Small named values for the report (captured error text, headline figures): ``results/<name>.json``.
+    Returns the record of what it wrote (None without a run folder)."""
     if not run_dir:
-        return
+        return None
     path = Path(run_dir) / "results" / f"{name}.json"
+    data = (json.dumps(facts, indent=2, default=str) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(facts, indent=2, default=str) + "\n")
+        path.write_bytes(data)
     except OSError as exc:
         raise RunFolderWriteError.of(path, exc) from None
+    return record_of(data, path.name)
+
+
+class ResultsChanged(RuntimeError):
+    """A result file no longer holds what this notebook wrote: something else changed it while the notebook ran."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ResultsChanged: {self}"]
+
+
+_ledger_fd: list[int | None] = []
+
+
+def ledger_descriptor() -> int | None:
+    """The descriptor the runner handed this kernel, taken out of the environment once (None: no runner)."""
+    if not _ledger_fd:
+        raw = os.environ.pop(LEDGER_FD_ENV, "")
+        _ledger_fd.append(int(raw) if raw.isdigit() else None)
+    return _ledger_fd[0]
+
+
+def send_ledger(records: dict[str, dict]) -> None:
+    """Send the runner ``{results/<file>: record}``, one JSON line (nothing when no runner listens)."""
+    fd = ledger_descriptor()
+    if fd is None:
+        return
+    data = (json.dumps(records, sort_keys=True) + "\n").encode()
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the runner is gone: nothing to record into

@@ -59,6 +59,7 @@ class ScenarioSpec:
     interleaved: bool = False  # V4.1 records: each token's scales after its data (vLLM >= 0.33) or page-split
     table_width: int = 0  # 0: as many columns as the longest request needs; else this many (JIT fingerprint)
     negative_zero: bool = False  # NVFP4: the reference decodes e2m1 code 8 to -0 (the gather under test does)
+    first_block: int = 0  # every block id (owned and decoy) from here on; the pages below hold the fill byte
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "gather_lens"):
@@ -96,6 +97,8 @@ def validate_spec(spec: ScenarioSpec) -> None:
         raise ValueError(f"block_size must be positive, got {spec.block_size}")
     if spec.seq_len_max < 1:
         raise ValueError(f"seq_len_max must be positive, got {spec.seq_len_max}")
+    if spec.first_block < 0:
+        raise ValueError(f"first_block must be 0 or more, got {spec.first_block}")
     if spec.record not in RECORD_KINDS:
         raise ValueError(f"record must be one of {RECORD_KINDS}, got {spec.record!r}")
     if spec.mode not in SENTINEL_MODES:
@@ -172,19 +175,20 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     rows = n if spec.contiguous else spec.max_reqs
     blocks_per_req = [ceil_div(int(s), B) for s in seq_lens]
     owned = sum(blocks_per_req)
-    num_blocks = owned + NUM_DECOY_BLOCKS
-    perm = torch.randperm(owned, generator=gen).to(torch.int32)
-    decoy_ids = torch.arange(owned, num_blocks, dtype=torch.int32)
+    first = spec.first_block
+    num_blocks = first + owned + NUM_DECOY_BLOCKS
+    perm = torch.randperm(owned, generator=gen).to(torch.int32) + first
+    decoy_ids = torch.arange(first + owned, num_blocks, dtype=torch.int32)
 
     backing = torch.empty(rows, W, dtype=torch.int32)
     if spec.mode == "poison":
         backing.fill_(POISON_ID)
     else:
         backing.copy_(decoy_ids[torch.randint(0, NUM_DECOY_BLOCKS, backing.shape, generator=gen)])
-    first = 0
+    taken = 0
     for r, k in enumerate(blocks_per_req):
-        backing[r, :k] = perm[first : first + k]
-        first += k
+        backing[r, :k] = perm[taken : taken + k]
+        taken += k
 
     # The K rows: request r's token p lives at slot table[r, p // B] * B + p % B.
     req = torch.repeat_interleave(torch.arange(n), seq_lens.long())

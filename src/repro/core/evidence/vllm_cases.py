@@ -14,9 +14,19 @@ from dataclasses import dataclass
 
 import torch
 
-from repro.core.evidence.cases import changed_inputs, compare_bitwise, input_snapshot, reference_output, warm_up
+from repro.core.evidence.cases import (
+    alias_of,
+    buffer_identity,
+    changed_inputs,
+    compare_bitwise,
+    input_snapshot,
+    reference_output,
+    repointed,
+    warm_up,
+)
 from repro.core.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, time_limit
+from repro.core.evidence.worker import CaseWorker
 from repro.core.geometry.layout import DSV4
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.registry import Implementation, load_implementation
@@ -91,6 +101,7 @@ class ContiguousObservation:
     total_tokens: int
     error: str = ""  # the implementation raised or ran past its time limit: nothing to compare
     changed_inputs: str = ""  # inputs the call changed (a gather writes only ``out``)
+    out_repointed: str = ""  # how ``out`` stopped being the caller's buffer
 
 
 def run_vllm_cases(
@@ -99,16 +110,41 @@ def run_vllm_cases(
     on_writer: Callable[[str, int, int, int], None],
     on_gather: Callable[[Implementation, ContiguousObservation], None],
     timeout_s: float = 120.0,
+    case_process: Callable[[Implementation], CaseWorker | None] = lambda entry: None,
 ) -> None:
     """Per case: the writer's byte differences, then every gather implementation's observation; one
-    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on."""
+    that raises or runs past ``timeout_s`` is observed with its error, and the cases go on. An implementation for
+    which ``case_process`` gives a case process (the one under test) runs there and is judged here."""
     warm_up(device, False)
     for label, spec in case_specs(device):
         on_writer(label, spec.num_reqs, *writer_differences(spec))
         scenario = build_scenario(spec)
         ref = reference_output(scenario)
         for entry in implementations:
+            worker = case_process(entry)
+            if worker is not None:
+                r = worker.case(entry.target, scenario, ref)
+                ran = r.status == "ok"
+                error = "" if ran else f"{r.status}: {r.error}"[:300]
+                mismatched, stray = (r.mismatched_tokens, r.stray_writes) if ran else (-1, -1)
+                whole = ran and mismatched == 0 and stray == 0
+                on_gather(
+                    entry,
+                    ContiguousObservation(
+                        label,
+                        spec.num_reqs,
+                        mismatched,
+                        stray,
+                        whole,
+                        scenario.total_tokens,
+                        error,
+                        r.changed_inputs,
+                        r.out_repointed,
+                    ),
+                )
+                continue
             out = scenario.fresh_out()
+            buffer, identity = alias_of(out), buffer_identity(out)  # read after the call, whatever became of out
             before = input_snapshot(scenario)
             try:
                 fn = load_implementation(entry.target)
@@ -129,11 +165,18 @@ def run_vllm_cases(
                 )
                 continue
             changed = ", ".join(changed_inputs(scenario, before))
-            mismatched, stray = compare_bitwise(out, ref, scenario)
-            whole = bool(torch.equal(out.view(torch.int16), ref.view(torch.int16)))
+            mismatched, stray = compare_bitwise(buffer, ref, scenario)
+            whole = bool(torch.equal(buffer.view(torch.int16), ref.view(torch.int16)))
             on_gather(
                 entry,
                 ContiguousObservation(
-                    label, spec.num_reqs, mismatched, stray, whole, scenario.total_tokens, changed_inputs=changed
+                    label,
+                    spec.num_reqs,
+                    mismatched,
+                    stray,
+                    whole,
+                    scenario.total_tokens,
+                    changed_inputs=changed,
+                    out_repointed=repointed(identity, out),
                 ),
             )

@@ -23,6 +23,21 @@ def cache_blocks_as_bytes(k_cache: torch.Tensor, block_size: int) -> torch.Tenso
     )
 
 
+def token_records(k_cache: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[num_blocks, block_size, 576]`` views of each token's data (448 fp8 bytes, then 128 RoPE bytes) and
+    ``[num_blocks, block_size, 8]`` of its scale bytes, over a cache whose blocks are ``stride(0)`` apart: a token is
+    read or written as two rows (indexing by block and slot), not byte by byte."""
+    lay, num_blocks, pitch, first = DSV4, k_cache.shape[0], k_cache.stride(0), k_cache.storage_offset()
+    data = torch.as_strided(k_cache, (num_blocks, block_size, lay.data_bytes), (pitch, lay.data_bytes, 1), first)
+    scales = torch.as_strided(
+        k_cache,
+        (num_blocks, block_size, lay.scale_bytes),
+        (pitch, lay.scale_bytes, 1),
+        first + block_size * lay.data_bytes,
+    )
+    return data, scales
+
+
 def quantize_and_insert_reference(
     k: torch.Tensor, k_cache: torch.Tensor, slot_mapping: torch.Tensor, block_size: int
 ) -> None:
@@ -47,14 +62,10 @@ def quantize_and_insert_reference(
     scale_bytes[:, : lay.n_scales] = (exponent + UE8M0_BIAS).clamp(0, 255).to(torch.uint8)
     rope = k[:num_tokens][keep][:, lay.nope_dim :].contiguous().view(torch.uint8)
 
-    blocks = cache_blocks_as_bytes(k_cache, block_size)
+    data, scales = token_records(k_cache, block_size)
     block, slot = slots // block_size, slots % block_size
-    rows = block[:, None]
-    data = (slot * lay.data_bytes)[:, None]
-    blocks[rows, data + torch.arange(lay.fp8_bytes, device=x.device)] = fp8
-    blocks[rows, data + lay.fp8_bytes + torch.arange(lay.rope_bytes, device=x.device)] = rope
-    scale_at = (block_size * lay.data_bytes + slot * lay.scale_bytes)[:, None]
-    blocks[rows, scale_at + torch.arange(lay.scale_bytes, device=x.device)] = scale_bytes
+    data[block, slot] = torch.cat([fp8, rope], dim=1)
+    scales[block, slot] = scale_bytes
 
 
 def gather_positions(
@@ -82,18 +93,14 @@ def dequantize_and_gather_reference(
     """The gather with vLLM's signature, computed with stride-aware PyTorch indexing."""
     lay = DSV4
     req_all, i_all, pos_all = gather_positions(seq_lens, gather_lens)
-    blocks = cache_blocks_as_bytes(k_cache, block_size)
-    dev = k_cache.device
+    data, scale_rows = token_records(k_cache, block_size)
     for lo in range(0, req_all.shape[0], _CHUNK_TOKENS):
         req, i, pos = (t[lo : lo + _CHUNK_TOKENS] for t in (req_all, i_all, pos_all))
         physical = block_table[req, pos // block_size].long()
         slot = pos % block_size
-        rows = physical[:, None]
-        data = (slot * lay.data_bytes)[:, None]
-        fp8 = blocks[rows, data + torch.arange(lay.fp8_bytes, device=dev)]
-        rope = blocks[rows, data + lay.fp8_bytes + torch.arange(lay.rope_bytes, device=dev)]
-        scale_at = (block_size * lay.data_bytes + slot * lay.scale_bytes)[:, None]
-        scale_bytes = blocks[rows, scale_at + torch.arange(lay.n_scales, device=dev)]
+        token = data[physical, slot]
+        fp8, rope = token[:, : lay.fp8_bytes], token[:, lay.fp8_bytes :]
+        scale_bytes = scale_rows[physical, slot][:, : lay.n_scales]
         scales = torch.exp2(scale_bytes.float() - UE8M0_BIAS).repeat_interleave(lay.quant_block, dim=1)
         nope = (fp8.view(torch.float8_e4m3fn).float() * scales).to(torch.bfloat16)
         out[req, offset + i, : lay.nope_dim] = nope

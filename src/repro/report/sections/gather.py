@@ -10,7 +10,7 @@ import pandas as pd
 
 from repro import registry
 from repro.core.analysis import gather
-from repro.core.analysis.verdict import BUG_GATHER, describe
+from repro.core.analysis.verdict import BUG_GATHER, coverage, coverage_text, describe
 from repro.registry import CodeRan
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
@@ -27,7 +27,9 @@ class Gather:
     first: int
     last: int
     modes: tuple[str, ...]
+    coverage: str  # exactly which cases ran (never a range that did not)
     per_case: pd.DataFrame
+    geometries: pd.DataFrame  # the cases of the other geometries, one column per variant (empty: none ran)
     sanitizer: pd.DataFrame | None
     memcheck_per_case: pd.DataFrame | None
     first_access: dict | None
@@ -74,8 +76,20 @@ def _implementations(c: Common, sweep: pd.DataFrame, memcheck: dict[str, str]) -
     return pd.DataFrame(rows)
 
 
+def _other_geometries(sweep: pd.DataFrame) -> pd.DataFrame:
+    if "geometry" not in sweep:
+        return pd.DataFrame()
+    others = sweep[sweep["geometry"].astype(str) != "default"]
+    if not len(others):
+        return pd.DataFrame()
+    table = gather.geometry_summary(others)
+    keys = ["geometry", "case", "requests"]
+    return table[[*keys, *variant_order([c for c in table.columns if c not in keys])]]
+
+
 def _chart(sweep: pd.DataFrame) -> str:
     """Share of tokens differing from the reference per request count, in-range ids (every case ran)."""
+    sweep = gather.default_geometry(sweep)
     mode = "in-range" if (sweep["mode"] == "in-range").any() else str(sweep["mode"].iloc[0])
     rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == "ok")]
     share = 100 * pd.to_numeric(rows["mismatched_tokens"]) / pd.to_numeric(rows["total_tokens"])
@@ -114,7 +128,9 @@ def derive(c: Common) -> Gather | None:
         first=counts[0],
         last=counts[-1],
         modes=tuple(dict.fromkeys(sweep["mode"].astype(str))),
+        coverage=coverage_text(coverage(sweep)),
         per_case=_per_case(gather.mismatch_pivot(sweep)),
+        geometries=_other_geometries(sweep),
         sanitizer=san,
         memcheck_per_case=_per_case(gather.memcheck_pivot(san)) if san is not None else None,
         first_access=gather.first_memcheck_access(san) if san is not None else None,
@@ -143,8 +159,7 @@ MARKDOWN = """
 column-narrowed view `backing[:n, :w]` has `stride(0) = W > w`, so every request after the first reads flat element
 `b*w + j` of the backing table: wrong ids, and with sentinel ids an address outside the K cache. Fix: pass
 `block_table.stride(0)` as the row pitch (identical for contiguous tables). What each implementation did over the
-sweep ({{ d.first }}..{{ d.last }} requests, sentinel ids {% for m in d.modes %}`{{ m }}`{{ " and " if not loop.last
-}}{% endfor %}):
+sweep ({{ d.coverage }}):
 
 {{ table(d.implementations) }}
 
@@ -155,6 +170,11 @@ Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{
 {% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
 {{ table(d.per_case) }}
 {% endcall %}
+{% if d.geometries | length %}
+{% call fold("The other geometries (%d), in every sentinel mode" % (d.geometries | length)) %}
+{{ table(d.geometries) }}
+{% endcall %}
+{% endif %}
 {% if d.sanitizer is not none %}
 
 Under compute-sanitizer memcheck (each case in its own process) the poison reads are invalid accesses; in-range
@@ -180,8 +200,7 @@ First invalid access reported ({{ d.first_access.variant }}, {{ d.first_access.m
 COMMENT = """
 ### BUG_GATHER over the request-count sweep
 
-{{ d.first }}..{{ d.last }} requests, sentinel ids {% for m in d.modes %}`{{ m }}`{{ " and " if not loop.last
-}}{% endfor %}; each implementation:
+{{ d.coverage }}; each implementation:
 
 {{ table(d.implementations) }}
 

@@ -364,10 +364,14 @@ COMMENT = (
 {% if not c.verdict.complete %}
 **Incomplete**: manifest status `{{ c.run.status }}`; nothing here is a verdict on what did not run.
 {% endif %}
-**{{ c.verdict.title | link }}.** Profile {{ d.profile }} on **{{ d.device }}**; run `{{ c.run.name }}` of the
+**{{ c.verdict.claim | link }}.** Profile {{ d.profile }} on **{{ d.device }}**; run `{{ c.run.name }}` of the
 DeepSeek-V4 KV-cache reproduction.
 """
     + TABLE
+    + """{% if c.verdict.scope %}
+The verdict rests on {{ c.verdict.scope.removeprefix("in ") | link }}.
+{% endif %}
+"""
 )
 
 

@@ -17,6 +17,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from repro import downloads
+
 #: The CPU profile's short list: a release with the V4 Triton gather only and the newest (every kernel kind).
 CPU_DEFAULT_RELEASES = ("0.22.0", "0.34.0")
 INDEX_URL = "https://pypi.org/pypi/{package}/json"
@@ -65,7 +67,10 @@ def is_plain_version(text: str) -> bool:
 
 
 def fetch_index(package: str = "vllm", timeout_s: float = 30.0) -> dict:
-    """The registry's JSON document for ``package`` (raises ``OSError`` when it cannot be reached)."""
+    """The registry's JSON document for ``package`` (raises ``OSError`` when it cannot be reached, or must not be:
+    a notebook run with ``download=false``)."""
+    if not downloads.allowed():
+        raise OSError("the registry is not asked: downloads are off (download=false)")
     with urllib.request.urlopen(INDEX_URL.format(package=package), timeout=timeout_s) as resp:
         return json.load(resp)
 

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import downloads
 from repro.paths import repo_root
 from repro.studies.upstream.members import GATHER, MEMBER_SETS, MemberSet, resolve
 from repro.studies.upstream.releases import RELEASES_FILE, release_platforms
@@ -240,11 +241,18 @@ def ensure_release(
     of a test session) download it once: the first holds the release's lock, the others then find its entry.
     """
     cache_root = cache_root or default_cache_root()
-    if not download:  # a carried cache may be read-only: no lock file
-        return _ensure_release(version, cache_root, download, expected_sha256, timeout_s, sets, platforms)
-    lock = _ensure_dir(cache_root) / f".{version}.lock"
-    with lock.open("a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+    download = download and downloads.allowed()  # a notebook's download=false holds for every caller
+    held = load_entry(version, cache_root)
+    if not download or (held is not None and held.current_format and all(held.covers(s) for s in resolve(sets))):
+        # nothing to fetch or not allowed to: the cache is only read (a carried cache may be read-only, no lock)
+        return _ensure_release(version, cache_root, False, expected_sha256, timeout_s, sets, platforms)
+    try:
+        lock = _ensure_dir(cache_root) / f".{version}.lock"
+        handle = lock.open("a")
+    except OSError as exc:
+        return CacheMiss(version, MISS_DOWNLOAD, f"cannot write the cache {cache_root} ({exc.strerror or exc})")
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
         return _ensure_release(version, cache_root, download, expected_sha256, timeout_s, sets, platforms)
 
 
