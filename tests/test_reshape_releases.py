@@ -718,13 +718,9 @@ def test_block_sizes_and_releases_are_checked_before_any_work():
 # ---- two real releases, each through its own chain ------------------------------------------------------------------
 
 
-@pytest.mark.integration
-def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
-    """vLLM 0.22.0 counts ``block_size // kernel_block_size`` in both runners and 0.23.0 fixed V2 only: at
-    ``--block-size 512`` the release's own selection gives kernel blocks of 256, so every compressed group's view
-    asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
-    flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
-    the CPU run's notebook 06 fetches.)"""
+def studied(versions: tuple[str, ...], blocks: tuple[int | None, ...]) -> tuple[pd.DataFrame, ...]:
+    """The runners, runs and cells of real releases' own chains at ``blocks`` (None: no flag), from the wheel
+    cache (fetched once); skipped where the registry cannot be reached."""
     from repro.studies.upstream import reshape_chain as chain_lib
     from repro.studies.upstream.releases import fetch_index
 
@@ -732,16 +728,24 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
         fetch_index(timeout_s=20)
     except OSError as exc:
         pytest.skip(f"the registry is not reachable here ({type(exc).__name__})")
-    blocks = [chain_lib.DEFAULT_CHOICE, chain_lib.BlockSizeChoice(128), chain_lib.BlockSizeChoice(512)]
-    runners, runs, cells = [], [], []
-    for version in ("0.22.0", "0.23.0"):
+    rows: tuple[list, list, list] = ([], [], [])
+    for version in versions:
         chain = chain_lib.load_chain(version)
         assert isinstance(chain, chain_lib.ReleaseChain), chain
-        study = chain_lib.study_release(chain, blocks)
-        runners += study.runners
-        runs += study.runs
-        cells += study.cells
-    runners, runs, cells = pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells)
+        study = chain_lib.study_release(chain, [chain_lib.BlockSizeChoice(b) for b in blocks])
+        for table, got in zip(rows, (study.runners, study.runs, study.cells)):
+            table += got
+    return tuple(pd.DataFrame(t) for t in rows)
+
+
+@pytest.mark.integration
+def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
+    """vLLM 0.22.0 counts ``block_size // kernel_block_size`` in both runners and 0.23.0 fixed V2 only: at
+    ``--block-size 512`` the release's own selection gives kernel blocks of 256, so every compressed group's view
+    asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
+    flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
+    the CPU run's notebook 06 fetches.)"""
+    runners, runs, cells = studied(("0.22.0", "0.23.0"), (None, 128, 512))
     answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
     assert answers.loc[("0.22.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
     assert answers.loc[("0.22.0", RUNNER_V1), "configuration"] == "--block-size 512"
@@ -767,23 +771,7 @@ def test_the_rewritten_views_of_two_releases_fit_or_are_refused_by_their_own_che
     ``create_kv_cache_views`` refuses the block-outermost layout with its own ValueError in both runners, while
     0.34.0's backends take 512 whole and fit; at 16 0.34.0's C128A page holds no row and an ``assert`` of its view
     code refuses it. 0.34.0 ships no V1 runner. (0.34.0 is the CPU run's release; 0.29.0 is fetched here.)"""
-    from repro.studies.upstream import reshape_chain as chain_lib
-    from repro.studies.upstream.releases import fetch_index
-
-    try:
-        fetch_index(timeout_s=20)
-    except OSError as exc:
-        pytest.skip(f"the registry is not reachable here ({type(exc).__name__})")
-    blocks = [chain_lib.DEFAULT_CHOICE, chain_lib.BlockSizeChoice(16), chain_lib.BlockSizeChoice(512)]
-    runners, runs, cells = [], [], []
-    for version in ("0.29.0", "0.34.0"):
-        chain = chain_lib.load_chain(version)
-        assert isinstance(chain, chain_lib.ReleaseChain), chain
-        study = chain_lib.study_release(chain, blocks)
-        runners += study.runners
-        runs += study.runs
-        cells += study.cells
-    runners, runs, cells = pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells)
+    runners, runs, cells = studied(("0.29.0", "0.34.0"), (None, 16, 512))
     answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
     assert set(runners.path) == {KVViewPath.VIEWS, ""} and set(runs.path) == {KVViewPath.VIEWS}
     for runner in (RUNNER_V1, RUNNER_V2):

@@ -303,13 +303,7 @@ class ReleaseChain:
 
 
 def _definition(code: ReleasedCode, member: str, qualname: str) -> ast.AST | None:
-    body, node = code.tree(member).body, None
-    for name in qualname.split("."):
-        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
-        if node is None:
-            return None
-        body = node.body
-    return node
+    return _defined_in(code.tree(member), qualname)
 
 
 def _defined_in(tree: ast.Module, qualname: str) -> ast.AST | None:
@@ -767,12 +761,19 @@ def _reshape(
                 views = local["kv_caches"]
     except Stopped as stop:
         return stop
+    return _layer_of(views, layer, lambda _: raws[layer], ChainLink.RESHAPE, "the reshape")
+
+
+def _layer_of(
+    views: dict, layer: str | None, pool_of: Callable[[torch.Tensor], torch.Tensor], at: ChainLink, what: str
+) -> tuple[torch.Tensor, torch.Tensor] | Stopped | dict:
+    """Every layer's view (``layer`` None), or one layer's pool and view; NOT_RUN when the call gave none."""
     if layer is None:
         return views
     view = views.get(layer)
     if not isinstance(view, torch.Tensor):
-        return Stopped(ChainLink.RESHAPE, ChainStop.NOT_RUN, f"the reshape returned {type(view).__name__} for {layer}")
-    return raws[layer], view
+        return Stopped(at, ChainStop.NOT_RUN, f"{what} returned {type(view).__name__} for {layer}")
+    return pool_of(view), view
 
 
 def _views(
@@ -813,12 +814,12 @@ def _views(
             views = local["kv_caches"]
     except Stopped as stop:
         return stop
-    if layer is None:
-        return views
-    view = views.get(layer)
-    if not isinstance(view, torch.Tensor):
-        return Stopped(ChainLink.VIEWS, ChainStop.NOT_RUN, f"allocate_kv_cache returned {type(view).__name__}")
-    return torch.empty(0, dtype=torch.uint8).set_(view.untyped_storage()), view
+    return _layer_of(views, layer, _backing_buffer, ChainLink.VIEWS, ALLOCATOR)
+
+
+def _backing_buffer(view: torch.Tensor) -> torch.Tensor:
+    """The whole int8 buffer a rewritten view is over, as bytes (every layer's view shares it)."""
+    return torch.empty(0, dtype=torch.uint8).set_(view.untyped_storage())
 
 
 def _one_tensor(inputs: _Inputs, layer: str | None) -> _Inputs:
