@@ -167,3 +167,28 @@ def test_each_test_result_row_says_whose_code_ran(analysed):
         cell = line.rstrip(" |").rsplit(" | ", 1)[-1]
         assert cell.startswith("replica `gather_") or re.fullmatch(r"vLLM \d+\.\d+\.\d+", cell), line
     assert "`repro.core.kernels.gather:gather_buggy`" in comment  # the replica's import path, beside the table
+
+
+def test_the_comments_check_table_folds_a_notebook_whose_every_check_passed_and_keeps_any_failure():
+    import pandas as pd
+
+    from repro.report.sections.checks import per_notebook
+
+    columns = ["notebook", "check", "variant", "passed", "total", "verdict"]
+    summary = pd.DataFrame(
+        [
+            ("01", "fits", "a", 3, 3, "PASS"),
+            ("01", "raises", "b", 2, 2, "PASS"),
+            ("02", "matches", "fixed", 4, 4, "PASS"),
+            ("02", "matches", "buggy", 1, 4, "FAIL"),
+            ("06", "ran", "V2", 5, 5, "PASS"),
+        ],
+        columns=columns,
+    )
+    got = per_notebook(summary)
+    assert got.values.tolist() == [
+        ["01", "all 2 checks (report.md lists them)", "", 5, 5, "PASS"],
+        ["02", "matches", "fixed", 4, 4, "PASS"],
+        ["02", "matches", "buggy", 1, 4, "FAIL"],
+        ["06", "ran", "V2", 5, 5, "PASS"],
+    ]
