@@ -91,8 +91,12 @@ def test_the_report_keeps_every_figure_the_prs_quote(analysed):
     sweep = run.table(Table.SWEEP)
     if sweep is not None:
         pr = seeds.load(55109)
-        counts = ", ".join(map(str, pr["reported"]["buggy_fails_at"]))
-        assert f"| requests where it fails | {counts} | {counts} | yes |" in md
+        quoted = pr["reported"]["buggy_fails_at"]
+        ran = sorted({int(n) for n in sweep["num_reqs"]})
+        both = sorted(set(ran) & {*quoted, *pr["reported"]["buggy_passes_at"]})
+        wrong = ", ".join(map(str, [n for n in ran if n > 1]))  # the replica is wrong from 2 requests on
+        equal = "yes" if ran == both else f"yes at the {len(both)} counts both ran"
+        assert f"| requests where it fails | {', '.join(map(str, quoted))} | {wrong} | {equal} |" in md
         assert f"{pr['reported']['sanitizer_errors_buggy_a100']:,} (A100)" in md or run.table(Table.SANITIZER) is None
         assert pr["reported_error"] in md
 
