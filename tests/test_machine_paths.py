@@ -50,3 +50,45 @@ def test_a_missing_folder_is_refused(capsys):
 )
 def test_a_scrubbed_folder_is_still_another_machines(path, theirs):
     assert scrub_machine_paths.elsewhere(path) is theirs
+
+
+def _run_with_a_recorded_table(tmp_path: Path, text: str) -> Path:
+    """A run folder whose manifest records one result file, as the runner does."""
+    import json
+
+    from repro.ledger import record_of
+
+    run = tmp_path / "run"
+    (run / "results").mkdir(parents=True)
+    table = run / "results" / "02-implementation.json"
+    table.write_text(text)
+    record = record_of(table.read_bytes(), table.name)
+    manifest = {
+        "command": "repro run --out /tmp/x/run",
+        "notebooks": {"02-x": {"tables": {"results/" + table.name: record}}},
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return run
+
+
+def test_a_recorded_table_is_rewritten_with_its_record(tmp_path):
+    """The rewrite of a result file moves its record with it: the folder still reads as the run wrote it."""
+    from repro.core.analysis.rundata import load_run
+    from repro.core.analysis.written import problems
+
+    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/work/main/tests/m.py"}\n')
+    assert scrub_machine_paths.main([str(run)]) == 0
+    assert (run / "results" / "02-implementation.json").read_text() == '{"module_file": "tests/m.py"}\n'
+    manifest = load_run(run).manifest
+    assert manifest["command"] == "repro run --out $TMPDIR/x/run"
+    assert problems(run, manifest) == []
+
+
+def test_a_table_changed_after_its_run_is_refused_and_nothing_rewritten(tmp_path, capsys):
+    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/work/main/tests/m.py"}\n')
+    table = run / "results" / "02-implementation.json"
+    table.write_text('{"module_file": "/work/main/tests/other.py"}\n')
+    before = (run / "manifest.json").read_text()
+    assert scrub_machine_paths.main([str(run)]) == 2
+    assert "differs from what its run recorded" in capsys.readouterr().err
+    assert "/work/main/tests/other.py" in table.read_text() and (run / "manifest.json").read_text() == before

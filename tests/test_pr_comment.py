@@ -91,8 +91,12 @@ def test_the_report_keeps_every_figure_the_prs_quote(analysed):
     sweep = run.table(Table.SWEEP)
     if sweep is not None:
         pr = seeds.load(55109)
-        counts = ", ".join(map(str, pr["reported"]["buggy_fails_at"]))
-        assert f"| requests where it fails | {counts} | {counts} | yes |" in md
+        quoted = pr["reported"]["buggy_fails_at"]
+        ran = sorted({int(n) for n in sweep["num_reqs"]})
+        both = sorted(set(ran) & {*quoted, *pr["reported"]["buggy_passes_at"]})
+        wrong = ", ".join(map(str, [n for n in ran if n > 1]))  # the replica is wrong from 2 requests on
+        equal = "yes" if ran == both else f"yes at the {len(both)} counts both ran"
+        assert f"| requests where it fails | {', '.join(map(str, quoted))} | {wrong} | {equal} |" in md
         assert f"{pr['reported']['sanitizer_errors_buggy_a100']:,} (A100)" in md or run.table(Table.SANITIZER) is None
         assert pr["reported_error"] in md
 
@@ -163,3 +167,28 @@ def test_each_test_result_row_says_whose_code_ran(analysed):
         cell = line.rstrip(" |").rsplit(" | ", 1)[-1]
         assert cell.startswith("replica `gather_") or re.fullmatch(r"vLLM \d+\.\d+\.\d+", cell), line
     assert "`repro.core.kernels.gather:gather_buggy`" in comment  # the replica's import path, beside the table
+
+
+def test_the_comments_check_table_folds_a_notebook_whose_every_check_passed_and_keeps_any_failure():
+    import pandas as pd
+
+    from repro.report.sections.checks import per_notebook
+
+    columns = ["notebook", "check", "variant", "passed", "total", "verdict"]
+    summary = pd.DataFrame(
+        [
+            ("01", "fits", "a", 3, 3, "PASS"),
+            ("01", "raises", "b", 2, 2, "PASS"),
+            ("02", "matches", "fixed", 4, 4, "PASS"),
+            ("02", "matches", "buggy", 1, 4, "FAIL"),
+            ("06", "ran", "V2", 5, 5, "PASS"),
+        ],
+        columns=columns,
+    )
+    got = per_notebook(summary)
+    assert got.values.tolist() == [
+        ["01", "all 2 checks (report.md lists them)", "", 5, 5, "PASS"],
+        ["02", "matches", "fixed", 4, 4, "PASS"],
+        ["02", "matches", "buggy", 1, 4, "FAIL"],
+        ["06", "ran", "V2", 5, 5, "PASS"],
+    ]

@@ -265,3 +265,37 @@ def test_a_reached_bug_1_names_what_a_user_types_and_what_the_view_does():
     table = [line for line in text.splitlines() if line.startswith("| **1**")]
     assert table[0].split(" | ")[2] == "raises at `--block-size` 512; reached"
     assert table[1].split(" | ")[2] == "aliases bytes outside a block's page at `--block-size` 16, 512; reached"
+
+
+def test_the_rewritten_views_are_said_to_have_no_count_with_the_block_sizes_their_own_check_refuses():
+    reached = group(
+        Bug1Answer.REACHED,
+        ("V1",),
+        ("1.0.0",),
+        stock=("1.0.0",),
+        failing=("512",),
+        outcomes=(CellOutcome.RAISES,),
+        errors=("RuntimeError",),
+    )
+    views = group(
+        Bug1Answer.VIEWS_REFUSE,
+        ("V2",),
+        ("1.1.0", "1.2.0"),
+        stock=("1.1.0", "1.2.0"),
+        definitions=("v1/kv_cache_interface.py:create_kv_cache_views",),
+        counts=("",),
+        refusals=((("512",), ("1.1.0",)), (("16",), ("1.2.0",))),
+    )
+    text = readme.answer_text(made([reached, views], [], {LATENT: ["1.0.0", "1.1.0", "1.2.0"]}))
+    first = paragraphs(text)[0]
+    assert (
+        "; vLLM 1.1.0, 1.2.0 have no reshape: the runners view the cache with `create_kv_cache_views`, which has no "
+        "such count and whose own check refuses `--block-size` 512 in 1.1.0 and `--block-size` 16 in 1.2.0; the "
+        "default block size (256) fits in every release." in first
+    )
+    row = next(line for line in text.splitlines() if line.startswith("| **1**: DeepSeek-V4, V2"))
+    assert row.split(" | ")[1:3] == [
+        "`create_kv_cache_views`: no count",
+        f"its own check refuses `--block-size` 512 in 1.1.0, `--block-size` 16 in 1.2.0, the rest fit; "
+        f"{Bug1Answer.VIEWS_REFUSE}",
+    ]

@@ -14,7 +14,16 @@ import torch
 
 from repro.core.reshape.plan import page_check
 from repro_studies.analysis import reshape_chain as rules
-from repro_studies.registry import RUNNER_V1, RUNNER_V2, Bug1Answer, CellOutcome, ChainLink, ChainStop
+from repro_studies.registry import (
+    RUNNER_V1,
+    RUNNER_V2,
+    Bug1Answer,
+    CellOutcome,
+    ChainLink,
+    ChainStop,
+    KVViewPath,
+    RaisedBy,
+)
 from repro_studies.upstream.released_code import NotProvided, ReleasedCode
 from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
 
@@ -212,6 +221,111 @@ def test_a_bare_assert_is_the_releases_refusal_with_its_line_and_a_placeholder_i
     assert stopped(ChainLink.KERNEL_BLOCKS, missing.value, code).stop is ChainStop.NOT_RUN
 
 
+def test_the_releases_own_raise_is_its_refusal_and_a_raise_inside_a_call_on_its_line_is_not():
+    """The rewritten view code's guard (``raise ValueError``) and a bare ``assert`` are the release's own checks; a
+    view PyTorch refuses raises inside a call on the release's line."""
+    from repro_studies.upstream.reshape_chain import raised_by, stopped
+
+    sources = {
+        "vllm/v1/kv_cache_interface.py": textwrap.dedent("""
+            import torch
+
+            def create_views(raw, block_stride, page, ratio):
+                if ratio > 1 and block_stride != page:
+                    raise ValueError(
+                        f"block stride {block_stride} != page {page}. Reduce --block-size"
+                    )
+                assert page > 0
+                return torch.as_strided(raw, (4, page), (block_stride, 1))
+        """).lstrip()
+    }
+    code = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+    views = code.function("vllm/v1/kv_cache_interface.py", "create_views")
+    raw = torch.zeros(64, dtype=torch.int8)
+    outcomes = []
+    for args in ((48, 8, 2), (8, 0, 1), (32, 32, 1)):
+        with pytest.raises(Exception) as raised:
+            views(raw, *args)
+        outcomes.append((type(raised.value).__name__, raised_by(raised.value, code)))
+    assert outcomes == [
+        ("ValueError", RaisedBy.RELEASE),
+        ("AssertionError", RaisedBy.RELEASE),
+        ("RuntimeError", RaisedBy.CALL),  # PyTorch's setStorage, inside torch.as_strided
+    ]
+    with pytest.raises(ValueError) as guard:
+        views(raw, 48, 8, 2)
+    stop = stopped(ChainLink.VIEWS, guard.value, code)
+    assert (stop.stop, stop.where, stop.raised_by) == (
+        ChainStop.REJECTED,
+        "vllm/v1/kv_cache_interface.py:5",
+        RaisedBy.RELEASE,
+    )
+    assert "Reduce --block-size" in stop.message
+
+
+def test_a_runner_views_the_cache_by_its_reshape_by_the_rewritten_path_or_not_at_all():
+    from repro_studies.upstream.reshape_chain import ReleaseChain
+
+    rewritten = {
+        "vllm/v1/worker/gpu/attn_utils.py": "from vllm.v1.worker.utils import allocate_kv_cache\n\n"
+        "def init_kv_cache(config):\n    kv_caches = allocate_kv_cache(config)\n    return kv_caches\n",
+        "vllm/v1/worker/utils.py": "from vllm.v1.kv_cache_interface import create_kv_cache_views\n\n"
+        "def allocate_kv_cache(c):\n    return create_kv_cache_views(c)\n",
+        "vllm/v1/kv_cache_interface.py": "def create_kv_cache_views(c):\n    return {}\n",
+    }
+    reshape = {"vllm/v1/worker/gpu/attn_utils.py": "def _reshape_kv_cache(a, b):\n    return {}\n"}
+    for sources, v2 in ((rewritten, KVViewPath.VIEWS), (reshape, KVViewPath.RESHAPE)):
+        chain = ReleaseChain("9.9.9", sources.__getitem__, sources)
+        assert (chain.path(RUNNER_V2), chain.path(RUNNER_V1)) == (v2, None)
+    calls_nothing = {**rewritten, "vllm/v1/worker/utils.py": "def allocate_kv_cache(c):\n    return {}\n"}
+    assert ReleaseChain("9.9.9", calls_nothing.__getitem__, calls_nothing).path(RUNNER_V2) is None
+
+
+def test_a_layers_pages_in_a_rewritten_tensor_start_at_its_place_among_the_tensors_layers():
+    from repro_studies.upstream.reshape_chain import page_layout
+
+    ns = types.SimpleNamespace
+    tensor = ns(layers=["a", "b", "c"], offset=100, layer_stride=1728, block_stride=47808)
+    config = ns(kv_cache_tensors=[tensor])
+    assert page_layout(config, "c", 1728) == (100 + 2 * 1728, 47808)
+    assert page_layout(ns(kv_cache_tensors=[ns(shared_by=["a"], offset=0, block_stride=0)]), "a", 1728) == (0, 1728)
+
+
+def test_the_model_packages_own_platform_choice_picks_the_decoder_layer():
+    """From vLLM 0.33.0 the package also holds a CPU implementation (sorted before ``nvidia/``): the package's
+    ``__init__`` guard, evaluated as released on the platform studied, picks the module."""
+    sources = {m: textwrap.dedent(s).lstrip() for m, s in MODEL.items()}
+    sources["vllm/models/deepseek_v4/cpu/model.py"] = textwrap.dedent("""
+        class DeepseekV4DecoderLayer:
+            def __init__(self, vllm_config, prefix):
+                raise RuntimeError("the CPU model: not the platform studied")
+
+        class DeepseekV4ForCausalLM:
+            pass
+    """).lstrip()
+    sources["vllm/models/deepseek_v4/nvidia/model.py"] += "\n\nclass DeepseekV4ForCausalLM:\n    pass\n"
+    sources["vllm/models/deepseek_v4/__init__.py"] = textwrap.dedent("""
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            from .cpu.model import DeepseekV4ForCausalLM
+        else:
+            from .nvidia.model import DeepseekV4ForCausalLM
+    """).lstrip()
+    code = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.9")
+    code.standins["vllm.platforms.current_platform"] = types.SimpleNamespace(is_cpu=lambda: False)
+    vc = toy_config([0, 128])
+    builder = ModelBuilder(code, vc)
+    builder.decoder_layer(1)
+    assert "model.layers.1.attn" in vc.compilation_config.static_forward_context
+    cpu = ReleasedCode(sources.__getitem__, sources, label="vLLM 9.9.8")
+    cpu.standins["vllm.platforms.current_platform"] = types.SimpleNamespace(is_cpu=lambda: True)
+    vc = toy_config([0, 128])
+    builder = ModelBuilder(cpu, vc)
+    builder.decoder_layer(1)  # the CPU module's layer builds no cache the study knows
+    assert not builder.layers and not vc.compilation_config.static_forward_context
+
+
 # ---- cells, runs and answers from rows ------------------------------------------------------------------------------
 
 PAGES = 4
@@ -373,6 +487,109 @@ def test_a_silent_wrong_view_reaches_the_bug_too():
     assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.REACHED
 
 
+GUARD = (
+    "The resolved KV cache layout (BLHNC) does not store blocks as dense, unpadded pages (block stride 95040 != "
+    "page 2336), so a manager block cannot be split into 2 kernel blocks of 256 tokens. Reduce --block-size to 256"
+)
+
+
+def views_cell(**changes) -> dict:
+    """A C128A cell of the rewritten path (``create_kv_cache_views``) at --block-size 256 that fits."""
+    return cell(path=KVViewPath.VIEWS, **{"raised by": "", **changes})
+
+
+def refused_cell(**changes) -> dict:
+    return views_cell(
+        **{
+            "block size asked": "512",
+            "block size": 512,
+            "spec block size": 512,
+            "sizes": "",
+            "error type": "ValueError",
+            "error": GUARD,
+            "where": "vllm/v1/kv_cache_interface.py:337",
+            "raised by": RaisedBy.RELEASE,
+            "kernel blocks per page": "",
+            **changes,
+        }
+    )
+
+
+def views_runner(runner: str = RUNNER_V2) -> dict:
+    return {**runners_row(runner, "", shipped=False), "path": KVViewPath.VIEWS}
+
+
+def test_the_rewritten_path_answers_with_what_its_views_did_never_reached_or_latent():
+    """No count of bug 1's kind runs there: every view fits, its own check refuses a block size (the message and
+    the configuration), or a view is wrong (a problem for the verdict); a link that did not run leaves it
+    undecided."""
+    guarded = run("512", RUNNER_V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}", **{"raised by": "x"})
+    guarded["raised by"] = RaisedBy.RELEASE
+    runs = [run("default", RUNNER_V2), guarded]
+    default = {"block size asked": "default", "runner": RUNNER_V2}
+    assert rules.cell_outcome(refused_cell()) is CellOutcome.REFUSES
+    assert rules.cell_outcome(refused_cell(**{"raised by": RaisedBy.CALL})) is CellOutcome.RAISES
+    got = answers_of([views_runner()], runs, [views_cell(**default), refused_cell(runner=RUNNER_V2)])
+    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_REFUSE
+    assert got.loc[RUNNER_V2, "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
+    assert got.loc[RUNNER_V2, "first error"].startswith("ValueError: The resolved KV cache layout")
+    assert (got.loc[RUNNER_V2, "block sizes the view refuses"], got.loc[RUNNER_V2, "block sizes that fail"]) == (
+        "512",
+        "",
+    )
+    fits = answers_of([views_runner()], runs[:1], [views_cell(**default)])
+    assert fits.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_FIT
+    wrong = views_cell(**{**default, "blocks outside page": 2})
+    got = answers_of([views_runner()], runs[:1], [wrong])
+    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_WRONG
+    assert rules.releases_finding(got.reset_index()).problems == [f"vLLM 9.9.9 {RUNNER_V2}: {Bug1Answer.VIEWS_WRONG}"]
+    not_run = run("256", RUNNER_V2, link=ChainLink.LAYOUT, stop=ChainStop.NOT_RUN, message="NotProvided: x")
+    assert answers_of([views_runner()], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
+    # a runner the release does not ship at all is still not shipped
+    assert answers_of([runners_row(RUNNER_V1, "", shipped=False)], [], [])["answer"].iloc[0] == Bug1Answer.NOT_SHIPPED
+
+
+def test_the_readmes_reach_carries_the_rewritten_views_refusals_and_their_function():
+    guarded = {**run("512", RUNNER_V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}"), "raised by": "x"}
+    guarded["raised by"] = RaisedBy.RELEASE
+    runner = {**views_runner(), "definition": "vllm/v1/kv_cache_interface.py:create_kv_cache_views"}
+    cells = [views_cell(**{"block size asked": "default", "runner": RUNNER_V2}), refused_cell(runner=RUNNER_V2)]
+    got = rules.reach(pd.DataFrame([runner]), pd.DataFrame([run("default", RUNNER_V2), guarded]), pd.DataFrame(cells))
+    (g,) = got.groups
+    assert (g.answer, g.runners, g.failing) == (Bug1Answer.VIEWS_REFUSE, (RUNNER_V2,), ())
+    assert g.definitions == ("vllm/v1/kv_cache_interface.py:create_kv_cache_views",)
+    assert g.refusals == ((("512",), ("9.9.9",)),) and got.view_refusals() == g.refusals
+
+
+def test_the_rewritten_paths_checks_hold_it_to_its_own_split_and_its_refusals_to_their_line():
+    split = views_cell(**{"spec block size": 512, "kernel blocks per page": 2, "sizes": json.dumps([8, 1, 584])})
+    good = rules.checks(pd.DataFrame([run("256")]), pd.DataFrame([split, refused_cell()]))
+    assert good and all(c["ok"] for c in good), [c for c in good if not c["ok"]]
+    assert "a refusal is the release's own raise or assert, with its line and message" in {c["check"] for c in good}
+    # the same split page read as the reshape's (one kernel block per page) fails, as does a refusal with no line
+    bad = rules.checks(pd.DataFrame(), pd.DataFrame([{**split, "path": KVViewPath.RESHAPE}, refused_cell(where="")]))
+    assert {c["check"] for c in bad if not c["ok"]} == {
+        "a view that fits addresses exactly each block's page payload (written through it)",
+        "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
+        "a refusal is the release's own raise or assert, with its line and message",
+    }
+
+
+def test_the_refusals_name_the_view_codes_own_check_beside_the_links_before_it():
+    runs = pd.DataFrame(
+        [
+            run("128", link=ChainLink.KERNEL_BLOCKS, stop=ChainStop.REJECTED, message="ValueError: No common"),
+            {**run("512", link=ChainLink.VIEWS, message=f"ValueError: {GUARD}"), "raised by": RaisedBy.RELEASE},
+            {**run("768", link=ChainLink.VIEWS, message="RuntimeError: setStorage"), "raised by": RaisedBy.CALL},
+        ]
+    ).assign(where=["vllm/v1/worker/utils.py:376", "vllm/v1/kv_cache_interface.py:337", "x.py:1"])
+    table = rules.refusal_summary(runs)
+    assert table[["link", "block sizes"]].values.tolist() == [
+        [ChainLink.KERNEL_BLOCKS, "128"],
+        [ChainLink.VIEWS, "512"],
+    ]
+
+
 def test_checks_pass_only_on_the_outcome_they_name():
     runs = [run("256"), run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}")]
     good = rules.checks(pd.DataFrame(runs), pd.DataFrame([cell(), raised_cell()]))
@@ -510,13 +727,9 @@ def test_block_sizes_and_releases_are_checked_before_any_work():
 # ---- two real releases, each through its own chain ------------------------------------------------------------------
 
 
-@pytest.mark.integration
-def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
-    """vLLM 0.22.0 counts ``block_size // kernel_block_size`` in both runners and 0.23.0 fixed V2 only: at
-    ``--block-size 512`` the release's own selection gives kernel blocks of 256, so every compressed group's view
-    asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
-    flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
-    the CPU run's notebook 06 fetches.)"""
+def studied(versions: tuple[str, ...], blocks: tuple[int | None, ...]) -> tuple[pd.DataFrame, ...]:
+    """The runners, runs and cells of real releases' own chains at ``blocks`` (None: no flag), from the wheel
+    cache (fetched once); skipped where the registry cannot be reached."""
     from repro_studies.upstream import reshape_chain as chain_lib
     from repro_studies.upstream.releases import fetch_index
 
@@ -524,16 +737,24 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
         fetch_index(timeout_s=20)
     except OSError as exc:
         pytest.skip(f"the registry is not reachable here ({type(exc).__name__})")
-    blocks = [chain_lib.DEFAULT_CHOICE, chain_lib.BlockSizeChoice(128), chain_lib.BlockSizeChoice(512)]
-    runners, runs, cells = [], [], []
-    for version in ("0.22.0", "0.23.0"):
+    rows: tuple[list, list, list] = ([], [], [])
+    for version in versions:
         chain = chain_lib.load_chain(version)
         assert isinstance(chain, chain_lib.ReleaseChain), chain
-        study = chain_lib.study_release(chain, blocks)
-        runners += study.runners
-        runs += study.runs
-        cells += study.cells
-    runners, runs, cells = pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells)
+        study = chain_lib.study_release(chain, [chain_lib.BlockSizeChoice(b) for b in blocks])
+        for table, got in zip(rows, (study.runners, study.runs, study.cells)):
+            table += got
+    return tuple(pd.DataFrame(t) for t in rows)
+
+
+@pytest.mark.integration
+def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
+    """vLLM 0.22.0 counts ``block_size // kernel_block_size`` in both runners and 0.23.0 fixed V2 only: at
+    ``--block-size 512`` the release's own selection gives kernel blocks of 256, so every compressed group's view
+    asks for twice its pool in 0.22.0's runners and 0.23.0's V1 (PyTorch's error), while 0.23.0's V2 fits; with no
+    flag the default path gives 256 and everything fits; 128 is refused by the grouping. (The wheels are the ones
+    the CPU run's notebook 06 fetches.)"""
+    runners, runs, cells = studied(("0.22.0", "0.23.0"), (None, 128, 512))
     answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
     assert answers.loc[("0.22.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
     assert answers.loc[("0.22.0", RUNNER_V1), "configuration"] == "--block-size 512"
@@ -548,6 +769,33 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
     at_512 = c128a[c128a["block size asked"] == "512"]
     assert set(at_512["error type"]) == {"RuntimeError"} and all("setStorage" in e for e in at_512["error"])
     assert set(at_512["kernel block size"]) == {256} and set(at_512["storage rows"]) == {4}
+    checks = rules.checks(runs, cells)
+    assert checks and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]][:3]
+
+
+@pytest.mark.integration
+def test_the_rewritten_views_of_two_releases_fit_or_are_refused_by_their_own_checks():
+    """vLLM 0.29.0 and 0.34.0 ship no reshape: each runner calls ``allocate_kv_cache``. With no flag every view
+    fits its pages; at ``--block-size 512`` 0.29.0's selection splits a block into two kernel blocks of 256 and
+    ``create_kv_cache_views`` refuses the block-outermost layout with its own ValueError in both runners, while
+    0.34.0's backends take 512 whole and fit; at 16 0.34.0's C128A page holds no row and an ``assert`` of its view
+    code refuses it. 0.34.0 ships no V1 runner. (0.34.0 is the CPU run's release; 0.29.0 is fetched here.)"""
+    runners, runs, cells = studied(("0.29.0", "0.34.0"), (None, 16, 512))
+    answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
+    assert set(runners.path) == {KVViewPath.VIEWS, ""} and set(runs.path) == {KVViewPath.VIEWS}
+    for runner in (RUNNER_V1, RUNNER_V2):
+        assert answers.loc[("0.29.0", runner), "answer"] == Bug1Answer.VIEWS_REFUSE
+        assert answers.loc[("0.29.0", runner), "block sizes the view refuses"] == "512"
+        assert "Reduce --block-size to 256" in answers.loc[("0.29.0", runner), "first error"]
+    assert answers.loc[("0.34.0", RUNNER_V1), "answer"] == Bug1Answer.NOT_SHIPPED
+    assert answers.loc[("0.34.0", RUNNER_V2), "answer"] == Bug1Answer.VIEWS_REFUSE
+    assert answers.loc[("0.34.0", RUNNER_V2), "block sizes that fit"] == "default, 512"
+    assert answers.loc[("0.34.0", RUNNER_V2), "first error"].startswith("AssertionError: assert all(stride")
+    assert set(runs.layout) == {"BLHNC"}
+    refused = rules.with_outcomes(cells)
+    refused = refused[refused.outcome == CellOutcome.REFUSES]
+    assert set(refused["raised by"]) == {RaisedBy.RELEASE}
+    assert set(refused[refused.release == "0.34.0"]["cache group"]) == {"C128A KV"}
     checks = rules.checks(runs, cells)
     assert checks and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]][:3]
 
@@ -595,3 +843,41 @@ def test_an_engine_config_reads_the_releases_defaults_and_its_validators_writes(
     asked = released_config(code, "vllm/config/cache.py", "CacheConfig", block_size=512)
     asked._apply_block_size_default()
     assert (asked.block_size, asked.user_specified_block_size) == (512, True)
+
+
+def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_configuration_and_message():
+    from repro_studies.report.sections.reshape_releases import bullets, groups
+
+    def answer(release, runner, value, configuration="", refused="", error=""):
+        row = dict.fromkeys(rules.ANSWER_COLUMNS, "")
+        return {
+            **row,
+            "release": release,
+            "runner": runner,
+            "stock": runner == RUNNER_V2,
+            "answer": value,
+            "configuration": configuration,
+            "block sizes the view refuses": refused,
+            "first error": error,
+        }
+
+    frame = pd.DataFrame(
+        [
+            answer("0.28.0", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512", error=f"RuntimeError: {ERROR}"),
+            answer("0.29.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.30.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.32.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 16", "16", "AssertionError: assert x"),
+        ]
+    )
+    got = groups(frame)
+    assert [(g.answer, g.releases, g.configuration) for g in got] == [
+        (Bug1Answer.REACHED, "0.28.0", "`--block-size 512`"),
+        (Bug1Answer.VIEWS_REFUSE, "0.29.0 – 0.30.0", "`--block-size 512`"),
+        (Bug1Answer.VIEWS_REFUSE, "0.32.0", "`--block-size 16`"),
+    ]
+    lines = bullets(got).splitlines()
+    assert "makes the reshape fail" in lines[0]
+    assert "`--block-size 512` is refused by `create_kv_cache_views`' own check (`ValueError: The resolved" in lines[1]
+    assert lines[2].endswith(
+        "`--block-size 16` is refused by `create_kv_cache_views`' own check (`AssertionError: assert x`)."
+    )

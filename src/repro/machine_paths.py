@@ -8,14 +8,21 @@ checkout, a home folder (``/root/``,
 ``/home/<user>/``) ``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/
 still has one; the report's rerun command reads those forms as another host's folder (:func:`elsewhere`).
 
+A result file the run recorded (rows, bytes and sha256 in its manifest, :mod:`repro.ledger`) is rewritten only when
+it is still what the run wrote, and its record follows the rewrite; a file that already differs from its record is
+refused (exit 2, nothing rewritten), so the rewrite never passes a changed table off as the run's.
+
 Usage: python -m repro.machine_paths FOLDER ...   (prints each file it rewrote)
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
+
+from repro.ledger import record_of
 
 #: What a home folder and the temporary folder become.
 HOME, TMP = "~/", "$TMPDIR/"
@@ -48,6 +55,36 @@ def elsewhere(path: str) -> bool:
     return path.startswith(("/", HOME, TMP))
 
 
+def _records(folder: Path) -> dict[Path, dict]:
+    """Every result file a run under ``folder`` recorded, with the record it holds in its manifest (by reference)."""
+    out: dict[Path, dict] = {}
+    for manifest in sorted(folder.rglob("manifest.json")):
+        try:
+            notebooks = json.loads(manifest.read_text(encoding="utf-8")).get("notebooks") or {}
+        except (OSError, ValueError):
+            continue
+        for entry in notebooks.values():
+            tables = entry.get("tables") if isinstance(entry, dict) else None
+            if isinstance(tables, dict):
+                out.update({(manifest.parent / rel).resolve(): rec for rel, rec in tables.items()})
+    return out
+
+
+def _rewrite_records(folder: Path, new_records: dict[Path, dict]) -> None:
+    """Write each rewritten result file's new record into the manifest that recorded it."""
+    for manifest in sorted(folder.rglob("manifest.json")):
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        changed = False
+        for entry in (data.get("notebooks") or {}).values():
+            tables = entry.get("tables") if isinstance(entry, dict) else None
+            for rel in list(tables) if isinstance(tables, dict) else []:
+                path = (manifest.parent / rel).resolve()
+                if path in new_records:
+                    tables[rel], changed = new_records[path], True
+        if changed:
+            manifest.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -57,15 +94,33 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"FOLDER must be an existing folder, got {missing[0]!r}", file=sys.stderr)
         return 2
-    for folder in argv:
-        for path in sorted(Path(folder).rglob("*")):
-            if path.suffix not in SUFFIXES or not path.is_file():
+    for folder in map(Path, argv):
+        records = _records(folder)
+        changed = [
+            p
+            for p, rec in records.items()
+            if p.is_file() and {k: rec.get(k) for k in ("rows", "bytes", "sha256")} != record_of(p.read_bytes(), p.name)
+        ]
+        if changed:
+            print(f"FOLDER: {changed[0]} differs from what its run recorded; nothing rewritten", file=sys.stderr)
+            return 2
+        new_records: dict[Path, dict] = {}
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in SUFFIXES or not path.is_file() or path.name == "manifest.json":
                 continue
             text = path.read_text(encoding="utf-8")
             new = scrub(text)
             if new != text:
                 path.write_text(new, encoding="utf-8")
+                if path.resolve() in records:
+                    new_records[path.resolve()] = record_of(new.encode("utf-8"), path.name)
                 print(path)
+        _rewrite_records(folder, new_records)
+        for manifest in sorted(folder.rglob("manifest.json")):  # last: its records now name the rewritten files
+            text = manifest.read_text(encoding="utf-8")
+            if scrub(text) != text:
+                manifest.write_text(scrub(text), encoding="utf-8")
+                print(manifest)
     return 0
 
 

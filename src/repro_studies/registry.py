@@ -439,12 +439,14 @@ class ChainLink(StrEnum):
     BACKEND_BLOCK_SIZE = "update_block_size_for_backend"  # the platform picks the block size from a backend
     VALIDATE = "VllmConfig.validate_block_size"
     SPECS = "get_kv_cache_spec"
+    LAYOUT = "resolve_kv_cache_layout"  # the engine core's one KV cache layout (vLLM 0.29.0 on)
     GROUPS = "get_kv_cache_groups"
     SIZING = "get_kv_cache_config_from_groups"
     ATTENTION_GROUPS = "attention groups"  # the runner's grouping of layers by backend
     KERNEL_BLOCKS = "prepare_kernel_block_sizes"
     ALLOCATE = "allocation"
     RESHAPE = "reshape"
+    VIEWS = "allocate_kv_cache"  # vLLM 0.29.0 on: one backing buffer, create_kv_cache_views per KV cache tensor
 
 
 class ChainStop(StrEnum):
@@ -454,11 +456,27 @@ class ChainStop(StrEnum):
     NOT_RUN = "not run"  # the study did not provide what the link needed (the row names it)
 
 
+class KVViewPath(StrEnum):
+    """The code of a release's runner that turns the KV cache's bytes into each layer's view."""
+
+    RESHAPE = "reshape"  # V1 _reshape_kv_cache_tensors / V2 _reshape_kv_cache: where bug 1's count is (to 0.28.0)
+    VIEWS = "create_kv_cache_views"  # allocate_kv_cache's one int8 buffer, as_strided per layer (0.29.0 on)
+
+
+class RaisedBy(StrEnum):
+    """What raised a view's error: the release's own ``raise``/``assert`` statement (a check of its own), or a
+    call on the release's line (PyTorch refusing the view, for one)."""
+
+    RELEASE = "the release's raise or assert"
+    CALL = "a call on the release's line"
+
+
 class CellOutcome(StrEnum):
     """What a release's runner did with one cache group at one block size."""
 
     FITS = "fits"  # a view addressing exactly each logical block's page payload
     RAISES = "raises"  # the reshape raised (PyTorch's error, verbatim)
+    REFUSES = "refused by the view code's own check"  # the release's raise/assert in its view code (its message)
     OUTSIDE_PAGE = "aliases bytes outside a block's page"  # a view that fits the pool but crosses pages
     WRONG_BYTES = "misses or adds bytes within the pages"  # inside the pages, but not exactly the payload
     REJECTED = "rejected"  # a link before the reshape refused the block size
@@ -478,6 +496,14 @@ class Bug1Answer(StrEnum):
     NOT_SHIPPED = "not shipped"  # the release ships neither this runner's reshape nor its count
     OTHER_FAILURE = "another reshape failure"  # the count is right, yet a view is wrong (not bug 1's expression)
     UNDECIDED = "undecided"  # a link could not run and nothing reached
+    # The rewritten path (KVViewPath.VIEWS: create_kv_cache_views, no count of bug 1's kind): what its views do.
+    VIEWS_FIT = "no count: fits"  # every block size the release accepts fits
+    VIEWS_REFUSE = "no count: refuses"  # the view code's own check refuses a block size (the message)
+    VIEWS_WRONG = "no count: a view is wrong"  # PyTorch refuses a view, or one crosses pages
+
+
+#: The rewritten path's answers (no count of bug 1's kind ran).
+BUG1_VIEWS_ANSWERS = (Bug1Answer.VIEWS_FIT, Bug1Answer.VIEWS_REFUSE, Bug1Answer.VIEWS_WRONG)
 
 
 #: ``--kv-cache-dtype`` the bug-1 chain serves DeepSeek-V4 with (its MLA layer turns it into ``fp8_ds_mla``): part of

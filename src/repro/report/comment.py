@@ -19,21 +19,24 @@ FOOTER = (
 )
 
 
-def render_comment(analysis: Analysis, link_base: str | None = None) -> str:
+def render_comment(analysis: Analysis, link_base: str | None = None, page: Page | None = None) -> str:
     """The sections that have a comment template, in order, as long as they fit the limit. A link to the run
     folder's files is absolute under ``link_base`` (:func:`repro.report.links.run_base`), plain text without it:
-    a posted comment has no folder for a relative link to resolve in."""
-    page = Page(Target.COMMENT, link_base=link_base)
+    a posted comment has no folder for a relative link to resolve in. ``page``, when given, is the page rendered
+    into: its tables are then the comment's, a left-out section's dropped."""
+    page = page or Page(Target.COMMENT, link_base=link_base)
     footer = FOOTER.format(name=analysis.run.name)
     parts: list[str] = []
     size = len(footer.encode()) + 2
     for section, data in analysis:
         if not section.comment:
             continue
+        before = len(page.tables)
         text = render_section(section, section.comment, data, analysis, page).strip()
         if not text:
             continue
         if size + len(text.encode()) + 2 > COMMENT_LIMIT_BYTES:
+            del page.tables[before:]
             note = (
                 f"<sub>Left out to stay within {COMMENT_LIMIT_BYTES // 1024} KB: {section.name}; see report.md.</sub>"
             )

@@ -8,6 +8,12 @@ The answer per release and runner is **reached** when a block size the release a
 failing view counts ``block_size // kernel_block_size`` kernel blocks per logical block (the configuration a user
 types is given); **latent** when the function counts that way but every block size the release accepts fits;
 **absent** when it counts ``storage_block_size // kernel_block_size`` (or has no count) and everything fits.
+
+From vLLM 0.29.0 neither reshape exists: the runner calls ``allocate_kv_cache``, whose ``create_kv_cache_views``
+views one backing buffer per layer with no count of bug 1's kind (:class:`~repro.registry.KVViewPath`). Its
+cells are judged the same way, with one more outcome: the view code's own ``raise``/``assert`` refusing a block size
+(:attr:`~repro.registry.CellOutcome.REFUSES`, with its message); its answers say which of those happened
+(``VIEWS_*`` of :class:`~repro.registry.Bug1Answer`), never reached or latent.
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ import pandas as pd
 
 from repro.core.analysis.verdict import BUG_RESHAPE, NOT_REPRODUCED, REPRODUCED, Finding
 from repro_studies.analysis.releases import version_key
-from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, Bug1Answer, CellOutcome, ChainLink, ChainStop
+from repro_studies.registry import (
+    CELL_FAILURES,
+    CODE_UNRELEASED_MODEL,
+    Bug1Answer,
+    CellOutcome,
+    ChainLink,
+    ChainStop,
+    KVViewPath,
+    RaisedBy,
+)
 
 #: PyTorch's two ways of refusing a view: ``as_strided``'s bound (padded pages) and ``view``'s element count.
 _SET_STORAGE = re.compile(
@@ -95,7 +110,7 @@ def cell_outcome(row: Mapping[str, Any]) -> CellOutcome:
         stops = {s.value: s for s in ChainStop}
         if row["error type"] in stops:
             return CellOutcome.REJECTED if stops[row["error type"]] == ChainStop.REJECTED else CellOutcome.NOT_RUN
-        return CellOutcome.RAISES
+        return CellOutcome.REFUSES if row.get("raised by") == RaisedBy.RELEASE else CellOutcome.RAISES
     if _int(row.get("kernel blocks per page")) is None or (_int(row.get("blocks outside page")) or 0) > 0:
         return CellOutcome.OUTSIDE_PAGE
     if (_int(row.get("payload bytes missed")) or 0) or (_int(row.get("padding bytes addressed")) or 0):
@@ -126,10 +141,11 @@ def run_outcome(run: Mapping[str, Any], cells: pd.DataFrame) -> CellOutcome:
     """One engine configuration's outcome: where it stopped, or the worst of its cells."""
     if not _empty(run.get("stop")):
         return CellOutcome.REJECTED if run["stop"] == ChainStop.REJECTED else CellOutcome.NOT_RUN
-    if run.get("link") == ChainLink.RESHAPE and not _empty(run.get("message")):
-        return CellOutcome.RAISES
+    if run.get("link") in (ChainLink.RESHAPE, ChainLink.VIEWS) and not _empty(run.get("message")):
+        return CellOutcome.REFUSES if run.get("raised by") == RaisedBy.RELEASE else CellOutcome.RAISES
     outcomes = set(cells["outcome"]) if len(cells) else set()
-    for worst in (CellOutcome.OUTSIDE_PAGE, CellOutcome.WRONG_BYTES, CellOutcome.RAISES, CellOutcome.NOT_RUN):
+    worse = (CellOutcome.OUTSIDE_PAGE, CellOutcome.WRONG_BYTES, CellOutcome.RAISES, CellOutcome.REFUSES)
+    for worst in (*worse, CellOutcome.NOT_RUN):
         if worst in outcomes:
             return worst
     return CellOutcome.FITS if outcomes else CellOutcome.NOT_RUN
@@ -195,7 +211,10 @@ ANSWER_COLUMNS = (
     "block sizes that fail",
     "block sizes that fit",
     "block sizes rejected",
+    "block sizes the view refuses",
     "default block size",
+    "path",
+    "definition",
     "count expression",
     "first error",
 )
@@ -218,13 +237,17 @@ def answers(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFram
             stock=_true(r.stock),
             **{"reached with": "" if _empty(r["reached with"]) else r["reached with"]},
             **{"count expression": "" if _empty(r["count expression"]) else r["count expression"]},
+            path=_path(r.get("path")),
+            definition="" if _empty(r.get("definition")) else str(r.get("definition")),
         )
-        if not _true(r.shipped):
-            rows.append({**row, "answer": Bug1Answer.NOT_SHIPPED})
+        views = row["path"] == KVViewPath.VIEWS
+        if not views and not _true(r.shipped):
+            rows.append({**row, "answer": Bug1Answer.NOT_SHIPPED, "definition": ""})
             continue
         failing = mine[mine.outcome.isin(CELL_FAILURES)]
         fitting = mine[mine.outcome == CellOutcome.FITS]
         rejected = mine[mine.outcome == CellOutcome.REJECTED]
+        refused = mine[mine.outcome == CellOutcome.REFUSES]
         not_run = mine[mine.outcome == CellOutcome.NOT_RUN]
         default = mine[mine["block size asked"].astype(str) == "default"]
         row.update(
@@ -232,10 +255,14 @@ def answers(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFram
                 "block sizes that fail": ", ".join(str(x) for x in failing["block size asked"]),
                 "block sizes that fit": ", ".join(str(x) for x in fitting["block size asked"]),
                 "block sizes rejected": ", ".join(str(x) for x in rejected["block size asked"]),
+                "block sizes the view refuses": ", ".join(str(x) for x in refused["block size asked"]),
                 "default block size": "" if not len(default) else str(default["block size"].iloc[0]),
             }
         )
         kind = count_kind(row["count expression"])
+        if views:
+            rows.append({**row, **_views_answer(row, failing, refused, not_run)})
+            continue
         if len(failing):
             first = failing.iloc[0]
             mine_cells = cells[_key(cells) == _key(failing.iloc[:1]).iloc[0]] if len(cells) else cells
@@ -252,6 +279,26 @@ def answers(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFram
             row["answer"] = Bug1Answer.LATENT if kind == "block_size" else Bug1Answer.ABSENT
         rows.append(row)
     return pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
+
+
+def _path(value: Any) -> str:
+    """The runner's :class:`KVViewPath` (a table written before the column existed: the reshape, or none)."""
+    paths = {p.value: p for p in KVViewPath}
+    return "" if _empty(value) else paths.get(str(value), str(value))
+
+
+def _views_answer(row: Mapping[str, Any], failing: pd.DataFrame, refused: pd.DataFrame, not_run: pd.DataFrame) -> dict:
+    """The rewritten path's answer (no count of bug 1's kind): a wrong view, its own check's refusal, undecided,
+    or every view fits; the configuration and message of the first block size that failed or was refused."""
+    for frame, answer in ((failing, Bug1Answer.VIEWS_WRONG), (refused, Bug1Answer.VIEWS_REFUSE)):
+        if len(frame):
+            first = frame.iloc[0]
+            return {
+                "answer": answer,
+                "configuration": configuration(str(row["reached with"]), str(first["block size asked"])),
+                "first error": str(first["message"]),
+            }
+    return {"answer": Bug1Answer.UNDECIDED if len(not_run) else Bug1Answer.VIEWS_FIT}
 
 
 def reads_every_release(manifest: Mapping[str, Any]) -> bool:
@@ -335,8 +382,9 @@ def _check(check: str, row: Mapping[str, Any], expected: str, observed: str, ok:
 
 def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
     """Every configuration ran to a finding; every raise is PyTorch's refusal of the view, in the runner's reshape;
-    every view that fits addresses exactly its pages' payloads; a view that counts by ``block_size`` asks for the
-    kernel blocks that count gives."""
+    every refusal is the release's own raise or assert, with its line; every view that fits addresses exactly its
+    pages' payloads; a view that counts by ``block_size`` asks for the kernel blocks that count gives (the rewritten
+    path: the kernel blocks it split each page into)."""
     out = []
     runs = _with_columns(runs, ("release", "runner", "block size asked", "stop", "link", "message"))
     cells = with_outcomes(
@@ -354,6 +402,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
         )
     for _, c in cells.iterrows():
         group = str(c["cache group"])
+        views = _path(c.get("path")) == KVViewPath.VIEWS
         if c.outcome == CellOutcome.RAISES:
             refusal = pytorch_refusal(str(c["error"]))
             out.append(
@@ -366,21 +415,46 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
                     group,
                 )
             )
+        elif c.outcome == CellOutcome.REFUSES:
+            out.append(
+                _check(
+                    "a refusal is the release's own raise or assert, with its line and message",
+                    c,
+                    f"{RaisedBy.RELEASE} (file:line), a message",
+                    f"{c['raised by']}: {c['error type']}: {str(c['error'])[:160]} (at {c['where']})",
+                    c["raised by"] == RaisedBy.RELEASE and not _empty(c["where"]) and not _empty(c["error"]),
+                    group,
+                )
+            )
         elif c.outcome == CellOutcome.FITS:
+            per_page = _split(c) if views else 1
             out.append(
                 _check(
                     "a view that fits addresses exactly each block's page payload (written through it)",
                     c,
-                    "1 kernel block per page, 0 outside, 0 payload bytes missed, 0 padding bytes written",
+                    f"{per_page} kernel block{'s' if per_page != 1 else ''} per page, 0 outside, "
+                    "0 payload bytes missed, 0 padding bytes written",
                     f"{c['kernel blocks per page']} per page, {c['blocks outside page']} outside, "
                     f"{c['payload bytes missed']} missed, {c['padding bytes addressed']} padding",
-                    _int(c["kernel blocks per page"]) == 1,
+                    per_page is not None and _int(c["kernel blocks per page"]) == per_page,
                     group,
                 )
             )
         counted = counted_kernel_blocks(c)
-        if (
-            c.outcome in (CellOutcome.RAISES, CellOutcome.FITS)
+        if views and c.outcome == CellOutcome.FITS and counted is not None and c["kernel blocks"] is not None:
+            out.append(
+                _check(
+                    "a create_kv_cache_views view splits each page into block_size // kernel_block_size blocks",
+                    c,
+                    f"{counted} kernel blocks",
+                    f"{c['kernel blocks']} kernel blocks",
+                    c["kernel blocks"] == counted,
+                    group,
+                )
+            )
+        elif (
+            not views
+            and c.outcome in (CellOutcome.RAISES, CellOutcome.FITS)
             and counted is not None
             and c["kernel blocks"] is not None
         ):
@@ -398,6 +472,12 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _split(cell: Mapping[str, Any]) -> int | None:
+    """Kernel blocks per page the rewritten path was asked for: spec block size // kernel block size."""
+    block, kernel = _int(cell.get("spec block size")), _int(cell.get("kernel block size"))
+    return block // kernel if block and kernel else None
+
+
 # ---- what a reader is shown -----------------------------------------------------------------------------------
 #: The answer columns a compact table keeps (consecutive releases with the same values merge into one range).
 COMPACT_COLUMNS = (
@@ -408,6 +488,7 @@ COMPACT_COLUMNS = (
     "block sizes that fail",
     "block sizes that fit",
     "block sizes rejected",
+    "block sizes the view refuses",
     "default block size",
     "count expression",
 )
@@ -452,10 +533,13 @@ def _merged(run: list[tuple[str, pd.Series]]) -> dict:
 def refusal_summary(runs: pd.DataFrame, whole: bool = True) -> pd.DataFrame:
     """Each way the releases refused a block size: the link, the refusing line of the release (its file; the line
     number moves between releases), one of its messages (they differ only by the block size), the block sizes and
-    the releases."""
+    the releases. A link before the runner's views, or the rewritten view code's own raise (its link is
+    ``allocate_kv_cache``)."""
     if runs is None or not len(runs):
         return pd.DataFrame(columns=["link", "where", "message", "block sizes", "releases"])
-    stopped = runs[runs["stop"].astype(str) == ChainStop.REJECTED]
+    own = runs["raised by"].astype(str) == RaisedBy.RELEASE if "raised by" in runs else False
+    views = (runs["link"].astype(str) == ChainLink.VIEWS) & own
+    stopped = runs[(runs["stop"].astype(str) == ChainStop.REJECTED) | views]
     stopped = stopped.assign(_file=[str(w).rsplit(":", 1)[0] for w in stopped["where"]])
     rows = []
     for (link_name, where), g in stopped.groupby(["link", "_file"], sort=False):
@@ -503,9 +587,11 @@ class RunnerReach:
     failing: tuple[str, ...]  # block sizes asked whose view is wrong (the sweep's order)
     outcomes: tuple[CellOutcome, ...]  # what those views did
     errors: tuple[str, ...]  # the error types they raised
-    definitions: tuple[str, ...]  # the reshape function (``file:qualified name``)
+    definitions: tuple[str, ...]  # the reshape function (``file:qualified name``), or the rewritten view's
     counts: tuple[str, ...]  # its counts of kernel blocks per logical block, as released ("": no count)
     positions: tuple[int, ...]  # rows of the answers frame behind it
+    # the rewritten view code's own refusals: (block sizes asked it refuses, the releases that refuse them)
+    refusals: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -521,6 +607,17 @@ class Bug1Reach:
 
     def answered(self, *answers: Bug1Answer) -> tuple[RunnerReach, ...]:
         return tuple(g for g in self.groups if g.answer in answers)
+
+    def view_refusals(self) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+        """Every runner's rewritten-view refusals together: (block sizes, the releases refusing them in any
+        runner), by first release."""
+        merged: dict[tuple[str, ...], set[str]] = {}
+        for g in self.groups:
+            for sizes, releases in g.refusals:
+                merged.setdefault(sizes, set()).update(releases)
+        order = list(self.releases)
+        ranked = sorted(merged.items(), key=lambda kv: min(order.index(r) for r in kv[1]))
+        return tuple((sizes, tuple(sorted(rs, key=order.index))) for sizes, rs in ranked)
 
 
 def reach(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame | None) -> Bug1Reach:
@@ -538,7 +635,7 @@ def reach(runners: pd.DataFrame, runs: pd.DataFrame | None, cells: pd.DataFrame 
     definitions = {
         (str(r.release), r.runner): str(r.definition)
         for _, r in runners.iterrows()
-        if _true(r.get("shipped")) and not _empty(r.get("definition"))
+        if (_true(r.get("shipped")) or _path(r.get("path")) == KVViewPath.VIEWS) and not _empty(r.get("definition"))
     }
     keyed: dict[tuple, list[int]] = {}
     for i, r in frame.iterrows():
@@ -611,7 +708,22 @@ def _group(
         ),
         counts=tuple(dict.fromkeys(str(c) for c in mine["count expression"])),
         positions=tuple(int(i) for i in mine.index),
+        refusals=_refusals(mine, order, sweep),
     )
+
+
+def _refusals(
+    mine: pd.DataFrame, order: list[str], sweep: list[str]
+) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """``((block sizes the view code refuses, releases), ...)`` of a group's answers, by first release."""
+    by_sizes: dict[tuple[str, ...], list[str]] = {}
+    for _, r in mine.iterrows():
+        sizes = [b.strip() for b in str(r.get("block sizes the view refuses", "")).split(",") if b.strip()]
+        if sizes:
+            key = tuple(sorted(sizes, key=lambda b: sweep.index(b) if b in sweep else 0))
+            by_sizes.setdefault(key, []).append(str(r.release))
+    ranked = sorted(by_sizes.items(), key=lambda kv: min(order.index(x) for x in kv[1]))
+    return tuple((sizes, tuple(sorted(set(rs), key=order.index))) for sizes, rs in ranked)
 
 
 # ---- the verdict ------------------------------------------------------------------------------------------------
@@ -622,8 +734,9 @@ FINDING_TITLE = "reshape overrun in vLLM's releases"
 def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
     """Bug 1 across vLLM's releases (notebook 06), from the answers per release and runner: *reproduced* when a
     configuration a release accepts makes a runner's reshape fail by bug 1's count (the configurations named),
-    *not reproduced* otherwise. A failing view whose count is not bug 1's is a problem: the headline claims nothing
-    then. PR #43988's own crash is the repository's model of unreleased code and takes no part."""
+    *not reproduced* otherwise. A failing view whose count is not bug 1's (the rewritten path's included) is a
+    problem: the headline claims nothing then. PR #43988's own crash is the repository's model of unreleased code
+    and takes no part."""
     frame = answers.fillna("").astype({"release": str})
     releases = sorted(frame.release.unique(), key=version_key)
     span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
@@ -638,6 +751,7 @@ def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
     text += (": PyTorch refuses the reshape's view in " + "; in ".join(where)) if where else ""
     text += f"; PR #43988's own crash is the {CODE_UNRELEASED_MODEL}, in no release"
     problems = [
-        f"vLLM {r.release} {r.runner}: {r.answer}" for r in frame[frame.answer == Bug1Answer.OTHER_FAILURE].itertuples()
+        f"vLLM {r.release} {r.runner}: {r.answer}"
+        for r in frame[frame.answer.isin((Bug1Answer.OTHER_FAILURE, Bug1Answer.VIEWS_WRONG))].itertuples()
     ]
     return Finding(BUG_RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)

@@ -226,6 +226,7 @@ BUG1_DETAIL = {
     "block sizes that fail": "fails at",
     "block sizes that fit": "fits at",
     "block sizes rejected": "refused at",
+    "block sizes the view refuses": "view refuses at",
     "count expression": "count",
 }
 
@@ -238,7 +239,7 @@ def bug1_rows(a: Answer, group: bug1.RunnerReach, results: str) -> str:
         release=[
             f"[{r}]({csv_line(f'{results}/{Table.BUG1_ANSWERS}.csv', i)})" for i, r in zip(rows.index, rows.release)
         ],
-        **{c: [bug1.block_spans(str(v), order) for v in rows[c]] for c in list(BUG1_DETAIL)[5:8]},
+        **{c: [bug1.block_spans(str(v), order) for v in rows[c]] for c in list(BUG1_DETAIL)[5:9]},
         **{"count expression": [f"`{c}`" if c else "" for c in rows["count expression"]]},
         **{"configuration": [f"`{c}`" if c else "" for c in rows["configuration"]]},
     )

@@ -107,10 +107,13 @@ def bug1_releases(c: Common) -> Bug1Releases | None:
             how = f" with {g.configuration.replace('; ', ' or ')}" if g.configuration else ""
         said.append(f"{g.runner}{stock} in {g.releases}{how}")
     text = (f"reached at `{shared}`: " if shared else "reached: ") + "; ".join(said) if said else ""
+    # a runner a release does not ship is left out where the release's other runner has a row of its own
+    ran = {r for g in d.groups if g.answer != Bug1Answer.NOT_SHIPPED for r in g.listed}
     others: dict[str, dict[str, list[str]]] = {}  # answer -> releases -> runners
     for g in d.groups:
-        if g.answer != Bug1Answer.REACHED:
-            others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
+        if g.answer == Bug1Answer.REACHED or (g.answer == Bug1Answer.NOT_SHIPPED and set(g.listed) <= ran):
+            continue
+        others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
     for answer, by_releases in others.items():
         text += (
             ("; " if text else "")

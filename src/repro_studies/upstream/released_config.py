@@ -54,6 +54,9 @@ MODEL_FACTS: Mapping[str, Any] = types.MappingProxyType(
         "index_topk": 512,
         "sliding_window": 128,
         "compress_ratios": [0, 4, 128],
+        # the same layers as transformers' ``DeepseekV4Config`` names them (vLLM 0.33.0 on reads these)
+        "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+        "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
         "num_hidden_layers": 3,
         "num_attention_heads": 64,
         "o_groups": 8,
@@ -183,16 +186,24 @@ class Environment:
 
 def env_value(code: ReleasedCode, name: str, variables: Mapping[str, str]) -> Any:
     """The release's own reading of environment variable ``name`` (its ``environment_variables`` entry)."""
-    previous = code.standins.get("os")
-    code.standins["os"] = Environment(variables)
-    try:
-        table = code.value(ENVS, "environment_variables")
-        return table[name]()
-    finally:
-        if previous is None:
-            code.standins.pop("os", None)
-        else:
-            code.standins["os"] = previous
+    return _in_environment(code, lambda: code.value(ENVS, "environment_variables")[name](), variables)()
+
+
+def _in_environment(code: ReleasedCode, fn: Any, variables: Mapping[str, str]) -> Any:
+    """``fn`` of the release's ``vllm/envs.py``, called with ``os`` as :class:`Environment` (``variables``)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        previous = code.standins.get("os")
+        code.standins["os"] = Environment(variables)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if previous is None:
+                code.standins.pop("os", None)
+            else:
+                code.standins["os"] = previous
+
+    return call
 
 
 def envs_module(code: ReleasedCode, variables: Mapping[str, str]) -> types.ModuleType:
@@ -203,7 +214,10 @@ def envs_module(code: ReleasedCode, variables: Mapping[str, str]) -> types.Modul
     def read(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        value = env_value(code, name, variables)
+        if isinstance(code.toplevel(ENVS, name), ast.FunctionDef):  # the module's helpers, e.g. ``is_set``
+            value = _in_environment(code, code.function(ENVS, name), variables)
+        else:
+            value = env_value(code, name, variables)
         setattr(module, name, value)
         return value
 

@@ -41,8 +41,13 @@ from repro_studies.upstream.released_code import (
 
 #: The decoder layer of DeepSeek-V4, the root of construction (one per layer of the checkpoint).
 DECODER_LAYER = "DeepseekV4DecoderLayer"
-#: A model function choosing the attention class (``_select_dsv4_attn_cls``, ``_select_v4_sparse_impl``).
+#: The model package's entry point, which picks the per-platform implementation, and the class it exports.
+MODEL_PACKAGE_INIT = "vllm/models/deepseek_v4/__init__.py"
+MODEL_CLASS = "DeepseekV4ForCausalLM"
+#: A model function choosing the attention class (``_select_dsv4_attn_cls``, ``_select_v4_sparse_impl``), or a
+#: layer's method choosing a cache-owning class (``self._get_indexer_cls(...)``, vLLM 0.33.0 on).
 SELECTOR = re.compile(r"^_select_\w*(attn|impl)\w*$")
+METHOD_SELECTOR = re.compile(r"^_get_\w*_cls$")
 #: The methods whose reads of ``self`` make a layer's cache spec and backend.
 CACHE_METHODS = ("get_kv_cache_spec", "get_attn_backend")
 #: Where DeepSeek-V4's model code lives across releases (the package, and the single modules before it).
@@ -221,6 +226,13 @@ class ModelBuilder:
             return self.static_class(member, func.id)
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and SELECTOR.match(func.func.id):
             return "selector"
+        if (
+            isinstance(func, ast.Call)
+            and isinstance(func.func, ast.Attribute)
+            and ast.unparse(func.func.value) == "self"
+            and METHOD_SELECTOR.match(func.func.attr)
+        ):
+            return "selector"
         return None
 
     def lineage(self, cls: ClassRef) -> list[ClassRef]:
@@ -306,11 +318,26 @@ class ModelBuilder:
     # ---- building ----------------------------------------------------------------------------------------
     def decoder_layer(self, layer_id: int) -> Any:
         """Build decoder layer ``layer_id`` (``model.layers.<id>``) as the release's model does."""
-        member = next((m for m in self.model_members if self._defines(m, DECODER_LAYER) and "/amd/" not in m), None)
+        member = self._platform_member() or next(
+            (m for m in self.model_members if self._defines(m, DECODER_LAYER) and "/amd/" not in m), None
+        )
         if member is None:
             raise LookupError(f"no {DECODER_LAYER} in the release's DeepSeek-V4 code")
         cls = self.code.class_ref(member, DECODER_LAYER)
         return self._construct(cls, (self.vllm_config,), {"prefix": f"model.layers.{layer_id}"})
+
+    def _platform_member(self) -> str | None:
+        """The module the model package's ``__init__`` takes ``DeepseekV4ForCausalLM`` from on the platform
+        studied (its ``current_platform`` guards evaluated as released; vLLM 0.33.0 adds a CPU branch), when that
+        module defines the decoder layer."""
+        package = MODEL_PACKAGE_INIT
+        if package not in self.code.members:
+            return None
+        node = self.code.toplevel(package, MODEL_CLASS)
+        if not isinstance(node, ast.ImportFrom):
+            return None
+        member = self.code.member_of(self.code.absolute_module(package, node))
+        return member if member is not None and self._defines(member, DECODER_LAYER) else None
 
     def _defines(self, member: str, name: str) -> bool:
         return any(isinstance(n, ast.ClassDef) and n.name == name for n in self.code.tree(member).body)

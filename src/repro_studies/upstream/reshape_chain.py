@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from repro.core.reshape.plan import as_strided_required_elems, page_check
-from repro_studies.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop
+from repro_studies.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop, KVViewPath, RaisedBy
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream.dispatch import triton_utils
 from repro_studies.upstream.members import RESHAPE_CHAIN, RESHAPE_FUNCTION_MEMBER, V1_RUNNER_MEMBER
@@ -64,9 +64,12 @@ from repro_studies.upstream.released_model import CacheLayer, ModelBuilder
 from repro_studies.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
 KV_CACHE_UTILS = "vllm/v1/core/kv_cache_utils.py"
+KV_CACHE_PLANNING = "vllm/v1/core/kv_cache_planning.py"
 WORKER = "vllm/v1/worker/gpu_worker.py"
 V2_PACKAGE = "vllm/v1/worker/gpu/"
 WORKER_UTILS = "vllm/v1/worker/utils.py"
+WORKER_BASE = "vllm/v1/worker/worker_base.py"
+LAYOUT_UTILS = "vllm/v1/attention/backends/utils.py"
 V2_FUNCTION = "_reshape_kv_cache"
 V2_HELPER = "_reshape_attention_kv_cache"
 V1_METHOD = "_reshape_kv_cache_tensors"
@@ -76,6 +79,16 @@ RESHAPES = {
     RUNNER_V2: (RESHAPE_FUNCTION_MEMBER, V2_FUNCTION),
 }
 RUNNERS = (RUNNER_V1, RUNNER_V2)
+KV_CACHE_INTERFACE = "vllm/v1/kv_cache_interface.py"
+#: The rewritten path (vLLM 0.29.0 on): the runner calls ``allocate_kv_cache`` (one int8 buffer), which calls
+#: ``create_kv_cache_views`` per KV cache tensor (``torch.as_strided``, one view per layer).
+ALLOCATOR = "allocate_kv_cache"
+VIEW_FUNCTION = "create_kv_cache_views"
+#: Each runner's definition that calls :data:`ALLOCATOR` (``Class.method`` for V1).
+VIEW_CALLERS = {
+    RUNNER_V1: (V1_RUNNER_MEMBER, "GPUModelRunner.initialize_kv_cache_tensors"),
+    RUNNER_V2: (RESHAPE_FUNCTION_MEMBER, "init_kv_cache"),
+}
 #: ``--num-gpu-blocks-override``: the blocks every pool holds (small enough to check every byte).
 NUM_BLOCKS = 4
 #: ``--max-model-len`` of the engine.
@@ -110,9 +123,10 @@ class Stopped(Exception):
     """A link of the chain did not complete: the release refused the configuration, or the study could not run
     the link. ``where`` is the innermost line of the release's code the failure passed through."""
 
-    def __init__(self, link: ChainLink, stop: ChainStop, message: str, where: str = ""):
+    def __init__(self, link: ChainLink, stop: ChainStop, message: str, where: str = "", raised_by: RaisedBy | str = ""):
         super().__init__(f"{link}: {message}")
         self.link, self.stop, self.message, self.where = link, stop, message, where
+        self.raised_by = raised_by
 
 
 def _not_provided(exc: BaseException) -> bool:
@@ -151,7 +165,27 @@ def stopped(link: ChainLink, exc: BaseException, code: ReleasedCode) -> Stopped:
     if _not_provided(exc):
         return Stopped(link, ChainStop.NOT_RUN, f"{type(root).__name__}: {root}", where)
     text = str(root) or line
-    return Stopped(link, ChainStop.REJECTED, f"{type(root).__name__}: {text}", where)
+    return Stopped(link, ChainStop.REJECTED, f"{type(root).__name__}: {text}", where, raised_by(root, code))
+
+
+def raised_by(exc: BaseException, code: ReleasedCode) -> RaisedBy:
+    """RELEASE when the innermost frame is a ``raise`` or ``assert`` statement of the release's code (its own
+    check); CALL when it is any other line (a call on it raised: PyTorch refusing a view, for one)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or not frames[-1].filename.startswith(f"{code.label}/") or not frames[-1].lineno:
+        return RaisedBy.CALL
+    member = frames[-1].filename[len(code.label) + 1 :]
+    statement = _statement_at(code, member, frames[-1].lineno)
+    return RaisedBy.RELEASE if isinstance(statement, (ast.Raise, ast.Assert)) else RaisedBy.CALL
+
+
+def _statement_at(code: ReleasedCode, member: str, line: int) -> ast.stmt | None:
+    """The innermost statement of ``member`` that starts at ``line``."""
+    found = None
+    for node in ast.walk(code.tree(member)):
+        if isinstance(node, ast.stmt) and node.lineno == line:
+            found = node
+    return found
 
 
 #: The runner's kernel block size selection (a failure passing through it is that link's, whichever runs it).
@@ -188,6 +222,7 @@ class ReleaseChain:
         self.wheel_sha256 = wheel_sha256
         self.parsed: dict = {}
         self._codes: dict[tuple, ReleasedCode] = {}
+        self._paths: dict[str, KVViewPath | None] = {}
 
     def has(self, runner: str) -> bool:
         member, qualname = RESHAPES[runner]
@@ -203,6 +238,32 @@ class ReleaseChain:
                 for n in tree.body
             )
         return any(isinstance(n, ast.FunctionDef) and n.name == qualname for n in tree.body)
+
+    def path(self, runner: str) -> KVViewPath | None:
+        """How the runner views the KV cache: its reshape (:data:`RESHAPES`), the rewritten
+        ``allocate_kv_cache``/``create_kv_cache_views`` (its :data:`VIEW_CALLERS` definition calls them), or None
+        (the release does not ship the runner). Read from the source, nothing run."""
+        if runner not in self._paths:
+            self._paths[runner] = self._path(runner)
+        return self._paths[runner]
+
+    def _path(self, runner: str) -> KVViewPath | None:
+        if self.has(runner):
+            return KVViewPath.RESHAPE
+        member, qualname = VIEW_CALLERS[runner]
+        if any(m not in self.members for m in (member, WORKER_UTILS, KV_CACHE_INTERFACE)):
+            return None
+        caller = _defined_in(ast.parse(self.read(member)), qualname)
+        allocator = _defined_in(ast.parse(self.read(WORKER_UTILS)), ALLOCATOR)
+        viewer = _defined_in(ast.parse(self.read(KV_CACHE_INTERFACE)), VIEW_FUNCTION)
+        if None in (caller, allocator, viewer):
+            return None
+        return KVViewPath.VIEWS if _calls(caller, ALLOCATOR) and _calls(allocator, VIEW_FUNCTION) else None
+
+    def view_source(self, qualname: str = VIEW_FUNCTION) -> str:
+        """A definition of the rewritten path as released (:data:`VIEW_FUNCTION` by default)."""
+        member = WORKER_UTILS if qualname == ALLOCATOR else KV_CACHE_INTERFACE
+        return _source_of(self.code(), member, qualname)
 
     def source(self, runner: str, qualname: str = "") -> str:
         """A runner's reshape as released (``qualname``: another definition of the same module)."""
@@ -242,13 +303,23 @@ class ReleaseChain:
 
 
 def _definition(code: ReleasedCode, member: str, qualname: str) -> ast.AST | None:
-    body, node = code.tree(member).body, None
+    return _defined_in(code.tree(member), qualname)
+
+
+def _defined_in(tree: ast.Module, qualname: str) -> ast.AST | None:
+    """The top-level definition ``qualname`` (``Class.method`` for a method) of a parsed module, if any."""
+    body, node = tree.body, None
     for name in qualname.split("."):
         node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
         if node is None:
             return None
         body = node.body
     return node
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    """Does ``node``'s body call ``name`` (a plain name)?"""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(node))
 
 
 def definition_line(code: ReleasedCode, member: str, qualname: str) -> int:
@@ -330,6 +401,7 @@ class Setup:
     user_specified: bool | None = None
     first_layer: str = ""  # the layer whose backend picked the default block size
     specs: dict[str, Any] = field(default_factory=dict)
+    layout: str = ""  # the resolved KV cache layout (releases that resolve one)
     kv_cache_config: Any = None
     stop: Stopped | None = None
     placeholders: list[str] = field(default_factory=list)  # construction statements that bound a placeholder
@@ -374,14 +446,17 @@ def set_up(chain: ReleaseChain, choice: BlockSizeChoice, environment: dict[str, 
                     spec = by_name[name].obj.get_kv_cache_spec(vc)
                     if spec is not None:
                         setup.specs[name] = spec
+        with link(ChainLink.LAYOUT, code):
+            setup.layout = resolve_layout(code, vc, list(setup.specs.values()))
+        planning = grouping_member(code)
         with link(ChainLink.GROUPS, code):
-            groups = code.function(KV_CACHE_UTILS, "get_kv_cache_groups")(vc, dict(setup.specs))
+            groups = code.function(planning, "get_kv_cache_groups")(vc, dict(setup.specs))
         with link(ChainLink.SIZING, code):
-            sizing = code.function(KV_CACHE_UTILS, "get_kv_cache_config_from_groups")
+            sizing = code.function(planning, "get_kv_cache_config_from_groups")
             setup.kv_cache_config = _call_by_name(
                 sizing,
                 code,
-                KV_CACHE_UTILS,
+                planning,
                 "get_kv_cache_config_from_groups",
                 vllm_config=vc,
                 kv_cache_groups=groups,
@@ -392,6 +467,26 @@ def set_up(chain: ReleaseChain, choice: BlockSizeChoice, environment: dict[str, 
     except Stopped as stop:
         setup.stop = stop
     return setup
+
+
+def grouping_member(code: ReleasedCode) -> str:
+    """The module with the release's KV cache grouping and sizing (``kv_cache_planning.py`` from vLLM 0.33.0)."""
+    if KV_CACHE_PLANNING in code.members and code.toplevel(KV_CACHE_PLANNING, "get_kv_cache_groups") is not None:
+        return KV_CACHE_PLANNING
+    return KV_CACHE_UTILS
+
+
+def resolve_layout(code: ReleasedCode, vc: Any, specs: list[Any]) -> str:
+    """The KV cache layout the engine core resolves before sizing (releases that have one; "" before): the
+    worker's ``get_supported_kv_cache_layouts`` (its attention backends' declared layouts), the core's
+    ``resolve_kv_cache_layout`` over every spec, and the worker's record of the result in ``CacheConfig``."""
+    if code.toplevel(LAYOUT_UTILS, "resolve_kv_cache_layout") is None:
+        return ""
+    worker = code.class_ref(WORKER_BASE, "WorkerBase").instance(vllm_config=vc)
+    supported = worker.get_supported_kv_cache_layouts()
+    layout = code.function(LAYOUT_UTILS, "resolve_kv_cache_layout")(vc, [supported], specs)
+    code.function(LAYOUT_UTILS, "record_kv_cache_layout")(vc.cache_config, layout.name)
+    return str(layout.name)
 
 
 def _apply_default_rule(code: ReleasedCode, cache: Any) -> None:
@@ -448,6 +543,7 @@ class LayerView:
     error_type: str = ""
     error: str = ""
     where: str = ""
+    raised_by: str = ""
 
 
 @dataclass
@@ -455,11 +551,13 @@ class RunnerRun:
     """What one runner did for one engine configuration."""
 
     runner: str
+    path: KVViewPath = KVViewPath.RESHAPE
     kernel_block_sizes: list[int] | None = None
     group_of: dict[str, int] = field(default_factory=dict)  # layer -> KV cache group id
     stop: Stopped | None = None  # a link before the reshape
     whole_error: str = ""  # the reshape over every layer: its error, verbatim ("" when every layer's view fits)
     whole_where: str = ""
+    whole_raised_by: str = ""
     views: list[LayerView] = field(default_factory=list)
 
 
@@ -495,8 +593,11 @@ def _attention_group_class(code: ReleasedCode) -> type:
 
 
 def run_runner(setup: Setup, runner: str) -> RunnerRun:
-    """The runner's attention groups, kernel block sizes, allocation and reshape for one configuration."""
-    run = RunnerRun(runner)
+    """The runner's attention groups, kernel block sizes, allocation and reshape (or, on the rewritten path, its
+    ``allocate_kv_cache`` call) for one configuration."""
+    run = RunnerRun(runner, setup.chain.path(runner) or KVViewPath.RESHAPE)
+    views_of = _views if run.path == KVViewPath.VIEWS else _reshape
+    last = ChainLink.VIEWS if run.path == KVViewPath.VIEWS else ChainLink.RESHAPE
     code = setup.code
     code.standins["vllm.v1.worker.utils.AttentionGroup"] = _attention_group_class(code)
     try:
@@ -505,22 +606,22 @@ def run_runner(setup: Setup, runner: str) -> RunnerRun:
         run.stop = stop
         return run
     # The engine's own call: every layer at once (its first error is what a user sees).
-    whole = _reshape(setup, runner, inputs, None)
+    whole = views_of(setup, runner, inputs, None)
     if isinstance(whole, Stopped):
-        if whole.link != ChainLink.RESHAPE:
+        if whole.link != last:
             run.stop = whole
             return run
-        run.whole_error, run.whole_where = whole.message, whole.where
+        run.whole_error, run.whole_where, run.whole_raised_by = whole.message, whole.where, whole.raised_by
     for layer in setup.layers:
         if layer.name not in setup.specs:
             continue
         view = LayerView(layer, setup.specs[layer.name])
-        got = _reshape(setup, runner, inputs, layer.name)
+        got = views_of(setup, runner, inputs, layer.name)
         if isinstance(got, Stopped):
             view.error_type, _, view.error = got.message.partition(": ")
-            view.where = got.where
-            if got.link != ChainLink.RESHAPE:
-                view.error_type, view.error = got.stop, got.message
+            view.where, view.raised_by = got.where, got.raised_by
+            if got.link != last:
+                view.error_type, view.error, view.raised_by = got.stop, got.message, ""
         else:
             view.pool, view.view = got
         run.views.append(view)
@@ -660,12 +761,82 @@ def _reshape(
                 views = local["kv_caches"]
     except Stopped as stop:
         return stop
+    return _layer_of(views, layer, lambda _: raws[layer], ChainLink.RESHAPE, "the reshape")
+
+
+def _layer_of(
+    views: dict, layer: str | None, pool_of: Callable[[torch.Tensor], torch.Tensor], at: ChainLink, what: str
+) -> tuple[torch.Tensor, torch.Tensor] | Stopped | dict:
+    """Every layer's view (``layer`` None), or one layer's pool and view; NOT_RUN when the call gave none."""
     if layer is None:
         return views
     view = views.get(layer)
     if not isinstance(view, torch.Tensor):
-        return Stopped(ChainLink.RESHAPE, ChainStop.NOT_RUN, f"the reshape returned {type(view).__name__} for {layer}")
-    return raws[layer], view
+        return Stopped(at, ChainStop.NOT_RUN, f"{what} returned {type(view).__name__} for {layer}")
+    return pool_of(view), view
+
+
+def _views(
+    setup: Setup, runner: str, inputs: _Inputs, layer: str | None
+) -> tuple[torch.Tensor, torch.Tensor] | Stopped | dict:
+    """The rewritten path: the runner's own statements up to the one binding ``kv_caches`` (its
+    ``allocate_kv_cache`` call, with the layout the engine resolved), over every KV cache tensor; for one layer,
+    over the tensor holding it alone (all of its layers: a layer's place in its tensor sets its bytes), giving
+    (the backing buffer, the layer's view)."""
+    code, vc = setup.code, setup.vllm_config
+    mine = _one_tensor(inputs, layer)
+    member, qualname = VIEW_CALLERS[runner]
+    local: dict[str, Any] = {
+        "kv_cache_config": mine.kv_cache_config,
+        "kernel_block_sizes": mine.kernel_block_sizes,
+        "kv_cache_allocation_context": None,
+    }
+    if runner == RUNNER_V1:
+        owner, node = code.class_ref(V1_RUNNER_MEMBER, "GPUModelRunner").lookup(qualname.split(".")[-1])
+        member = owner._member
+        local["self"] = mine.self_obj
+    else:
+        node = code.toplevel(member, qualname)
+        local.update(
+            device=torch.device("cpu"),
+            vllm_config=vc,
+            forward_context={},
+            attn_groups=mine.attn_groups or (),
+            block_tables=None,
+            allocate=None,
+        )
+    try:
+        with link(ChainLink.VIEWS, code):
+            target = statement_binding(node.body, "kv_caches")
+            if target is None:
+                raise NotProvided(f"{member}:{qualname} binds no kv_caches")
+            code.execute_all(member, backward_slice(node.body, target), local, qualname)
+            views = local["kv_caches"]
+    except Stopped as stop:
+        return stop
+    return _layer_of(views, layer, _backing_buffer, ChainLink.VIEWS, ALLOCATOR)
+
+
+def _backing_buffer(view: torch.Tensor) -> torch.Tensor:
+    """The whole int8 buffer a rewritten view is over, as bytes (every layer's view shares it)."""
+    return torch.empty(0, dtype=torch.uint8).set_(view.untyped_storage())
+
+
+def _one_tensor(inputs: _Inputs, layer: str | None) -> _Inputs:
+    """The runner's inputs with the KV cache tensors reduced to the one holding ``layer`` (groups kept)."""
+    if layer is None:
+        return inputs
+    kvc = copy.copy(inputs.kv_cache_config)
+    kvc.kv_cache_tensors = [t for t in kvc.kv_cache_tensors if layer in _tensor_layers(t)]
+    self_obj = inputs.self_obj
+    if self_obj is not None:
+        self_obj = copy.copy(self_obj)
+        object.__getattribute__(self_obj, "_attrs")["kv_cache_config"] = kvc
+    return dataclasses.replace(inputs, kv_cache_config=kvc, self_obj=self_obj)
+
+
+def _tensor_layers(tensor: Any) -> list[str]:
+    return list(getattr(tensor, "shared_by", None) or getattr(tensor, "layers", ()))
 
 
 # ---- rows ----------------------------------------------------------------------------------------------------
@@ -673,6 +844,7 @@ def _reshape(
 RUN_COLUMNS = (
     "release",
     "runner",
+    "path",
     "block size asked",
     "block size",
     "stock",
@@ -682,13 +854,16 @@ RUN_COLUMNS = (
     "stop",
     "where",
     "message",
+    "raised by",
     "kernel block sizes",
+    "layout",
     "wheel_sha256",
 )
 #: One row per release x runner x block size x cache layer: its view, or its error.
 CELL_COLUMNS = (
     "release",
     "runner",
+    "path",
     "block size asked",
     "block size",
     "cache group",
@@ -706,6 +881,7 @@ CELL_COLUMNS = (
     "error type",
     "error",
     "where",
+    "raised by",
     "sizes",
     "strides",
     "required bytes",
@@ -724,18 +900,37 @@ def _attr(spec: Any, *names: str) -> Any:
     return None
 
 
+def _first(*values: Any) -> Any:
+    """The first value that is not None (a spec's 0 rows are 0 rows)."""
+    return next(v for v in values if v is not None)
+
+
 def page_layout(kv_cache_config: Any, layer: str, page_bytes: int) -> tuple[int, int]:
     """``(offset, stride)`` in bytes of a layer's pages in its pool, as the release's ``KVCacheTensor`` lays them
-    out: one page after another, or (a packed layout, ``block_stride > 0``) one slot at ``offset`` of each row."""
+    out: one page after another, or (a packed layout, ``block_stride > 0``) one slot at ``offset`` of each row,
+    the ``l``-th layer of a tensor ``l * layer_stride`` further (vLLM 0.29.0 on)."""
     for tensor in kv_cache_config.kv_cache_tensors:
-        names = getattr(tensor, "shared_by", None) or getattr(tensor, "layers", ())
+        names = _tensor_layers(tensor)
         if layer in names and getattr(tensor, "block_stride", 0):
-            return int(getattr(tensor, "offset", 0)), int(tensor.block_stride)
+            offset = int(getattr(tensor, "offset", 0)) + names.index(layer) * int(getattr(tensor, "layer_stride", 0))
+            return offset, int(tensor.block_stride)
     return 0, page_bytes
+
+
+def layer_spec(kv_cache_config: Any, layer: str) -> Any:
+    """The spec a layer's KV cache group gives it (a uniform-type group's per-layer spec): what the rewritten
+    path views the layer's pages with."""
+    for group in kv_cache_config.kv_cache_groups:
+        if layer in group.layer_names:
+            spec = group.kv_cache_spec
+            return getattr(spec, "kv_cache_specs", {}).get(layer, spec)
+    return None
 
 
 def cell_row(version: str, runner: str, setup: Setup, run: RunnerRun, view: LayerView) -> dict:
     spec = view.spec
+    if run.path == KVViewPath.VIEWS:
+        spec = layer_spec(setup.kv_cache_config, view.layer.name) or spec
     gid = run.group_of.get(view.layer.name)
     kbs = run.kernel_block_sizes[gid] if run.kernel_block_sizes is not None and gid is not None else None
     row = dict.fromkeys(CELL_COLUMNS, "")
@@ -744,6 +939,7 @@ def cell_row(version: str, runner: str, setup: Setup, run: RunnerRun, view: Laye
         {
             "release": version,
             "runner": runner,
+            "path": run.path,
             "block size asked": setup.choice.label,
             "block size": setup.block_size,
             "cache group": str(view.layer.kind or ""),
@@ -751,12 +947,13 @@ def cell_row(version: str, runner: str, setup: Setup, run: RunnerRun, view: Laye
             "kv cache group": gid,
             "kernel block size": kbs,
             "spec block size": int(spec.block_size),
-            "storage rows": int(_attr(spec, "storage_block_size") or spec.block_size),
+            "storage rows": int(_first(_attr(spec, "storage_block_size", "num_states"), spec.block_size)),
             "page bytes": page,
             "payload bytes": int(_attr(spec, "real_page_size_bytes", "unpadded_page_size_bytes") or page),
             "error type": view.error_type,
             "error": view.error,
             "where": view.where,
+            "raised by": view.raised_by,
             "pages": int(setup.kv_cache_config.num_blocks),
         }
     )
@@ -791,22 +988,25 @@ def run_row(version: str, runner: str, setup: Setup, run: RunnerRun | None, choi
         {
             "release": version,
             "runner": runner,
+            "path": run.path if run is not None else setup.chain.path(runner) or "",
             "block size asked": setup.choice.label,
             "block size": setup.block_size if setup.block_size is not None else "",
             "stock": choice is not None and not choice.environment,
             "environment": choice.setting if choice is not None else "",
             "first layer": setup.first_layer,
+            "layout": setup.layout,
             "wheel_sha256": setup.chain.wheel_sha256,
         }
     )
     if stop is not None:
         row.update(link=stop.link, stop=stop.stop, where=stop.where, message=stop.message)
     elif run is not None:
+        last = ChainLink.VIEWS if run.path == KVViewPath.VIEWS else ChainLink.RESHAPE
         row.update(
-            link=ChainLink.RESHAPE if run.whole_error else "",
+            link=last if run.whole_error else "",
             where=run.whole_where,
             message=run.whole_error,
-            **{"kernel block sizes": json.dumps(run.kernel_block_sizes)},
+            **{"raised by": run.whole_raised_by, "kernel block sizes": json.dumps(run.kernel_block_sizes)},
         )
     return row
 
@@ -843,15 +1043,19 @@ def runner_rows(chain: ReleaseChain, choices: list[RunnerChoice]) -> list[dict]:
     rows = []
     for runner in RUNNERS:
         shipped = chain.has(runner)
+        path = chain.path(runner)
         reach = (
             "" if runner == stock else next((c.setting for c in choices if c.environment and c.runner == runner), "")
         )
+        views = path == KVViewPath.VIEWS
         rows.append(
             {
                 "release": chain.version,
                 "runner": runner,
                 "shipped": shipped,
-                "definition": "{}:{}".format(*RESHAPES[runner]),
+                "path": path or "",
+                "definition": f"{KV_CACHE_INTERFACE}:{VIEW_FUNCTION}" if views else "{}:{}".format(*RESHAPES[runner]),
+                "caller": "{}:{} -> {}:{}".format(*VIEW_CALLERS[runner], WORKER_UTILS, ALLOCATOR) if views else "",
                 "count expression": "; ".join(count_expressions(chain.source(runner))) if shipped else "",
                 "stock": runner == stock,
                 "reached with": reach,
@@ -902,7 +1106,7 @@ def _study_release(chain: ReleaseChain, choices_of_block: list[BlockSizeChoice])
     out.runners = runner_rows(chain, choices)
     placeholders: set[str] = set()
     out.provenance = {"release": chain.version, "runner choice": [dataclasses.asdict(c) for c in choices]}
-    shipped = [r for r in RUNNERS if chain.has(r)]
+    shipped = [r for r in RUNNERS if chain.path(r) is not None]
     for block in choices_of_block:
         for runner in RUNNERS:
             if runner not in shipped:

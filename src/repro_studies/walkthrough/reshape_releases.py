@@ -28,13 +28,12 @@ from repro.parameters import ParameterError
 from repro.tables import Notebook, Table
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import reshape_chain as analysis
-from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, RUNNER_V1, RUNNER_V2, CellOutcome
+from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, RUNNER_V1, RUNNER_V2, CellOutcome, KVViewPath
 from repro_studies.upstream import fetch
 from repro_studies.upstream import releases as idx
 from repro_studies.upstream import reshape_chain as chain_lib
 from repro_studies.upstream.members import RESHAPE_CHAIN
 from repro_studies.upstream.wheelcache import CacheMiss
-from repro_studies.walkthrough import session as study_session
 from repro_studies.walkthrough.downloads import fetch_missing
 
 NOTEBOOK = Notebook.RESHAPE_RELEASES
@@ -75,7 +74,7 @@ class Context:
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params: Any) -> Context:
         """Validate the parameters (one line naming a bad one), then resolve the releases and block sizes."""
-        session = study_session.start(NOTEBOOK, profile, run_dir, **params)
+        session = Session.start(NOTEBOOK, profile, run_dir, **params)
         p, name = session.params, session.profile.name
         return cls(
             session,
@@ -118,7 +117,11 @@ def plan(ctx: Context) -> pd.DataFrame:
     rows = [
         {"what": "releases", "value": ", ".join(ctx.releases)},
         {"what": "block sizes", "value": ", ".join(b.label for b in ctx.block_sizes)},
-        {"what": "runners", "value": "V1 (GPUModelRunner._reshape_kv_cache_tensors), V2 (_reshape_kv_cache)"},
+        {
+            "what": "runners",
+            "value": "V1 (GPUModelRunner._reshape_kv_cache_tensors), V2 (_reshape_kv_cache); from vLLM 0.29.0 each "
+            "runner's allocate_kv_cache and its create_kv_cache_views",
+        },
         {"what": "model", "value": "DeepSeek-V4, --kv-cache-dtype fp8, one decoder layer per compress ratio 0, 4, 128"},
         {"what": "platform", "value": "SM90 (the release's own Platform with the device's facts)"},
         {
@@ -162,7 +165,12 @@ def first_with(ctx: Context, runner: str, kind: str) -> chain_lib.ReleaseChain |
 def _excerpt(chain: chain_lib.ReleaseChain, runner: str, qualname: str, marks: tuple[str, ...]) -> str:
     """HTML of one definition's lines around those containing ``marks``, highlighted, numbered as in the file."""
     member, _ = chain_lib.RESHAPES[runner]
-    text = chain.source(runner, qualname)
+    return _lines(chain, member, qualname, chain.source(runner, qualname), marks, runner)
+
+
+def _lines(
+    chain: chain_lib.ReleaseChain, member: str, qualname: str, text: str, marks: tuple[str, ...], who: str
+) -> str:
     lines = text.splitlines()
     marked = [i + 1 for i, line in enumerate(lines) if any(m in line for m in marks)]
     if not marked:
@@ -172,7 +180,7 @@ def _excerpt(chain: chain_lib.ReleaseChain, runner: str, qualname: str, marks: t
     formatter = HtmlFormatter(
         linenos="inline", linenostart=first + start - 1, hl_lines=[n - start + 1 for n in marked], noclasses=True
     )
-    title = f"<p><b>vLLM {chain.version}</b>, {runner}: <code>{member}:{qualname}</code></p>"
+    title = f"<p><b>vLLM {chain.version}</b>, {who}: <code>{member}:{qualname}</code></p>"
     return title + highlight("\n".join(lines[start - 1 : end]), PythonLexer(), formatter)
 
 
@@ -207,6 +215,37 @@ def sources(ctx: Context) -> list[HTML]:
         if chain is not None:
             shown.append(source_excerpt(chain, runner))
     return shown
+
+
+#: The rewritten path's lines: how many kernel blocks a page is split into and how many rows each holds (one
+#: kernel block size for both), the check that a split page is dense, and the ``as_strided`` view.
+SHAPE_MARKS = ("blocks_per_page = ", "get_num_kernel_states(bs)")
+GUARD_MARKS = (
+    "ratio = shape_bytes[0] // num_blocks",
+    "if block_stride != dense_page_size",
+    "raise ValueError(",
+    "torch.as_strided(",
+)
+
+
+def view_sources(ctx: Context) -> list[HTML]:
+    """The rewritten path of the first release of this run that ships it (vLLM 0.29.0 on: no reshape, the runner
+    calls ``allocate_kv_cache``): ``compute_layer_kv_cache_shape_bytes``'s count and rows, then
+    ``create_kv_cache_views``' dense-page check and ``as_strided`` view."""
+    chain = next((c for c in ctx.chains.values() if any(c.path(r) == KVViewPath.VIEWS for r in RUNNERS_SHOWN)), None)
+    if chain is None:
+        return []
+    member = chain_lib.KV_CACHE_INTERFACE
+    who = "both runners" if all(chain.path(r) == KVViewPath.VIEWS for r in RUNNERS_SHOWN) else "V2"
+    parts = [
+        _lines(chain, member, q, chain.view_source(q), marks, who)
+        for q, marks in ((SHAPE_FUNCTION, SHAPE_MARKS), (chain_lib.VIEW_FUNCTION, GUARD_MARKS))
+    ]
+    return [HTML("".join(p for p in parts if p))]
+
+
+RUNNERS_SHOWN = (RUNNER_V1, RUNNER_V2)
+SHAPE_FUNCTION = "compute_layer_kv_cache_shape_bytes"
 
 
 def expression_diff(ctx: Context) -> str:
@@ -261,19 +300,21 @@ def block_sizes(ctx: Context, runs: pd.DataFrame, runner: str) -> pd.DataFrame:
     if not len(runs):
         return pd.DataFrame()
     mine = runs[runs.runner == runner]
-    cell = [f"{r.outcome} ({r.link})" if r.outcome in STOPPED else str(r.outcome) for _, r in mine.iterrows()]
+    named = (*STOPPED, CellOutcome.REFUSES)
+    cell = [f"{r.outcome} ({r.link})" if r.outcome in named else str(r.outcome) for _, r in mine.iterrows()]
     table = mine.assign(cell=cell).pivot(index="release", columns="block size asked", values="cell")
     order = [b.label for b in ctx.block_sizes if b.label in table.columns]
     return table[order].fillna("")
 
 
 def refusals(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each distinct way a release refused a block size: the link, the release's line and its message."""
+    """Each distinct way a release refused a block size: the link, the release's line and its message (a link
+    before the runner, or the rewritten view code's own check); and what the study could not run."""
     if not len(runs):
         return pd.DataFrame()
-    stopped = runs[runs.outcome.isin(STOPPED)]
+    stopped = runs[runs.outcome.isin((*STOPPED, CellOutcome.REFUSES))]
     cols = ["link", "stop", "where", "message"]
-    grouped = stopped.groupby(cols, sort=False)
+    grouped = stopped.fillna("").groupby(cols, sort=False)
     rows = [
         {
             **dict(zip(cols, key)),

@@ -79,7 +79,16 @@ def derive(c: Common) -> Environment:
         info = recorded.get(param)
         if info:
             details = tuple(
-                (key, _value(info[key])) for key in sorted(info) if key not in ("target", "package", "version")
+                (key, _value(info[key]))
+                for key in sorted(info)
+                if key not in ("target", "package", "version", "loaded")
+            ) + tuple(  # what each case process loaded, hashed after it loaded (one entry per process)
+                (
+                    "case process loaded",
+                    f"{e.get('target')} from {e.get('module_file')}, sha256 {e.get('module_sha256')}",
+                )
+                for e in info.get("loaded") or []
+                if isinstance(e, dict)
             )
             loaded.append(Loaded(param, provenance_name(info), str(info.get("target", "")), details, True))
         elif params.get(param):

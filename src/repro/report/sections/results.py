@@ -42,6 +42,7 @@ class GatherFigures:
     correct_at: tuple[int, ...]  # request counts where the kernel as before the fix matched the reference
     wrong_at: tuple[int, ...]
     fixed_correct_at: tuple[int, ...]
+    both_ran: tuple[int, ...]  # the request counts of the PR's figures this run ran too (its sweep may differ)
     fixed_cases: int
     fault: str  # the first line of a faulted case's error ("" when none faulted)
     memcheck_bug: tuple[int, int, int] | None  # (total errors, cases with errors, cases) of the buggy kernel
@@ -114,6 +115,12 @@ def _gather(c: Common) -> GatherFigures | None:
         correct_at=tuple(int(n) for n, ok in by_count.items() if ok),
         wrong_at=tuple(int(n) for n, ok in by_count.items() if not ok),
         fixed_correct_at=tuple(int(n) for n, ok in fixed_by_count.items() if ok),
+        both_ran=tuple(
+            sorted(
+                {int(n) for n in by_count.index}
+                & {*seed["reported"]["buggy_passes_at"], *seed["reported"]["buggy_fails_at"]}
+            )
+        ),
         fixed_cases=len(fixed_by_count),
         fault=fault,
         memcheck_bug=memcheck_bug,
@@ -131,6 +138,10 @@ def derive(c: Common) -> Figures:
 
 TEMPLATE = """
 {% macro same(a, b, comparable=True) %}{{ ("yes" if a == b else "no") if comparable else "other pool" }}{% endmacro %}
+{% macro same_counts(quoted, seen, both, ran) %}{# two request-count lists, on the counts both the PR and the run ran #}
+{%- set a = quoted | select("in", both) | list %}{% set b = seen | select("in", both) | list %}
+{{- same(a, b) }}{% if (ran | list) != (both | list) or (quoted | list) != a %} at the {{ both | length }} counts both
+ran{% endif %}{% endmacro %}
 {% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
 {% if d.reshape or d.gather %}
 ### What the pull requests quote, and this run
@@ -170,11 +181,12 @@ Code that ran, every row: {{ r.code | ran }} ({{ r.code | ran_path }}).
 
 {% call grid("figure", "the PR quotes", "this run", "equal", "code that ran") %}
 {{ row }}requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
-{{ counts(g.correct_at) }} | {{ same(p.buggy_passes_at, g.correct_at | list) }} | {{ bug }}
+{% set ran = (g.correct_at + g.wrong_at) | sort %}
+{{ counts(g.correct_at) }} | {{ same_counts(p.buggy_passes_at, g.correct_at, g.both_ran, ran) }} | {{ bug }}
 {{ row }}requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
-| {{ same(p.buggy_fails_at, g.wrong_at | list) }} | {{ bug }}
+| {{ same_counts(p.buggy_fails_at, g.wrong_at, g.both_ran, ran) }} | {{ bug }}
 {{ row }}requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
-{{ counts(g.fixed_correct_at) }} | {{ same(p.fixed_passes_at, g.fixed_correct_at | list) }} | {{ fix }}
+{{ counts(g.fixed_correct_at) }} | {{ same_counts(p.fixed_passes_at, g.fixed_correct_at, g.both_ran, ran) }} | {{ fix }}
 {{ row }}the error | `{{ g.error }}` |
 {% if g.fault %}`{{ g.fault | short(90) }}`{% else %}no process faulted (on the CPU the bounds-checked interpreter
 flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fault else "not comparable" }}

@@ -15,7 +15,7 @@ from repro.report.model import Common, Section
 from repro.tables import Table
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.analysis.releases import version_key
-from repro_studies.registry import CODE_UNRELEASED_MODEL, Bug1Answer
+from repro_studies.registry import BUG1_VIEWS_ANSWERS, CODE_UNRELEASED_MODEL, Bug1Answer
 
 #: A table cell of PyTorch's error keeps this many characters (the run folder keeps the whole text).
 ERROR_CHARS = 110
@@ -33,6 +33,7 @@ class Group:
     stock: str  # "stock", "not stock", or "stock in 0.28.0 only" (a mixed range)
     configuration: str
     first_error: str
+    listed: tuple[str, ...] = ()  # the releases, each named
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,12 @@ def _short(text: str) -> str:
 
 def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
     out = []
-    for (answer, runner), g in answers.groupby(["answer", "runner"], sort=False):
+    refused = answers.get("block sizes the view refuses", pd.Series("", index=answers.index)).fillna("").astype(str)
+    # the rewritten path's answers also split by the block sizes its view code refuses (each bullet's configuration
+    # and message are then those of its own releases)
+    split = refused.where(answers["answer"].isin(BUG1_VIEWS_ANSWERS), "")
+    keyed = answers.assign(_split=split)
+    for (answer, runner, _), g in keyed.groupby(["answer", "runner", "_split"], sort=False):
         releases = sorted(g.release.astype(str), key=version_key)
         stock = g.stock.map(rules._true)
         stocked = sorted(g[stock].release.astype(str), key=version_key)
@@ -72,6 +78,7 @@ def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
                 words,
                 "; ".join(f"`{c}`" for c in configs),
                 _short(next((str(e) for e in g["first error"] if str(e)), "")),
+                tuple(releases),
             )
         )
     order = [a.value for a in Bug1Answer]
@@ -93,10 +100,16 @@ SHOWN = {
 def shown_answers(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """The compact answers a report page has room for: the runner marked when it is DeepSeek-V4's stock one,
     block sizes next to each other in the run's sweep (``order``) as one span; the count and the error are in the
-    bullets above and the run folder's tables."""
+    bullets above and the run folder's tables. The block sizes the rewritten view code refuses join those refused
+    before any view (``view: ...``)."""
     runner = [f"{r} (stock)" if rules._true(s) else str(r) for r, s in zip(table["runner"], table["stock"])]
     spans = {c: [rules.block_spans(str(v), order) for v in table[c]] for c in list(SHOWN)[-3:]}
-    return table.assign(runner=runner, **spans)[list(SHOWN)].rename(columns=SHOWN)
+    view = [rules.block_spans(str(v), order) for v in table.get("block sizes the view refuses", [""] * len(table))]
+    refused = ["; ".join(p for p in (r, f"view: {v}" if v else "") if p) for r, v in zip(spans[REFUSED], view)]
+    return table.assign(runner=runner, **{**spans, REFUSED: refused})[list(SHOWN)].rename(columns=SHOWN)
+
+
+REFUSED = "block sizes rejected"
 
 
 def derive(c: Common) -> Bug1Releases | None:
@@ -116,6 +129,15 @@ def derive(c: Common) -> Bug1Releases | None:
     )
     read = rules.release_ranges(sorted(runners.release.astype(str).unique(), key=version_key), whole)
     refusals = rules.refusal_summary(runs, whole) if runs is not None and len(runs) else pd.DataFrame()
+    if len(refusals):  # as much as a page column has room for (the run folder's runs table keeps the whole text)
+        refusals = pd.DataFrame(
+            {
+                "refused by": [f"{link}, {where}" for link, where in zip(refusals["link"], refusals["where"])],
+                "message": [_short(m) for m in refusals["message"]],
+                "block sizes": [rules.block_spans(str(b), order) for b in refusals["block sizes"]],
+                "releases": refusals["releases"],
+            }
+        )
     failing = rules.failing_at(
         runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
     )
@@ -147,13 +169,21 @@ def model_sentence(d: Bug1Releases) -> str:
     )
 
 
+#: What a group's configuration does, by answer (the reshape's failure, or the rewritten view code's).
+DOES = {
+    Bug1Answer.VIEWS_REFUSE: "is refused by `create_kv_cache_views`' own check",
+    Bug1Answer.VIEWS_WRONG: "makes a `create_kv_cache_views` view wrong",
+}
+
+
 def bullets(groups: list[Group], errors: bool = True) -> str:
-    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it."""
+    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it
+    (the rewritten path's: which block size its own check refuses, with the message)."""
     lines = []
     for g in groups:
         line = f"- **{g.answer}** in the {g.runner} runner ({g.stock} for DeepSeek-V4), vLLM {g.releases}"
         if g.configuration:
-            line += f": {g.configuration} makes the reshape fail"
+            line += f": {g.configuration} {DOES.get(g.answer, 'makes the reshape fail')}"
             line += f" (`{g.first_error}`)" if errors and g.first_error else ""
         lines.append(line + ".")
     return "\n".join(lines)
@@ -165,13 +195,15 @@ MARKDOWN = """
 Each release's own chain (notebook 06) for DeepSeek-V4 with `--kv-cache-dtype fp8` on SM90, releases {{ d.read }}:
 its layers built by their released `__init__` lines, its block-size rules, KV cache grouping and sizing, each
 layer's attention backend, its kernel block size selection, and both runners' allocation and reshape over real
-pools, at every `--block-size` of the run (none: the release's default path).
+pools, at every `--block-size` of the run (none: the release's default path). From vLLM 0.29.0 neither reshape
+exists: each runner calls `allocate_kv_cache` (`vllm/v1/worker/utils.py`), whose `create_kv_cache_views`
+(`vllm/v1/kv_cache_interface.py`) views one buffer per layer with no count of bug 1's kind; its rows say what it did.
 
 {{ bullets(d.groups) }}
 
 {{ table(d.table) }}
 {% if d.refusals | length %}
-Block sizes the releases refuse before any reshape, with their own message:
+Block sizes the releases refuse with their own message (before any view, or in the view code):
 
 {{ table(d.refusals) }}
 {% endif %}
