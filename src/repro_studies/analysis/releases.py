@@ -20,6 +20,8 @@ that observation, over both sentinel modes. Pandas only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from repro.core.analysis.verdict import (
@@ -355,16 +357,46 @@ def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], reque
     return rows
 
 
+@dataclass(frozen=True)
+class PatchEffect:
+    """A release matrix's kernels, split the way its finding and its summary row count them (one frame each)."""
+
+    shipped: pd.DataFrame  # every (release, kernel) present, with released and patched verdicts and the patch effect
+    ran: pd.DataFrame  # of those, the ones that ran as released (wrong, faults or correct)
+    bad: pd.DataFrame  # of those, wrong or faulting as released
+    tried: pd.DataFrame  # of the bad, those the row-pitch change ran on (a run may leave the patched variant out)
+    fixed: pd.DataFrame  # of the bad, those the change makes correct
+    releases: list[str]  # the releases that ship one, oldest first
+
+
+def split_effect(matrix: pd.DataFrame) -> PatchEffect:
+    """The release matrix's (release, kernel) rows split by what they did as released and with the change."""
+    effect = patch_effect(complete_matrix(verdicts(matrix)))
+    shipped = effect[effect["released"].map(verdict_class) != "not present"]
+    klass = shipped["released"].map(verdict_class)
+    bad = shipped[klass.isin(("wrong", "faults"))]
+    return PatchEffect(
+        shipped=shipped,
+        ran=shipped[klass.isin(("wrong", "faults", "correct"))],
+        bad=bad,
+        tried=bad[bad["patch"] != "not tested"],
+        fixed=bad[bad["patch"] == "fixed"],
+        releases=sorted(shipped["release"].unique(), key=version_key),
+    )
+
+
 def releases_finding(matrix: pd.DataFrame) -> Finding:
     """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
     with the PR's row pitch, from the verdicts above."""
-    effect = patch_effect(complete_matrix(verdicts(matrix)))
-    shipped = effect[effect["released"].map(verdict_class) != "not present"]
-    bad = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults"))]
-    fixed = bad[bad["patch"] == "fixed"]
-    tried = bad[bad["patch"] != "not tested"]  # a run may leave the patched variant out (-p variants=[released])
-    ran = shipped[shipped["released"].map(verdict_class).isin(("wrong", "faults", "correct"))]
-    releases = sorted(shipped["release"].unique(), key=version_key)
+    split = split_effect(matrix)
+    shipped, ran, bad, tried, fixed, releases = (
+        split.shipped,
+        split.ran,
+        split.bad,
+        split.tried,
+        split.fixed,
+        split.releases,
+    )
     span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
     outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
     if len(tried):

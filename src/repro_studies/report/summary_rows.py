@@ -12,7 +12,7 @@ from repro.report.sections.summary import outcomes
 from repro.tables import Facts, Table
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.performance import NO_COST_BAND
-from repro_studies.analysis.releases import complete_matrix, patch_effect, verdict_class, verdicts, version_key
+from repro_studies.analysis.releases import split_effect, verdict_class, version_key
 from repro_studies.registry import Bug1Answer
 from repro_studies.report.sections import reshape_releases
 
@@ -60,24 +60,20 @@ def releases(c: Common) -> Releases | None:
     matrix = c.run.table(Table.RELEASE_MATRIX)
     if matrix is None or not len(matrix):
         return None
-    effect = patch_effect(complete_matrix(verdicts(matrix)))
-    shipped = effect[effect["released"].map(verdict_class) != "not present"]
-    klass = shipped["released"].map(verdict_class)
-    bad = shipped[klass.isin(("wrong", "faults"))]
-    releases = sorted(shipped["release"].unique(), key=version_key)
-    if not releases:
+    split = split_effect(matrix)
+    if not split.releases:
         return None
     return Releases(
         outcomes=outcomes(c, BUG_GATHER, releases=True),
-        first=releases[0],
-        last=releases[-1],
-        releases=len(releases),
-        kernels=shipped["kernel"].nunique(),
-        ran=int(klass.isin(("wrong", "faults", "correct")).sum()),
-        bad=len(bad),
-        faulting=int((bad["released"].map(verdict_class) == "faults").sum()),
-        fixed=int((bad["patch"] == "fixed").sum()),
-        tried=int((bad["patch"] != "not tested").sum()),
+        first=split.releases[0],
+        last=split.releases[-1],
+        releases=len(split.releases),
+        kernels=split.shipped["kernel"].nunique(),
+        ran=len(split.ran),
+        bad=len(split.bad),
+        faulting=int((split.bad["released"].map(verdict_class) == "faults").sum()),
+        fixed=len(split.fixed),
+        tried=len(split.tried),
     )
 
 
