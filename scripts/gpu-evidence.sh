@@ -10,6 +10,11 @@
 #   matrix-new  the same for 0.30.0 .. 0.33.0, one run per release
 #   matrix-cutedsl  the CuTe-DSL rows (install its wheels first): notebook 04 for 0.22.0 .. 0.29.0, 0.31.0 and 0.32.0 in
 #               six runs, without vLLM's regression test and the record gathers (their rows come from the steps above)
+#   matrix-pinned  the CuTe-DSL rows of each release with the stack it pins (scripts/fetch-cutedsl-wheels.py writes
+#               the pairs' wheels to .cutedsl-pins; scripts/cutedsl-pins.sh installs each pair once): notebook 04 for
+#               RELEASES (default 0.22.0 .. 0.31.0), one run per pinned pair as
+#               `python -m repro_studies.upstream.cutedsl_stack` reads it from each release's wheel, released arms only,
+#               without vLLM's regression test and the record gathers; a pair whose wheels are not all here is skipped
 #   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
 #   gather      notebook 02: the sweep, memory safety and compute-sanitizer
 #   gather-outside  notebook 02 with an implementation from outside the repository (tests' mutants:buggy_pitch, the
@@ -25,7 +30,7 @@
 # GPU): what of the step a CPU can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather or gather-outside}
+STEP=${1:?usage: scripts/gpu-evidence.sh STEP OUT_DIR; STEP is matrix-old, matrix-new, matrix-cutedsl, matrix-034, matrix-pinned, profile, gather or gather-outside}
 OUT=${2:?usage: scripts/gpu-evidence.sh STEP OUT_DIR}
 DEADLINE_S=${DEADLINE_S:-540}
 WHEELS=${WHEELS:-.whl}
@@ -44,6 +49,7 @@ export PYTHONUNBUFFERED=1
 if [ -d .vllm-cache-gpu ]; then export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache-gpu}"; fi
 PLAIN_PYTHONPATH=$PYTHONPATH  # without the CuTe-DSL stack: the runs that must see vLLM fall back to Triton
 . scripts/cutedsl-env.sh
+. scripts/cutedsl-pins.sh
 mkdir -p "$OUT"
 pids=()
 start() {  # start NAME [python -m repro run options]: one run in the background
@@ -91,6 +97,20 @@ case "$STEP" in
     start c-034 --notebooks 04 -p download=false -p upstream_test=false -p 'record_gathers=[]' \
       -p 'variants=["released"]' -p releases=0.34.0
     ;;
+  matrix-pinned)
+    if [ -d .vllm-cache-pins ]; then export REPRO_VLLM_CACHE=$PWD/.vllm-cache-pins; fi
+    # shellcheck disable=SC2086
+    pairs=$(PYTHONPATH=$PLAIN_PYTHONPATH "$PY" -m repro_studies.upstream.cutedsl_stack --no-download \
+      ${RELEASES:-0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0})
+    while read -r cutlass quack releases; do
+      dirs=$(pinned_site "$cutlass" "$quack")
+      if [ -z "$dirs" ] && [ "$PROFILE" = gpu ]; then echo "skipped $releases: CuTe-DSL $cutlass/$quack not installed"; continue; fi
+      PYTHONPATH="$dirs${dirs:+:}$PLAIN_PYTHONPATH" "$PY" -m repro run --profile "$PROFILE" --out "$OUT/p-$cutlass-$quack" \
+        --notebooks 04 -p download=false -p upstream_test=false -p 'record_gathers=[]' -p 'variants=["released"]' \
+        -p releases="$releases" >"$OUT/p-$cutlass-$quack.log" 2>&1 &
+      pids+=($!)
+    done <<<"$pairs"
+    ;;
   profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
   gather) start gather --notebooks 02 ;;
   gather-outside)
@@ -98,7 +118,7 @@ case "$STEP" in
     start gather-buggy-pitch --notebooks 02 -p implementation=mutants:buggy_pitch -p sanitizer=off
     start gather-repoint --notebooks 02 -p implementation=mutants:repoint_set -p sanitizer=off
     ;;
-  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, matrix-034, profile, gather, gather-outside" >&2
+  *) echo "STEP: '$STEP' is not a step; accepted: matrix-old, matrix-new, matrix-cutedsl, matrix-034, matrix-pinned, profile, gather, gather-outside" >&2
      exit 2 ;;
 esac
 while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$DEADLINE_S" ]; do sleep 2; done

@@ -62,3 +62,32 @@ def test_a_cache_without_the_wheels_metadata_says_the_pins_are_unknown(tmp_path,
     assert stack.pinned("0.99.0", root) is None
     text = stack.describe("0.99.0", {"nvidia-cutlass-dsl": "4.8.0", "quack-kernels": "0.6.5"}, None)
     assert text.endswith("vLLM 0.99.0's pins unknown (the module cache holds no wheel metadata)")
+
+
+def test_a_pair_is_the_lowest_version_each_requirement_admits():
+    assert stack.lowest_allowed("nvidia-cutlass-dsl[cu13]==4.5.2") == "4.5.2"
+    assert stack.lowest_allowed("quack-kernels>=0.3.3") == "0.3.3"
+    assert stack.lowest_allowed("quack-kernels>=0.3.3,!=0.3.3") is None  # the floor itself is excluded
+    assert stack.lowest_allowed("quack-kernels<0.5") is None  # open below: no version to pick
+    assert stack.lowest_allowed("") is None
+    pins = {"nvidia-cutlass-dsl": "nvidia-cutlass-dsl[cu13]==4.6.0", "quack-kernels": "quack-kernels>=0.4.0"}
+    assert stack.pinned_pair(pins) == ("4.6.0", "0.4.0")
+    assert stack.pinned_pair({**pins, "quack-kernels": ""}) is None  # a release that does not ask for quack
+    assert stack.pinned_pair(None) is None
+
+
+def test_a_stack_matches_when_each_version_satisfies_the_release_requirement():
+    pins = {"nvidia-cutlass-dsl": "nvidia-cutlass-dsl[cu13]==4.5.2", "quack-kernels": "quack-kernels>=0.3.3"}
+    assert stack.matches({"nvidia-cutlass-dsl": "4.5.2", "quack-kernels": "0.6.5"}, pins) is True
+    assert stack.matches({"nvidia-cutlass-dsl": "4.8.0", "quack-kernels": "0.3.3"}, pins) is False
+    assert stack.matches({"nvidia-cutlass-dsl": "4.5.2", "quack-kernels": None}, pins) is False
+    assert stack.matches({"nvidia-cutlass-dsl": "4.5.2", "quack-kernels": "0.3.3"}, None) is None
+
+
+def test_the_command_lists_each_pinned_pair_with_its_releases(tmp_path, monkeypatch, capsys):
+    root = cache(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
+    assert stack.main(["0.99.0"]) == 0
+    assert capsys.readouterr().out.split() == ["4.8.0", "0.6.5", "0.99.0"]
+    assert stack.main(["--no-download", "0.98.0"]) == 1  # no metadata for it in the cache: named, not guessed
+    assert "0.98.0" in capsys.readouterr().err
