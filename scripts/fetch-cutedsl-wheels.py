@@ -95,15 +95,19 @@ def closure(cutlass: str, quack: str, into: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or any(a.count("/") != 1 for a in argv[1:]):
-        print("usage: fetch-cutedsl-wheels.py DEST CUTLASS/QUACK [...]  (e.g. .cutedsl-pins 4.6.0/0.6.1)", file=sys.stderr)
+        print(
+            "usage: fetch-cutedsl-wheels.py DEST CUTLASS/QUACK [...]  (e.g. .cutedsl-pins 4.6.0/0.6.1)", file=sys.stderr
+        )
         return 2
     dest = Path(argv[0])
     limit = int(os.environ.get("PART_MIB", "29")) * 1024 * 1024
     for sub in ("small", "parts", "pairs"):
         (dest / sub).mkdir(parents=True, exist_ok=True)
-    sums = dict(line.split(maxsplit=1)[::-1] for line in (dest / "SHA256SUMS").read_text().splitlines()) if (
-        dest / "SHA256SUMS"
-    ).exists() else {}
+    sums = (
+        dict(line.split(maxsplit=1)[::-1] for line in (dest / "SHA256SUMS").read_text().splitlines())
+        if (dest / "SHA256SUMS").exists()
+        else {}
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for pair in argv[1:]:
             cutlass, quack = pair.split("/")

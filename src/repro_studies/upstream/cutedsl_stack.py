@@ -113,7 +113,9 @@ def describe(version: str, ran: dict[str, str | None] | None, pins: dict[str, st
     return f"{shown}; {wanted}{flag}"
 
 
-def pairs(versions: list[str], cache_root: Path | None = None, download: bool = True) -> dict[tuple[str, str], list[str]]:
+def pairs(
+    versions: list[str], cache_root: Path | None = None, download: bool = True
+) -> dict[tuple[str, str], list[str]]:
     """Each pinned (nvidia-cutlass-dsl, quack-kernels) pair and the releases that ask for it, in the given order;
     releases whose pins are unknown or open-ended are left out (the caller names them)."""
     out: dict[tuple[str, str], list[str]] = {}
