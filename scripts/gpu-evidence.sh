@@ -14,7 +14,9 @@
 #               the pairs' wheels to .cutedsl-pins; scripts/cutedsl-pins.sh installs each pair once): notebook 04 for
 #               RELEASES (default 0.22.0 .. 0.31.0), one run per pinned pair as
 #               `python -m repro_studies.upstream.cutedsl_stack` reads it from each release's wheel, released arms only,
-#               without vLLM's regression test and the record gathers; a pair whose wheels are not all here is skipped
+#               without vLLM's regression test and the record gathers; a pair whose wheels are not all here is skipped;
+#               PAIR="CUTLASS QUACK" runs RELEASES with that stack instead (e.g. the newest quack-kernels a `>=` admitted
+#               on the release's day)
 #   profile     notebooks 01 and 03 with vLLM 0.22.0's and 0.33.0's kernels (CuTe-DSL when installed)
 #   gather      notebook 02: the sweep, memory safety and compute-sanitizer
 #   gather-outside  notebook 02 with an implementation from outside the repository (tests' mutants:buggy_pitch, the
@@ -102,6 +104,10 @@ case "$STEP" in
     # shellcheck disable=SC2086
     pairs=$(PYTHONPATH=$PLAIN_PYTHONPATH "$PY" -m repro_studies.upstream.cutedsl_stack --no-download \
       ${RELEASES:-0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0})
+    if [ -n "${PAIR:-}" ]; then  # PAIR="CUTLASS QUACK": every release with that stack (rows still name the pins)
+      # shellcheck disable=SC2086
+      pairs="$PAIR $(echo ${RELEASES:?PAIR needs RELEASES} | tr ' ' ',')"
+    fi
     while read -r cutlass quack releases; do
       dirs=$(pinned_site "$cutlass" "$quack")
       if [ -z "$dirs" ] && [ "$PROFILE" = gpu ]; then echo "skipped $releases: CuTe-DSL $cutlass/$quack not installed"; continue; fi
