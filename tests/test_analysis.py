@@ -16,6 +16,7 @@ from repro.core.analysis import gather, reshape
 from repro.core.analysis.compare import compare_runs
 from repro.core.analysis.rundata import load_run
 from repro.registry import EXPECT_BUG, EXPECT_CORRECT
+from repro_studies import registry
 from repro_studies.analysis import performance
 
 
@@ -165,18 +166,19 @@ def medians_frame(fixed_view=10.0, fixed_contig=10.0, copy=11.0, fast_view=5.0, 
     for n in (1, 4):
         for launch, scale in (("graph", 1.0), ("eager", 3.0)):
             times = {
-                "fixed / narrowed view": fixed_view,
-                "fixed / contiguous table": fixed_contig,
-                "contiguous-copy / narrowed view": copy,
-                "fast / narrowed view": fast_view,
-                "fast / contiguous table": fast_contig,
+                registry.FIXED_VIEW: fixed_view,
+                registry.FIXED_CONTIG: fixed_contig,
+                registry.COPY_VIEW: copy,
+                registry.FAST_VIEW: fast_view,
+                registry.FAST_CONTIG: fast_contig,
             }
             if outside:
-                times["outside / contiguous table"] = outside
+                times[registry.OUTSIDE_ARM] = outside
             for arm, us in times.items():
                 rows.append(
                     {
-                        "arm": arm,
+                        "arm": arm.label,
+                        **arm.fields(),
                         "launch": launch,
                         "num_reqs": n,
                         "seq_len": 256,

@@ -5,6 +5,7 @@ import math
 import pandas as pd
 import pytest
 
+from repro_studies import registry
 from repro_studies.analysis import ceiling as P
 
 N, L = 4, 100
@@ -105,33 +106,27 @@ def test_unknown_shape_names_the_parameters():
         P.gap_decomposition(frame(), 9, L)
 
 
-def test_old_runs_without_kind_columns_are_normalised():
-    old = pd.DataFrame(
+def test_gather_rows_take_their_kernel_from_the_arm_they_record():
+    arms = (registry.FIXED_VIEW, registry.arm_of("vllm", "contiguous"))  # an outside kernel an older run named
+    timed = pd.DataFrame(
         [
-            {
-                "arm": "fixed / narrowed view",
-                "launch": "graph",
-                "num_reqs": 2,
-                "seq_len": 8,
-                "tokens": 16,
-                "median_us": 3.0,
-            },
-            {
-                "arm": "vllm / contiguous table",
-                "launch": "graph",
-                "num_reqs": 2,
-                "seq_len": 8,
-                "tokens": 16,
-                "median_us": 9.0,
-            },
+            {"arm": a.label, **a.fields(), "launch": "graph", "num_reqs": 2, "seq_len": 8, "tokens": 16}
+            | {"median_us": us}
+            for a, us in zip(arms, (3.0, 9.0))
         ]
     )
-    n = P.normalise(old).set_index("arm")
-    assert n.loc["fixed / narrowed view", "kernel"] == "fixed" and n.loc["fixed / narrowed view", "table"] == "narrowed"
-    assert n.loc["vllm / contiguous table", "table"] == "contiguous"
-    assert n.loc["vllm / contiguous table", "bytes_read"] == 16 * 584
-    c = P.ceiling_table(old, old.iloc[:0])
+    n = P.normalise(timed)
+    assert list(zip(n["kernel"], n["table"])) == [("fixed", "narrowed"), ("vllm", "contiguous")]
+    assert list(n["bytes_read"]) == [16 * 584] * 2 and n["is_gather"].all()
+    c = P.ceiling_table(timed, timed.iloc[:0])
     assert c["of_stream_fraction"].isna().all()  # no streaming arm in that run
+    assert P.gather_arms(c) == dict(zip(timed["arm"], arms))
+
+
+def test_rows_that_record_neither_kernel_nor_arm_are_refused():
+    bare = pd.DataFrame([{"arm": "fixed / narrowed view", "launch": "graph", "num_reqs": 2, "seq_len": 8}])
+    with pytest.raises(ValueError, match="neither their kernel nor"):
+        P.normalise(bare.assign(tokens=16, median_us=3.0))
 
 
 def test_stream_rates_list_every_streaming_arm():

@@ -85,18 +85,18 @@ import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
-from repro_studies.registry import TABLE_NARROWED, upstream_bench_arms
-from repro_studies.upstream.release_kernel import FORMS, load_release_kernel
+from repro_studies.registry import TRITON_FORMS, BlockTable, Form, upstream_bench_arms
+from repro_studies.upstream.release_kernel import load_release_kernel
 root = {root!r}
-kernels = {{f: load_release_kernel("0.99.0", f, cache_root=root, download=False) for f in FORMS}}
+kernels = {{f: load_release_kernel("0.99.0", f, cache_root=root, download=False) for f in TRITON_FORMS}}
 sc = build_scenario(ScenarioSpec(num_reqs=5, block_size=64, seq_len_max=700, max_reqs=8, device="cuda"))
 contiguous, ref = sc.block_table.contiguous(), reference_output(sc)
-fns = [kernels["released"].gather(), kernels["patched"].gather(), kernels["patched"].gather(),
-       kernels["released"].gather(copy_table=True)]
-for arm, fn in zip(upstream_bench_arms("vLLM 0.99.0"), fns):
+fns = [kernels[Form.RELEASED].gather(), kernels[Form.PATCHED].gather(), kernels[Form.PATCHED].gather(),
+       kernels[Form.RELEASED].gather(copy_table=True)]
+for arm, fn in zip(upstream_bench_arms("0.99.0"), fns):
     for _ in range(2):
         out = sc.fresh_out()
-        fn(*sc.args(out, sc.block_table if arm.table == TABLE_NARROWED else contiguous))
+        fn(*sc.args(out, sc.block_table if arm.table == BlockTable.NARROWED else contiguous))
         torch.cuda.synchronize()
         assert compare_bitwise(out, ref, sc) == (0, 0), arm.label
 pitch = {{"released": "constexpr width", "patched": "runtime stride", "patched-constexpr": "constexpr stride"}}

@@ -16,7 +16,7 @@ from repro.core.kernels.gather import gather_fixed
 from repro_studies.evidence import timing
 from repro_studies.evidence.perf import TimedArm, run_perf
 from repro_studies.kernels.records_reference import gather_reference
-from repro_studies.registry import bench_arms
+from repro_studies.registry import arm_of_row, bench_arms
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_scope_entered_around_every_call_and_records_kept_apart(fake_timers):
         seen.append("mxfp8" if k_cache.shape[-1] == mxfp8.token_bytes else k_cache.shape[-1])
         gather_reference(mxfp8, out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
 
-    other = dataclasses.replace(fixed, label="mxfp8 / narrowed view")
+    other = dataclasses.replace(fixed, implementation="mxfp8")
     arms = [TimedArm(fixed, scoped, scope), TimedArm(other, v41, record="mxfp8", interleaved=True)]
     checks, medians = [], []
     run_perf([2], [24], 16, arms, checks.append, medians.append, rounds=1, device="cpu")
@@ -66,8 +66,11 @@ def test_scope_entered_around_every_call_and_records_kept_apart(fake_timers):
     assert seen and all(d == 1 for d in seen if isinstance(d, int))  # inside the scope, entered once
     assert all(s == "mxfp8" for s in seen if not isinstance(s, int))
     rows = {(r["arm"], r["launch"]): r for r in medians}
+    assert all(arm_of_row(r) == fixed for r in medians if r["arm"] == fixed.label)  # each row records its arm
     assert rows[(fixed.label, "eager")]["host_us"] == 3.0 and rows[(fixed.label, "graph")]["host_us"] is None
-    assert rows[("mxfp8 / narrowed view", "graph")]["record"] == "mxfp8"
+    assert (
+        rows[(other.label, "graph")]["record"] == "mxfp8" and rows[(other.label, "graph")]["implementation"] == "mxfp8"
+    )
     # 48 tokens in 5 us: the V4 record moves 584 + 1,024 B per token, the MXFP8 record 528 + 1,024 B
     assert rows[(fixed.label, "graph")]["bandwidth_tbps"] == round(48 * 1608 / 5e-6 / 1e12, 4)
-    assert rows[("mxfp8 / narrowed view", "graph")]["bandwidth_tbps"] == round(48 * 1552 / 5e-6 / 1e12, 4)
+    assert rows[(other.label, "graph")]["bandwidth_tbps"] == round(48 * 1552 / 5e-6 / 1e12, 4)

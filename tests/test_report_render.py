@@ -21,6 +21,7 @@ from repro.report.html import SCOPE, render_fragment
 from repro.report.markdown import MARKDOWN_LIMIT_BYTES, render_markdown
 from repro.report.model import Section
 from repro.report.tables import formatted, markdown_table
+from repro_studies import registry
 
 pytestmark = pytest.mark.integration
 
@@ -243,10 +244,11 @@ def test_the_environment_says_what_a_machine_lacks_rather_than_not_recorded(tmp_
 def test_gpu_only_sections_are_compact(tmp_path):
     """The streaming-ceiling and JIT parts of notebook 03, from tables shaped as the notebook records them."""
     run = load_run(H200 / "gpu-profile")
-    arms = ["fixed / narrowed view", "fixed / contiguous table", "fast / narrowed view", "vllm / contiguous table"]
+    arms = [registry.FIXED_VIEW, registry.FIXED_CONTIG, registry.FAST_VIEW, registry.arm_of("vllm", "contiguous")]
     vs = pd.DataFrame(
         [
-            {"seq_len": L, "num_reqs": n, "launch": "graph", "requests": "equal", "arm": a, "of_stream_fraction": f}
+            {"seq_len": L, "num_reqs": n, "launch": "graph", "requests": "equal", "of_stream_fraction": f}
+            | {"arm": a.label, "kernel": a.implementation, "table": a.table}
             for L in (256, 2048)
             for n in (1, 2, 4)
             for a, f in zip(arms, (0.51234, 0.5, 0.8, 0.2))

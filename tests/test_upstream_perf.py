@@ -21,51 +21,83 @@ SOURCES = {"module-level kernel": None, "JIT-warmup class": CLASS_SOURCE}
 # -- the registry's upstream arms ------------------------------------------------------------------
 
 
-def test_upstream_arms_say_whose_code_and_round_trip_through_their_label():
-    arms = registry.upstream_bench_arms("vLLM 0.99.0")
-    assert [a.label for a in arms] == [
-        "vLLM 0.99.0 released / contiguous table",
-        "vLLM 0.99.0 patched / narrowed view",
-        "vLLM 0.99.0 patched / contiguous table",
-        "vLLM 0.99.0 released + .contiguous() / narrowed view",
+def test_upstream_arms_say_whose_code_and_round_trip_through_their_fields():
+    arms = registry.upstream_bench_arms("0.99.0")
+    F, T = registry.Form, registry.BlockTable
+    assert [(a.form, a.table, a.copy) for a in arms] == [
+        (F.RELEASED, T.CONTIGUOUS, False),
+        (F.PATCHED, T.NARROWED, False),
+        (F.PATCHED, T.CONTIGUOUS, False),
+        (F.RELEASED, T.NARROWED, True),
     ]
     for a in arms:
         assert (a.origin, a.release, a.implementation) == ("vLLM 0.99.0", "0.99.0", registry.UPSTREAM_IMPLEMENTATION)
-        assert registry.arm(a.label) == a and registry.upstream_arm_of(a.label) == a
-        assert registry.style(a.label) == a.style and registry.display(a.label) == a.display
+        assert a.upstream and a.fields()["release"] == "0.99.0"
+        assert registry.arm_of_row(a.fields()) == a and registry.arm_of_row(a.fields()).style == a.style
     # the shipped kernel on the narrowed view is wrong by design: never a timed arm
-    assert not any(a.form == "released" and a.table == registry.TABLE_NARROWED and not a.copy for a in arms)
-    assert arms[3].copy and arms[3].table == registry.TABLE_NARROWED
-    assert registry.upstream_arm_of("fixed / narrowed view") is None
-    assert registry.arm("fixed / narrowed view").origin == registry.ORIGIN_REPO
+    assert not any(a.form == F.RELEASED and a.table == T.NARROWED and not a.copy for a in arms)
+    # rows read back from a CSV: empty cells are NaN, ``copy`` a bool or its text
+    row = {"implementation": "upstream", "table": "narrowed", "release": "0.99.0", "form": "released", "copy": "True"}
+    assert registry.arm_of_row(row) == arms[3]
+    fixed = registry.arm_of_row(
+        {"implementation": "fixed", "table": "narrowed", "release": float("nan"), "copy": False}
+    )
+    assert fixed == registry.FIXED_VIEW and fixed.origin == registry.ORIGIN_REPO and not fixed.upstream
+
+
+def test_every_arm_rebuilds_from_the_fields_its_rows_record():
+    known = (*registry.ARMS, registry.OUTSIDE_ARM, *registry.upstream_bench_arms("0.99.0"))
+    known += registry.cutedsl_bench_arms("0.99.0")
+    assert len(set(known)) == len(known) == 12
+    for a in known:
+        assert registry.arm_of(**{k: v for k, v in a.fields().items() if k != "form"}, form=a.form or None) == a
+    # an outside kernel an older run named: a user's code, styled as the base registry styles that label
+    legacy = registry.arm_of("vllm", "contiguous")
+    assert (legacy.origin, legacy.implementation, legacy.table) == (registry.ORIGIN_USER, "vllm", "contiguous")
 
 
 def test_upstream_pairs_name_the_four_ratios():
-    pairs = registry.upstream_pairs("vLLM 0.99.0")
-    assert pairs["patched/released (contig)"] == (
-        "vLLM 0.99.0 patched / contiguous table",
-        "vLLM 0.99.0 released / contiguous table",
-    )
-    assert pairs["copy over patched (view)"][1] == "vLLM 0.99.0 patched / narrowed view"
+    pairs = registry.upstream_pairs("0.99.0")
+    shipped, patched_view, patched_contig, copied = registry.upstream_bench_arms("0.99.0")
+    assert pairs == {
+        "patched/released (contig)": (patched_contig, shipped),
+        "patched narrowed/contig": (patched_view, patched_contig),
+        "copy over patched (view)": (copied, patched_view),
+        "copy over released (contig)": (copied, shipped),
+    }
 
 
 @pytest.mark.parametrize(
-    "args,word",
+    "args,exc",
     [
-        (("0.99.0", "patched", registry.TABLE_NARROWED), "origin"),
-        (("vLLM x", "patched", registry.TABLE_NARROWED), "origin"),
-        (("vLLM 0.99.0", "fixed", registry.TABLE_NARROWED), "form"),
-        (("vLLM 0.99.0", "patched", "wide"), "table"),
+        (("", "patched", "narrowed"), ValueError),
+        (("0.99.0", "fixed", "narrowed"), ValueError),
+        (("0.99.0", "CuTe-DSL", "narrowed"), ValueError),  # a CuTe-DSL arm is cutedsl_arm's
+        (("0.99.0", "patched", "wide"), ValueError),
     ],
 )
-def test_upstream_arm_names_the_bad_argument(args, word):
-    with pytest.raises(ValueError, match=f"^{word}: "):
+def test_upstream_arm_refuses_a_bad_argument(args, exc):
+    with pytest.raises(exc):
         registry.upstream_arm(*args)
 
 
-def test_an_unknown_arm_label_is_a_key_error_listing_the_forms():
-    with pytest.raises(KeyError, match="vLLM <release> <form>"):
-        registry.arm("vLLM 0.99.0 fixed / narrowed view")
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"implementation": "fixed", "table": "narrowed", "release": "0.99.0"},  # a release names an upstream arm
+        {"implementation": "upstream", "table": "narrowed", "release": "0.99.0"},  # no form
+        {"implementation": "fixed", "table": "narrowed", "form": "patched"},  # a form names an upstream arm
+        {"implementation": "fixed", "table": "wide"},
+    ],
+)
+def test_a_row_with_an_impossible_arm_is_refused(row):
+    with pytest.raises(ValueError):
+        registry.arm_of_row(row)
+
+
+def test_a_row_that_records_no_arm_is_a_key_error_naming_the_columns():
+    with pytest.raises(KeyError, match="implementation"):
+        registry.arm_of_row({"arm": "fixed / narrowed view", "table": "narrowed"})
 
 
 # -- a release's kernel in each form ------------------------------------------------------------
@@ -76,16 +108,16 @@ def load(tmp_path, monkeypatch, form, source=None, version="0.99.0"):
     return R.load_release_kernel(version, form, cache_root=root, download=False)
 
 
-def test_origin_is_read_from_the_wheel_that_was_loaded(tmp_path, monkeypatch):
+def test_release_and_origin_are_read_from_the_wheel_that_was_loaded(tmp_path, monkeypatch):
     _, entry = cached_release(tmp_path, monkeypatch)
-    assert R.origin_of(entry) == "vLLM 0.99.0"
+    assert (R.release_of(entry), R.origin_of(entry)) == ("0.99.0", "vLLM 0.99.0")
     entry.provenance["wheel"] = "vllm-0.98.0-cp38-abi3-manylinux_2_28_x86_64.whl"
     with pytest.raises(R.ReleaseUnavailable, match=r"come from vllm-0\.98\.0"):
-        R.origin_of(entry)
+        R.release_of(entry)
 
 
 @pytest.mark.parametrize("source", SOURCES.values(), ids=SOURCES.keys())
-@pytest.mark.parametrize("form", R.FORMS)
+@pytest.mark.parametrize("form", registry.TRITON_FORMS)
 def test_each_form_loads_with_exactly_its_rewrite(tmp_path, monkeypatch, form, source):
     rk = load(tmp_path, monkeypatch, form, source)
     assert (rk.origin, rk.form, rk.info.record) == ("vLLM 0.99.0", form, "v4")
@@ -107,13 +139,13 @@ def test_the_timed_callables_are_bitwise_right_and_the_shipped_kernel_on_the_vie
     patched = R.load_release_kernel("0.99.0", "patched", cache_root=tmp_path / "cache", download=False)
     sc = build_scenario(ScenarioSpec(num_reqs=3, block_size=16, seq_len_max=40, max_reqs=3))
     contiguous, ref = sc.block_table.contiguous(), reference_output(sc)
-    arms = registry.upstream_bench_arms(shipped.origin)
+    arms = registry.upstream_bench_arms(shipped.release)
     fns = [shipped.gather(), patched.gather(), patched.gather(), shipped.gather(copy_table=True)]
     with loaded_scalar_loop_bounds():
         for arm, fn in zip(arms, fns):
             for _ in range(2):  # the first call is the checked one, the second the plain one
                 out = sc.fresh_out()
-                fn(*sc.args(out, sc.block_table if arm.table == registry.TABLE_NARROWED else contiguous))
+                fn(*sc.args(out, sc.block_table if arm.table == registry.BlockTable.NARROWED else contiguous))
                 assert compare_bitwise(out, ref, sc) == (0, 0), arm.label
         out = sc.fresh_out()
         shipped.gather()(*sc.args(out))
@@ -195,7 +227,7 @@ def test_compilations_per_form_follow_the_pitch_rule(tmp_path, monkeypatch, sour
 
     cached_release(tmp_path, monkeypatch, source=source)
     got = {}
-    for form in R.FORMS:
+    for form in registry.TRITON_FORMS:
         rk = R.load_release_kernel("0.99.0", form, cache_root=tmp_path / "cache", download=False)
         rows = fingerprint(rk, rk.warm_up(BACKING, BLOCK, (4,)) or (None, ""))
         checks = fingerprint_checks(rows, WIDTHS, BACKING)
@@ -326,8 +358,14 @@ class _FakeTimer:
                     on_check(ArmCheck(timed.arm, n, L, mismatched, stray, n * L))
                     for mode in ("eager", "graph"):
                         on_median(
-                            {"arm": timed.arm.label, "code": timed.arm.origin, "launch": mode, "num_reqs": n}
-                            | {"seq_len": L, "tokens": n * L, "median_us": self.us[timed.arm.table]}
+                            {"arm": timed.arm.label, "code": timed.arm.origin, **timed.arm.fields()}
+                            | {
+                                "launch": mode,
+                                "num_reqs": n,
+                                "seq_len": L,
+                                "tokens": n * L,
+                                "median_us": self.us[timed.arm.table],
+                            }
                         )
 
 
@@ -344,9 +382,17 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
     monkeypatch.setattr(perf, "run_perf", _FakeTimer({"narrowed": 12.0, "contiguous": 10.0}))
     nb = _walkthrough(tmp_path, ["0.99.0"])
     for n in (1, 2):  # gather_fast's medians and the streaming ceiling of the same run
-        for arm, us in (("fast / narrowed view", 8.0), ("fast / contiguous table", 8.0)):
+        for arm, us in ((registry.FAST_VIEW, 8.0), (registry.FAST_CONTIG, 8.0)):
             nb.session.table(P.MEDIANS).append(
-                {"arm": arm, "launch": "graph", "num_reqs": n, "seq_len": 32, "tokens": 32 * n, "median_us": us}
+                {
+                    "arm": arm.label,
+                    **arm.fields(),
+                    "launch": "graph",
+                    "num_reqs": n,
+                    "seq_len": 32,
+                    "tokens": 32 * n,
+                    "median_us": us,
+                }
             )
         nb.session.table(P.CEILING).append(
             {"arm": "stream / 584-B records", "kernel": "stream", "launch": "graph", "num_reqs": n, "seq_len": 32}
@@ -355,7 +401,7 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
     table = nb.measure_cutedsl()
     checks = nb.session.table(P.CUTEDSL_CHECKS).frame()
     assert len(checks) == 4 and checks["ok"].all(), checks  # both tables at 1 and 2 requests, bitwise equal
-    assert set(checks["variant"]) == {"vLLM 0.99.0 CuTe-DSL / narrowed view", "vLLM 0.99.0 CuTe-DSL / contiguous table"}
+    assert set(checks["variant"]) == {a.label for a in registry.cutedsl_bench_arms("0.99.0")}
     graph = table[table["launch"] == "graph"].set_index("num_reqs")
     assert list(graph["narrowed/contig_ratio"]) == [1.2, 1.2]
     assert list(graph["vs fast (view)_ratio"]) == [1.5, 1.5]
@@ -382,28 +428,25 @@ def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp
     assert nb.cutedsl_headline() == "vLLM 0.99.0's CuTe-DSL gather: failed: RuntimeError: cute.compile failed."
 
 
-def test_cutedsl_arms_round_trip_through_their_label_and_say_whose_code():
-    view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
-    assert (view.label, contig.label) == (
-        "vLLM 0.33.0 CuTe-DSL / narrowed view",
-        "vLLM 0.33.0 CuTe-DSL / contiguous table",
-    )
-    assert registry.arm(view.label) == view and registry.upstream_arm_of(contig.label) == contig
+def test_cutedsl_arms_round_trip_through_their_fields_and_say_whose_code():
+    view, contig = registry.cutedsl_bench_arms("0.33.0")
+    assert registry.arm_of_row(view.fields()) == view and registry.arm_of_row(contig.fields()) == contig
     assert (view.origin, view.release, view.form, view.table) == ("vLLM 0.33.0", "0.33.0", "CuTe-DSL", "narrowed")
-    assert registry.upstream_arm_of("vLLM 0.33.0 CuTe-DSL + .contiguous() / narrowed view") is None
-    with pytest.raises(ValueError, match="origin"):
-        registry.cutedsl_arm("0.33.0", "narrowed")
+    assert (contig.table, contig.copy, view.style["color"]) == ("contiguous", False, contig.style["color"])
+    with pytest.raises(ValueError):
+        registry.cutedsl_arm("", "narrowed")
 
 
 def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fast():
     from repro_studies.analysis import cutedsl
 
-    view, contig = registry.cutedsl_bench_arms("vLLM 0.33.0")
-    rows = [(view.label, 9.0), (contig.label, 9.0), ("fast / narrowed view", 10.0), ("fast / contiguous table", 9.0)]
+    view, contig = registry.cutedsl_bench_arms("0.33.0")
+    rows = [(view, 9.0), (contig, 9.0), (registry.FAST_VIEW, 10.0), (registry.FAST_CONTIG, 9.0)]
     medians = pd.DataFrame(
         [
             {
-                "arm": a,
+                "arm": a.label,
+                **a.fields(),
                 "code": "vLLM 0.33.0",
                 "launch": "graph",
                 "num_reqs": 4,

@@ -10,7 +10,7 @@ from typing import Any
 from repro.core.geometry.layout import is_pow2
 from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, distinct
 from repro.registry import ImplementationError
-from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS
+from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS, TRITON_FORMS
 
 #: A vLLM release number as the registry writes it.
 RELEASE = re.compile(r"\d+(\.\d+){1,3}")
@@ -76,8 +76,9 @@ PARAMETERS: dict[str, Param] = {
     ),
     "variants": Param(
         list,
-        "a non-empty list drawn from 'released', 'patched' and 'patched-constexpr'",
-        lambda v: len(v) > 0 and set(v) <= {"released", "patched", "patched-constexpr"},
+        "a non-empty list drawn from "
+        + " and ".join((", ".join(repr(str(f)) for f in TRITON_FORMS[:-1]), repr(str(TRITON_FORMS[-1])))),
+        lambda v: len(v) > 0 and set(v) <= set(TRITON_FORMS),
         item_kind=str,
     ),
     "share_identical": Param(bool, "true or false (share rows between releases whose launch path is identical)"),

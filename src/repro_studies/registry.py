@@ -10,9 +10,8 @@ who-is-affected and bug-1-in-releases studies.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -33,29 +32,76 @@ def _style(**kw: Any) -> Mapping[str, Any]:
     return MappingProxyType(kw)
 
 
-#: Which table an arm's kernel reads: the narrowed view ``backing[:n, :w]`` or its contiguous copy.
-TABLE_NARROWED = "narrowed"
-TABLE_CONTIGUOUS = "contiguous"
+class BlockTable(StrEnum):
+    """Which block table an arm's kernel reads: the narrowed view ``backing[:n, :w]`` or its contiguous copy."""
+
+    NARROWED = "narrowed"
+    CONTIGUOUS = "contiguous"
+
+
+class Form(StrEnum):
+    """What of a vLLM release's gather an upstream arm runs: the Triton gather as shipped, with PR #55109's change
+    (``stride(0)`` as a runtime argument), with the stride left ``tl.constexpr``; or the release's CuTe-DSL gather
+    (as released only: it takes no row pitch, so PR #55109 has nothing to change). Notebook 04's ``variants`` are
+    the Triton forms."""
+
+    RELEASED = "released"
+    PATCHED = "patched"
+    PATCHED_CONSTEXPR = "patched-constexpr"
+    CUTEDSL = "CuTe-DSL"
+
+
+#: The forms of a release's Triton gather (what the row-pitch rewrite makes of it).
+TRITON_FORMS = (Form.RELEASED, Form.PATCHED, Form.PATCHED_CONSTEXPR)
+#: How an arm's display label names its table.
+TABLE_WORDS = MappingProxyType({BlockTable.NARROWED: "narrowed view", BlockTable.CONTIGUOUS: "contiguous table"})
+COPY_WORDS = " + .contiguous()"
+#: The columns a timing or check row records its arm's identity in (:meth:`Arm.fields`, :func:`arm_of_row`).
+ARM_FIELDS = ("implementation", "table", "release", "form", "copy")
 
 
 @dataclass(frozen=True)
 class Arm:
     """One timed configuration in notebook 03: an implementation on one kind of table, and whose code it is.
 
-    An upstream arm (:func:`upstream_arm`) runs a vLLM release's own kernel: ``release``, ``form``
-    (``released``, ``patched``, ``patched-constexpr``), ``copy`` (the table is materialised with
-    ``.contiguous()`` before the launch) and ``origin`` ``"vLLM <version>"``, read from the loaded wheel.
+    The identity is ``implementation``, ``table`` and, for an upstream arm (:func:`upstream_arm`), the vLLM
+    ``release`` whose kernel it runs, its ``form`` and ``copy`` (the table is materialised with ``.contiguous()``
+    before the launch). Result rows record these fields (:meth:`fields`) and the analysis rebuilds the arm from
+    them (:func:`arm_of_row`); ``label``, ``display`` and ``style`` are for people only.
     """
 
-    label: str  # the ``arm`` column
-    implementation: str  # an Implementation label
-    table: str  # TABLE_NARROWED or TABLE_CONTIGUOUS
-    display: str  # short name for report tables
-    style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
-    origin: str = ORIGIN_REPO
-    release: str = ""
-    form: str = ""
+    implementation: str  # an Implementation label, or UPSTREAM_IMPLEMENTATION
+    table: BlockTable
+    release: str = ""  # the vLLM release whose kernel runs ("" for the repository's and outside kernels)
+    form: Form | None = None
     copy: bool = False
+    display: str = field(default="", compare=False)  # short name for report tables and legends
+    style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
+    origin: str = field(default=ORIGIN_REPO, compare=False)  # whose code: ORIGIN_REPO, ORIGIN_USER, "vLLM <release>"
+
+    @property
+    def label(self) -> str:
+        """The display label (the ``arm`` column): ``fixed / narrowed view``, ``vLLM 0.33.0 patched / narrowed
+        view``, ``vLLM 0.33.0 released + .contiguous() / narrowed view``."""
+        table = TABLE_WORDS[self.table]
+        if self.form is None:
+            return f"{self.implementation} / {table}"
+        return f"{code_label(self.release)} {self.form}{COPY_WORDS if self.copy else ''} / {table}"
+
+    @property
+    def upstream(self) -> bool:
+        """A vLLM release's own kernel (loaded by ``repro_studies.upstream``)."""
+        return self.implementation == UPSTREAM_IMPLEMENTATION
+
+    def fields(self) -> dict[str, Any]:
+        """The arm's identity as a result row's columns (:data:`ARM_FIELDS`)."""
+        return {
+            "implementation": self.implementation,
+            "table": str(self.table),
+            "release": self.release,
+            "form": "" if self.form is None else str(self.form),
+            "copy": self.copy,
+        }
 
 
 FAST = Implementation(
@@ -118,70 +164,50 @@ def code_label(release: str) -> str:
 
 #: Label of an outside kernel timed beside ours (the ``reference_gather`` parameter).
 OUTSIDE_ARM_IMPLEMENTATION = "outside"
-ARMS: tuple[Arm, ...] = (
-    Arm("fixed / narrowed view", "fixed", TABLE_NARROWED, "fixed (view)", _style(color="#27ae60", marker="o")),
-    Arm(
-        "fixed / contiguous table",
-        "fixed",
-        TABLE_CONTIGUOUS,
-        "fixed (contig)",
-        _style(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
-    ),
-    Arm(
-        "contiguous-copy / narrowed view",
-        "contiguous-copy",
-        TABLE_NARROWED,
-        ".contiguous() + kernel",
-        _style(color="#2980b9", marker="^"),
-    ),
-    Arm("fast / narrowed view", "fast", TABLE_NARROWED, "fast (view)", _style(color="#e67e22", marker="D")),
-    Arm(
-        "fast / contiguous table",
-        "fast",
-        TABLE_CONTIGUOUS,
-        "fast (contig)",
-        _style(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
-    ),
+FIXED_VIEW = Arm("fixed", BlockTable.NARROWED, display="fixed (view)", style=_style(color="#27ae60", marker="o"))
+FIXED_CONTIG = Arm(
+    "fixed",
+    BlockTable.CONTIGUOUS,
+    display="fixed (contig)",
+    style=_style(color="#27ae60", marker="o", linestyle="--", markerfacecolor="none", markersize=9),
 )
+COPY_VIEW = Arm(
+    "contiguous-copy",
+    BlockTable.NARROWED,
+    display=".contiguous() + kernel",
+    style=_style(color="#2980b9", marker="^"),
+)
+FAST_VIEW = Arm("fast", BlockTable.NARROWED, display="fast (view)", style=_style(color="#e67e22", marker="D"))
+FAST_CONTIG = Arm(
+    "fast",
+    BlockTable.CONTIGUOUS,
+    display="fast (contig)",
+    style=_style(color="#e67e22", marker="D", linestyle="--", markerfacecolor="none", markersize=9),
+)
+#: The repository's arms, in the order reports list them.
+ARMS: tuple[Arm, ...] = (FIXED_VIEW, FIXED_CONTIG, COPY_VIEW, FAST_VIEW, FAST_CONTIG)
 #: The outside kernel's arm; its display name is completed with the loaded package's version.
 OUTSIDE_ARM = Arm(
-    "outside / contiguous table",
     OUTSIDE_ARM_IMPLEMENTATION,
-    TABLE_CONTIGUOUS,
-    "outside (contig)",
-    _style(color="#c0392b", marker="s", linestyle=":"),
+    BlockTable.CONTIGUOUS,
+    display="outside (contig)",
+    style=_style(color="#c0392b", marker="s", linestyle=":"),
     origin=ORIGIN_USER,
 )
 #: Arms whose kernels notebook 03 can time, by the ``bench_variants`` parameter value.
 BENCH_VARIANTS = ("fixed", "fast")
 #: Arms every timing run includes; ``fast`` arms join when ``bench_variants`` names it.
-BASE_BENCH_ARMS = ("fixed / narrowed view", "fixed / contiguous table", "contiguous-copy / narrowed view")
+BASE_BENCH_ARMS = (FIXED_VIEW, FIXED_CONTIG, COPY_VIEW)
 #: The pair whose time ratio says what reading rows ``stride(0)`` apart costs, per kernel.
-STRIDE_COST_PAIRS = {
-    "fixed": ("fixed / narrowed view", "fixed / contiguous table"),
-    "fast": ("fast / narrowed view", "fast / contiguous table"),
-}
+STRIDE_COST_PAIRS = MappingProxyType({"fixed": (FIXED_VIEW, FIXED_CONTIG), "fast": (FAST_VIEW, FAST_CONTIG)})
 #: The rejected alternative and the arm it is compared with.
-COPY_OVERHEAD_PAIR = ("contiguous-copy / narrowed view", "fixed / narrowed view")
+COPY_OVERHEAD_PAIR = (COPY_VIEW, FIXED_VIEW)
 
 # --------------------------------------------------------------------------------------------
 # Upstream arms: a vLLM release's own gather, as shipped or with PR #55109's change, timed in notebook 03.
 
 #: The ``implementation`` of every upstream arm (the kernel is the release's, loaded by repro_studies.upstream).
 UPSTREAM_IMPLEMENTATION = "upstream"
-#: Forms of a release's kernel: as shipped, PR #55109 (stride(0) as a runtime argument), stride left constexpr.
-UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
-UPSTREAM_FORMS = (UPSTREAM_RELEASED, UPSTREAM_PATCHED, UPSTREAM_PATCHED_CONSTEXPR)
-#: How an upstream arm's label names its table.
-TABLE_WORDS = {TABLE_NARROWED: "narrowed view", TABLE_CONTIGUOUS: "contiguous table"}
-COPY_WORDS = " + .contiguous()"
-#: vLLM's CuTe-DSL gather (``nvidia/ops/dequant_gather_k_cutedsl.py``; where vLLM dispatches to it is notebook
-#: 05's table): as released only (it takes no row pitch, so PR #55109 has nothing to change).
-UPSTREAM_CUTEDSL = "CuTe-DSL"
-_UPSTREAM_LABEL = re.compile(
-    r"^(?P<origin>vLLM (?P<release>\d+(?:\.\d+){1,3})) (?P<form>released|patched-constexpr|patched|CuTe-DSL)"
-    r"(?P<copy> \+ \.contiguous\(\))? / (?P<table>narrowed view|contiguous table)$"
-)
 _RELEASE_COLORS = ("#8e44ad", "#16a085", "#d35400", "#2c3e50", "#b7950b", "#1f618d", "#6c3483", "#117864")
 
 
@@ -190,86 +216,62 @@ def _release_color(release: str) -> str:
     return _RELEASE_COLORS[int(hashlib.sha256(release.encode()).hexdigest(), 16) % len(_RELEASE_COLORS)]
 
 
-def upstream_arm(origin: str, form: str, table: str, copy: bool = False) -> Arm:
-    """The registry entry of a vLLM release's kernel timed on one table: ``origin`` is ``"vLLM <version>"`` as
-    read from the loaded wheel (``repro_studies.upstream.release_kernel.origin_of``), never typed."""
-    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
-    if not match:
-        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
-    if form not in UPSTREAM_FORMS:
-        raise ValueError(f"form: {form!r} is not one of {', '.join(UPSTREAM_FORMS)}")
-    if table not in TABLE_WORDS:
-        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
-    release = match.group(1)
-    narrowed = table == TABLE_NARROWED
+def _checked_release(release: str) -> str:
+    if not release:
+        raise ValueError("release: empty; an upstream arm names the vLLM release whose wheel was loaded")
+    return release
+
+
+def upstream_arm(release: str, form: Form | str, table: BlockTable | str, copy: bool = False) -> Arm:
+    """The registry entry of a vLLM release's Triton kernel timed on one table: ``release`` is the version of the
+    loaded wheel (``repro_studies.upstream.release_kernel.release_of``), never typed."""
+    release, form, table = _checked_release(release), Form(form), BlockTable(table)
+    if form not in TRITON_FORMS:
+        raise ValueError(f"form: {form!r} is not one of {', '.join(TRITON_FORMS)}")
+    narrowed = table == BlockTable.NARROWED
     style = _style(
         color=_release_color(release),
-        marker="^" if copy else {"released": "s", "patched": "o", "patched-constexpr": "v"}[form],
+        marker="^" if copy else {Form.RELEASED: "s", Form.PATCHED: "o", Form.PATCHED_CONSTEXPR: "v"}[form],
         linestyle=":" if copy else ("-" if narrowed else "--"),
         markerfacecolor=None if narrowed or copy else "none",
     )
     short = f"{release} {form}{' + copy' if copy else ''} ({'view' if narrowed else 'contig'})"
-    label = f"{origin} {form}{COPY_WORDS if copy else ''} / {TABLE_WORDS[table]}"
-    return Arm(label, UPSTREAM_IMPLEMENTATION, table, short, style, origin, release, form, copy)
+    return Arm(UPSTREAM_IMPLEMENTATION, table, release, form, copy, short, style, code_label(release))
 
 
-def cutedsl_arm(origin: str, table: str) -> Arm:
-    """The registry entry of a release's CuTe-DSL gather timed on one table (``origin`` from the loaded wheel)."""
-    match = re.fullmatch(r"vLLM (\d+(?:\.\d+){1,3})", origin)
-    if not match:
-        raise ValueError(f"origin: {origin!r} is not 'vLLM <release number>'")
-    if table not in TABLE_WORDS:
-        raise ValueError(f"table: {table!r} is not one of {', '.join(TABLE_WORDS)}")
-    release, narrowed = match.group(1), table == TABLE_NARROWED
+def cutedsl_arm(release: str, table: BlockTable | str) -> Arm:
+    """The registry entry of a release's CuTe-DSL gather timed on one table (``release`` from the loaded wheel)."""
+    release, table = _checked_release(release), BlockTable(table)
+    narrowed = table == BlockTable.NARROWED
     style = _style(
         color="#34495e", marker="P", linestyle="-" if narrowed else "--", markerfacecolor=None if narrowed else "none"
     )
     short = f"{release} CuTe-DSL ({'view' if narrowed else 'contig'})"
-    return Arm(
-        f"{origin} {UPSTREAM_CUTEDSL} / {TABLE_WORDS[table]}",
-        UPSTREAM_IMPLEMENTATION,
-        table,
-        short,
-        style,
-        origin,
-        release,
-        UPSTREAM_CUTEDSL,
-    )
+    return Arm(UPSTREAM_IMPLEMENTATION, table, release, Form.CUTEDSL, False, short, style, code_label(release))
 
 
-def cutedsl_bench_arms(origin: str) -> tuple[Arm, Arm]:
+def cutedsl_bench_arms(release: str) -> tuple[Arm, Arm]:
     """What notebook 03 times of a release's CuTe-DSL gather: the narrowed view and its contiguous copy
     (the same compiled kernel; the pair says what following ``stride(0)`` costs it)."""
-    return cutedsl_arm(origin, TABLE_NARROWED), cutedsl_arm(origin, TABLE_CONTIGUOUS)
+    return cutedsl_arm(release, BlockTable.NARROWED), cutedsl_arm(release, BlockTable.CONTIGUOUS)
 
 
-def upstream_arm_of(label: str) -> Arm | None:
-    """The upstream arm a table's label names, or None for any other label."""
-    found = _UPSTREAM_LABEL.match(str(label))
-    if not found:
-        return None
-    table = next(t for t, words in TABLE_WORDS.items() if words == found.group("table"))
-    if found.group("form") == UPSTREAM_CUTEDSL:
-        return None if found.group("copy") else cutedsl_arm(found.group("origin"), table)
-    return upstream_arm(found.group("origin"), found.group("form"), table, bool(found.group("copy")))
-
-
-def upstream_bench_arms(origin: str) -> tuple[Arm, ...]:
+def upstream_bench_arms(release: str) -> tuple[Arm, ...]:
     """What notebook 03 times of one release: the kernel as shipped on a contiguous table (what every
     deployment runs today), PR #55109's kernel on the narrowed view and on the contiguous table, and the
     shipped kernel after ``.contiguous()`` of the narrowed view. (The shipped kernel on the narrowed view is
     wrong by design and never timed.)"""
     return (
-        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_CONTIGUOUS),
-        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_NARROWED),
-        upstream_arm(origin, UPSTREAM_PATCHED, TABLE_CONTIGUOUS),
-        upstream_arm(origin, UPSTREAM_RELEASED, TABLE_NARROWED, copy=True),
+        upstream_arm(release, Form.RELEASED, BlockTable.CONTIGUOUS),
+        upstream_arm(release, Form.PATCHED, BlockTable.NARROWED),
+        upstream_arm(release, Form.PATCHED, BlockTable.CONTIGUOUS),
+        upstream_arm(release, Form.RELEASED, BlockTable.NARROWED, copy=True),
     )
 
 
-def upstream_pairs(origin: str) -> dict[str, tuple[str, str]]:
-    """(numerator, denominator) arm labels of each ratio the report gives per release."""
-    shipped, patched_view, patched_contig, copied = (a.label for a in upstream_bench_arms(origin))
+def upstream_pairs(release: str) -> dict[str, tuple[Arm, Arm]]:
+    """(numerator, denominator) arms of each ratio the report gives per release."""
+    shipped, patched_view, patched_contig, copied = upstream_bench_arms(release)
     return {
         "patched/released (contig)": (patched_contig, shipped),
         "patched narrowed/contig": (patched_view, patched_contig),
@@ -278,17 +280,56 @@ def upstream_pairs(origin: str) -> dict[str, tuple[str, str]]:
     }
 
 
-def arm(label: str) -> Arm:
+def arm_of(
+    implementation: str, table: BlockTable | str, release: str = "", form: Form | str | None = None, copy: bool = False
+) -> Arm:
+    """The arm with this identity: a release's kernel (``form`` given), one of :data:`ARMS` or the outside arm, or,
+    for an implementation the registry does not hold (an outside kernel an older run named), an arm of a user's
+    code styled as :func:`repro.registry.style` styles that label."""
+    table = BlockTable(table)
+    if implementation == UPSTREAM_IMPLEMENTATION or form:
+        if implementation != UPSTREAM_IMPLEMENTATION or not form:
+            raise ValueError(f"an upstream arm needs implementation {UPSTREAM_IMPLEMENTATION!r} and a form")
+        form = Form(form)
+        return cutedsl_arm(release, table) if form == Form.CUTEDSL else upstream_arm(release, form, table, copy)
+    if release or copy:
+        raise ValueError(f"arm {implementation!r}: release and copy name an upstream arm only")
     for entry in (*ARMS, OUTSIDE_ARM):
-        if entry.label == label:
+        if (entry.implementation, entry.table) == (implementation, table):
             return entry
-    upstream = upstream_arm_of(label)
-    if upstream is not None:
-        return upstream
-    raise KeyError(
-        f"no arm labelled {label!r}; known: {', '.join(a.label for a in ARMS)} and "
-        "'vLLM <release> <form>[ + .contiguous()] / <table>' or 'vLLM <release> CuTe-DSL / <table>'"
+    if not implementation:
+        raise ValueError("implementation: empty")
+    bare = Arm(implementation, table, origin=ORIGIN_USER)
+    return replace(bare, display=bare.label, style=registry.style(implementation))
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def arm_of_row(row: Mapping[str, Any]) -> Arm:
+    """The arm a result row records in its :data:`ARM_FIELDS` columns (a row of a CSV table: empty cells read as
+    NaN, ``copy`` as a bool or its text)."""
+    missing = [k for k in ("implementation", "table") if not _text(row.get(k))]
+    if missing:
+        raise KeyError(f"row records no arm: {', '.join(missing)} missing (columns {', '.join(ARM_FIELDS)})")
+    copy = row.get("copy")
+    return arm_of(
+        _text(row["implementation"]),
+        _text(row["table"]),
+        _text(row.get("release")),
+        _text(row.get("form")) or None,
+        copy is True or _text(copy) == "True",
     )
+
+
+def arms_by_label(frame: Any) -> dict[str, Arm]:
+    """Each display label of a timing table (a DataFrame with an ``arm`` column and :data:`ARM_FIELDS`) and the
+    arm its rows record, in order of appearance."""
+    out: dict[str, Arm] = {}
+    for row in frame.drop_duplicates("arm").to_dict("records"):
+        out[row["arm"]] = arm_of_row(row)
+    return out
 
 
 def bench_arms(variants: list[str] | tuple[str, ...]) -> tuple[Arm, ...]:
@@ -296,23 +337,7 @@ def bench_arms(variants: list[str] | tuple[str, ...]) -> tuple[Arm, ...]:
     chosen = set(BASE_BENCH_ARMS)
     for v in variants:
         chosen.update(STRIDE_COST_PAIRS[v])
-    return tuple(a for a in ARMS if a.label in chosen)
-
-
-def _arm_of(label: str) -> Arm | None:
-    return next((a for a in (*ARMS, OUTSIDE_ARM) if a.label == label), None) or upstream_arm_of(label)
-
-
-def style(label: str) -> Mapping[str, Any]:
-    """Plot style of an arm or implementation label (:func:`repro.registry.style` for labels that name no arm)."""
-    entry = _arm_of(label)
-    return entry.style if entry is not None else registry.style(label)
-
-
-def display(label: str) -> str:
-    """Short name of an arm or implementation label (:func:`repro.registry.display` for labels that name no arm)."""
-    entry = _arm_of(label)
-    return entry.display if entry is not None else registry.display(label)
+    return tuple(a for a in ARMS if a in chosen)
 
 
 # --------------------------------------------------------------------------------------------

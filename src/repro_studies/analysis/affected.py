@@ -35,6 +35,7 @@ from repro_studies.registry import (
     TABLE_RAN,
     UNDECIDED,
     Cutlass,
+    Form,
 )
 
 ANSWER_COLUMNS = [
@@ -69,7 +70,6 @@ AFFECTED_COLUMNS = [
 NOT_MEASURED = "not measured"
 #: Released-variant verdicts that mean the kernel misreads narrowed tables.
 BUG_VERDICT_PREFIXES = ("faults from", "wrong from")
-RELEASED = "released"
 
 
 def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
@@ -136,7 +136,7 @@ def kernel_bug(verdicts: pd.DataFrame, release: str, kernel: str) -> tuple[str, 
     if verdicts is None or verdicts.empty or not kernel:
         return NOT_MEASURED, None
     hit = verdicts[
-        (verdicts["release"] == release) & (verdicts["kernel"] == kernel) & (verdicts["variant"] == RELEASED)
+        (verdicts["release"] == release) & (verdicts["kernel"] == kernel) & (verdicts["variant"] == Form.RELEASED)
     ]
     if hit.empty:
         return NOT_MEASURED, None

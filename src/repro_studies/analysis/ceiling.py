@@ -22,7 +22,7 @@ import math
 import pandas as pd
 
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro_studies.registry import FAST
+from repro_studies.registry import FAST, Arm, arm_of
 
 STREAM, MOVE, READ, WRITE = "stream", "move", "read-only", "write-only"
 NOT_GATHERS = (STREAM, MOVE, READ, WRITE)
@@ -37,16 +37,18 @@ SHAPE = ["seq_len", "num_reqs", "launch"]
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill ``kernel``, ``table``, ``requests``, ``code`` and byte counts where a run did not record them.
 
-    Arm names have the form ``"<kernel> / <narrowed view | contiguous table | ...>"``.
+    A gather's row records its arm (:data:`repro_studies.registry.ARM_FIELDS`): its ``kernel`` is the arm's
+    ``implementation``; the streaming arms record their ``kernel``.
     """
     f = frame.reset_index(drop=True)
-    kernel_from_arm = f["arm"].str.split(" / ").str[0]
-    table_from_arm = f["arm"].map(
-        lambda a: "narrowed" if "narrowed view" in a else "contiguous" if "contiguous table" in a else "none"
-    )
+    if "kernel" not in f:
+        f["kernel"] = pd.Series(None, index=f.index, dtype=object)
+    if "implementation" in f:
+        f["kernel"] = f["kernel"].where(f["kernel"].notna(), f["implementation"])
+    if f["kernel"].isna().any():
+        raise ValueError("timing rows that record neither their kernel nor their arm's implementation")
     defaults = {
-        "kernel": kernel_from_arm,
-        "table": table_from_arm,
+        "table": pd.Series("none", index=f.index),
         "requests": pd.Series("equal", index=f.index),
         "code": pd.Series("", index=f.index),
         "layout": pd.Series("", index=f.index),
@@ -62,6 +64,12 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     f["median_us"] = pd.to_numeric(f["median_us"], errors="coerce")
     f["is_gather"] = gather
     return f
+
+
+def gather_arms(vs: pd.DataFrame) -> dict[str, Arm]:
+    """Each gather arm of a :func:`ceiling_table` by its label, rebuilt from the row's ``kernel`` (the arm's
+    implementation: the repository's or an outside kernel) and ``table``."""
+    return {r["arm"]: arm_of(r["kernel"], r["table"]) for r in vs.drop_duplicates("arm").to_dict("records")}
 
 
 def _tbps(nbytes, us) -> float:

@@ -1,7 +1,7 @@
 """vLLM's CuTe-DSL gather beside gather_fast: what notebook 03's CuTe-DSL arms say. Pandas only.
 
 Where vLLM dispatches to the CuTe-DSL gather (notebook 05's table says where), it, not a Triton gather, is
-``gather_fast``'s peer. Its arms (:func:`repro.registry.cutedsl_bench_arms`)
+``gather_fast``'s peer. Its arms (:func:`repro_studies.registry.cutedsl_bench_arms`)
 are timed like every other arm; this module puts them beside ``gather_fast``'s arms of the same run and
 the streaming ceiling measured in it:
 
@@ -20,7 +20,7 @@ import pandas as pd
 
 from repro_studies.analysis.ceiling import SHAPE, ceiling_table
 from repro_studies.analysis.performance import NO_COST_BAND
-from repro_studies.registry import STRIDE_COST_PAIRS, TABLE_CONTIGUOUS, TABLE_NARROWED, cutedsl_bench_arms
+from repro_studies.registry import STRIDE_COST_PAIRS, UPSTREAM_IMPLEMENTATION, BlockTable, arms_by_label
 
 #: Status of a release's CuTe-DSL arms in ``03-cutedsl``.
 TIMED, NOT_RUN, FAILED = "timed", "not run", "failed"
@@ -42,17 +42,20 @@ def beside_fast(
     narrowed/contiguous ratio, its time over gather_fast's and its fraction of the streaming ceiling."""
     if cute is None or not len(cute):
         return pd.DataFrame()
-    fast = perf[perf["arm"].isin(STRIDE_COST_PAIRS["fast"])] if perf is not None and len(perf) else perf
+    if perf is not None and len(perf):
+        fast_arms = [label for label, a in arms_by_label(perf).items() if a in STRIDE_COST_PAIRS["fast"]]
+        fast = perf[perf["arm"].isin(fast_arms)]
+    else:
+        fast = perf
     gathers = pd.concat([f for f in (cute, fast) if f is not None and len(f)], ignore_index=True)
     streams = ceiling if ceiling is not None and len(ceiling) else pd.DataFrame(columns=_NO_CEILING)
     vs = ceiling_table(gathers, streams, copy_tbps)
     rows = []
     for code in sorted(cute["code"].unique()):
-        view, contig = (a.label for a in cutedsl_bench_arms(str(code)))
-        at = vs[vs["arm"].isin([view, contig])]
+        at = vs[(vs["code"] == code) & (vs["kernel"] == UPSTREAM_IMPLEMENTATION)]
         for (L, n, mode), g in at.groupby(SHAPE, sort=True):
             by_table = {r.table: r for r in g.itertuples()}
-            v, c = by_table.get(TABLE_NARROWED), by_table.get(TABLE_CONTIGUOUS)
+            v, c = by_table.get(BlockTable.NARROWED), by_table.get(BlockTable.CONTIGUOUS)
             rows.append(
                 {
                     "code": code,

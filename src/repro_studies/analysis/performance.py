@@ -17,7 +17,7 @@ from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import implementation_names
 from repro.core.geometry.layout import gather_bytes
 from repro.tables import Table
-from repro_studies.registry import ARMS, COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, arm, upstream_arm_of
+from repro_studies.registry import COPY_OVERHEAD_PAIR, ORIGIN_USER, STRIDE_COST_PAIRS, Arm, arms_by_label
 
 #: The fix costs nothing if narrowed / contiguous stays inside this band.
 NO_COST_BAND = (0.99, 1.01)
@@ -27,10 +27,10 @@ HOST_BOUND_FACTOR = 1.5
 FASTEST = "fast"
 
 
-def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, stray: int, tokens: int) -> dict:
+def arm_check_row(arm: Arm, num_reqs: int, seq_len: int, mismatched: int, stray: int, tokens: int) -> dict:
     return {
         "check": "timed arm equals the reference",
-        "variant": arm_label,
+        "variant": arm.label,
         "num_reqs": num_reqs,
         "seq_len": seq_len,
         "expected": "0 tokens differ",
@@ -39,11 +39,25 @@ def arm_check_row(arm_label: str, num_reqs: int, seq_len: int, mismatched: int, 
     }
 
 
-def outside_arms(labels: Iterable[str]) -> list[str]:
-    """Arms named by the ``reference_gather`` parameter (e.g. an installed vLLM's kernel timed beside ours):
-    neither the repository's own arms nor a release's arms loaded by ``repro_studies.upstream`` (reported apart)."""
-    ours = {a.label for a in ARMS}
-    return [label for label in labels if label not in ours and upstream_arm_of(label) is None]
+def outside_arms(medians: pd.DataFrame) -> list[str]:
+    """Labels of the arms a timing table's rows record as a user's code: the kernel named by the
+    ``reference_gather`` parameter (e.g. an installed vLLM's kernel timed beside ours), neither the repository's
+    own arms nor a release's arms loaded by ``repro_studies.upstream`` (reported apart)."""
+    return [label for label, a in arms_by_label(medians).items() if a.origin == ORIGIN_USER]
+
+
+def _by_arm(rows: pd.DataFrame, value: str) -> dict[Arm, float]:
+    """``value`` per arm of rows of one shape and launch mode, each arm rebuilt from the row's fields."""
+    arms = arms_by_label(rows)
+    return {arms[label]: v for label, v in zip(rows["arm"], rows[value])}
+
+
+def _pivot(medians: pd.DataFrame, launch: str) -> tuple[pd.DataFrame, dict[Arm, str]]:
+    """Medians of one launch mode per shape, one column per arm label, and the label of each arm."""
+    piv = medians[medians.launch == launch].pivot_table(
+        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
+    )
+    return piv, {a: label for label, a in arms_by_label(medians).items()}
 
 
 def outside_columns(run: RunData) -> dict[str, str]:
@@ -54,7 +68,7 @@ def outside_columns(run: RunData) -> dict[str, str]:
     info = (run.manifest.get("implementations") or {}).get("reference_gather") or {
         "target": (run.manifest.get("parameters") or {}).get("reference_gather", "")
     }
-    return {label: provenance_short(info) for label in outside_arms(med.arm.unique())}
+    return {label: provenance_short(info) for label in outside_arms(med)}
 
 
 def outside_prose(run: RunData) -> dict[str, str]:
@@ -73,8 +87,9 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
     fixed_view, fixed_contig = STRIDE_COST_PAIRS["fixed"]
     copy_arm, copy_base = COPY_OVERHEAD_PAIR
     fast_view, fast_contig = STRIDE_COST_PAIRS[FASTEST]
+    outside = [(label, a) for label, a in arms_by_label(medians).items() if a.origin == ORIGIN_USER]
     for (L, n, mode), g in medians.groupby(["seq_len", "num_reqs", "launch"], sort=True):
-        t = dict(zip(g["arm"], g["median_us"]))
+        t = _by_arm(g, "median_us")
         row = {"seq_len": L, "num_reqs": n, "launch": mode}
         row["fixed narrowed/contiguous_ratio"] = t[fixed_view] / t[fixed_contig]
         row["contiguous-copy overhead_ratio"] = t[copy_arm] / t[copy_base]
@@ -83,8 +98,9 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
             row["fast narrowed/contiguous_ratio"] = t[fast_view] / t[fast_contig]
             row["fast of ceiling_fraction"] = _bytes_per_s_fraction(n * L, t[fast_view], ceiling_tbps)
             row["fast speedup over fixed_ratio"] = t[fixed_view] / t[fast_view]
-        for other in outside_arms(t):
-            row[f"fast speedup over {other}_ratio"] = t[other] / t.get(fast_view, float("nan"))
+        for label, other in outside:
+            if other in t:
+                row[f"fast speedup over {label}_ratio"] = t[other] / t.get(fast_view, float("nan"))
         rows.append(row)
     return pd.DataFrame(rows).round(4)
 
@@ -123,9 +139,11 @@ def headline(medians: pd.DataFrame, ratios: pd.DataFrame, outside_names: dict[st
     facts["fixed_fraction_at_max"] = float(at["fixed of ceiling_fraction"])
     single = medians[(medians.seq_len == big_L) & (medians.num_reqs == one_n) & (medians.launch == "graph")]
     facts["single_request_graph_us"] = {r.arm: float(r.median_us) for r in single.itertuples()}
+    one = _by_arm(single, "median_us")
+    facts["single_request_us"] = {kernel: float(one[v]) for kernel, (v, _) in STRIDE_COST_PAIRS.items() if v in one}
     if "fast of ceiling_fraction" in at:
         facts["fast_fraction_at_max"] = float(at["fast of ceiling_fraction"])
-    others = outside_arms(medians.arm.unique())
+    others = outside_arms(medians)
     if others:
         facts["outside_arm"] = others[0]
         facts["fast_speedup_over_outside_at_max"] = float(at[f"fast speedup over {others[0]}_ratio"])
@@ -162,15 +180,13 @@ def fix_cost_table(medians: pd.DataFrame, ratios: pd.DataFrame, launch: str) -> 
     and the three figures derived from them."""
     view, contig = STRIDE_COST_PAIRS["fixed"]
     copy_arm, _ = COPY_OVERHEAD_PAIR
-    piv = medians[medians.launch == launch].pivot_table(
-        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
-    )
+    piv, label = _pivot(medians, launch)
     r = ratios[ratios.launch == launch].set_index(["seq_len", "num_reqs"])
     out = pd.DataFrame(
         {
-            f"{arm(view).display} us": piv[view],
-            f"{arm(contig).display} us": piv[contig],
-            f"{arm(copy_arm).display} us": piv[copy_arm],
+            f"{view.display} us": piv[label[view]],
+            f"{contig.display} us": piv[label[contig]],
+            f"{copy_arm.display} us": piv[label[copy_arm]],
             "narrowed / contig": r["fixed narrowed/contiguous_ratio"],
             "copy overhead": r["contiguous-copy overhead_ratio"],
             "of ceiling": r["fixed of ceiling_fraction"],
@@ -185,22 +201,20 @@ def fast_table(
     """Per shape, one launch mode: gather_fast on the view and on a contiguous table, its stride cost,
     share of the ceiling and speed-ups over the fixed kernel and any outside kernel."""
     view, contig = STRIDE_COST_PAIRS[FASTEST]
-    piv = medians[medians.launch == launch].pivot_table(
-        index=["seq_len", "num_reqs"], columns="arm", values="median_us"
-    )
-    if view not in piv:
+    piv, label = _pivot(medians, launch)
+    if view not in label or label[view] not in piv:
         return pd.DataFrame()
     r = ratios[ratios.launch == launch].set_index(["seq_len", "num_reqs"])
     out = pd.DataFrame(
         {
-            f"{arm(view).display} us": piv[view],
-            f"{arm(contig).display} us": piv[contig],
+            f"{view.display} us": piv[label[view]],
+            f"{contig.display} us": piv[label[contig]],
             "narrowed / contig": r[f"{FASTEST} narrowed/contiguous_ratio"],
             "of ceiling": r[f"{FASTEST} of ceiling_fraction"],
             "x fixed": r[f"{FASTEST} speedup over fixed_ratio"],
         }
     )
-    for other in outside_arms(piv.columns):
+    for other in outside_arms(medians[medians.launch == launch]):
         out[f"x {(outside_names or {}).get(other, other)}"] = r[f"{FASTEST} speedup over {other}_ratio"]
     return out.reset_index()
 
@@ -225,9 +239,8 @@ def fast_text(facts: dict, outside_names: dict[str, str] | None = None) -> str:
         speed.append(f"{facts['fast_speedup_over_outside_at_max']:.2f}x as fast as {name}")
     if speed:
         text += ", " + " and ".join(speed)
-    single = facts["single_request_graph_us"]
-    fast_one = single.get(STRIDE_COST_PAIRS[FASTEST][0])
-    fixed_one = single.get(STRIDE_COST_PAIRS["fixed"][0])
+    single = facts["single_request_us"]
+    fast_one, fixed_one = single.get(FASTEST), single.get("fixed")
     if fast_one is not None and fixed_one is not None:
         text += f"; one {big_L}-token request takes {fast_one:.1f} us (fixed kernel: {fixed_one:.1f} us)"
     return text + "."

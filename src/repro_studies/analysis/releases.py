@@ -33,7 +33,7 @@ from repro.core.analysis.verdict import (
     Finding,
 )
 from repro.outcomes import FAULTED, NO_OBSERVATION
-from repro_studies.registry import UPSTREAM_RELEASED
+from repro_studies.registry import Form
 
 ARM_STATUSES = (
     "not present",
@@ -333,11 +333,11 @@ def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], reque
             expected, ok = "the release's modules in the cache", False
         elif klass in ("not present", "not run", "not applicable"):
             expected, ok = "(not tested here)", True
-        elif r["variant"] == UPSTREAM_RELEASED and (str(r["release"]), str(r["kernel"])) in pitched:
+        elif r["variant"] == Form.RELEASED and (str(r["release"]), str(r["kernel"])) in pitched:
             expected = EXPECT_MISREAD
             ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
         else:
-            pitchless = r["variant"] == UPSTREAM_RELEASED
+            pitchless = r["variant"] == Form.RELEASED
             expected, ok = (EXPECT_OWN_LAYOUT if pitchless else EXPECT_CORRECT), klass == "correct"
         rows.append(
             {

@@ -1,7 +1,7 @@
 """What PR #55109's change costs on vLLM's own kernel: ratios and headline figures per release, from the
 medians of notebook 03's vLLM arms (``results/03-vllm-medians.csv``). Pandas only.
 
-Per release, shape and launch mode (the arms are :func:`repro.registry.upstream_bench_arms`, timed in the
+Per release, shape and launch mode (the arms are :func:`repro_studies.registry.upstream_bench_arms`, timed in the
 same alternating rounds):
 
 * ``patched/released (contig)``: PR #55109's kernel over the shipped one, both on a contiguous table,
@@ -21,32 +21,36 @@ from __future__ import annotations
 import pandas as pd
 
 from repro_studies.analysis.performance import NO_COST_BAND
-from repro_studies.registry import upstream_arm_of, upstream_pairs
+from repro_studies.analysis.releases import version_key
+from repro_studies.registry import TRITON_FORMS, arms_by_label, code_label, upstream_pairs
 
 #: The two ratios the headline holds against the no-cost band, and the copy overheads it reports.
 BAND_RATIOS = ("patched/released (contig)", "patched narrowed/contig")
 COPY_RATIOS = ("copy over patched (view)", "copy over released (contig)")
 
 
-def _version_key(origin: str) -> tuple:
-    return tuple(int(p) for p in origin.split()[-1].split("."))
+def releases(medians: pd.DataFrame) -> list[str]:
+    """The vLLM releases a medians table holds Triton-kernel arms of (the rows' ``release``), oldest first."""
+    found = {a.release for a in arms_by_label(medians).values() if a.upstream and a.form in TRITON_FORMS}
+    return sorted(found, key=version_key)
 
 
 def origins(medians: pd.DataFrame) -> list[str]:
-    """The releases (``"vLLM <version>"``) a medians table holds arms of, oldest first."""
-    found = {a.origin for a in map(upstream_arm_of, medians["arm"].unique()) if a is not None}
-    return sorted(found, key=_version_key)
+    """The releases of :func:`releases` as their ``code`` (``"vLLM <version>"``), oldest first."""
+    return [code_label(r) for r in releases(medians)]
 
 
 def ratio_rows(medians: pd.DataFrame) -> pd.DataFrame:
     """One row per release, shape and launch mode: the four ratios and the shipped kernel's median."""
     rows = []
-    for origin in origins(medians):
-        pairs = upstream_pairs(origin)
-        mine = medians[medians["arm"].isin({label for pair in pairs.values() for label in pair})]
+    arms = arms_by_label(medians)
+    for release in releases(medians):
+        pairs = upstream_pairs(release)
+        wanted = {label for label, a in arms.items() if any(a in pair for pair in pairs.values())}
+        mine = medians[medians["arm"].isin(wanted)]
         for (L, n, mode), g in mine.groupby(["seq_len", "num_reqs", "launch"], sort=True):
-            t = dict(zip(g["arm"], g["median_us"]))
-            row = {"code": origin, "seq_len": int(L), "num_reqs": int(n), "launch": mode}
+            t = {arms[label]: us for label, us in zip(g["arm"], g["median_us"])}
+            row = {"code": code_label(release), "seq_len": int(L), "num_reqs": int(n), "launch": mode}
             row["released_us"] = t.get(pairs["patched/released (contig)"][1])
             for name, (num, den) in pairs.items():
                 row[f"{name}_ratio"] = t[num] / t[den] if num in t and den in t else None
@@ -71,7 +75,7 @@ def headline(ratios: pd.DataFrame) -> dict:
     lo, hi = NO_COST_BAND
     facts: dict = {"band": [lo, hi], "releases": {}}
     texts = []
-    for origin in sorted(set(ratios["code"]), key=_version_key):
+    for origin in dict.fromkeys(ratios["code"]):  # oldest first, as ratio_rows wrote them
         mine = ratios[ratios["code"] == origin]
         per: dict = {}
         for mode in ("graph", "eager"):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from repro.tables import Table
 from repro_studies.analysis.releases import version_key
-from repro_studies.registry import SUITE_ASSERTION_FAILURES, UPSTREAM_PATCHED, UPSTREAM_RELEASED, SuiteOutcome
+from repro_studies.registry import SUITE_ASSERTION_FAILURES, Form, SuiteOutcome
 
 #: The tables notebook 04 writes for this study (``results/<name>.csv``): the patches, every test, the summary.
 PATCH_TABLE, TEST_TABLE, SUMMARY_TABLE = Table.PATCHES, Table.UPSTREAM_TEST, Table.UPSTREAM_TEST_SUMMARY
@@ -49,7 +49,7 @@ TEST_COLUMNS = (
 def expected(form: str, num_reqs: object) -> str:
     """What a test must do: fail as released from two requests, pass otherwise."""
     many = num_reqs is not None and not pd.isna(num_reqs) and int(num_reqs) >= 2
-    return EXPECT_FAILS if form == UPSTREAM_RELEASED and many else EXPECT_PASSES
+    return EXPECT_FAILS if form == Form.RELEASED and many else EXPECT_PASSES
 
 
 def test_ok(form: str, num_reqs: object, outcome: str) -> bool:
@@ -132,7 +132,7 @@ def check_rows(summary_frame: pd.DataFrame) -> list[dict]:
     """One check row per (release, form)."""
     rows = []
     for r in summary_frame.to_dict("records"):
-        want = STATUS_FAILS if r["form"] == UPSTREAM_RELEASED else STATUS_PASSES
+        want = STATUS_FAILS if r["form"] == Form.RELEASED else STATUS_PASSES
         seen = f"{r['outcome']}: {r['passed']} passed, {r['mismatch'] + r['out of bounds'] + r['device fault']} failed"
         seen += f" on their assertion, {r['errors']} errors, {r['skipped']} skipped, {r['not run']} not run"
         rows.append(
@@ -181,8 +181,8 @@ def release_outcomes(summary_frame: pd.DataFrame, patches: pd.DataFrame | None =
         rows.append(
             {
                 "release": release,
-                "as released": _in_words(by[UPSTREAM_RELEASED]) if UPSTREAM_RELEASED in by else "",
-                "patched": _in_words(by[UPSTREAM_PATCHED]) if UPSTREAM_PATCHED in by else "",
+                "as released": _in_words(by[Form.RELEASED]) if Form.RELEASED in by else "",
+                "patched": _in_words(by[Form.PATCHED]) if Form.PATCHED in by else "",
                 "patch": patch_status.get(str(release), ""),
                 AS_EXPECTED: all(bool(r[AS_EXPECTED]) for r in by.values()),
             }

@@ -26,7 +26,7 @@ from repro.core.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.geometry.records import layout_for
 from repro_studies.evidence import timing
 from repro_studies.kernels.records_reference import gather_reference
-from repro_studies.registry import TABLE_NARROWED, Arm
+from repro_studies.registry import Arm, BlockTable
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ class ArmCheck:
     tokens: int
 
 
-def _table(scenario, contiguous_table: torch.Tensor, which: str) -> torch.Tensor:
-    return scenario.block_table if which == TABLE_NARROWED else contiguous_table
+def _table(scenario, contiguous_table: torch.Tensor, which: BlockTable) -> torch.Tensor:
+    return scenario.block_table if which == BlockTable.NARROWED else contiguous_table
 
 
 def run_perf(
@@ -126,8 +126,8 @@ def run_perf(
                     torch.cuda.synchronize()
                 mismatched, stray = compare_bitwise(out, ref, scenarios[0])
                 on_check(ArmCheck(timed.arm, n, L, mismatched, stray, tokens))
-            times: dict[str, dict[str, list[float]]] = {t.arm.label: {"eager": [], "graph": []} for t in arms}
-            host: dict[str, float] = {}
+            times: dict[Arm, dict[str, list[float]]] = {t.arm: {"eager": [], "graph": []} for t in arms}
+            host: dict[Arm, float] = {}
             for k in range(rounds):
                 for timed in arms:
                     scenarios, contiguous, outs, _ = data[timed.records]
@@ -138,18 +138,19 @@ def run_perf(
                         for s, c, o in zip(scenarios, contiguous, outs)
                     ]
                     with timed.entered():
-                        times[timed.arm.label]["eager"].append(timing.median_us(eager, rep_ms=rep_ms))
-                        times[timed.arm.label]["graph"].append(timing.graph_median_us(calls, rep_ms=rep_ms))
+                        times[timed.arm]["eager"].append(timing.median_us(eager, rep_ms=rep_ms))
+                        times[timed.arm]["graph"].append(timing.graph_median_us(calls, rep_ms=rep_ms))
                         if k == rounds - 1:
-                            host[timed.arm.label] = timing.host_us(eager)
+                            host[timed.arm] = timing.host_us(eager)
             for timed in arms:
                 moved = tokens * timed.bytes_per_token()
                 for mode in ("eager", "graph"):
-                    us = statistics.median(times[timed.arm.label][mode])
+                    us = statistics.median(times[timed.arm][mode])
                     on_median(
                         {
                             "arm": timed.arm.label,
                             "code": timed.arm.origin,
+                            **timed.arm.fields(),
                             "launch": mode,
                             "num_reqs": n,
                             "seq_len": L,
@@ -157,9 +158,9 @@ def run_perf(
                             "record": timed.record,
                             "rotation": len(data[timed.records][0]),
                             "median_us": round(us, 3),
-                            "rounds_us": " ".join(f"{t:.2f}" for t in times[timed.arm.label][mode]),
+                            "rounds_us": " ".join(f"{t:.2f}" for t in times[timed.arm][mode]),
                             "bandwidth_tbps": round(moved / (us * 1e-6) / 1e12, 4),
-                            "host_us": round(host[timed.arm.label], 2) if mode == "eager" else None,
+                            "host_us": round(host[timed.arm], 2) if mode == "eager" else None,
                         }
                     )
             if progress:

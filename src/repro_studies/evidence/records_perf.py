@@ -23,10 +23,10 @@ from repro.core.geometry.records import RecordLayout, layout_for
 from repro.registry import ORIGIN_REPO
 from repro_studies.evidence import timing
 from repro_studies.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
+from repro_studies.registry import Form
 from repro_studies.upstream.arms import make_callable
 from repro_studies.upstream.cases import reference_for
 from repro_studies.upstream.matrix import MatrixConfig, plan_release
-from repro_studies.upstream.patcher import PATCHED
 from repro_studies.upstream.release_kernel import ReleaseUnavailable, origin_of
 
 #: Which release's kernel reads each layout in the tuning run (the scales moved next to each token's data
@@ -35,7 +35,6 @@ RELEASE_FOR_LAYOUT = {True: "0.33.0", False: "0.31.0"}
 KINDS = ("mxfp8", "nvfp4")
 BF16_BYTES = 2
 #: The name of a release's V4.1 kernel with PR #55109's row pitch, after its origin ("vLLM 0.33.0 patched").
-PATCHED_WORD = "patched"
 
 
 def bytes_per_token(layout: RecordLayout) -> int:
@@ -174,7 +173,7 @@ def load_release_gather(
 
     interpreted = device == "cpu"
     cfg = MatrixConfig(
-        [1], ["in-range"], device=device, interpreted=interpreted, variants=(PATCHED,), download=download
+        [1], ["in-range"], device=device, interpreted=interpreted, variants=(Form.PATCHED,), download=download
     )
     plan = plan_release(release, cfg)
     if plan.entry is None:
@@ -188,13 +187,13 @@ def load_release_gather(
         origin = origin_of(plan.entry)
     except ReleaseUnavailable as exc:
         return None, str(exc)
-    if isinstance(plan.rewrites.get((arm.module, PATCHED)), str):
-        return None, f"vLLM {release}: {plan.rewrites[(arm.module, PATCHED)]}"
+    if isinstance(plan.rewrites.get((arm.module, Form.PATCHED)), str):
+        return None, f"vLLM {release}: {plan.rewrites[(arm.module, Form.PATCHED)]}"
     try:
         fn = make_callable(arm, interpreted)
     except Exception as exc:
         return None, f"vLLM {release}: could not load {arm.kernel}: {type(exc).__name__}: {exc}"[:300]
-    name = f"{origin} {PATCHED_WORD}"
+    name = f"{origin} {Form.PATCHED}"
     negative = False
     if kind == "nvfp4":
         try:

@@ -4,7 +4,7 @@ against the streaming ceiling, and the JIT fingerprint; drawn with the report's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -12,19 +12,20 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from repro import registry
 from repro.report import plots
 from repro.tables import Plot
-from repro_studies.registry import ARMS, arm, style
+from repro_studies.analysis.ceiling import gather_arms
+from repro_studies.registry import ARMS, Arm, arms_by_label
 
 
-def arm_style(label: str) -> dict:
-    """An arm's style from the registry (the outside arm's for a kernel named by ``reference_gather``)."""
-    return dict(style(label))
-
-
-def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: bool = True) -> None:
-    order = [a.label for a in ARMS if a.label in set(frame["arm"])]
-    order += [a for a in dict.fromkeys(frame["arm"]) if a not in order]
+def _arm_lines(
+    ax, frame: pd.DataFrame, value: str, arms: Mapping[str, Arm], names: dict[str, str], log: bool = True
+) -> None:
+    """One line per arm (``arms``: each label of ``frame`` and the arm its rows record), the repository's first,
+    styled by the registry."""
+    order = [label for a in ARMS for label, b in arms.items() if b == a]
+    order += [label for label in dict.fromkeys(frame["arm"]) if label not in order]
     for arm_label in order:
         g = frame[frame["arm"] == arm_label].sort_values("num_reqs")
         y = g[value].astype(float)
@@ -32,7 +33,7 @@ def _arm_lines(ax, frame: pd.DataFrame, value: str, names: dict[str, str], log: 
             g["num_reqs"],
             y.clip(lower=0.5) if log else y,
             label=names.get(arm_label, arm_label),
-            **arm_style(arm_label),
+            **dict(arms[arm_label].style),
         )
     plots.request_axis(ax)
     if log:
@@ -46,7 +47,7 @@ def counts_by_request(
     title: str,
     ylabel: str,
     log: bool = True,
-    style_of: Callable[[str], Mapping[str, Any]] = style,
+    style_of: Callable[[str], Mapping[str, Any]] = registry.style,
 ) -> Figure:
     """One line per variant (and mode, if present) of ``value`` against request count; legend outside."""
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
@@ -69,27 +70,21 @@ def counts_by_request(
     return fig
 
 
-def arm_names(labels: Iterable[str], outside_names: dict[str, str] | None = None) -> dict[str, str]:
-    """Legend names of timed arms: outside arms by their loaded name (``outside_names``), the others by the
-    registry's display names (a label the registry does not know as itself)."""
-
-    def display(label: str) -> str:
-        try:
-            return arm(label).display
-        except KeyError:
-            return label
-
-    return {label: (outside_names or {}).get(label) or display(label) for label in labels}
+def arm_names(arms: Mapping[str, Arm], outside_names: dict[str, str] | None = None) -> dict[str, str]:
+    """Legend names of timed arms (``arms``: label and arm): outside arms by their loaded name
+    (``outside_names``), the others by the registry's display names."""
+    return {label: (outside_names or {}).get(label) or a.display for label, a in arms.items()}
 
 
 def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str] | None = None) -> Figure:
     """Median time per gather against request count, one panel per tokens-per-request."""
     sub = med[med["launch"] == launch]
     lengths = sorted(set(sub["seq_len"].astype(int)))
-    names = arm_names(list(dict.fromkeys(sub["arm"])), outside_names)
+    arms = arms_by_label(sub)
+    names = arm_names(arms, outside_names)
     fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False)
     for ax, L in zip(axes[0], lengths):
-        _arm_lines(ax, sub[sub["seq_len"].astype(int) == L], "median_us", names)
+        _arm_lines(ax, sub[sub["seq_len"].astype(int) == L], "median_us", arms, names)
         ax.set_title(f"{L} tokens per request")
     axes[0][0].set_ylabel("median microseconds")
     what = "CUDA-graph replays (kernel time)" if launch == "graph" else "eager launches (Python launch path included)"
@@ -105,7 +100,8 @@ def bandwidth_fraction(med: pd.DataFrame, ceiling_tbps: float, outside_names: di
     frac = med[(med["launch"] == "graph") & (med["seq_len"].astype(int) == longest)]
     frac = frac.assign(fraction=frac["bandwidth_tbps"].astype(float) / ceiling_tbps)
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
-    _arm_lines(ax, frac, "fraction", arm_names(list(dict.fromkeys(frac["arm"])), outside_names), log=False)
+    arms = arms_by_label(frac)
+    _arm_lines(ax, frac, "fraction", arms, arm_names(arms, outside_names), log=False)
     ax.set_ylim(0, 1.0)
     ax.set_ylabel("fraction of copy ceiling")
     ax.set_title(f"Share of the {ceiling_tbps:.2f} TB/s copy ceiling (graph replays, {longest} tokens per request)")
@@ -119,10 +115,11 @@ def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | No
     replays, one panel per tokens-per-request (``repro_studies.analysis.ceiling.ceiling_table``)."""
     graph = vs_ceiling[(vs_ceiling["launch"] == "graph") & (vs_ceiling["requests"] == "equal")]
     lengths = sorted(set(graph["seq_len"].astype(int)))
-    names = arm_names(list(dict.fromkeys(graph["arm"])), outside_names)
+    arms = gather_arms(graph)
+    names = arm_names(arms, outside_names)
     fig, axes = plt.subplots(1, len(lengths), figsize=(5.0 * len(lengths), 3.4), squeeze=False, sharey=True)
     for ax, L in zip(axes[0], lengths):
-        _arm_lines(ax, graph[graph["seq_len"].astype(int) == L], "of_stream_fraction", names, log=False)
+        _arm_lines(ax, graph[graph["seq_len"].astype(int) == L], "of_stream_fraction", arms, names, log=False)
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{L} tokens per request")
     axes[0][0].set_ylabel("fraction of the streaming ceiling")

@@ -21,6 +21,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
     band ratios against request count with the no-cost band shaded."""
     figs = []
     graph = medians[medians["launch"] == "graph"].assign(variant=lambda d: d["arm"])
+    arms = registry.arms_by_label(medians)
     for L in sorted(set(graph["seq_len"])):
         figs.append(
             (
@@ -30,10 +31,13 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
                     "median_us",
                     f"vLLM's own gather: median time, CUDA-graph replay, {L} tokens per request",
                     "microseconds",
+                    style_of=lambda label: arms[label].style,
                 ),
             )
         )
     g = ratios[ratios["launch"] == "graph"]
+    # each release's colour: its patched kernel's on the narrowed view, the arm the medians record
+    colors = {a.origin: a.style["color"] for a in arms.values() if a.upstream and a.form == registry.Form.PATCHED}
     if len(g):
         fig, axes = plt.subplots(1, len(BAND_RATIOS), figsize=(5.6 * len(BAND_RATIOS), 3.6), squeeze=False)
         lo, hi = NO_COST_BAND
@@ -42,7 +46,7 @@ def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str,
             ax.axhline(1.0, color="black", linewidth=0.6)
             for (code, L), sub in g.groupby(["code", "seq_len"], sort=True):
                 sub = sub.sort_values("num_reqs")
-                color = registry.upstream_arm(code, registry.UPSTREAM_PATCHED, registry.TABLE_NARROWED).style["color"]
+                color = colors[code]
                 ax.plot(
                     sub["num_reqs"],
                     sub[f"{name}_ratio"],

@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro_studies.registry import Form
 from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.upstream.loader import LoadedRelease
-from repro_studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, rewrite_row_pitch
+from repro_studies.upstream.patcher import rewrite_row_pitch
 from repro_studies.upstream.wheelcache import load_entry
 
 CUTEDSL_PREFIX = "cutedsl:"
@@ -60,12 +61,14 @@ def load_arm(arm: Arm) -> tuple[LoadedRelease, object, list]:
     if entry is None:
         raise FileNotFoundError(f"vLLM {arm.release} is not in the cache")
     overrides = {}
-    if arm.variant in (PATCHED, PATCHED_CONSTEXPR):
+    if arm.variant in (Form.PATCHED, Form.PATCHED_CONSTEXPR):
         overrides[arm.module] = rewrite_row_pitch(
-            entry.read(arm.module), arm.module, runtime=arm.variant == PATCHED
+            entry.read(arm.module), arm.module, runtime=arm.variant == Form.PATCHED
         ).rewritten
-    elif arm.variant != RELEASED:
-        raise ValueError(f"variant: {arm.variant!r} is not one of {RELEASED}, {PATCHED}, {PATCHED_CONSTEXPR}")
+    elif arm.variant != Form.RELEASED:
+        raise ValueError(
+            f"variant: {arm.variant!r} is not one of {Form.RELEASED}, {Form.PATCHED}, {Form.PATCHED_CONSTEXPR}"
+        )
     release = LoadedRelease(entry, overrides, tag=f"{arm.release}+{arm.variant}")
     module = release.import_module(arm.module)
     release.stub("vllm.platforms").ROCM = arm.rocm

@@ -5,29 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from repro_studies.registry import Form
 from repro_studies.upstream.arms import CUTEDSL_PREFIX, make_callable
 from repro_studies.upstream.matrix import MatrixConfig, plan_release
-from repro_studies.upstream.patcher import RELEASED
-from repro_studies.upstream.release_kernel import ReleaseUnavailable, origin_of
+from repro_studies.upstream.release_kernel import ReleaseUnavailable, release_of
 
 
 def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, Any, str]:
-    """``(origin, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
-    release's own dispatcher, or ``(origin, None, why not)``. The arm is the release matrix's own."""
-    cfg = MatrixConfig([1], ["in-range"], device=device, interpreted=False, variants=(RELEASED,), download=download)
+    """``(release, fn, "")`` for release ``version``'s CuTe-DSL gather of the V4 record, called through the
+    release's own dispatcher, or ``(release, None, why not)``; ``release`` is the loaded wheel's version where
+    there is one. The arm is the release matrix's own."""
+    cfg = MatrixConfig(
+        [1], ["in-range"], device=device, interpreted=False, variants=(Form.RELEASED,), download=download
+    )
     plan = plan_release(version, cfg)
     if plan.entry is None:
-        return f"vLLM {version}", None, f"{plan.miss.status}: {plan.miss.reason}"
+        return version, None, f"{plan.miss.status}: {plan.miss.reason}"
     try:
-        origin = origin_of(plan.entry)
+        release = release_of(plan.entry)
     except ReleaseUnavailable as exc:
-        return f"vLLM {version}", None, str(exc)
+        return version, None, str(exc)
     wanted = f"{CUTEDSL_PREFIX}v4:v4"
     arm = next((a for a in plan.arms if a.kernel == wanted), None)
     if arm is None:
         skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)
-        return origin, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
+        return release, None, skipped["reason"] if skipped else "this release ships no CuTe-DSL gather"
     try:
-        return origin, make_callable(arm, interpreted=False), ""
+        return release, make_callable(arm, interpreted=False), ""
     except Exception as exc:  # vLLM's module or the CuTe-DSL stack failed to import
-        return origin, None, f"could not load: {type(exc).__name__}: {exc}"[:300]
+        return release, None, f"could not load: {type(exc).__name__}: {exc}"[:300]

@@ -24,6 +24,7 @@ import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from repro_studies.registry import Form
 from repro_studies.upstream.members import GATHER, HELPER_MODULES, HELPER_PACKAGES, MemberSet, resolve
 from repro_studies.upstream.stubs import STUBS
 from repro_studies.upstream.wheelcache import CacheEntry
@@ -59,7 +60,7 @@ class LoadedRelease:
 
     entry: CacheEntry
     overrides: dict[str, str] = field(default_factory=dict)  # member -> rewritten source
-    tag: str = "released"
+    tag: str = Form.RELEASED
     stubs: Mapping[str, str] = field(default_factory=lambda: STUBS)
     sets: tuple[MemberSet | str, ...] = (GATHER,)
     modules: dict[str, types.ModuleType] = field(default_factory=dict)

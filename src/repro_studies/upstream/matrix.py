@@ -28,12 +28,13 @@ from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.registry import load_implementation
 from repro_studies.kernels.records_reference import decoded_negative_zero
+from repro_studies.registry import Form
 from repro_studies.upstream import cutedsl_stack as stack
 from repro_studies.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro_studies.upstream.cases import case_command, reference_for, run_arm_case
 from repro_studies.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
 from repro_studies.upstream.members import GATHER
-from repro_studies.upstream.patcher import PATCHED, RELEASED, PatchError, rewrite_file, rewrite_row_pitch
+from repro_studies.upstream.patcher import PatchError, rewrite_file, rewrite_row_pitch
 from repro_studies.upstream.stubs import STUBS, stub_digest
 from repro_studies.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
@@ -73,7 +74,7 @@ class MatrixConfig:
     seed: int = 0
     device: str = "cpu"
     interpreted: bool = True
-    variants: tuple = (RELEASED, PATCHED)
+    variants: tuple = (Form.RELEASED, Form.PATCHED)
     timeout_s: float = 300.0
     max_workers: int = 2
     share_identical: bool = True
@@ -127,10 +128,10 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
     root = str(cfg.cache_root or "")
     for variant in cfg.variants:
         for k in disc.kernels:
-            if variant != RELEASED and (k.module, variant) not in plan.rewrites:
+            if variant != Form.RELEASED and (k.module, variant) not in plan.rewrites:
                 try:
                     plan.rewrites[(k.module, variant)] = rewrite_row_pitch(
-                        sources[k.module], k.module, runtime=variant == PATCHED
+                        sources[k.module], k.module, runtime=variant == Form.PATCHED
                     )
                 except PatchError as exc:
                     plan.rewrites[(k.module, variant)] = f"patch failed: {exc}"
@@ -162,15 +163,23 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                 label = f"{CUTEDSL_PREFIX}{family}:{record}"
                 interleaved = record != "v4" and any(k.record == record and k.interleaved for k in disc.kernels)
                 arm = Arm(
-                    version, label, RELEASED, member, DISPATCHER, record, interleaved, cutedsl=True, cache_root=root
+                    version,
+                    label,
+                    Form.RELEASED,
+                    member,
+                    DISPATCHER,
+                    record,
+                    interleaved,
+                    cutedsl=True,
+                    cache_root=root,
                 )
                 for variant in cfg.variants:
-                    if variant == RELEASED and not why_not:
+                    if variant == Form.RELEASED and not why_not:
                         plan.arms.append(arm)
                         continue
                     status, reason = (
                         ("not run", why_not)
-                        if variant == RELEASED
+                        if variant == Form.RELEASED
                         else ("not applicable", "PR #55109 changes the Triton launch only")
                     )
                     plan.skipped.append(
@@ -182,7 +191,7 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                             status=status,
                             module=c.module,
                             reason=reason,
-                            cutedsl_stack=plan.cutedsl_stack if variant == RELEASED else None,
+                            cutedsl_stack=plan.cutedsl_stack if variant == Form.RELEASED else None,
                         )
                     )
     return plan

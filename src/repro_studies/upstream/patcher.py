@@ -28,14 +28,13 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro_studies.registry import Form
 from repro_studies.upstream.discovery import KernelInfo, launch_keywords, scan_module
 
 RELEASED_PITCH = "block_table.shape[-1]"
 PATCHED_PITCH = "block_table.stride(0)"
 #: vLLM's helper (jit_warmup_triton_helper) mapping a runtime int to its Triton specialization class.
 SPECIALIZATION_REP = "triton_scalar_specialization_rep"
-#: Variant names used in tables.
-RELEASED, PATCHED, PATCHED_CONSTEXPR = "released", "patched", "patched-constexpr"
 
 
 class PatchError(RuntimeError):
@@ -146,7 +145,7 @@ def rewrite_row_pitch(source: str, member: str, runtime: bool = True) -> Rewrite
         out = out[: span[0]] + edits[span][0] + out[span[1] :]
     rewritten = out.decode()
     rewrite = Rewrite(
-        PATCHED if runtime else PATCHED_CONSTEXPR, member, source, rewritten, [edits[s][1] for s in spans]
+        Form.PATCHED if runtime else Form.PATCHED_CONSTEXPR, member, source, rewritten, [edits[s][1] for s in spans]
     )
     verify(rewrite, runtime)
     return rewrite

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from repro.outcomes import device_fault
+from repro_studies.registry import Form
 from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.members import GATHER
 from repro_studies.upstream.wheelcache import load_entry
@@ -87,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
             text = (Path(files) / member).read_text()
             if text != entry.read(member):
                 overrides[member] = text
-    release = LoadedRelease(entry, overrides, tag=os.environ.get(ENV_TAG) or "released")
+    release = LoadedRelease(entry, overrides, tag=os.environ.get(ENV_TAG) or Form.RELEASED)
     stack = contextlib.ExitStack()
     stack.enter_context(release.active())
     if _interpreted():

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro_studies.registry import TRITON_FORMS, Form, code_label
 from repro_studies.upstream.arms import Arm, WrongKernel, load_arm
 from repro_studies.upstream.discovery import KernelInfo, discover
 from repro_studies.upstream.loader import LoadedRelease
-from repro_studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED, Rewrite, rewrite_row_pitch
+from repro_studies.upstream.patcher import Rewrite, rewrite_row_pitch
 from repro_studies.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
-FORMS = (RELEASED, PATCHED, PATCHED_CONSTEXPR)
 #: The stub a release's JIT warm-up asks for the model's compress ratios.
 COMPRESS_STUB = "vllm.transformers_utils.deepseek_v4_utils"
 _WHEEL = re.compile(r"^vllm-([^-]+)-")
@@ -39,15 +39,20 @@ class ReleaseUnavailable(RuntimeError):
     """A release's kernel cannot be had here; the message says why (cache miss, no V4 gather, patch failed)."""
 
 
-def origin_of(entry: CacheEntry) -> str:
-    """``vLLM <version>`` from the wheel the cache entry was extracted from (the file pip downloaded)."""
+def release_of(entry: CacheEntry) -> str:
+    """The version of the wheel the cache entry was extracted from (the file pip downloaded)."""
     wheel = str(entry.provenance.get("wheel") or "")
     found = _WHEEL.match(wheel)
     if not found:
         raise ReleaseUnavailable(f"vLLM {entry.version}: the cache records no wheel name ({wheel!r})")
     if found.group(1) != entry.version:
         raise ReleaseUnavailable(f"vLLM {entry.version}: the cached files come from {wheel}")
-    return f"vLLM {found.group(1)}"
+    return found.group(1)
+
+
+def origin_of(entry: CacheEntry) -> str:
+    """``vLLM <version>`` of the wheel the cache entry was extracted from (:func:`release_of`)."""
+    return code_label(release_of(entry))
 
 
 def v4_kernel(entry: CacheEntry) -> KernelInfo:
@@ -86,9 +91,9 @@ def no_vllm_imports() -> Iterator[None]:
 class ReleaseKernel:
     """One release's V4 gather in one form, imported and ready to call with vLLM's gather signature."""
 
-    release: str
+    release: str  # the loaded wheel's version (:func:`release_of`)
     origin: str
-    form: str
+    form: Form
     info: KernelInfo
     loaded: LoadedRelease
     module: types.ModuleType
@@ -193,18 +198,18 @@ def load_release_kernel(
 ) -> ReleaseKernel:
     """Release ``version``'s V4 gather in ``form``, imported from the cache (filled from the registry when
     ``download``); :class:`ReleaseUnavailable` says why not."""
-    if form not in FORMS:
-        raise ValueError(f"form: {form!r} is not one of {', '.join(FORMS)}")
+    if form not in TRITON_FORMS:
+        raise ValueError(f"form: {form!r} is not one of {', '.join(TRITON_FORMS)}")
     cache_root = Path(cache_root) if cache_root else None
     entry = ensure_release(version, cache_root, download=download)
     if isinstance(entry, CacheMiss):
         raise ReleaseUnavailable(f"vLLM {version}: {entry.status}: {entry.reason}")
-    origin = origin_of(entry)
+    release, form = release_of(entry), Form(form)
     info = v4_kernel(entry)
     rewrite = None
-    if form != RELEASED:
+    if form != Form.RELEASED:
         try:
-            rewrite = rewrite_row_pitch(entry.read(info.module), info.module, runtime=form == PATCHED)
+            rewrite = rewrite_row_pitch(entry.read(info.module), info.module, runtime=form == Form.PATCHED)
         except Exception as exc:
             raise ReleaseUnavailable(f"vLLM {version} {form}: patch failed: {exc}") from None
     arm = Arm(
@@ -224,4 +229,4 @@ def load_release_kernel(
         module = loaded.import_module(info.module)
     except Exception as exc:
         raise ReleaseUnavailable(f"vLLM {version} {form}: could not load: {type(exc).__name__}: {exc}") from None
-    return ReleaseKernel(version, origin, form, info, loaded, module, wrapper, watched[0], rewrite)
+    return ReleaseKernel(release, code_label(release), form, info, loaded, module, wrapper, watched[0], rewrite)

@@ -32,12 +32,20 @@ from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
 from repro_studies.evidence import perf, timing
 from repro_studies.evidence.ceiling import run_ceiling
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
-from repro_studies.registry import OUTSIDE_ARM, bench_arms, cutedsl_bench_arms, upstream_bench_arms
+from repro_studies.registry import (
+    OUTSIDE_ARM,
+    TRITON_FORMS,
+    Form,
+    bench_arms,
+    code_label,
+    cutedsl_bench_arms,
+    upstream_bench_arms,
+)
 from repro_studies.upstream import callsites
 from repro_studies.upstream.cutedsl import cutedsl_callable
 from repro_studies.upstream.members import PRODUCTION_PATH as MODEL_FILES
 from repro_studies.upstream.patcher import rewrite_file
-from repro_studies.upstream.release_kernel import FORMS, ReleaseUnavailable, load_release_kernel, origin_of
+from repro_studies.upstream.release_kernel import ReleaseUnavailable, load_release_kernel, origin_of
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release
 from repro_studies.walkthrough import session as study_session
 
@@ -122,7 +130,7 @@ class PerformanceWalkthrough:
 
         def on_check(c: perf.ArmCheck) -> None:
             checks.append(
-                rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
+                rules.arm_check_row(c.arm, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             )
 
         perf.run_perf(p["request_counts"], p["seq_lens"], p["cache_block_size"], arms, on_check, medians.append)
@@ -216,7 +224,7 @@ class PerformanceWalkthrough:
         table = self.session.table(VLLM_LOADS)
         facts: dict = {"releases": {}}
         for version in p["vllm_releases"]:
-            for form in FORMS:
+            for form in TRITON_FORMS:
                 row = {"check": "vLLM's gather loads from its wheel, as shipped or rewritten", "variant": form}
                 try:
                     rk = load_release_kernel(version, form, download=p["download"])
@@ -243,7 +251,7 @@ class PerformanceWalkthrough:
                     {
                         **row,
                         "release": version,
-                        "expected": "loaded" + (", the row pitch rewritten" if form != "released" else ""),
+                        "expected": "loaded" + (", the row pitch rewritten" if form != Form.RELEASED else ""),
                         "observed": f"{rk.origin}: {rk.info.qualname} through {rk.info.wrapper}"
                         + (f" ({'; '.join(prov['edits'])})" if prov["edits"] else ""),
                         "ok": True,
@@ -307,15 +315,16 @@ class PerformanceWalkthrough:
         view and on the contiguous table, shipped after ``.contiguous()``; every arm at every shape, checked
         bitwise first, eager and graph-replayed, in alternating rounds; the ratio table."""
         arms = []
-        for origin, forms in self.kernels.items():
-            if "released" not in forms or "patched" not in forms:
+        for forms in self.kernels.values():
+            if Form.RELEASED not in forms or Form.PATCHED not in forms:
                 continue
-            shipped, patched_view, patched_contig, copied = upstream_bench_arms(origin)
+            released, patched = forms[Form.RELEASED], forms[Form.PATCHED]
+            shipped, patched_view, patched_contig, copied = upstream_bench_arms(released.release)
             arms += [
-                (shipped, forms["released"].gather()),
-                (patched_view, forms["patched"].gather()),
-                (patched_contig, forms["patched"].gather()),
-                (copied, forms["released"].gather(copy_table=True)),
+                (shipped, released.gather()),
+                (patched_view, patched.gather()),
+                (patched_contig, patched.gather()),
+                (copied, released.gather(copy_table=True)),
             ]
         if not arms:
             return pd.DataFrame()
@@ -340,11 +349,12 @@ class PerformanceWalkthrough:
         p = self.session.params
         status = self.session.table(CUTEDSL)
         for version in p["vllm_releases"]:
-            origin, fn, why_not = cutedsl_callable(version, self.session.profile.device, p["download"])
+            release, fn, why_not = cutedsl_callable(version, self.session.profile.device, p["download"])
+            origin = code_label(release)
             if fn is None:
                 status.append(cutedsl_rules.status_row(origin, cutedsl_rules.NOT_RUN, why_not))
                 continue
-            view, contig = cutedsl_bench_arms(origin)
+            view, contig = cutedsl_bench_arms(release)
             try:
                 self._time_arms([(view, fn), (contig, fn)], CUTEDSL_CHECKS, CUTEDSL_MEDIANS)
             except Exception as exc:  # a compile or launch error of vLLM's code: a result, not a crash
@@ -370,7 +380,7 @@ class PerformanceWalkthrough:
         checks = self.session.table(checks_table)
 
         def on_check(c: perf.ArmCheck) -> None:
-            row = rules.arm_check_row(c.arm.label, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
+            row = rules.arm_check_row(c.arm, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             checks.append({**row, "code": c.arm.origin})
 
         counts = p["vllm_request_counts"] or p["request_counts"]
@@ -382,9 +392,9 @@ class PerformanceWalkthrough:
         """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
         p = self.session.params
         pitch = {
-            "released": jit_rules.CONSTEXPR_WIDTH,
-            "patched": jit_rules.RUNTIME_STRIDE,
-            "patched-constexpr": jit_rules.CONSTEXPR_STRIDE,
+            Form.RELEASED: jit_rules.CONSTEXPR_WIDTH,
+            Form.PATCHED: jit_rules.RUNTIME_STRIDE,
+            Form.PATCHED_CONSTEXPR: jit_rules.CONSTEXPR_STRIDE,
         }
         subjects = []
         for origin, forms in self.kernels.items():

@@ -23,13 +23,12 @@ from repro.tables import Notebook, Table
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import releases as verdicts_lib
 from repro_studies.analysis import vllm_suite as suite_lib
-from repro_studies.registry import SuiteOutcome, reads_interleaved, record_gather
+from repro_studies.registry import Form, SuiteOutcome, reads_interleaved, record_gather
 from repro_studies.upstream import fetch, regression
 from repro_studies.upstream import matrix as mx
 from repro_studies.upstream import patches as patch_lib
 from repro_studies.upstream import releases as idx
 from repro_studies.upstream.members import GATHER
-from repro_studies.upstream.patcher import PATCHED, PATCHED_CONSTEXPR, RELEASED
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release, load_entry
 from repro_studies.walkthrough import session as study_session
 from repro_studies.walkthrough.downloads import fetch_missing
@@ -54,7 +53,6 @@ SIZES = {
     "cpu": {"request_counts": [1, 2, 3], "block_size": 16, "seq_len_max": 48},
     "gpu": {"request_counts": [1, 2, 4, 8, 16, 32, 64, 128, 256], "block_size": 64, "seq_len_max": 1024},
 }
-VARIANTS = (RELEASED, PATCHED, PATCHED_CONSTEXPR)
 
 
 @dataclass
@@ -378,7 +376,7 @@ def patches(ctx: Context) -> pd.DataFrame:
         [
             {
                 "check": PATCH_CHECK,
-                "variant": PATCHED,
+                "variant": Form.PATCHED,
                 "num_reqs": None,
                 "expected": f"{patch_lib.PatchStatus.APPLIED}",
                 "observed": f"{r['status']}, launch sites: {r['launch_sites']}"
@@ -396,7 +394,7 @@ def _matrix_rewrites(ctx: Context, version: str) -> dict[str, str] | None:
     """The patched source the matrix ran for ``version`` (member -> text), None when it ran no patched arm."""
     for p in ctx.plans:
         if p.version == version:
-            found = {m: rw.rewritten for (m, variant), rw in p.rewrites.items() if variant == PATCHED}
+            found = {m: rw.rewritten for (m, variant), rw in p.rewrites.items() if variant == Form.PATCHED}
             return {m: t for m, t in found.items() if isinstance(t, str)} or None
     return None
 
@@ -417,7 +415,7 @@ def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.D
     every test's row is in ``results/04-upstream-test.csv``, one line per release says how it went."""
     selection = SUITE_SELECTIONS[ctx.profile]
     table = ctx.session.table(SUITE)
-    forms = (RELEASED, PATCHED)
+    forms = (Form.RELEASED, Form.PATCHED)
     fixed: dict[tuple[str, str], list[dict]] = {}  # (release, form) -> rows that need no run
     owner: dict[tuple[str, str], tuple] = {}  # (release, form) -> the run it takes its rows from
     jobs: dict[tuple, tuple[str, str, Path | None]] = {}  # run key -> (release, form, patched files)
@@ -426,12 +424,12 @@ def upstream_test(ctx: Context, progress: Callable[[str], None] = print) -> pd.D
         for form in forms:
             if key is None:
                 fixed[(v, form)] = [_not_run(f"vLLM {v} is not in the module cache")]
-            elif form == PATCHED and (patch is None or not patch.ok):
+            elif form == Form.PATCHED and (patch is None or not patch.ok):
                 why = "no patch was prepared" if patch is None else f"patch {patch.status}: {patch.reason}"
                 fixed[(v, form)] = [_not_run(why)]
             else:
                 owner[(v, form)] = (key, form)
-                jobs.setdefault((key, form), (v, form, patch.patched_files if form == PATCHED else None))
+                jobs.setdefault((key, form), (v, form, patch.patched_files if form == Form.PATCHED else None))
     bar = Progress(max(1, len(jobs)), "regression test", unit="run")
 
     def run(job: tuple[str, str, Path | None]) -> list[dict]:

@@ -9,6 +9,7 @@ import pandas as pd
 from repro.report.model import Common, Drawn, Section
 from repro.tables import Facts, Plot, Table
 from repro_studies import registry
+from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import performance
 from repro_studies.report import timing_plots
 
@@ -31,10 +32,11 @@ def derive(c: Common) -> Ceiling | None:
     fractions = None
     if len(graph):
         piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
-        ours = [a.label for a in registry.ARMS if a.label in piv.columns]
-        piv = piv[ours + performance.outside_arms(piv.columns)]
+        arms = ceiling_rules.gather_arms(graph)
+        ours = [label for a in registry.ARMS for label, b in arms.items() if b == a]
+        piv = piv[ours + [label for label, a in arms.items() if a.origin == registry.ORIGIN_USER]]
         fractions = piv.rename(
-            columns=timing_plots.arm_names(list(piv.columns), performance.outside_columns(c.run))
+            columns=timing_plots.arm_names({k: arms[k] for k in piv.columns}, performance.outside_columns(c.run))
         ).reset_index()
     gap = c.run.table(Table.GAP)
     if gap is not None and len(gap):

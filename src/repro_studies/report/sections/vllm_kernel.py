@@ -14,7 +14,7 @@ from repro.tables import Facts, Plot, Table
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.affected import warmup_sentence
-from repro_studies.registry import GPU_FAMILY_NAMES, UPSTREAM_IMPLEMENTATION, arm
+from repro_studies.registry import GPU_FAMILY_NAMES, UPSTREAM_IMPLEMENTATION, Form, arms_by_label
 from repro_studies.report import upstream_plots
 
 RATIOS, JIT_FIGURE = Plot.VLLM_RATIOS, Plot.VLLM_JIT
@@ -75,12 +75,7 @@ def _whose_code(c: Common) -> pd.DataFrame:
         med = c.run.table(table)
         if med is None or not len(med):
             continue
-        for label in dict.fromkeys(med["arm"]):
-            try:
-                entry = arm(label)
-            except KeyError:
-                rows.append({"arm": label, "code": "", "kernel": "", "wheel sha256": ""})
-                continue
+        for label, entry in arms_by_label(med).items():
             info = releases.get(entry.origin, {})
             kernel = info.get("kernel", "")
             if not kernel and entry.implementation != UPSTREAM_IMPLEMENTATION:
@@ -113,7 +108,7 @@ def _rewrites(c: Common) -> tuple[Rewrite, ...]:
     out = []
     for origin, info in releases.items():
         forms = info.get("forms") or {}
-        patched, other = forms.get("patched") or {}, forms.get("patched-constexpr") or {}
+        patched, other = forms.get(Form.PATCHED) or {}, forms.get(Form.PATCHED_CONSTEXPR) or {}
         if patched.get("diff"):
             out.append(
                 Rewrite(
@@ -161,7 +156,7 @@ def derive(c: Common) -> VllmKernel | None:
     if timed:
         cost = tuple(
             (origin, upstream_cost.cost_table(ratios, origin, "graph").round(3))
-            for origin in upstream_cost.origins(medians if medians is not None else pd.DataFrame(columns=["arm"]))
+            for origin in (upstream_cost.origins(medians) if medians is not None else [])
         )
     shown = loads[[col for col in ("release", "variant", "kernel", "ok") if col in loads]] if has_loads else None
     return VllmKernel(

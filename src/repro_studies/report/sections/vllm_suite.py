@@ -12,7 +12,7 @@ import pandas as pd
 from repro.report.model import Common, Insert, Section, Slot
 from repro.tables import Table
 from repro_studies.analysis import vllm_suite as suite
-from repro_studies.registry import UPSTREAM_PATCHED, UPSTREAM_RELEASED
+from repro_studies.registry import Form
 
 ODD_COLUMNS = ("release", "form", "test", "outcome", "expected", "message")
 
@@ -82,7 +82,7 @@ def suite_runs(c: Common) -> tuple[SuiteRun, ...] | None:
     outcome = {(str(r["release"]), str(r["form"])): str(r["outcome"]) for r in summary.to_dict("records")}
     releases = dict.fromkeys(str(r) for r in summary["release"])
     return tuple(
-        SuiteRun(v, outcome.get((v, UPSTREAM_RELEASED), "not run"), outcome.get((v, UPSTREAM_PATCHED), "not run"))
+        SuiteRun(v, outcome.get((v, Form.RELEASED), "not run"), outcome.get((v, Form.PATCHED), "not run"))
         for v in releases
     )
 
