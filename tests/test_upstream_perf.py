@@ -338,8 +338,8 @@ class _FakeTimer:
     """``run_perf``'s contract without a GPU: each arm called once per shape on a CPU scenario and checked
     bitwise against the reference (for real); the medians are made up (``us`` per arm) and say so."""
 
-    def __init__(self, us: dict[str, float]):
-        self.us = us
+    def __init__(self, us: dict):
+        self.us = us  # by arm, else by the arm's table
 
     def __call__(self, counts, seq_lens, block_size, arms, on_check, on_median, **_):
         from repro.core.evidence.cases import compare_bitwise, reference_output
@@ -364,9 +364,40 @@ class _FakeTimer:
                                 "num_reqs": n,
                                 "seq_len": L,
                                 "tokens": n * L,
-                                "median_us": self.us[timed.arm.table],
+                                "median_us": self.us.get(timed.arm, self.us.get(timed.arm.table)),
                             }
                         )
+
+
+def test_a_releases_four_arms_are_timed_recorded_with_their_fields_and_give_the_four_ratios(tmp_path, monkeypatch):
+    """measure_vllm on a synthetic release in the interpreter, the timer replaced: every arm checked bitwise, each
+    median row recording the arm it times, and the ratios computed from the arms those rows rebuild."""
+    from repro_studies.evidence import perf
+    from repro_studies.walkthrough import performance as P
+
+    root, _ = cached_release(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPRO_VLLM_CACHE", str(root))
+    shipped, patched_view, patched_contig, copied = registry.upstream_bench_arms("0.99.0")
+    us = {shipped: 10.0, patched_view: 11.0, patched_contig: 10.0, copied: 12.1}
+    monkeypatch.setattr(perf, "run_perf", _FakeTimer(us))
+    nb = _walkthrough(tmp_path, ["0.99.0"])
+    nb.load_vllm()
+    assert {f: rk.release for f, rk in nb.kernels["vLLM 0.99.0"].items()} == dict.fromkeys(
+        registry.TRITON_FORMS, "0.99.0"
+    )
+    with loaded_scalar_loop_bounds():
+        ratios = nb.measure_vllm()
+    checks = nb.session.table(P.VLLM_CHECKS).frame()
+    assert len(checks) == 8 and checks["ok"].all(), checks  # four arms at 1 and 2 requests, bitwise equal
+    medians = nb.session.table(P.VLLM_MEDIANS).frame()
+    assert set(registry.arms_by_label(medians).values()) == set(us)
+    assert {(r["form"], r["table"], r["copy"]) for r in medians.to_dict("records")} == {
+        (a.form, a.table, a.copy) for a in us
+    }
+    assert list(ratios["code"].unique()) == ["vLLM 0.99.0"] and len(ratios) == 4  # 2 shapes x 2 launch modes
+    assert (ratios["patched/released (contig)_ratio"] == 1.0).all()
+    assert (ratios["patched narrowed/contig_ratio"] == 1.1).all()
+    assert (ratios["copy over patched (view)_ratio"] == 1.1).all() and (ratios["released_us"] == 10.0).all()
 
 
 def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed_beside_gather_fast(

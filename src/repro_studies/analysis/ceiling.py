@@ -4,8 +4,8 @@ Input: notebook 03's median tables, one row per arm x shape x launch mode with `
 ``tokens`` and, where recorded, ``kernel`` (``stream``, ``read-only``, ``write-only`` or a gather),
 ``code``, ``table`` (``narrowed``, ``contiguous``, ``none``), ``requests`` (``equal``, ``one``,
 ``ragged``, ``none``), ``layout``, ``block_t``, ``bytes_read`` and ``bytes_written``: the gathers'
-medians (``03-performance-medians``; older runs lack the descriptive columns and
-:func:`normalise` derives them from the arm names), the streaming arms measured at every shape
+medians (``03-performance-medians``: each row records its arm, whose ``implementation`` is the gather's
+``kernel``; :func:`normalise` fills what a row leaves out), the streaming arms measured at every shape
 (``03-performance-ceiling``) and the gap arms measured at a few shapes in the same rounds as those
 (``03-performance-decomposition``).
 
