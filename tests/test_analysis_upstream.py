@@ -99,25 +99,33 @@ def jit_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_split_by_code_separates_releases_from_the_repository():
-    ours, theirs = jit.split_by_code(jit_rows())
+#: The releases the run loaded, as its 03-vllm facts record them (code -> release read from the wheel).
+LOADED = {"vLLM 0.22.0": "0.22.0"}
+
+
+def test_split_by_code_separates_the_loaded_releases_from_the_repository():
+    ours, theirs = jit.split_by_code(jit_rows(), LOADED)
     assert set(ours["code"]) == {"repro"} and set(theirs["code"]) == {"vLLM 0.22.0"}
+    assert jit.release_variants(jit_rows(), LOADED) == {"vLLM 0.22.0 released", "vLLM 0.22.0 patched"}
+    assert not len(jit.split_by_code(jit_rows(), {})[1])  # a code is a release's only if the run loaded it
     old = jit_rows().drop(columns=["code"])
-    assert len(jit.split_by_code(old)[0]) == len(old) and not len(jit.split_by_code(old)[1])
+    assert len(jit.split_by_code(old, LOADED)[0]) == len(old) and not len(jit.split_by_code(old, LOADED)[1])
+    facts = {"releases": {"vLLM 0.22.0": {"release": "0.22.0", "wheel": "vllm-0.22.0-x.whl"}}}
+    assert jit.loaded_releases(facts) == LOADED and jit.loaded_releases(None) == {}
 
 
 def test_release_story_counts_compilations_and_first_call_latency():
-    story = jit.release_story(jit_rows(), seed_kernel="k")["vLLM 0.22.0"]
+    story = jit.release_story(jit_rows(), LOADED, seed_kernel="k")["vLLM 0.22.0"]
     shipped, patched = story["forms"][jit.CONSTEXPR_WIDTH], story["forms"][jit.RUNTIME_STRIDE]
     assert (shipped["narrowed_compiles"], shipped["contiguous_compiles"], shipped["narrowed_widths"]) == (3, 3, 3)
     assert (patched["narrowed_compiles"], patched["contiguous_compiles"]) == (0, 2)
     assert shipped["first_call_ms"] == 400.0 and shipped["cached_call_us"] == 40.0 and shipped["compile_ms"] == 900.0
     assert story["names_the_logged_kernel"] and story["mode"] == "observed" and story["warm_up_compiles"] == 1
-    assert not jit.release_story(jit_rows(), seed_kernel="other")["vLLM 0.22.0"]["names_the_logged_kernel"]
+    assert not jit.release_story(jit_rows(), LOADED, seed_kernel="other")["vLLM 0.22.0"]["names_the_logged_kernel"]
 
 
 def test_root_cause_text_tells_the_measured_story():
-    story = jit.release_story(jit_rows(), seed_kernel="k")
+    story = jit.release_story(jit_rows(), LOADED, seed_kernel="k")
     text = jit.root_cause_text(story, "k", 64)
     assert "Triton kernel JIT compilation during inference: k" in text
     assert "compile 3 times with the shipped kernel, 0 with PR #55109's" in text
@@ -150,6 +158,7 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
         "03-vllm": {
             "releases": {
                 "vLLM 0.22.0": {
+                    "release": "0.22.0",
                     "wheel": "vllm-0.22.0-x.whl",
                     "wheel_sha256": "ab" * 32,
                     "kernel": "v4:k",

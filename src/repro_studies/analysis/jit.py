@@ -7,7 +7,11 @@ A row is one launcher call: ``variant``, ``table``, ``phase``, ``width``, ``firs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
+
+from repro_studies.analysis.releases import version_key
 
 GROUP = ["variant", "table"]
 
@@ -168,34 +172,39 @@ def fingerprint_checks(rows: pd.DataFrame, widths: list[int], backing_width: int
 
 
 # --------------------------------------------------------------------------------------------
-# vLLM's own kernels (``code`` "vLLM <version>") and the PR's production log.
+# vLLM's own kernels (each loaded release's ``code``, ``vLLM <version>``) and the PR's production log.
 
 
-def is_release_code(code: object) -> bool:
-    """Rows whose ``code`` is a vLLM release's (``"vLLM 0.33.0"``), loaded by ``repro_studies.upstream``."""
-    return str(code).startswith("vLLM ")
+def loaded_releases(vllm_facts: Mapping | None) -> dict[str, str]:
+    """The vLLM releases a run loaded, as its ``03-vllm`` facts record them: each one's ``code`` (the rows'
+    ``code`` of its kernels) and release number, read from the wheel at run time."""
+    return {str(code): str(info["release"]) for code, info in ((vllm_facts or {}).get("releases") or {}).items()}
 
 
-def split_by_code(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the repository's subjects' rows, vLLM releases' rows); old runs without ``code`` are all the former."""
+def split_by_code(rows: pd.DataFrame, releases: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the repository's subjects' rows, the rows of the loaded vLLM releases' kernels: their ``code`` is one of
+    ``releases`` (:func:`loaded_releases`)); old runs without ``code`` are all the former."""
     if "code" not in rows:
         return rows, rows.iloc[0:0]
-    mask = rows["code"].map(is_release_code)
+    mask = rows["code"].isin(list(releases))
     return rows[~mask], rows[mask]
 
 
-def _release_key(code: str) -> tuple:
-    return tuple(int(p) for p in code.split()[-1].split("."))
+def release_variants(rows: pd.DataFrame | None, releases: Mapping[str, str]) -> set[str]:
+    """The ``variant`` of every fingerprint row of a loaded release's kernel (what the summary rows name)."""
+    if rows is None or not len(rows):
+        return set()
+    return set(split_by_code(rows, releases)[1]["variant"])
 
 
-def release_story(rows: pd.DataFrame, seed_kernel: str = "") -> dict:
-    """Per vLLM release in the fingerprint: its warm-up, Triton's name for the kernel (what vLLM's JIT monitor
-    prints), inference-path compilations per pitch form and table kind, and, where observed, what the first
-    launch at a new width cost against a launch that found its binary. ``seed_kernel``: the name in the PR's
-    log, compared with Triton's name."""
-    _, mine = split_by_code(rows)
+def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: str = "") -> dict:
+    """Per vLLM release in the fingerprint (``releases``: :func:`loaded_releases`), oldest first: its warm-up,
+    Triton's name for the kernel (what vLLM's JIT monitor prints), inference-path compilations per pitch form and
+    table kind, and, where observed, what the first launch at a new width cost against a launch that found its
+    binary. ``seed_kernel``: the name in the PR's log, compared with Triton's name."""
+    _, mine = split_by_code(rows, releases)
     out: dict = {}
-    for code in sorted(set(mine["code"]), key=_release_key):
+    for code in sorted(set(mine["code"]), key=lambda code: version_key(releases[code])):
         g = mine[mine["code"] == code]
         infer = g[g["phase"] != "warm-up"].assign(compiles=_compiles(g[g["phase"] != "warm-up"]))
         forms = {}

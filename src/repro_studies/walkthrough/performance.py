@@ -447,17 +447,21 @@ class PerformanceWalkthrough:
         )
         return self.session.record(JIT_SUMMARY, summary.to_dict("records"))
 
+    def loaded_releases(self) -> dict[str, str]:
+        """Each loaded release's ``code`` and release number, as read from its wheel."""
+        return {origin: next(iter(forms.values())).release for origin, forms in self.kernels.items() if forms}
+
     def jit_cumulative(self, releases: bool = False) -> pd.DataFrame:
         """Compilations and compile time so far, after each new width (the fingerprint's plot data): the
         repository's kernels, or with ``releases`` vLLM's."""
-        ours, theirs = jit_rules.split_by_code(self.session.table(JIT).frame())
+        ours, theirs = jit_rules.split_by_code(self.session.table(JIT).frame(), self.loaded_releases())
         return jit_rules.cumulative_by_width(theirs if releases else ours, phase="inference")
 
     def jit_story(self) -> str:
         """Why PR #55109's log shows a JIT compilation right before the illegal access, told with this run's
         measurements of vLLM's kernels (written for the report's root cause)."""
         logged = seeds.load(55109)["reported_jit_kernel"]
-        story = jit_rules.release_story(self.session.table(JIT).frame(), logged)
+        story = jit_rules.release_story(self.session.table(JIT).frame(), self.loaded_releases(), logged)
         text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
         self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
         return text

@@ -12,7 +12,7 @@ from repro import seeds
 from repro.registry import CodeRan, release_code
 from repro.report.model import Common, Drawn, Insert, Section, Slot
 from repro.tables import Facts, Plot, Table
-from repro_studies.analysis.jit import cumulative_by_width, is_release_code, split_by_code
+from repro_studies.analysis.jit import cumulative_by_width, loaded_releases, release_variants, split_by_code
 from repro_studies.report import timing_plots
 
 FIGURE = Plot.JIT
@@ -27,17 +27,18 @@ class Jit:
 
 def derive(c: Common) -> Jit | None:
     summary = c.run.table(Table.JIT_SUMMARY)
+    rows = c.run.table(Table.JIT)
+    releases = loaded_releases(c.run.facts.get(Facts.VLLM))
     if summary is not None and "variant" in summary:
-        summary = summary[~summary["variant"].map(is_release_code)]
+        summary = summary[~summary["variant"].isin(release_variants(rows, releases))]
     if summary is None or not len(summary):
         return None
     table = summary.drop(columns=[col for col in ("notebook", "calls") if col in summary])
     table = table[[col for col in table.columns if table[col].notna().any()]]  # columns this run could measure
     table = table.rename(columns=lambda col: col.replace("_", " ").replace(" median", ""))
-    rows = c.run.table(Table.JIT)
     cumulative = None
     if rows is not None and len(rows):
-        ours = split_by_code(rows)[0]
+        ours = split_by_code(rows, releases)[0]
         cumulative = cumulative_by_width(ours, phase="inference") if len(ours) else None
     observed = (c.run.facts.get(Facts.JIT) or {}).get("mode", "") == "observed"
     return Jit(observed, table, cumulative)

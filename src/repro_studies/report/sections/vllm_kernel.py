@@ -57,12 +57,13 @@ def _root_cause(c: Common) -> str:
     rows = c.run.table(Table.JIT)
     if rows is None or not len(rows):
         return ""
-    _, theirs = jit_rules.split_by_code(rows)
+    releases = jit_rules.loaded_releases(c.run.facts.get(Facts.VLLM))
+    _, theirs = jit_rules.split_by_code(rows, releases)
     if not len(theirs):
         return ""
     logged = str(seeds.load(55109).get("reported_jit_kernel", ""))
     warm = theirs[theirs["phase"] == "warm-up"]["width"] if "phase" in theirs else pd.Series(dtype=int)
-    story = jit_rules.release_story(rows, logged)
+    story = jit_rules.release_story(rows, releases, logged)
     warmups = warmup_sentence(c.run.table(Table.GATHER_WARMUPS), GPU_FAMILY_NAMES)
     return jit_rules.root_cause_text(story, logged, int(warm.iloc[0]) if len(warm) else None, warmups)
 
@@ -127,7 +128,9 @@ def _jit(c: Common) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     summary = c.run.table(Table.JIT_SUMMARY)
     if summary is None or not len(summary) or "variant" not in summary:
         return None, None
-    theirs = summary[summary["variant"].map(jit_rules.is_release_code)]
+    rows = c.run.table(Table.JIT)
+    releases = jit_rules.loaded_releases(c.run.facts.get(Facts.VLLM))
+    theirs = summary[summary["variant"].isin(jit_rules.release_variants(rows, releases))]
     if not len(theirs):
         return None, None
     table = theirs.drop(columns=[col for col in ("notebook", "calls") if col in theirs])
@@ -135,10 +138,9 @@ def _jit(c: Common) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     if {"predicted_compiles", "observed_compiles"} <= set(table.columns) and table["observed_compiles"].notna().all():
         table = table.drop(columns="predicted_compiles")  # counted: the prediction is checked elsewhere
     table = table.rename(columns=lambda col: str(col).replace("_median", "").replace("_", " "))
-    rows = c.run.table(Table.JIT)
     cumulative = None
     if rows is not None and len(rows):
-        _, mine = jit_rules.split_by_code(rows)
+        _, mine = jit_rules.split_by_code(rows, releases)
         cumulative = jit_rules.cumulative_by_width(mine, phase="inference") if len(mine) else None
     return table, cumulative
 
