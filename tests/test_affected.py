@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from repro_studies.analysis import affected as rules
+from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SERVED,
@@ -24,6 +25,7 @@ from repro_studies.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
+    VerdictClass,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,20 +95,33 @@ def test_the_stock_answer_needs_both_runners_latent_and_one_reached_wins():
     ]
 
 
-def verdict(release, kernel, verdict, variant="released"):
-    return {"release": release, "kernel": kernel, "variant": variant, "verdict": verdict}
+#: A released kernel that faults from 2 requests, and the who-is-affected cell it gives.
+FAULTS_AT_2 = Verdict(VerdictClass.FAULTS, first_wrong=2, first_fault=2)
+PRESENT_FAULTS = f"present ({FAULTS_AT_2})"
+
+
+def verdict(release, kernel, value: Verdict | VerdictClass, variant="released"):
+    v = value if isinstance(value, Verdict) else Verdict(value)
+    return {
+        "release": release,
+        "kernel": kernel,
+        "variant": variant,
+        "verdict": v.klass,
+        "first_wrong": v.first_wrong,
+        "first_fault": v.first_fault,
+    }
 
 
 def test_the_bug_column_is_the_released_kernels_verdict():
     v = pd.DataFrame(
         [
-            verdict("1.0.0", "v4:k", "faults from 2 requests"),
-            verdict("1.0.0", "v4:k", "correct", variant="patched"),
-            verdict("1.0.0", "cutedsl:v4:v4", "correct"),
-            verdict("1.0.0", "v41:m", "not run"),
+            verdict("1.0.0", "v4:k", FAULTS_AT_2),
+            verdict("1.0.0", "v4:k", VerdictClass.CORRECT, variant="patched"),
+            verdict("1.0.0", "cutedsl:v4:v4", VerdictClass.CORRECT),
+            verdict("1.0.0", "v41:m", VerdictClass.NOT_RUN),
         ]
     )
-    assert rules.kernel_bug(v, "1.0.0", "v4:k") == ("present (faults from 2 requests)", 0)
+    assert rules.kernel_bug(v, "1.0.0", "v4:k") == (PRESENT_FAULTS, 0)
     assert rules.kernel_bug(v, "1.0.0", "cutedsl:v4:v4") == ("absent (correct)", 2)
     assert rules.kernel_bug(v, "1.0.0", "v41:m") == (f"{rules.NOT_MEASURED} (not run)", 3)
     assert rules.kernel_bug(v, "1.1.0", "v4:k") == (rules.NOT_MEASURED, None)
@@ -144,8 +159,8 @@ def frames():
         [{"release": r, "runner": n, "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0") for n in ("V1", "V2")]
     )
     v = pd.DataFrame(
-        [verdict(r, "v4:k", "faults from 2 requests") for r in ("1.0.0", "1.1.0", "1.2.0")]
-        + [verdict(r, "cutedsl:v4:v4", "correct") for r in ("1.1.0", "1.2.0")]
+        [verdict(r, "v4:k", FAULTS_AT_2) for r in ("1.0.0", "1.1.0", "1.2.0")]
+        + [verdict(r, "cutedsl:v4:v4", VerdictClass.CORRECT) for r in ("1.1.0", "1.2.0")]
     )
     return d, answers, v
 
@@ -155,8 +170,8 @@ def test_who_is_affected_merges_releases_and_families_with_one_outcome(frames):
     table = rules.who_is_affected(d, answers, v)
     cells = table[["releases", "gpu_family", "model", "record", "kernel", "bug", "stock_vllm"]].values.tolist()
     assert cells == [
-        ["1.0.0", "sm90+sm100", "V4", 584, "triton:k", "present (faults from 2 requests)", LATENT],
-        ["1.0.0 – 1.2.0", "rocm", "V4", 584, "triton:k", "present (faults from 2 requests)", LATENT],
+        ["1.0.0", "sm90+sm100", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
+        ["1.0.0 – 1.2.0", "rocm", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
         ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, "CuTe-DSL entry", "absent (correct)", LATENT],
         ["1.2.0", "sm100", "V4.1", 288, "the dispatcher raises", "—", LATENT],
     ]
@@ -204,8 +219,8 @@ def cutlass_frames():
     d["topology"] = d["topology"].fillna("any TP (not read)")
     answers = pd.DataFrame([{"release": r, "runner": "V1", "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0")])
     v = pd.DataFrame(
-        [verdict(r, "v4:k", "faults from 2 requests") for r in ("1.0.0", "1.1.0", "1.2.0")]
-        + [verdict(r, "cutedsl:v4:v4", "correct") for r in ("1.0.0", "1.1.0", "1.2.0")]
+        [verdict(r, "v4:k", FAULTS_AT_2) for r in ("1.0.0", "1.1.0", "1.2.0")]
+        + [verdict(r, "cutedsl:v4:v4", VerdictClass.CORRECT) for r in ("1.0.0", "1.1.0", "1.2.0")]
     )
     return d, rules.who_is_affected(d, answers, v)
 
@@ -244,7 +259,7 @@ def test_platforms_with_the_same_answer_share_one_exposure_and_states_with_the_s
     d2, frame = cutlass_frames()
     d2 = d2[d2.release != "1.1.0"]  # no-cutlass and failing cutlass now run it in the same releases
     frame = rules.who_is_affected(d2, pd.DataFrame(columns=["release", "runner", "answer"]), None)
-    frame["bug"] = frame["bug"].where(~frame["kernel"].str.startswith("triton"), "present (faults from 2 requests)")
+    frame["bug"] = frame["bug"].where(~frame["kernel"].str.startswith("triton"), PRESENT_FAULTS)
     (sm90,) = [e for e in rules.exposure(frame, d2) if e.platforms == ("SM90",)]
     assert [(s.cutlass, s.releases) for s in sm90.settings] == [((Cutlass.ABSENT, Cutlass.IMPORT_FAILS), ("1.2.0",))]
 

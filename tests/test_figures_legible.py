@@ -32,8 +32,8 @@ JUPYTERLAB_OUTPUT_PX = 900
 def matrix():
     """The merged release matrix of the committed H200 runs: 16 releases x 9 kernels."""
     verdicts = pd.read_csv(
-        DATA / "release-matrix-merged" / "results" / "04-release-verdicts.csv", keep_default_na=False
-    )
+        DATA / "release-matrix-merged" / "results" / "04-release-verdicts.csv", keep_default_na=False, na_values=[""]
+    ).fillna({"kernel": "", "variant": ""})
     fig = release_matrix(complete_matrix(verdicts))
     yield fig
     plt.close(fig)

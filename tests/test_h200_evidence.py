@@ -117,6 +117,23 @@ def test_bug1_release_checks_and_answers_follow_todays_rules(run):
     )
 
 
+def test_release_matrix_checks_are_todays_verdicts_in_todays_words(run):
+    """Each committed "release kernel behaves as expected" row is today's verdict (class and first request counts,
+    from the run's matrix rows) written by today's renderer: the recorded sentence is never read back, only
+    re-derived and compared."""
+    from repro_studies.analysis import releases as rel
+
+    matrix, checks = run.table("04-release-matrix"), run.table("04-release-checks")
+    if matrix is None or checks is None:
+        pytest.skip("no release matrix in this run")
+    counts = sorted(int(n) for n in pd.to_numeric(matrix["num_reqs"], errors="coerce").dropna().unique())
+    today = rel.check_rows(rel.verdicts(matrix), rel.pitched_kernels(run.table("04-kernel-inventory")), counts)
+    committed = checks[checks.check == today[0]["check"]].astype(object).where(lambda f: f.notna(), "")
+    assert [(str(r["release"]), r["kernel"], r["variant"], r["expected"], r["observed"], r["ok"]) for r in today] == [
+        (str(r.release), r.kernel, r.variant, r.expected, r.observed, truthy(r.ok)) for r in committed.itertuples()
+    ]
+
+
 def test_ratios_are_todays_ratios_of_the_medians(run):
     med, rat = run.table("03-performance-medians"), run.table("03-performance-ratios")
     if med is None:
@@ -175,6 +192,7 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     import json
 
     from repro.tables import Table
+    from repro_studies.registry import VerdictClass
     from repro_studies.report.releases import MATRIX_TABLE, merge
 
     folder = ROOT / "release-matrix-merged"
@@ -186,13 +204,17 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     assert record == json.loads(json.dumps(result.record)), hint
     committed = pd.read_csv(folder / "results" / f"{MATRIX_TABLE}.csv", keep_default_na=False, na_values=[""])
     assert committed.astype(str).equals(result.rows.reset_index(drop=True).astype(str)), hint
+    # the verdict table holds each verdict's class and numbers, as today's rules derive them from those rows
+    verdict_csv = folder / "results" / f"{Table.RELEASE_VERDICTS}.csv"
+    assert verdict_csv.read_text() == result.verdicts.to_csv(index=False), hint
+    assert set(result.verdicts["verdict"]) <= set(VerdictClass)
     verdicts = result.verdicts.set_index(["release", "kernel", "variant"])["verdict"]
     # the CuTe-DSL gathers ran only where their stack was installed, and their rows are the measured ones: every
     # release that ships one (0.22.0 on) has it measured, and correct on narrowed tables
     rows = result.rows[result.rows.kernel.astype(str).str.startswith("cutedsl")]
     found = {(r, k): verdicts[(r, k, "released")] for (r, k), _ in rows.groupby(["release", "kernel"])}
-    shipped = {r for (r, _), v in found.items() if v != "not present"}
-    assert all(v == "correct" for (r, _), v in found.items() if r in shipped), found
+    shipped = {r for (r, _), v in found.items() if v != VerdictClass.NOT_PRESENT}
+    assert all(v == VerdictClass.CORRECT for (r, _), v in found.items() if r in shipped), found
     assert {"0.22.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0"} <= shipped and "0.21.0" not in shipped
     assert {"release-matrix-c", "release-matrix-0.30-cutedsl", "release-matrix-0.22-0.23-cutedsl"} <= set(rows["run"])
     # every release the matrix runs listed in their index is in the merge, and each passed vLLM's regression test

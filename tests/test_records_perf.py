@@ -107,10 +107,11 @@ def test_tuning_cli_names_the_bad_argument_and_exits_2(argv, word, capsys):
     assert exc.value.code == 2 and word in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("target_layout, verdict", [(True, "correct"), (False, "wrong from 1 requests")])
-def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, verdict):
+@pytest.mark.parametrize("target_layout, wrong_from", [(True, None), (False, 1)])
+def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_wrong(target_layout, wrong_from):
+    from repro_studies.analysis.release_verdict import Verdict
     from repro_studies.analysis.releases import verdicts
-    from repro_studies.registry import RECORD_GATHERS
+    from repro_studies.registry import RECORD_GATHERS, VerdictClass
     from repro_studies.upstream import matrix as mx
 
     cfg = mx.MatrixConfig([1, 2], ["in-range", "poison"], block_size=8, seq_len_max=24, interpreted=True)
@@ -118,4 +119,5 @@ def test_notebook_04_runs_a_record_gather_over_the_sweep_and_a_wrong_layout_is_w
     rows = mx.run_record_gather("0.99.0", entry.label, entry.target, "mxfp8", True, cfg)
     assert len(rows) == 4 and {r["variant"] for r in rows} == {mx.UNDER_TEST}
     assert all(r["status"] == "ok" and r["out_of_bounds_lanes"] == 0 for r in rows)
-    assert verdicts(pd.DataFrame(rows))["verdict"].tolist() == [verdict]
+    expected = Verdict(VerdictClass.WRONG if wrong_from else VerdictClass.CORRECT, first_wrong=wrong_from)
+    assert [Verdict.of(r) for r in verdicts(pd.DataFrame(rows)).to_dict("records")] == [expected]

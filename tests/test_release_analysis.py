@@ -4,7 +4,11 @@ import pandas as pd
 import pytest
 
 from repro_studies.analysis import releases as rel
+from repro_studies.analysis.release_verdict import Verdict
+from repro_studies.registry import PatchOutcome, VerdictClass
 from repro_studies.upstream.matrix import row
+
+W, F, C = VerdictClass.WRONG, VerdictClass.FAULTS, VerdictClass.CORRECT
 
 
 def case(release, kernel, variant, mode, n, mism=0, total=10, status="ok", oob=0, **kw):
@@ -43,16 +47,21 @@ def sample() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_arm(table: pd.DataFrame) -> dict:
+    """(release, kernel, variant) -> the row's Verdict."""
+    return {(r["release"], r["kernel"], r["variant"]): Verdict.of(r) for r in table.to_dict("records")}
+
+
 def test_verdicts_follow_the_rules():
-    v = rel.verdicts(sample()).set_index(["release", "kernel", "variant"])["verdict"].to_dict()
+    v = by_arm(rel.verdicts(sample()))
     k = "v4:_dequantize_and_gather_k_kernel"
-    assert v[("0.22.0", k, "released")] == "faults from 4 requests"
-    assert v[("0.22.0", k, "patched")] == "correct"
-    assert v[("0.33.0", k, "released")] == "wrong from 2 requests"
-    assert v[("0.33.0", k, "patched")] == "wrong from 2 requests"
-    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == "not run"
-    assert v[("0.21.0", k, "released")] == "could not load"
-    assert v[("9.9.9", "", "")] == "unknown release"
+    assert v[("0.22.0", k, "released")] == Verdict(F, first_wrong=2, first_fault=4)
+    assert v[("0.22.0", k, "patched")] == Verdict(C)
+    assert v[("0.33.0", k, "released")] == Verdict(W, first_wrong=2)
+    assert v[("0.33.0", k, "patched")] == Verdict(W, first_wrong=2)
+    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == Verdict(VerdictClass.NOT_RUN)
+    assert v[("0.21.0", k, "released")] == Verdict(VerdictClass.COULD_NOT_LOAD)
+    assert v[("9.9.9", "", "")] == Verdict(VerdictClass.UNKNOWN_RELEASE)
     table = rel.verdicts(sample())
     first = table[(table.release == "0.22.0") & (table.variant == "released")].iloc[0]
     assert first.first_wrong == 2 and first.first_fault == 4 and first.mismatch_fraction == pytest.approx(12 / 30)
@@ -64,21 +73,39 @@ def test_interpreter_reads_outside_every_argument_count_as_faults():
     frame = pd.DataFrame(
         [case("0.33.0", k, "released", "poison", 1), case("0.33.0", k, "released", "poison", 2, mism=3, oob=100)]
     )
-    assert rel.verdicts(frame).iloc[0].verdict == "faults from 2 requests"
+    assert Verdict.of(rel.verdicts(frame).iloc[0]) == Verdict(F, first_wrong=2, first_fault=2)
+
+
+def test_a_verdict_is_written_from_its_class_and_numbers_and_the_table_stores_no_sentence(tmp_path):
+    """The one test of the words: the sentence and the cell of each kind of verdict; the CSV holds the class and
+    integer counts, and reads back to the same values."""
+    assert [Verdict(F, 2, 4).text(), Verdict(F, 2, 4).cell()] == ["faults from 4 requests", "faults ≥4"]
+    assert [Verdict(W, 2).text(), Verdict(W, 2).cell(), str(Verdict(W, 2))] == ["wrong from 2 requests", "wrong ≥2"] + [
+        "wrong from 2 requests"
+    ]
+    assert [Verdict(C).text(), Verdict(C).cell()] == ["correct", "ok"]
+    assert [Verdict(VerdictClass.NOT_PRESENT).cell(), Verdict(VerdictClass.NOT_APPLICABLE).cell()] == ["", "n/a"]
+    assert Verdict(VerdictClass.NOT_RUN).cell() == Verdict(VerdictClass.NOT_RUN).text() == "not run"
+    table = rel.complete_matrix(rel.verdicts(sample()))
+    path = tmp_path / "04-release-verdicts.csv"
+    table.to_csv(path, index=False)
+    back = pd.read_csv(path, keep_default_na=False, na_values=[""]).fillna({"kernel": "", "variant": ""})
+    assert set(back["verdict"]) <= set(VerdictClass) and "faults,2,4," in path.read_text()
+    assert by_arm(back) == by_arm(table)
 
 
 def test_patch_effect_and_completion():
     v = rel.complete_matrix(rel.verdicts(sample()))
-    effect = rel.patch_effect(v).set_index(["release", "kernel"])["patch"].to_dict()
+    effect = rel.patch_effect(v).set_index(["release", "kernel"])
     k = "v4:_dequantize_and_gather_k_kernel"
-    assert effect[("0.22.0", k)] == "fixed" and effect[("0.33.0", k)] == "not fixed"
-    assert effect[("0.33.0", "cutedsl:v4:v4")] == "-"
+    assert effect.loc[("0.22.0", k), "patch"] == PatchOutcome.FIXED
+    assert effect.loc[("0.33.0", k), "patch"] == PatchOutcome.NOT_FIXED
+    assert effect.loc[("0.33.0", k), "patched"] == Verdict(W, first_wrong=2)
+    assert effect.loc[("0.33.0", "cutedsl:v4:v4"), "patch"] == PatchOutcome.NO_VERDICT
     filled = v[(v.release == "0.22.0") & (v.kernel == "cutedsl:v4:v4")]
-    assert set(filled.verdict) == {"not present"} and len(filled) == 2
-    assert rel.first_release_with(v, "v4:") == "0.21.0"  # present there, though it could not load
-    assert rel.first_release_with(v, "cutedsl:") == "0.33.0"
+    assert set(filled.verdict) == {VerdictClass.NOT_PRESENT} and len(filled) == 2
     grid = rel.matrix_table(v)
-    assert grid.loc["0.22.0", k] == "faults from 4 requests"
+    assert grid.loc["0.22.0", k] == F and grid.loc["0.21.0", k] == VerdictClass.COULD_NOT_LOAD
 
 
 def test_a_run_without_the_patched_variant_verifies_no_fix_and_flags_no_problem():
@@ -90,7 +117,8 @@ def test_a_run_without_the_patched_variant_verifies_no_fix_and_flags_no_problem(
     assert "did not run on 2 of them" in finding.text
     both = rel.releases_finding(sample())
     assert both.outcomes == ["reproduced", "fix not verified"]
-    assert both.problems == ["v4:_dequantize_and_gather_k_kernel in vLLM 0.33.0: wrong from 2 requests with the change"]
+    wrong = Verdict(W, first_wrong=2)
+    assert both.problems == [f"v4:_dequantize_and_gather_k_kernel in vLLM 0.33.0: {wrong} with the change"]
 
 
 def test_merge_keeps_agreeing_rows_once_and_disagreeing_rows_all():
@@ -121,7 +149,7 @@ def test_merge_takes_a_measured_arm_over_one_another_run_could_not_try():
     cute = merged[merged.kernel == "cutedsl:v4:v4"]
     assert set(cute.run) == {"with-cutedsl"} and set(cute.status) == {"ok"}
     v = rel.verdicts(merged).set_index(["release", "kernel", "variant"])["verdict"]
-    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == "correct"
+    assert v[("0.33.0", "cutedsl:v4:v4", "released")] == C
     # a release-level "download failed" names no kernel: no measured arm has its key, so it stays
     assert (merged.status == "download failed").sum() == 1
     # "could not load" is what the code does, not what the host lacked: it is never superseded
@@ -205,8 +233,14 @@ def test_report_merge_writes_one_table_section_and_figure(tmp_path, capsys):
     assert len(merged) == len(frame) and set(merged.run) == {"a", "b"}
     section = (out / "releases.md").read_text()
     assert "## Affected releases and kernels" in section
-    assert "| v4 per-block | 0.22.0 | faults ≥4 | ok | fixed |" in section
-    assert "| v4 per-block | 0.33.0 | wrong ≥2 | wrong ≥2 | not fixed |" in section
+    cells = {
+        release: f"| v4 per-block | {release} | {released.cell()} | {patched.cell()} | {effect} |"
+        for release, released, patched, effect in (
+            ("0.22.0", Verdict(F, 2, 4), Verdict(C), PatchOutcome.FIXED),
+            ("0.33.0", Verdict(W, 2), Verdict(W, 2), PatchOutcome.NOT_FIXED),
+        )
+    }
+    assert all(line in section for line in cells.values()), section
     assert "**Did not finish:** b (status running)" in section
     assert [i["run"] for i in json.loads((out / "merge.json").read_text())["inputs"]] == ["a", "b"]
     assert (out / "plots" / "04-release-matrix.png").stat().st_size > 0
@@ -252,14 +286,14 @@ def test_report_merge_refuses_bad_inputs_before_writing(tmp_path, capsys, damage
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
-def _verdict(release, kernel, variant, verdict, first_wrong=None, first_fault=None):
+def _verdict(release, kernel, variant, verdict: Verdict):
     return {
         "release": release,
         "kernel": kernel,
         "variant": variant,
-        "verdict": verdict,
-        "first_wrong": first_wrong,
-        "first_fault": first_fault,
+        "verdict": verdict.klass,
+        "first_wrong": verdict.first_wrong,
+        "first_fault": verdict.first_fault,
         "mismatch_fraction": 0.0,
         "cases": 4,
         "reason": "",
@@ -268,26 +302,26 @@ def _verdict(release, kernel, variant, verdict, first_wrong=None, first_fault=No
 
 
 @pytest.mark.parametrize(
-    "kernel,variant,verdict,first,ok",
+    "kernel,variant,verdict,ok",
     [
-        ("triton", "released", "faults from 2 requests", 2, True),
-        ("triton", "released", "wrong from 4 requests", 4, False),  # request 1 is the first that can misread
-        ("triton", "released", "correct", None, False),  # the bug stopped reproducing
-        ("triton", "patched", "correct", None, True),
-        ("triton", "patched", "wrong from 2 requests", 2, False),
-        ("cute", "released", "correct", None, True),  # no row pitch: nothing for the PR to fix
-        ("cute", "released", "wrong from 2 requests", 2, False),
-        ("cute", "patched", "not applicable", None, True),
+        ("triton", "released", Verdict(F, first_wrong=2, first_fault=2), True),
+        ("triton", "released", Verdict(W, first_wrong=4), False),  # request 1 is the first that can misread
+        ("triton", "released", Verdict(C), False),  # the bug stopped reproducing
+        ("triton", "patched", Verdict(C), True),
+        ("triton", "patched", Verdict(W, first_wrong=2), False),
+        ("cute", "released", Verdict(C), True),  # no row pitch: nothing for the PR to fix
+        ("cute", "released", Verdict(W, first_wrong=2), False),
+        ("cute", "patched", Verdict(VerdictClass.NOT_APPLICABLE), True),
     ],
 )
-def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch(kernel, variant, verdict, first, ok):
+def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch(kernel, variant, verdict, ok):
     inventory = pd.DataFrame(
         [
             {"release": "0.33.0", "kernel": "triton", "pitch_parameter": "max_blocks_per_seq: tl.constexpr"},
             {"release": "0.33.0", "kernel": "cutedsl:Kernel", "pitch_parameter": ""},
         ]
     )
-    v = pd.DataFrame([_verdict("0.33.0", kernel, variant, verdict, first_wrong=first)])
+    v = pd.DataFrame([_verdict("0.33.0", kernel, variant, verdict)])
     (check,) = rel.check_rows(v, rel.pitched_kernels(inventory), [1, 2, 4])
     assert check["ok"] is ok
 
@@ -295,11 +329,13 @@ def test_check_rows_expect_a_misread_only_from_kernels_launched_with_a_row_pitch
 @pytest.mark.parametrize(
     "released,patched,effect",
     [
-        ("faults from 2 requests", "correct", "fixed"),
-        ("wrong from 2 requests", "wrong from 2 requests", "not fixed"),
-        ("correct", "correct", "not needed"),
-        ("correct", "not applicable", "not reached (correct as released)"),
-        ("correct", "wrong from 2 requests", "patch breaks it"),
+        (Verdict(F, 2, 2), Verdict(C), PatchOutcome.FIXED),
+        (Verdict(W, 2), Verdict(W, 2), PatchOutcome.NOT_FIXED),
+        (Verdict(W, 2), Verdict(VerdictClass.NOT_RUN), PatchOutcome.NOT_TESTED),
+        (Verdict(C), Verdict(C), PatchOutcome.NOT_NEEDED),
+        (Verdict(C), Verdict(VerdictClass.NOT_APPLICABLE), PatchOutcome.NOT_REACHED),
+        (Verdict(C), Verdict(W, 2), PatchOutcome.BREAKS),
+        (Verdict(VerdictClass.COULD_NOT_LOAD), Verdict(C), PatchOutcome.NO_VERDICT),
     ],
 )
 def test_patch_effect(released, patched, effect):
@@ -317,7 +353,7 @@ def test_a_case_that_ends_without_a_result_could_not_run_and_is_no_fault(status)
         ]
     )
     verdict = rel.verdicts(frame).iloc[0]
-    assert verdict.verdict == "could not run" and verdict.reason == f"{status}: {status} here"
-    assert verdict.first_fault is None and rel.verdict_class(verdict.verdict) == "could not run"
+    assert Verdict.of(verdict) == Verdict(VerdictClass.COULD_NOT_RUN)
+    assert verdict.reason == f"{status}: {status} here"
     (check,) = rel.check_rows(rel.verdicts(frame), {("0.22.0", k)}, [1, 2])
     assert not check["ok"]

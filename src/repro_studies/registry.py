@@ -362,6 +362,54 @@ SUITE_ASSERTION_FAILURES = (SuiteOutcome.MISMATCH, SuiteOutcome.OUT_OF_BOUNDS, S
 
 
 # --------------------------------------------------------------------------------------------
+# The release matrix (notebook 04): what one (release, kernel, variant) did, and what PR #55109's change did to it.
+
+
+class VerdictClass(StrEnum):
+    """A release-matrix verdict's class; with the first failing request counts it is the whole verdict
+    (repro_studies.analysis.release_verdict renders it). The arm-level ones are the matrix rows' own statuses."""
+
+    CORRECT = "correct"
+    WRONG = "wrong"  # a gathered token differs bitwise, or a row outside the range was written
+    FAULTS = "faults"  # a named fault, or lanes the bounds-checked interpreter counted outside every argument
+    COULD_NOT_RUN = "could not run"  # a case raised, timed out or ended without a result
+    NOT_PRESENT = "not present"  # the release ships no such kernel
+    COULD_NOT_LOAD = "could not load"
+    NOT_RUN = "not run"  # this run could not try it (no GPU, no package)
+    NOT_APPLICABLE = "not applicable"  # the variant does not apply to the kernel
+    UNKNOWN_RELEASE = "unknown release"  # the wheel cache's misses (repro_studies.upstream.wheelcache)
+    DOWNLOAD_FAILED = "download failed"
+    BAD_WHEEL = "bad wheel"
+
+
+#: The classes that mean the kernel misread the narrowed table.
+VERDICT_MISREADS = (VerdictClass.WRONG, VerdictClass.FAULTS)
+#: The classes of a kernel that ran to a result.
+VERDICT_RAN = (VerdictClass.CORRECT, *VERDICT_MISREADS)
+#: The classes that decide an arm without a case (the matrix rows' arm-level statuses).
+VERDICT_ARM_LEVEL = tuple(c for c in VerdictClass if c not in (*VERDICT_RAN, VerdictClass.COULD_NOT_RUN))
+#: The classes of a patched variant that tell nothing about the change.
+VERDICT_UNTESTED = (
+    VerdictClass.NOT_APPLICABLE,
+    VerdictClass.NOT_RUN,
+    VerdictClass.COULD_NOT_LOAD,
+    VerdictClass.COULD_NOT_RUN,
+)
+
+
+class PatchOutcome(StrEnum):
+    """What PR #55109's row pitch does to one (release, kernel), from its released and patched verdicts."""
+
+    FIXED = "fixed"  # wrong or faulting as released, correct with the change
+    NOT_FIXED = "not fixed"  # wrong or faulting as released, and still with the change
+    NOT_TESTED = "not tested"  # wrong or faulting as released; the change did not run on it
+    NOT_NEEDED = "not needed"  # correct both ways
+    NOT_REACHED = "not reached (correct as released)"  # correct, and the change does not apply (no row-pitch argument)
+    BREAKS = "patch breaks it"  # correct as released, not with the change
+    NO_VERDICT = "-"  # the kernel did not run as released
+
+
+# --------------------------------------------------------------------------------------------
 # Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
 
 #: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.

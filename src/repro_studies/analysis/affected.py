@@ -6,7 +6,8 @@ Inputs, all tables a run folder holds:
 * the dispatch table (one row per release x GPU family x model x record: the backend the release
   selects, the gather it launches, which caches store that record by default);
 * the runner sweep (one row per table the release's runner code built on its way to a gather);
-* the release matrix verdicts (release x kernel x variant: ``faults from N requests`` and friends).
+* the release matrix verdicts (release x kernel x variant: a class such as ``faults`` and its first request
+  counts).
 
 :func:`runner_answers` reads the sweep: a release and runner *reach* the bug when some call-site table
 has ``stride(0) != shape[-1]``, are *latent* when every configuration ran and none has, and are
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import (
     DISPATCH_NOT_GATHERED,
@@ -34,8 +36,10 @@ from repro_studies.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
+    VERDICT_MISREADS,
     Cutlass,
     Form,
+    VerdictClass,
 )
 
 ANSWER_COLUMNS = [
@@ -68,8 +72,6 @@ AFFECTED_COLUMNS = [
 ]
 #: What ``bug`` says when the matrix has no verdict for the kernel at that release.
 NOT_MEASURED = "not measured"
-#: Released-variant verdicts that mean the kernel misreads narrowed tables.
-BUG_VERDICT_PREFIXES = ("faults from", "wrong from")
 
 
 def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
@@ -140,11 +142,11 @@ def kernel_bug(verdicts: pd.DataFrame, release: str, kernel: str) -> tuple[str, 
     ]
     if hit.empty:
         return NOT_MEASURED, None
-    verdict = str(hit.iloc[0]["verdict"])
-    if verdict.startswith(BUG_VERDICT_PREFIXES):
+    verdict = Verdict.of(hit.iloc[0])
+    if verdict.klass in VERDICT_MISREADS:
         return f"present ({verdict})", int(hit.index[0])
-    if verdict == "correct":
-        return "absent (correct)", int(hit.index[0])
+    if verdict.klass == VerdictClass.CORRECT:
+        return f"absent ({verdict})", int(hit.index[0])
     return f"{NOT_MEASURED} ({verdict})", int(hit.index[0])
 
 

@@ -4,7 +4,8 @@ Input: the rows :mod:`repro_studies.upstream.matrix` records (one per case, or o
 Rules, per (release, kernel, variant):
 
 * an arm-level row decides alone: ``not present``, ``could not load``, ``not run``, ``not applicable``,
-  ``unknown release``, ``download failed``, ``bad wheel`` (its reason is kept);
+  ``unknown release``, ``download failed``, ``bad wheel`` (:data:`~repro_studies.registry.VERDICT_ARM_LEVEL`;
+  its reason is kept);
 * a case *faults* when it ended in a named fault (an illegal address, SIGSEGV of the case, ...:
   :data:`repro.outcomes.FAULTED`), or when the bounds-checked interpreter counted lanes outside every
   argument (an address that would fault); a timeout or any other ending is not a fault;
@@ -14,8 +15,9 @@ Rules, per (release, kernel, variant):
   reason (a verdict of its own, not ``could not load``);
 * otherwise the arm is ``correct``.
 
-``faults from N requests`` wins over ``wrong from N requests``; N is the smallest request count with
-that observation, over both sentinel modes. Pandas only.
+``faults`` wins over ``wrong``; ``first_fault`` / ``first_wrong`` are the smallest request counts with that
+observation, over both sentinel modes. A verdict is its :class:`~repro_studies.registry.VerdictClass` (the table's
+``verdict`` column) and those numbers; :mod:`repro_studies.analysis.release_verdict` writes its words. Pandas only.
 """
 
 from __future__ import annotations
@@ -33,24 +35,25 @@ from repro.core.analysis.verdict import (
     Finding,
 )
 from repro.outcomes import FAULTED, NO_OBSERVATION
-from repro_studies.registry import Form
-
-ARM_STATUSES = (
-    "not present",
-    "could not load",
-    "not run",
-    "not applicable",
-    "unknown release",
-    "download failed",
-    "bad wheel",
+from repro_studies.analysis.release_verdict import Verdict
+from repro_studies.registry import (
+    VERDICT_ARM_LEVEL,
+    VERDICT_MISREADS,
+    VERDICT_RAN,
+    VERDICT_UNTESTED,
+    Form,
+    PatchOutcome,
+    VerdictClass,
 )
+
+ARM_STATUSES = tuple(str(c) for c in VERDICT_ARM_LEVEL)
 CASE_FAULTS = (FAULTED,)
 KEY = ["release", "kernel", "variant"]
 VERDICT_COLUMNS = [
     "release",
     "kernel",
     "variant",
-    "verdict",
+    "verdict",  # the VerdictClass
     "first_wrong",
     "first_fault",
     "mismatch_fraction",
@@ -90,7 +93,7 @@ def case_flags(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (release, kernel, variant) with the verdict and its numbers."""
+    """One row per (release, kernel, variant) with the verdict's class and its numbers."""
     out = []
     if frame is None or frame.empty:
         return pd.DataFrame(columns=VERDICT_COLUMNS)
@@ -107,7 +110,7 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
             out.append(
                 dict(
                     base,
-                    verdict=first["status"],
+                    verdict=VerdictClass(first["status"]),
                     first_wrong=None,
                     first_fault=None,
                     mismatch_fraction=None,
@@ -125,13 +128,13 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
         first_fault = int(n[c["faults"]].min()) if c["faults"].any() else None
         if c["raised"].any():
             first = c[c["raised"]].iloc[0]
-            verdict, reason = "could not run", f"{first['status']}: {_text(first.get('error'))}"
+            verdict, reason = VerdictClass.COULD_NOT_RUN, f"{first['status']}: {_text(first.get('error'))}"
         elif first_fault is not None:
-            verdict, reason = f"faults from {first_fault} requests", ""
+            verdict, reason = VerdictClass.FAULTS, ""
         elif first_wrong is not None:
-            verdict, reason = f"wrong from {first_wrong} requests", ""
+            verdict, reason = VerdictClass.WRONG, ""
         else:
-            verdict, reason = "correct", ""
+            verdict, reason = VerdictClass.CORRECT, ""
         out.append(
             dict(
                 base,
@@ -143,8 +146,16 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
                 reason=reason,
             )
         )
-    result = pd.DataFrame(out, columns=VERDICT_COLUMNS)
-    return sort_releases(result)
+    return sort_releases(_typed(pd.DataFrame(out, columns=VERDICT_COLUMNS)))
+
+
+#: The verdict table's counts: integers, empty where there is none.
+COUNT_COLUMNS = ("first_wrong", "first_fault", "cases")
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts as nullable integers (``2``, not ``2.0``, in the CSV)."""
+    return frame.astype({c: "Int64" for c in COUNT_COLUMNS})
 
 
 def sort_releases(frame: pd.DataFrame) -> pd.DataFrame:
@@ -155,65 +166,48 @@ def sort_releases(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(_o=order).sort_values(by, kind="stable").drop(columns="_o").reset_index(drop=True)
 
 
-def verdict_class(verdict: str) -> str:
-    """correct | wrong | faults | not present | could not load | could not run | not run | other (for colours
-    and counts)."""
-    v = str(verdict)
-    for word in (
-        "correct",
-        "wrong",
-        "faults",
-        "not present",
-        "could not load",
-        "could not run",
-        "not run",
-        "not applicable",
-    ):
-        if v.startswith(word):
-            return word
-    return "other"
-
-
 def patch_effect(verdict_frame: pd.DataFrame, released: str = "released", patched: str = "patched") -> pd.DataFrame:
-    """Per (release, kernel): released and patched verdicts and whether the patch makes the kernel correct."""
+    """Per (release, kernel): the released and patched :class:`Verdict` (``None`` where the variant has no row) and
+    the :class:`~repro_studies.registry.PatchOutcome` of the change."""
     rows = []
     for (release, kernel), g in verdict_frame.groupby(["release", "kernel"], sort=False):
-        by = dict(zip(g["variant"], g["verdict"]))
-        r, p = by.get(released, ""), by.get(patched, "")
-        rc, pc = verdict_class(r), verdict_class(p)
-        untested = not p or pc in ("not applicable", "not run", "could not load", "could not run")
-        if rc in ("wrong", "faults"):
-            effect = "fixed" if pc == "correct" else ("not tested" if untested else "not fixed")
-        elif rc == "correct":
-            if pc == "correct":
-                effect = "not needed"
+        by = {row["variant"]: Verdict.of(row) for row in g.to_dict("records")}
+        r, p = by.get(released), by.get(patched)
+        rc = r.klass if r is not None else None
+        pc = p.klass if p is not None else None
+        untested = p is None or pc in VERDICT_UNTESTED
+        if rc in VERDICT_MISREADS:
+            effect = (
+                PatchOutcome.FIXED
+                if pc == VerdictClass.CORRECT
+                else (PatchOutcome.NOT_TESTED if untested else PatchOutcome.NOT_FIXED)
+            )
+        elif rc == VerdictClass.CORRECT:
+            if pc == VerdictClass.CORRECT:
+                effect = PatchOutcome.NOT_NEEDED
             elif untested:  # e.g. the CuTe-DSL gather: no row-pitch argument for the PR to change
-                effect = "not reached (correct as released)"
+                effect = PatchOutcome.NOT_REACHED
             else:
-                effect = "patch breaks it"
+                effect = PatchOutcome.BREAKS
         else:
-            effect = "-"
+            effect = PatchOutcome.NO_VERDICT
         rows.append(dict(release=release, kernel=kernel, released=r, patched=p, patch=effect))
     return sort_releases(pd.DataFrame(rows, columns=["release", "kernel", "released", "patched", "patch"]))
 
 
+def classes(verdicts_column: pd.Series) -> pd.Series:
+    """The classes of a column of :class:`Verdict` values (``NOT_PRESENT`` where there is none)."""
+    return verdicts_column.map(lambda v: v.klass if v is not None else VerdictClass.NOT_PRESENT)
+
+
 def matrix_table(verdict_frame: pd.DataFrame, variant: str = "released") -> pd.DataFrame:
-    """release x kernel grid of one variant's verdicts (a compact, PR-comment-sized table)."""
+    """release x kernel grid of one variant's verdict classes (``""`` where the release has no row)."""
     v = verdict_frame[verdict_frame["variant"] == variant]
     if v.empty:
         return pd.DataFrame()
     grid = v.pivot_table(index="release", columns="kernel", values="verdict", aggfunc="first")
     grid = grid.reindex(sorted(grid.index, key=version_key))
     return grid.fillna("")
-
-
-def first_release_with(verdict_frame: pd.DataFrame, kernel_prefix: str) -> str:
-    """The lowest release with a present kernel whose label starts with ``kernel_prefix`` ("" if none)."""
-    v = verdict_frame[
-        verdict_frame["kernel"].str.startswith(kernel_prefix)
-        & (verdict_frame["verdict"].map(verdict_class) != "not present")
-    ]
-    return min(v["release"], key=version_key) if len(v) else ""
 
 
 def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
@@ -234,7 +228,7 @@ def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
             release=r,
             kernel=k,
             variant=x,
-            verdict="not present",
+            verdict=VerdictClass.NOT_PRESENT,
             cases=0,
             reason=f"vLLM {r} ships no {k}",
             shared_from="",
@@ -246,7 +240,7 @@ def complete_matrix(verdict_frame: pd.DataFrame) -> pd.DataFrame:
     ]
     if not extra:
         return v
-    return sort_releases(pd.concat([v, pd.DataFrame(extra)], ignore_index=True)[VERDICT_COLUMNS])
+    return sort_releases(_typed(pd.concat([v, pd.DataFrame(extra)], ignore_index=True)[VERDICT_COLUMNS]))
 
 
 #: Arm statuses that say the run could not try the arm here (no GPU or no package, no registry), not what
@@ -327,25 +321,26 @@ def check_rows(verdict_frame: pd.DataFrame, pitched: set[tuple[str, str]], reque
     both = 1 in request_counts and 2 in request_counts
     rows = []
     for r in verdict_frame.to_dict("records"):
-        klass = verdict_class(r["verdict"])
-        firsts = [x for x in (r["first_wrong"], r["first_fault"]) if x is not None and not pd.isna(x)]
+        verdict = Verdict.of(r)
+        klass = verdict.klass
+        firsts = [x for x in (verdict.first_wrong, verdict.first_fault) if x is not None]
         if not r["kernel"]:
             expected, ok = "the release's modules in the cache", False
-        elif klass in ("not present", "not run", "not applicable"):
+        elif klass in (VerdictClass.NOT_PRESENT, VerdictClass.NOT_RUN, VerdictClass.NOT_APPLICABLE):
             expected, ok = "(not tested here)", True
         elif r["variant"] == Form.RELEASED and (str(r["release"]), str(r["kernel"])) in pitched:
             expected = EXPECT_MISREAD
-            ok = klass in ("wrong", "faults") and (not both or min(firsts) == 2)
+            ok = klass in VERDICT_MISREADS and (not both or min(firsts) == 2)
         else:
             pitchless = r["variant"] == Form.RELEASED
-            expected, ok = (EXPECT_OWN_LAYOUT if pitchless else EXPECT_CORRECT), klass == "correct"
+            expected, ok = (EXPECT_OWN_LAYOUT if pitchless else EXPECT_CORRECT), klass == VerdictClass.CORRECT
         rows.append(
             {
                 "check": "release kernel behaves as expected",
                 "variant": r["variant"],
                 "num_reqs": None,
                 "expected": expected,
-                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
+                "observed": verdict.text() + (f" ({r['reason']})" if r["reason"] else ""),
                 "ok": bool(ok),
                 "release": r["release"],
                 "kernel": r["kernel"],
@@ -364,6 +359,7 @@ class PatchEffect:
     shipped: pd.DataFrame  # every (release, kernel) present, with released and patched verdicts and the patch effect
     ran: pd.DataFrame  # of those, the ones that ran as released (wrong, faults or correct)
     bad: pd.DataFrame  # of those, wrong or faulting as released
+    faulting: pd.DataFrame  # of the bad, those that fault
     tried: pd.DataFrame  # of the bad, those the row-pitch change ran on (a run may leave the patched variant out)
     fixed: pd.DataFrame  # of the bad, those the change makes correct
     releases: list[str]  # the releases that ship one, oldest first
@@ -372,15 +368,16 @@ class PatchEffect:
 def split_effect(matrix: pd.DataFrame) -> PatchEffect:
     """The release matrix's (release, kernel) rows split by what they did as released and with the change."""
     effect = patch_effect(complete_matrix(verdicts(matrix)))
-    shipped = effect[effect["released"].map(verdict_class) != "not present"]
-    klass = shipped["released"].map(verdict_class)
-    bad = shipped[klass.isin(("wrong", "faults"))]
+    shipped = effect[classes(effect["released"]) != VerdictClass.NOT_PRESENT]
+    klass = classes(shipped["released"])
+    bad = shipped[klass.isin(VERDICT_MISREADS)]
     return PatchEffect(
         shipped=shipped,
-        ran=shipped[klass.isin(("wrong", "faults", "correct"))],
+        ran=shipped[klass.isin(VERDICT_RAN)],
         bad=bad,
-        tried=bad[bad["patch"] != "not tested"],
-        fixed=bad[bad["patch"] == "fixed"],
+        faulting=bad[classes(bad["released"]) == VerdictClass.FAULTS],
+        tried=bad[bad["patch"] != PatchOutcome.NOT_TESTED],
+        fixed=bad[bad["patch"] == PatchOutcome.FIXED],
         releases=sorted(shipped["release"].unique(), key=version_key),
     )
 
@@ -401,7 +398,7 @@ def releases_finding(matrix: pd.DataFrame) -> Finding:
     outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
     if len(tried):
         outcomes.append(FIX_VERIFIED if len(fixed) == len(tried) else FIX_NOT_VERIFIED)
-    faulting = int((bad["released"].map(verdict_class) == "faults").sum())
+    faulting = len(split.faulting)
     text = (
         f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
         f"gathers that ran are wrong or fault ({faulting} fault)"
@@ -415,6 +412,8 @@ def releases_finding(matrix: pd.DataFrame) -> Finding:
     if not_run:
         text += f"; {not_run} shipped kernels did not run here (see the section)"
     problems = [
-        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change" for r in tried.itertuples() if r.patch != "fixed"
+        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change"
+        for r in tried.itertuples()
+        if r.patch != PatchOutcome.FIXED
     ]
     return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)

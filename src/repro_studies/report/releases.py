@@ -21,42 +21,35 @@ from repro.report.tables import formatted, markdown_table
 from repro.tables import Table
 from repro_studies.analysis import vllm_suite as suite
 from repro_studies.analysis.releases import (
+    classes,
     complete_matrix,
     matrix_table,
     merge_inputs,
     merge_matrices,
     patch_effect,
     stack_runs,
-    verdict_class,
     verdicts,
     version_key,
 )
+from repro_studies.registry import VerdictClass
 
+#: The colour of each verdict class in the figure, in the legend's order; the wheel cache's misses share ``other``.
 COLOURS = {
-    "correct": "#4c9a2a",
-    "wrong": "#e69f00",
-    "faults": "#c0392b",
-    "not present": "#eeeeee",
-    "could not load": "#7f7f7f",
-    "could not run": "#5d6d7e",
-    "not run": "#ffffff",
-    "not applicable": "#dddddd",
+    VerdictClass.CORRECT: "#4c9a2a",
+    VerdictClass.WRONG: "#e69f00",
+    VerdictClass.FAULTS: "#c0392b",
+    VerdictClass.NOT_PRESENT: "#eeeeee",
+    VerdictClass.COULD_NOT_LOAD: "#7f7f7f",
+    VerdictClass.COULD_NOT_RUN: "#5d6d7e",
+    VerdictClass.NOT_RUN: "#ffffff",
+    VerdictClass.NOT_APPLICABLE: "#dddddd",
     "other": "#9467bd",
 }
 
 
-def _cell_text(verdict: str) -> str:
-    v = str(verdict)
-    if v.startswith(("wrong from", "faults from")):
-        return v.split()[0] + " ≥" + v.split()[2]
-    return {
-        "correct": "ok",
-        "not present": "",
-        "not run": "not run",
-        "could not load": "no load",
-        "could not run": "no run",
-        "not applicable": "n/a",
-    }.get(verdict_class(v), v[:8])
+def colour_key(klass: VerdictClass) -> str:
+    """The legend entry a verdict class is drawn as."""
+    return klass if klass in COLOURS else "other"
 
 
 #: Font size of every text in the release-matrix figure: at least 10 px where it is shown (GitHub's comment
@@ -70,19 +63,19 @@ class ReleaseGrid:
 
     releases: list[str]
     kernels: list[str]
-    classes: dict[str, pd.DataFrame]  # variant -> release x kernel -> verdict class
+    classes: dict[str, pd.DataFrame]  # variant -> release x kernel -> legend entry (colour_key of the class)
 
 
 def release_grid(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> ReleaseGrid:
     shown = [v for v in variants if (verdict_frame["variant"] == v).any()] or list(variants[:1])
     kernels = sorted(k for k in verdict_frame["kernel"].unique() if k)
     releases = sorted(verdict_frame["release"].unique(), key=version_key)
-    classes = {}
+    grid_classes = {}
     for v in shown:
         grid = matrix_table(verdict_frame, v) if (verdict_frame["variant"] == v).any() else pd.DataFrame()
         grid = grid.reindex(index=releases, columns=kernels).fillna("")
-        classes[v] = grid.map(lambda x: verdict_class(x) if x else "not present")
-    return ReleaseGrid(releases, kernels, classes)
+        grid_classes[v] = grid.map(lambda x: colour_key(VerdictClass(x or VerdictClass.NOT_PRESENT)))
+    return ReleaseGrid(releases, kernels, grid_classes)
 
 
 def release_matrix(verdict_frame: pd.DataFrame, variants: tuple[str, ...] = ("released", "patched")) -> Figure:
@@ -108,9 +101,9 @@ def draw_release_grid(grid: ReleaseGrid) -> Figure:
                         half,
                         1,
                         facecolor=COLOURS[klass],
-                        edgecolor="#999999" if klass == "not run" else "#ffffff",  # the hatch's colour
+                        edgecolor="#999999" if klass == VerdictClass.NOT_RUN else "#ffffff",  # the hatch's colour
                         lw=0.6,
-                        hatch="//" if klass == "not run" else None,
+                        hatch="//" if klass == VerdictClass.NOT_RUN else None,
                     )
                 )
             ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="none", edgecolor="#999999", lw=0.6))
@@ -166,14 +159,15 @@ def affected_table(verdict_frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str,
     releases = sorted(effect["release"].unique(), key=version_key)
     rows = []
     for kernel, g in effect.groupby("kernel", sort=True):
-        shipped = g[g["released"].map(verdict_class) != "not present"].set_index("release")
+        shipped = g[classes(g["released"]) != VerdictClass.NOT_PRESENT].set_index("release")
         run: list[str] = []
         last = None
         for release in releases + [None]:
             here = None
             if release in shipped.index:
                 r = shipped.loc[release]
-                here = (_cell_text(r["released"]), _cell_text(r["patched"]) or "-", str(r["patch"]))
+                patched = r["patched"].cell() if r["patched"] is not None else ""
+                here = (r["released"].cell(), patched or "-", str(r["patch"]))
             if here != last and run:
                 rows.append(
                     {

@@ -12,7 +12,7 @@ from repro.report.sections.summary import outcomes
 from repro.tables import Facts, Table
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.performance import NO_COST_BAND
-from repro_studies.analysis.releases import split_effect, verdict_class, version_key
+from repro_studies.analysis.releases import split_effect, version_key
 from repro_studies.registry import Bug1Answer
 from repro_studies.report.sections import reshape_releases
 
@@ -71,7 +71,7 @@ def releases(c: Common) -> Releases | None:
         kernels=split.shipped["kernel"].nunique(),
         ran=len(split.ran),
         bad=len(split.bad),
-        faulting=int((split.bad["released"].map(verdict_class) == "faults").sum()),
+        faulting=len(split.faulting),
         fixed=len(split.fixed),
         tried=len(split.tried),
     )

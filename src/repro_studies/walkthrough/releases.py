@@ -23,7 +23,8 @@ from repro.tables import Notebook, Table
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import releases as verdicts_lib
 from repro_studies.analysis import vllm_suite as suite_lib
-from repro_studies.registry import Form, SuiteOutcome, reads_interleaved, record_gather
+from repro_studies.analysis.release_verdict import Verdict
+from repro_studies.registry import Form, SuiteOutcome, VerdictClass, reads_interleaved, record_gather
 from repro_studies.upstream import fetch, regression
 from repro_studies.upstream import matrix as mx
 from repro_studies.upstream import patches as patch_lib
@@ -301,8 +302,8 @@ def record_gathers(ctx: Context) -> pd.DataFrame:
                 "variant": r["kernel"],
                 "num_reqs": None,
                 "expected": "correct",
-                "observed": r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""),
-                "ok": r["verdict"] == "correct",
+                "observed": Verdict.of(r).text() + (f" ({r['reason']})" if r["reason"] else ""),
+                "ok": r["verdict"] == VerdictClass.CORRECT,
                 "release": r["release"],
                 "record": r.get("record", ""),
             }
