@@ -25,6 +25,7 @@ from repro_studies.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
     UNDECIDED,
+    KernelBugClass,
     VerdictClass,
 )
 
@@ -95,9 +96,10 @@ def test_the_stock_answer_needs_both_runners_latent_and_one_reached_wins():
     ]
 
 
-#: A released kernel that faults from 2 requests, and the who-is-affected cell it gives.
+#: A released kernel that faults from 2 requests, and the who-is-affected cells they give.
 FAULTS_AT_2 = Verdict(VerdictClass.FAULTS, first_wrong=2, first_fault=2)
-PRESENT_FAULTS = f"present ({FAULTS_AT_2})"
+PRESENT_FAULTS = rules.KernelBug(KernelBugClass.PRESENT, Verdict(VerdictClass.FAULTS, first_fault=2))
+ABSENT_CORRECT = rules.KernelBug(KernelBugClass.ABSENT, Verdict(VerdictClass.CORRECT))
 
 
 def verdict(release, kernel, value: Verdict | VerdictClass, variant="released"):
@@ -122,9 +124,15 @@ def test_the_bug_column_is_the_released_kernels_verdict():
         ]
     )
     assert rules.kernel_bug(v, "1.0.0", "v4:k") == (PRESENT_FAULTS, 0)
-    assert rules.kernel_bug(v, "1.0.0", "cutedsl:v4:v4") == ("absent (correct)", 2)
-    assert rules.kernel_bug(v, "1.0.0", "v41:m") == (f"{rules.NOT_MEASURED} (not run)", 3)
-    assert rules.kernel_bug(v, "1.1.0", "v4:k") == (rules.NOT_MEASURED, None)
+    assert rules.kernel_bug(v, "1.0.0", "cutedsl:v4:v4") == (ABSENT_CORRECT, 2)
+    not_run = rules.KernelBug(KernelBugClass.NOT_MEASURED, Verdict(VerdictClass.NOT_RUN))
+    assert rules.kernel_bug(v, "1.0.0", "v41:m") == (not_run, 3)
+    assert rules.kernel_bug(v, "1.1.0", "v4:k") == (rules.KernelBug(KernelBugClass.NOT_MEASURED), None)
+
+
+def test_a_bug_cell_is_written_from_its_class_and_verdict():
+    assert [str(PRESENT_FAULTS), str(ABSENT_CORRECT)] == ["present (faults from 2 requests)", "absent (correct)"]
+    assert [str(rules.KernelBug(KernelBugClass.NOT_MEASURED)), str(rules.NO_KERNEL)] == ["not measured", "—"]
 
 
 def dispatch(release, family, model, record, kernel, matrix, stored="compressed + SWA", status=DISPATCH_RAN):
@@ -172,8 +180,8 @@ def test_who_is_affected_merges_releases_and_families_with_one_outcome(frames):
     assert cells == [
         ["1.0.0", "sm90+sm100", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
         ["1.0.0 – 1.2.0", "rocm", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
-        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, "CuTe-DSL entry", "absent (correct)", LATENT],
-        ["1.2.0", "sm100", "V4.1", 288, "the dispatcher raises", "—", LATENT],
+        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, "CuTe-DSL entry", ABSENT_CORRECT, LATENT],
+        ["1.2.0", "sm100", "V4.1", 288, "the dispatcher raises", rules.NO_KERNEL, LATENT],
     ]
 
 
@@ -195,7 +203,7 @@ def test_without_verdicts_the_bug_is_not_measured(frames):
     d, answers, _ = frames
     table = rules.who_is_affected(d, answers, None)
     ran = table[table.kernel.str.startswith(("triton", "CuTe"))]
-    assert set(ran.bug) == {rules.NOT_MEASURED}
+    assert set(ran.bug) == {rules.KernelBug(KernelBugClass.NOT_MEASURED)}
 
 
 def cutlass_frames():
@@ -289,9 +297,14 @@ def test_the_compact_table_merges_rows_with_one_outcome(frames):
     compact = rules.compact(table, ["1.0.0", "1.1.0", "1.2.0"])
     cells = compact[["bug", "kernels", "models", "where"]].values.tolist()
     assert cells == [
-        ["present", ["triton:k"], ["V4"], [("V4", ["sm90", "sm100"], "1.0.0"), ("V4", ["rocm"], "1.0.0 – 1.2.0")]],
-        ["absent", ["CuTe-DSL entry"], ["V4"], [("V4", ["sm90", "sm100"], "1.1.0, 1.2.0")]],
-        ["—", ["the dispatcher raises"], ["V4.1"], [("V4.1", ["sm100"], "1.2.0")]],
+        [
+            KernelBugClass.PRESENT,
+            ["triton:k"],
+            ["V4"],
+            [("V4", ["sm90", "sm100"], "1.0.0"), ("V4", ["rocm"], "1.0.0 – 1.2.0")],
+        ],
+        [KernelBugClass.ABSENT, ["CuTe-DSL entry"], ["V4"], [("V4", ["sm90", "sm100"], "1.1.0, 1.2.0")]],
+        [KernelBugClass.NO_KERNEL, ["the dispatcher raises"], ["V4.1"], [("V4.1", ["sm100"], "1.2.0")]],
     ]
     assert sorted(i for cell in compact["rows"] for i in cell) == list(range(len(table)))
 
@@ -304,13 +317,17 @@ def test_the_compact_table_coarsens_its_outcome_key_until_it_fits(frames):
     assert len(rules.compact(table)) == 4  # (model, kernel) fits ten rows
     by_kind = rules.compact(table, limit=3)  # kernels of one kind merge, the models named in one cell
     assert by_kind[["bug", "kernels", "models"]].values.tolist()[0] == [
-        "present",
+        KernelBugClass.PRESENT,
         ["triton:k", "triton:other"],
         ["V4", "V4.1"],
     ]
     assert len(by_kind) == 3
     # Outcomes a deployer acts on never merge: three bug classes stay three rows under any limit.
-    assert set(rules.compact(table, limit=1)["bug"]) == {"present", "absent", "—"}
+    assert set(rules.compact(table, limit=1)["bug"]) == {
+        KernelBugClass.PRESENT,
+        KernelBugClass.ABSENT,
+        KernelBugClass.NO_KERNEL,
+    }
 
 
 def test_platforms_a_release_cannot_serve_the_model_on_are_ranges_with_the_releases_reason():

@@ -409,6 +409,15 @@ class PatchOutcome(StrEnum):
     NO_VERDICT = "-"  # the kernel did not run as released
 
 
+class KernelBugClass(StrEnum):
+    """Whether the gather a deployment path runs has PR #55109's bug: its release-matrix verdict as released."""
+
+    PRESENT = "present"  # wrong or faulting as released
+    ABSENT = "absent"  # correct as released
+    NOT_MEASURED = "not measured"  # the matrix has no verdict for it, or one that measured nothing
+    NO_KERNEL = "—"  # the path runs no gather (the backend does not gather, or the dispatcher raised)
+
+
 # --------------------------------------------------------------------------------------------
 # Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
 

@@ -39,6 +39,7 @@ from repro_studies.registry import (
     VERDICT_MISREADS,
     Cutlass,
     Form,
+    KernelBugClass,
     VerdictClass,
 )
 
@@ -71,7 +72,7 @@ AFFECTED_COLUMNS = [
     "runner_rows",
 ]
 #: What ``bug`` says when the matrix has no verdict for the kernel at that release.
-NOT_MEASURED = "not measured"
+NOT_MEASURED = KernelBugClass.NOT_MEASURED
 
 
 def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
@@ -132,22 +133,45 @@ def stock_answer(answers: pd.DataFrame, release: str) -> str:
     return UNDECIDED
 
 
-def kernel_bug(verdicts: pd.DataFrame, release: str, kernel: str) -> tuple[str, int | None]:
-    """The released kernel's matrix verdict in words (``present (faults from 2 requests)``, ``absent
-    (correct)`` or :data:`NOT_MEASURED`) and the verdict row's position."""
+@dataclass(frozen=True)
+class KernelBug:
+    """A ``bug`` cell: whether the path's gather has the bug, and the released verdict that says so (``None`` where
+    the matrix has none; as :meth:`~repro_studies.analysis.release_verdict.Verdict.stated`, so that paths whose cells
+    read the same merge). Written ``present (faults from 2 requests)``, ``not measured``, ``—``."""
+
+    klass: KernelBugClass
+    verdict: Verdict | None = None
+
+    def __str__(self) -> str:
+        return f"{self.klass} ({self.verdict})" if self.verdict is not None else str(self.klass)
+
+
+#: The cell of a path that runs no gather.
+NO_KERNEL = KernelBug(KernelBugClass.NO_KERNEL)
+
+
+def kernel_bug(verdicts: pd.DataFrame, release: str, kernel: str) -> tuple[KernelBug, int | None]:
+    """The released kernel's matrix verdict as a :class:`KernelBug` and the verdict row's position."""
     if verdicts is None or verdicts.empty or not kernel:
-        return NOT_MEASURED, None
+        return KernelBug(NOT_MEASURED), None
     hit = verdicts[
         (verdicts["release"] == release) & (verdicts["kernel"] == kernel) & (verdicts["variant"] == Form.RELEASED)
     ]
     if hit.empty:
-        return NOT_MEASURED, None
+        return KernelBug(NOT_MEASURED), None
     verdict = Verdict.of(hit.iloc[0])
     if verdict.klass in VERDICT_MISREADS:
-        return f"present ({verdict})", int(hit.index[0])
-    if verdict.klass == VerdictClass.CORRECT:
-        return f"absent ({verdict})", int(hit.index[0])
-    return f"{NOT_MEASURED} ({verdict})", int(hit.index[0])
+        klass = KernelBugClass.PRESENT
+    elif verdict.klass == VerdictClass.CORRECT:
+        klass = KernelBugClass.ABSENT
+    else:
+        klass = NOT_MEASURED
+    return KernelBug(klass, verdict.stated()), int(hit.index[0])
+
+
+def bug_classes(frame: pd.DataFrame) -> pd.Series:
+    """The :class:`~repro_studies.registry.KernelBugClass` of each row's ``bug`` cell."""
+    return frame["bug"].map(lambda bug: bug.klass)
 
 
 def default_paths(dispatch: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +197,7 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
     bugs = [
         kernel_bug(verdicts, r["release"], str(r.get("matrix_kernel", "") or ""))
         if r["status"] == DISPATCH_RAN
-        else ("—", None)
+        else (NO_KERNEL, None)
         for _, r in rows.iterrows()
     ]
     rows["bug"] = [b[0] for b in bugs]
@@ -258,20 +282,12 @@ def _range(run: list[pd.Series], key: tuple, path_cols: list[str], outcome_cols:
 # ---- the compact table ---------------------------------------------------------------------------------
 #: At most this many rows in the compact table (the README's first screen).
 COMPACT_LIMIT = 10
-#: A bug cell in one word: the verdict's class.
-PRESENT, ABSENT, NO_VERDICT = "present", "absent", "not measured"
+#: A bug cell in one word: its class.
+PRESENT, ABSENT, NO_VERDICT = KernelBugClass.PRESENT, KernelBugClass.ABSENT, KernelBugClass.NOT_MEASURED
 #: Outcome keys tried in turn, finest first, until the compact table fits :data:`COMPACT_LIMIT` rows; every key
 #: starts with the bug and the stock answer, so rows that merge never mix outcomes a deployer acts on.
 COMPACT_TIERS = (("model", "kernel"), ("kernel",), ("kernel_kind",), ())
 COMPACT_COLUMNS = ["bug", "stock_vllm", "kernels", "models", "records", "where", "first", "last", "rows"]
-
-
-def bug_class(bug: str) -> str:
-    """``present``, ``absent``, ``not measured`` or the cell as it is (``—`` where no kernel ran)."""
-    for word in (PRESENT, ABSENT, NO_VERDICT):
-        if bug.startswith(word):
-            return word
-    return bug
 
 
 def kernel_kind(kernel: str) -> str:
@@ -290,9 +306,7 @@ def compact(frame: pd.DataFrame, releases: list[str] | None = None, limit: int =
     release read, in order, so that ranges join across rows); ``rows`` are the positions behind it."""
     if frame is None or not len(frame):
         return pd.DataFrame(columns=COMPACT_COLUMNS)
-    f = frame.assign(
-        _bug=frame["bug"].astype(str).map(bug_class), kernel_kind=frame["kernel"].astype(str).map(kernel_kind)
-    )
+    f = frame.assign(_bug=bug_classes(frame), kernel_kind=frame["kernel"].astype(str).map(kernel_kind))
     order = sorted(set(releases or []) | set(frame["first"]) | set(frame["last"]), key=version_key)
     for tier in COMPACT_TIERS:
         keys = ["_bug", "stock_vllm", *tier]
@@ -379,7 +393,7 @@ def exposure(frame: pd.DataFrame, dispatch: pd.DataFrame, bug: str = PRESENT) ->
     for _, r in dispatch.iterrows():
         held.setdefault((r["model"], r["gpu_family"], r["release"]), set()).add(str(r.get("topology", "") or ""))
     runs: dict[tuple[str, str, str], set[str]] = {}  # (model, family, release) -> topologies that run the class
-    for _, r in frame[frame["bug"].astype(str).map(bug_class) == bug].iterrows():
+    for _, r in frame[bug_classes(frame) == bug].iterrows():
         lo, hi = order.index(r["first"]), order.index(r["last"])
         for family in str(r["gpu_family"]).split(FAMILY_JOIN):
             for release in order[lo : hi + 1]:

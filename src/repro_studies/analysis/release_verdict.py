@@ -54,6 +54,15 @@ class Verdict:
         """The request count the class rests on: the first fault of ``faults``, the first mismatch of ``wrong``."""
         return {VerdictClass.FAULTS: self.first_fault, VerdictClass.WRONG: self.first_wrong}.get(self.klass)
 
+    def stated(self) -> Verdict:
+        """The verdict with only the count its words state: two verdicts that read the same are equal."""
+        first = self.first
+        return Verdict(
+            self.klass,
+            first if self.klass == VerdictClass.WRONG else None,
+            first if self.klass == VerdictClass.FAULTS else None,
+        )
+
     def text(self) -> str:
         """The verdict as a reader sees it: ``faults from 2 requests``, ``correct``, ``not present``."""
         return TEXT.get(self.klass, str(self.klass)).format(first=self.first)

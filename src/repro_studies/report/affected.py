@@ -60,7 +60,7 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
         d, m, a = list(r["dispatch_rows"]), list(r["matrix_rows"]), list(r["runner_rows"])
         name = code(r["kernel"])
         kernel = Link(name, csv_line(f"{results}/{TABLE_DISPATCH}.csv", d[0])) if d else name
-        bug = Link(r["bug"], csv_line(verdict_csv, m[0])) if m and verdict_csv else r["bug"]
+        bug = Link(str(r["bug"]), csv_line(verdict_csv, m[0])) if m and verdict_csv else str(r["bug"])
         stock = Link(r["stock_vllm"], csv_line(f"{results}/{TABLE_ANSWERS}.csv", a[0])) if a else r["stock_vllm"]
         rows.append(
             {

@@ -121,7 +121,7 @@ def read(root: str | Path = ".") -> Answer:
     dispatch = affected.tables[TABLE_DISPATCH]
     releases = list(dict.fromkeys(sorted(dispatch["release"].astype(str), key=version_key)))
     present = analysis.exposure(frame, dispatch, analysis.PRESENT)
-    kinds = frame[frame["bug"].astype(str).map(analysis.bug_class) == analysis.PRESENT]["kernel"]
+    kinds = frame[analysis.bug_classes(frame) == analysis.PRESENT]["kernel"]
     runner_answers = affected.tables.get(TABLE_ANSWERS)
     configurations = int(runner_answers["configs"].max()) if runner_answers is not None else 0
     bug2 = Bug2Facts(
