@@ -357,3 +357,13 @@ def test_a_case_that_ends_without_a_result_could_not_run_and_is_no_fault(status)
     assert verdict.reason == f"{status}: {status} here"
     (check,) = rel.check_rows(rel.verdicts(frame), {("0.22.0", k)}, [1, 2])
     assert not check["ok"]
+
+
+def test_every_arm_level_status_the_matrix_writes_is_a_verdict_class():
+    """A release the wheel cache cannot provide is one row whose status is the cache's miss: that status must be a
+    verdict class, or the verdict of the release would not parse."""
+    from repro_studies.registry import VERDICT_ARM_LEVEL
+    from repro_studies.upstream import wheelcache
+
+    misses = {wheelcache.MISS_UNKNOWN, wheelcache.MISS_DOWNLOAD, wheelcache.MISS_BAD_WHEEL}
+    assert misses <= set(VERDICT_ARM_LEVEL) and set(rel.ARM_STATUSES) == set(VERDICT_ARM_LEVEL)

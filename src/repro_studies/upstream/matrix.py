@@ -28,7 +28,7 @@ from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.registry import load_implementation
 from repro_studies.kernels.records_reference import decoded_negative_zero
-from repro_studies.registry import Form
+from repro_studies.registry import Form, VerdictClass
 from repro_studies.upstream import cutedsl_stack as stack
 from repro_studies.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
 from repro_studies.upstream.cases import case_command, reference_for, run_arm_case
@@ -178,9 +178,9 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
                         plan.arms.append(arm)
                         continue
                     status, reason = (
-                        ("not run", why_not)
+                        (VerdictClass.NOT_RUN, why_not)
                         if variant == Form.RELEASED
-                        else ("not applicable", "PR #55109 changes the Triton launch only")
+                        else (VerdictClass.NOT_APPLICABLE, "PR #55109 changes the Triton launch only")
                     )
                     plan.skipped.append(
                         row(
@@ -267,12 +267,12 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
 
     rw = plan.rewrites.get((arm.module, arm.variant))
     if isinstance(rw, str):
-        out(dict(status="could not load", reason=rw))
+        out(dict(status=VerdictClass.COULD_NOT_LOAD, reason=rw))
         return rows
     try:
         fn = make_callable(arm, cfg.interpreted)
     except Exception as exc:
-        out(dict(status="could not load", reason=f"{type(exc).__name__}: {exc}"[:400]))
+        out(dict(status=VerdictClass.COULD_NOT_LOAD, reason=f"{type(exc).__name__}: {exc}"[:400]))
         return rows
     spec0 = sweep_spec(cfg, arm.record, arm.interleaved)
     if arm.record == "nvfp4":
@@ -343,7 +343,7 @@ def run_matrix(
                         kernel=label,
                         variant=variant,
                         record=labels[label],
-                        status="not present",
+                        status=VerdictClass.NOT_PRESENT,
                         reason=f"vLLM {p.version} ships no {label}",
                         wheel_sha256=p.entry.provenance["sha256"],
                     )
