@@ -92,6 +92,7 @@ REPORTING_MAY_IMPORT = (
     "repro.core.geometry.layout",
     "repro.core.analysis",
     "repro_studies.registry",
+    "repro_studies.tables",
     "repro_studies.analysis",
     "repro.report",
     "repro_studies.report",
@@ -268,8 +269,10 @@ def test_the_studies_register_through_the_entry_points_repro_reads():
     from repro.core.geometry.records import Records
     from repro.parameters import Notebooks
     from repro.report.verdict import Findings
+    from repro.tables import Names
 
     kinds = {
+        Point.TABLES: Names,
         Point.REGISTRY: RegistryEntries,
         Point.RECORDS: Records,
         Point.NOTEBOOKS: Notebooks,

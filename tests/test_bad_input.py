@@ -36,7 +36,7 @@ from repro.cli.runner import declared_parameters, notebooks
 from repro.core.evidence.results import ResultTable
 from repro.parameters import RESERVED, schema
 from repro.report import build
-from repro.tables import Table
+from repro.tables import tables as every_table
 
 NOTEBOOKS = [p.stem for p in notebooks()]
 DECLARED = declared_parameters(notebooks())
@@ -160,7 +160,7 @@ class Passing:
     """Every notebook writes one passing row into the first table its number declares."""
 
     def __call__(self, run_dir: Path, tables: list, stem: str) -> dict:
-        name = next(t.value for t in Table if t.value[:3] == stem[:3])  # a table the notebook declares
+        name = next(t.value for t in every_table() if t.value[:3] == stem[:3])  # a table the notebook declares
         table = ResultTable(run_dir, name, stem)
         tables.append(table)
         table.append(check_row(True))

@@ -21,6 +21,7 @@ from repro.core.analysis.rundata import RunData, load_run
 from repro.report.comparison import render_comparison
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+CPU_RUN = H200.parent / "cpu" / "make-run"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_a_flipped_check_is_reported_against_the_same_release_kernel_and_variant
 def test_identity_columns_come_from_each_tables_declaration():
     from repro.tables import Table
 
-    run = load_run(H200 / "release-matrix-0.33")
-    cols = identity_columns("04-release-checks", run.tables["04-release-checks"])
-    assert cols[:2] == ["notebook", "check"] and {"release", "kernel", "variant"} <= set(cols)
-    assert set(cols) - {"notebook", "check"} <= set(Table.RELEASE_CHECKS.keys)
+    run = load_run(CPU_RUN)
+    cols = identity_columns(Table.SWEEP, run.tables[Table.SWEEP])
+    assert cols[:2] == ["notebook", "check"] and {"variant", "geometry", "mode", "num_reqs"} <= set(cols)
+    assert set(cols) - {"notebook", "check"} <= set(Table.SWEEP.keys)

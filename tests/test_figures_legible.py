@@ -15,9 +15,9 @@ import pytest
 from repro.core.analysis.rundata import load_run
 from repro.report import plots
 from repro.report.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
-from repro.tables import Facts, Plot, Table
 from repro_studies.analysis.releases import complete_matrix
 from repro_studies.report.releases import release_matrix
+from repro_studies.tables import Facts, Plot, Table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 #: Text smaller than this is unreadable where the figure is shown.

@@ -191,9 +191,9 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     runs cover every release of the index from the first one that ships a DeepSeek gather."""
     import json
 
-    from repro.tables import Table
     from repro_studies.registry import VerdictClass
     from repro_studies.report.releases import MATRIX_TABLE, merge
+    from repro_studies.tables import Table
 
     folder = ROOT / "release-matrix-merged"
     record = json.loads((folder / "merge.json").read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro.tables import Table
+from repro_studies.tables import Table
 from repro_studies.upstream import patch_index, patches
 from repro_studies.upstream.wheelcache import load_entry
 

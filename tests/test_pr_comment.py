@@ -16,6 +16,7 @@ from repro.report.analyse import analyse, common
 from repro.report.comment import COMMENT_LIMIT_BYTES, render_comment
 from repro.report.markdown import render_markdown
 from repro.tables import Table
+from repro_studies.tables import Table as StudyTable
 
 pytestmark = pytest.mark.integration
 
@@ -61,11 +62,11 @@ def test_the_comments_first_screen_says_bug_hardware_verdict_and_cost(analysed):
     verdict = common(run).verdict
     if verdict.scope:  # the cases the verdict rests on, named after its table, not a range
         assert f"The verdict rests on {verdict.scope.removeprefix('in ')}." in first
-    if run.table(Table.PERF_MEDIANS) is not None or run.table(Table.VLLM_RATIOS) is not None:
+    if run.table(StudyTable.PERF_MEDIANS) is not None or run.table(StudyTable.VLLM_RATIOS) is not None:
         assert "| cost of the fix (vllm-project/vllm#55109) on " in first
-    if run.table(Table.RELEASE_MATRIX) is not None:
+    if run.table(StudyTable.RELEASE_MATRIX) is not None:
         assert "| vllm-project/vllm#55109 in vLLM " in first  # which releases and kernels
-    if run.table(Table.BUG1_RUNNERS) is not None:  # bug 1 in releases: where reached, and the PR's crash labelled
+    if run.table(StudyTable.BUG1_RUNNERS) is not None:  # bug 1 in releases: where reached, and the PR's crash labelled
         row = next(line for line in first.splitlines() if line.startswith("| vllm-project/vllm#43988 in vLLM "))
         assert "reached" in row and "(its crash: unreleased code)" in row
 
@@ -146,8 +147,8 @@ def test_the_relative_link_check_catches_each_form():
 def test_the_test_plan_gives_the_pytest_line_and_the_releases_it_ran_on(analysed):
     run, _, comment = analysed
     plan = comment[comment.index("## Test Plan") : comment.index("## Test Result")]
-    suite = run.table(Table.UPSTREAM_TEST_SUMMARY)
-    gather = any(run.table(t) is not None for t in (Table.SWEEP, Table.RELEASE_MATRIX, Table.VLLM_RATIOS))
+    suite = run.table(StudyTable.UPSTREAM_TEST_SUMMARY)
+    gather = any(run.table(t) is not None for t in (Table.SWEEP, StudyTable.RELEASE_MATRIX, StudyTable.VLLM_RATIOS))
     if gather or suite is not None:
         assert "pytest tests/kernels/test_dequantize_and_gather_strided_block_table.py -v" in plan
     if suite is not None:

@@ -10,7 +10,7 @@ import hashlib
 import io
 from typing import Any
 
-from repro.tables import Facts, Table
+from repro.tables import facts, tables
 
 #: Environment variable naming the descriptor through which a notebook kernel sends the runner its ledger (the
 #: pipe's writing end, which the runner hands to the kernel alone).
@@ -19,11 +19,11 @@ LEDGER_FD_ENV = "REPRO_LEDGER_FD"
 
 def declared(notebook: str) -> frozenset[str]:
     """The files (``02-gather-sweep.csv``, ...) the notebook ``notebook`` (a file stem) may write under results/:
-    the :class:`~repro.tables.Table` and :class:`~repro.tables.Facts` members with its number."""
+    the tables and facts files (:func:`repro.tables.tables`, :func:`repro.tables.facts`) with its number."""
     prefix = notebook[:3]
     return frozenset(
-        [f"{t.value}.csv" for t in Table if t.value[:3] == prefix]
-        + [f"{f.value}.json" for f in Facts if f.value[:3] == prefix]
+        [f"{t.value}.csv" for t in tables() if t.value[:3] == prefix]
+        + [f"{f.value}.json" for f in facts() if f.value[:3] == prefix]
     )
 
 

@@ -22,6 +22,7 @@ T = TypeVar("T")
 class Point(StrEnum):
     """Where a package adds to ``repro``: the name of its entry point, and the consumer that reads it."""
 
+    TABLES = "tables"  # repro.tables.Names: the run-folder names of the notebooks a package adds
     REGISTRY = "registry"  # repro.registry.Registered: implementations beside this package's gathers
     RECORDS = "records"  # repro.core.geometry.records.Records: K-cache records beside DeepSeek-V4's
     NOTEBOOKS = "notebooks"  # repro.parameters.Notebooks: notebooks a run executes, with their parameters

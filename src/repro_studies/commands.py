@@ -10,7 +10,7 @@ from pathlib import Path
 
 from repro.cli.main import Merge, is_folder
 from repro.cli.runfolder import RunFolderError, RunLock
-from repro.tables import Table
+from repro_studies.tables import Table
 
 #: The table a merge needs in at least one of its inputs (notebook 04's).
 MATRIX = Table.RELEASE_MATRIX

@@ -25,7 +25,7 @@ from repro.registry import (
     Implementation,
     Registered,
 )
-from repro.tables import Table
+from repro_studies.tables import Table
 
 
 def _style(**kw: Any) -> Mapping[str, Any]:

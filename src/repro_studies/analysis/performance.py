@@ -16,8 +16,8 @@ from repro.core.analysis.provenance import provenance_short
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import implementation_names
 from repro.core.geometry.layout import gather_bytes
-from repro.tables import Table
 from repro_studies.registry import COPY_OVERHEAD_PAIR, ORIGIN_USER, STRIDE_COST_PAIRS, Arm, arms_by_label
+from repro_studies.tables import Table
 
 #: The fix costs nothing if narrowed / contiguous stays inside this band.
 NO_COST_BAND = (0.99, 1.01)

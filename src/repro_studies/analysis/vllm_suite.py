@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from repro.tables import Table
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import SUITE_ASSERTION_FAILURES, Form, SuiteOutcome
+from repro_studies.tables import Table
 
 #: The tables notebook 04 writes for this study (``results/<name>.csv``): the patches, every test, the summary.
 PATCH_TABLE, TEST_TABLE, SUMMARY_TABLE = Table.PATCHES, Table.UPSTREAM_TEST, Table.UPSTREAM_TEST_SUMMARY

@@ -16,10 +16,10 @@ import pandas as pd
 from repro.core.analysis.rundata import RunData
 from repro.report.links import Link
 from repro.report.tables import markdown_table
-from repro.tables import Table
 from repro_studies.analysis import affected as analysis
 from repro_studies.analysis.releases import verdicts as matrix_verdicts
 from repro_studies.registry import GPU_FAMILY_NAMES, GPU_FAMILY_SHORT, TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH
+from repro_studies.tables import Table
 
 MATRIX = Table.RELEASE_MATRIX
 

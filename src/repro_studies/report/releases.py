@@ -18,7 +18,6 @@ from matplotlib.patches import Patch
 from repro.core.analysis.rundata import FINISHED, RunData
 from repro.report.plots import save
 from repro.report.tables import formatted, markdown_table
-from repro.tables import Table
 from repro_studies.analysis import vllm_suite as suite
 from repro_studies.analysis.releases import (
     classes,
@@ -32,6 +31,7 @@ from repro_studies.analysis.releases import (
     version_key,
 )
 from repro_studies.registry import VerdictClass
+from repro_studies.tables import Table
 
 #: The colour of each verdict class in the figure, in the legend's order; the wheel cache's misses share ``other``.
 COLOURS = {

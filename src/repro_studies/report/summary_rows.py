@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE
 from repro.report.model import Common, Insert, Slot
 from repro.report.sections.summary import outcomes
-from repro.tables import Facts, Table
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.releases import split_effect, version_key
 from repro_studies.registry import Bug1Answer
 from repro_studies.report.sections import reshape_releases
+from repro_studies.tables import Facts, Table
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from repro import registry
 from repro.report import plots
-from repro.tables import Plot
 from repro_studies.analysis.ceiling import gather_arms
 from repro_studies.registry import ARMS, Arm, arms_by_label
+from repro_studies.tables import Plot
 
 
 def _arm_lines(

@@ -9,11 +9,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from repro.report.plots import mark_axis_break, request_axis
-from repro.tables import Plot
 from repro_studies import registry
 from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.upstream_cost import BAND_RATIOS
 from repro_studies.report.timing_plots import counts_by_request
+from repro_studies.tables import Plot
 
 
 def cost_figures(medians: pd.DataFrame, ratios: pd.DataFrame) -> list[tuple[str, Figure]]:

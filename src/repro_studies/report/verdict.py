@@ -7,9 +7,9 @@ from __future__ import annotations
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import Finding
 from repro.report.verdict import Findings
-from repro.tables import Table
 from repro_studies.analysis import reshape_chain
 from repro_studies.analysis.releases import releases_finding
+from repro_studies.tables import Table
 
 
 def gather_in_releases(run: RunData) -> Finding | None:

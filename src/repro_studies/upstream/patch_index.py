@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.tables import Table
+from repro_studies.tables import Table
 from repro_studies.upstream.patches import PatchStatus, diff_name
 from repro_studies.upstream.releases import is_plain_version, version_key
 

@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 
 from repro.parameters import ParameterError
-from repro.tables import Notebook, Table
 from repro.walkthrough.session import Session
 from repro_studies.analysis import affected as analysis
 from repro_studies.analysis.releases import verdicts
 from repro_studies.registry import TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH, TABLE_RUNNER, TABLE_WARMUPS
+from repro_studies.tables import Notebook, Table
 from repro_studies.upstream import blocktables as bt
 from repro_studies.upstream import dispatch as dp
 from repro_studies.upstream import fetch, members

@@ -21,7 +21,6 @@ from repro import seeds
 from repro.core.analysis.provenance import provenance_name
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.registry import implementation, load_implementation, provenance
-from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import cutedsl as cutedsl_rules
@@ -41,6 +40,7 @@ from repro_studies.registry import (
     cutedsl_bench_arms,
     upstream_bench_arms,
 )
+from repro_studies.tables import Facts, Notebook, Table
 from repro_studies.upstream import callsites
 from repro_studies.upstream.cutedsl import cutedsl_callable
 from repro_studies.upstream.members import PRODUCTION_PATH as MODEL_FILES

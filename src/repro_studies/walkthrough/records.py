@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from repro.registry import ORIGIN_REPO, load_implementation
-from repro.tables import Facts, Table
 from repro.walkthrough.session import Session
 from repro_studies.analysis import records as rules
 from repro_studies.evidence.records_perf import (
@@ -32,6 +31,7 @@ from repro_studies.evidence.records_perf import (
     time_shape,
 )
 from repro_studies.registry import RECORD_GATHERS
+from repro_studies.tables import Facts, Table
 from repro_studies.upstream.cases import reference_for
 
 LOADS, CHECKS, MEDIANS, VS_COPY = Table.V41_LOADS, Table.V41_CHECKS, Table.V41_MEDIANS, Table.V41_VS_COPY

@@ -19,12 +19,12 @@ from typing import Any
 import pandas as pd
 
 from repro.parameters import ParameterError
-from repro.tables import Notebook, Table
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import releases as verdicts_lib
 from repro_studies.analysis import vllm_suite as suite_lib
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.registry import Form, SuiteOutcome, VerdictClass, reads_interleaved, record_gather
+from repro_studies.tables import Notebook, Table
 from repro_studies.upstream import fetch, regression
 from repro_studies.upstream import matrix as mx
 from repro_studies.upstream import patches as patch_lib

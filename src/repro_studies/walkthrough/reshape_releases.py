@@ -25,10 +25,10 @@ from repro import seeds
 from repro.core.geometry.specs import dsv4_catalogue, group_kernel_block_size
 from repro.core.reshape.plan import VARIANTS, plan_reshape
 from repro.parameters import ParameterError
-from repro.tables import Notebook, Table
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import reshape_chain as analysis
 from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, RUNNER_V1, RUNNER_V2, CellOutcome, KVViewPath
+from repro_studies.tables import Notebook, Table
 from repro_studies.upstream import fetch
 from repro_studies.upstream import releases as idx
 from repro_studies.upstream import reshape_chain as chain_lib

@@ -12,19 +12,10 @@ from pathlib import Path
 
 from repro import machine_paths
 from repro.report.model import Common, Section, Slot
-from repro.tables import Table
+from repro.tables import gather_tables
 
 #: The regression test as a reviewer runs it against the vLLM installed in a vLLM checkout.
 SUITE_FILE = "upstream-tests/test_dequantize_and_gather_strided_block_table.py"
-#: Tables that make a run one about PR #55109's gather (its sweep, timing, releases or dispatch).
-GATHER_TABLES = (
-    Table.SWEEP,
-    Table.PERF_MEDIANS,
-    Table.VLLM_RATIOS,
-    Table.RELEASE_MATRIX,
-    Table.UPSTREAM_TEST_SUMMARY,
-    Table.GATHER_DISPATCH,
-)
 
 
 @dataclass(frozen=True)
@@ -56,7 +47,7 @@ def derive(c: Common) -> Plan:
     params = m.get("parameters") or {}
     listed = tuple(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in params.items())
     commands = ("make test", run, f"python -m repro report {shlex.quote(out) if given else out}")
-    about_gather = any(c.run.table(t) is not None for t in GATHER_TABLES)
+    about_gather = any(c.run.table(t) is not None for t in gather_tables())
     return Plan(commands, given, listed, SUITE_FILE if about_gather else "")
 
 

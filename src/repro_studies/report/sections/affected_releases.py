@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Plot, Table
 from repro_studies.analysis.releases import complete_matrix, verdicts
 from repro_studies.report import releases
+from repro_studies.tables import Plot, Table
 
 FIGURE = Plot.RELEASE_MATRIX
 #: A comment shows this many rows of the table unfolded.

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Plot, Table
 from repro_studies import registry
 from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import performance
 from repro_studies.report import timing_plots
+from repro_studies.tables import Facts, Plot, Table
 
 FIGURE = Plot.CEILING
 

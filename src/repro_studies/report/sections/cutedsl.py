@@ -8,7 +8,7 @@ import pandas as pd
 
 from repro.core.analysis.verdict import BUG_GATHER
 from repro.report.model import Common, Section
-from repro.tables import Facts, Table
+from repro_studies.tables import Facts, Table
 
 
 @dataclass(frozen=True)

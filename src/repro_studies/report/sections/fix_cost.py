@@ -12,9 +12,9 @@ from repro import registry
 from repro.core.analysis.verdict import BUG_GATHER
 from repro.report import mermaid
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Plot, Table
 from repro_studies.analysis import performance
 from repro_studies.report import timing_plots
+from repro_studies.tables import Facts, Plot, Table
 
 GRAPH, BANDWIDTH, EAGER = Plot.TIME_GRAPH, Plot.BANDWIDTH, Plot.TIME_EAGER
 CAPTIONS = {

@@ -14,6 +14,7 @@ from repro.report.model import Common, Section
 from repro.tables import Table
 from repro_studies.analysis import performance
 from repro_studies.report.sections.fix_cost import BANDWIDTH
+from repro_studies.tables import Table as StudyTable
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def derive(c: Common) -> Fast | None:
     if not own:
         return None
     label = own[0].label
-    med, rat = c.run.table(Table.PERF_MEDIANS), c.run.table(Table.PERF_RATIOS)
+    med, rat = c.run.table(StudyTable.PERF_MEDIANS), c.run.table(StudyTable.PERF_RATIOS)
     timed = med is not None and rat is not None and len(rat) and "fast of ceiling_fraction" in rat
     behaviour = c.behaviours.get(label)
     if behaviour is None and not timed:

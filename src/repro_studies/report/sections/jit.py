@@ -11,9 +11,9 @@ import pandas as pd
 from repro import seeds
 from repro.registry import CodeRan, release_code
 from repro.report.model import Common, Drawn, Insert, Section, Slot
-from repro.tables import Facts, Plot, Table
 from repro_studies.analysis.jit import cumulative_by_width, loaded_releases, release_variants, split_by_code
 from repro_studies.report import timing_plots
+from repro_studies.tables import Facts, Plot, Table
 
 FIGURE = Plot.JIT
 

@@ -12,10 +12,10 @@ import pandas as pd
 
 from repro.registry import RESHAPE_BUGGY
 from repro.report.model import Common, Section
-from repro.tables import Table
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import BUG1_VIEWS_ANSWERS, CODE_UNRELEASED_MODEL, Bug1Answer
+from repro_studies.tables import Table
 
 #: A table cell of PyTorch's error keeps this many characters (the run folder keeps the whole text).
 ERROR_CHARS = 110

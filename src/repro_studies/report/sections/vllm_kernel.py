@@ -10,12 +10,12 @@ import pandas as pd
 from repro import seeds
 from repro.registry import implementation
 from repro.report.model import Common, Drawn, Section
-from repro.tables import Facts, Plot, Table
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.affected import warmup_sentence
 from repro_studies.registry import GPU_FAMILY_NAMES, UPSTREAM_IMPLEMENTATION, Form, arms_by_label
 from repro_studies.report import upstream_plots
+from repro_studies.tables import Facts, Plot, Table
 
 RATIOS, JIT_FIGURE = Plot.VLLM_RATIOS, Plot.VLLM_JIT
 CAPTIONS = {

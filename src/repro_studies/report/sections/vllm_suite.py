@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.report.model import Common, Insert, Section, Slot
-from repro.tables import Table
 from repro_studies.analysis import vllm_suite as suite
 from repro_studies.registry import Form
+from repro_studies.tables import Table
 
 ODD_COLUMNS = ("release", "form", "test", "outcome", "expected", "message")
 
