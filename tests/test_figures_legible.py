@@ -16,6 +16,7 @@ from repro.core.analysis.rundata import load_run
 from repro.report import plots
 from repro.report.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
 from repro_studies.analysis.releases import complete_matrix
+from repro_studies.report.axes import mark_axis_break
 from repro_studies.report.releases import release_matrix
 from repro_studies.tables import Facts, Plot, Table
 
@@ -110,7 +111,7 @@ def test_a_ratio_chart_starts_at_zero_or_marks_the_break():
         assert all(map(_starts_at_zero_or_marks_the_break, [*ratios.axes, *fraction.axes]))
         marked = plt.figure().add_subplot()
         marked.set_ylim(0, 2)
-        plots.mark_axis_break(marked)  # an axis from zero has no break to mark
+        mark_axis_break(marked)  # an axis from zero has no break to mark
         assert "not from 0" not in marked.get_ylabel() and not marked.get_lines()
     finally:
         plt.close("all")

@@ -185,13 +185,14 @@ def notebook_defaults() -> dict:
 def sweep_class(name: str) -> dict[str, tuple[RunVerdict, Behaviour, list[str]]]:
     """The mutants of one class through notebook 02's default sweep, restricted to that class's cases: each one's
     verdict, behaviour and failed vLLM cases."""
+    from repro.parameters import GatherParameters
     from repro.walkthrough.gather import GatherWalkthrough
 
     targets = [t for t, (where, _, _) in MUTANTS.items() if where == name]
     geometries, modes = CLASSES[name]
     params = {**notebook_defaults(), "case_timeout_s": CASE_TIMEOUT_S, "geometries": geometries}
     params["sentinel_modes"] = modes or params["sentinel_modes"]
-    nb = GatherWalkthrough.start("cpu", "", **params)
+    nb = GatherWalkthrough.start("cpu", "", GatherParameters(**params))
     nb.implementations = tuple(under_test(target) for target in targets)
     nb.contiguous_cases()
     nb.sweep()

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 import torch
 
-from repro.core.reshape.plan import page_check
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.registry import (
     RUNNER_V1,
@@ -24,6 +23,7 @@ from repro_studies.registry import (
     KVViewPath,
     RaisedBy,
 )
+from repro_studies.upstream.pages import page_check
 from repro_studies.upstream.released_code import NotProvided, ReleasedCode
 from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
 
@@ -708,13 +708,14 @@ def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
 
 
 def test_block_sizes_and_releases_are_checked_before_any_work():
-    from repro.parameters import ParameterError, validate_notebook
+    from repro.parameters import ParameterError
+    from repro_studies.notebooks import ReshapeReleasesParameters
     from repro_studies.walkthrough.reshape_releases import CPU_BLOCK_SIZES, resolve_block_sizes, resolve_releases
 
     for bad in ("", "256,,x", "0", "70000", "256, -16", "auto"):
         with pytest.raises(ParameterError, match=r"^block_sizes: "):
-            validate_notebook({"block_sizes": bad}, "cpu")
-    assert validate_notebook({"block_sizes": "default,256, 512"}, "cpu") == {"block_sizes": "default,256, 512"}
+            ReshapeReleasesParameters.build({"block_sizes": bad}, "cpu")
+    assert ReshapeReleasesParameters.build({"block_sizes": "default,256, 512"}, "cpu").block_sizes == "default,256, 512"
     assert [b.value for b in resolve_block_sizes("default", "cpu")] == list(CPU_BLOCK_SIZES)
     assert [b.label for b in resolve_block_sizes("512,default,512", "cpu")] == ["512", "default"]
     assert [b.value for b in resolve_block_sizes("all", "cpu")][:3] == [None, 16, 32]

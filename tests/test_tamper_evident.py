@@ -194,11 +194,12 @@ def test_a_table_changed_while_its_notebook_runs_fails_that_notebook_naming_it(t
     wrote against what it wrote, and sends the runner its own record either way."""
     from repro.core.evidence import results
     from repro.core.evidence.results import ResultsChanged
+    from repro.parameters import GatherParameters
     from repro.walkthrough.session import Session
 
     read, write = os.pipe()
     monkeypatch.setattr(results, "_ledger_fd", [write])
-    session = Session.start(GATHER, "cpu", str(tmp_path), request_counts=[1], seq_len_max=0)
+    session = Session.start(GATHER, "cpu", str(tmp_path), GatherParameters(request_counts=[1], seq_len_max=0))
     table = session.table("02-gather-sweep")
     for n in (1, 2, 3):
         table.append({"check": "c", "variant": "fixed", "num_reqs": n, "expected": "e", "observed": "o", "ok": True})

@@ -1,4 +1,4 @@
-"""What notebook 02's sweep covers beside request counts and sentinel modes: the table and call geometries a
+"""What notebook 02's sweep covers beside request counts: the sentinel modes, and the table and call geometries a
 gather must get right, named once. The default geometry is the narrowed view ``backing[:n, :w]`` of a table twice
 as wide (or ``backing_width``), gathering whole sequences at offset 0; each other geometry changes one thing, and
 runs at the sweep's two smallest request counts from 2 in both modes (:func:`repro.core.evidence.sweep.sweep_cases`).
@@ -9,6 +9,13 @@ pitch read different rows. Standard library only: the analysis reads these names
 from __future__ import annotations
 
 from enum import StrEnum
+
+
+class SentinelMode(StrEnum):
+    """What the unused block-table entries hold (the ``mode`` column of notebook 02's sweep)."""
+
+    IN_RANGE = "in-range"  # ids of decoy blocks that exist in the cache but belong to no request
+    POISON = "poison"  # ids far outside the cache, so a read through them leaves every allocation
 
 
 class Geometry(StrEnum):

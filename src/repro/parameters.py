@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 from repro.core.evidence import environment
 from repro.core.geometry.layout import ceil_div, is_pow2
-from repro.coverage import Geometry
+from repro.coverage import Geometry, SentinelMode
 from repro.plugins import Point, registered
-from repro.profiles import PROFILES
+from repro.profiles import PROFILES, Profile
 from repro.registry import ImplementationError, load_implementation
 from repro.seeds import load
 
@@ -96,8 +96,8 @@ SCHEMA: dict[str, Param] = {
     ),
     "sentinel_modes": Param(
         list,
-        "a non-empty list of distinct values drawn from 'in-range' and 'poison'",
-        lambda v: len(v) > 0 and distinct(v) and set(v) <= {"in-range", "poison"},
+        "a non-empty list of distinct values drawn from " + " and ".join(f"'{m}'" for m in SentinelMode),
+        lambda v: len(v) > 0 and distinct(v) and set(v) <= set(SentinelMode),
         item_kind=str,
     ),
     "geometries": Param(
@@ -122,28 +122,34 @@ SCHEMA: dict[str, Param] = {
 }
 
 
-#: ``import_check(path, name)``: checks an implementation path a parameter names (:func:`cross_check`).
+#: ``import_check(path, name)``: checks an implementation path a parameter names (:meth:`Parameters.check`).
 ImportCheck = Callable[[str, str], object]
 
 
 @dataclass(frozen=True)
 class Notebooks:
-    """Notebooks a package built on this one adds to a run (entry point ``notebooks`` of :mod:`repro.plugins`):
-    their file names under ``notebooks/``, the parameters they declare beyond :data:`SCHEMA`, and the rules over
-    several of them (``cross_check(params, profile, import_check)`` raises :class:`ParameterError`)."""
+    """Notebooks a package built on this one adds to a run (entry point ``notebooks`` of :mod:`repro.plugins`): the
+    parameters class of each (:class:`Parameters`, its ``NOTEBOOK`` a file name under ``notebooks/``) and the specs
+    of the parameters they declare beyond :data:`SCHEMA`."""
 
-    names: tuple[str, ...]
+    notebooks: tuple[type[Parameters], ...]
     parameters: Mapping[str, Param]
-    cross_check: Callable[[dict[str, Any], str, ImportCheck], None] | None = None
 
 
 def _registered() -> tuple[Notebooks, ...]:
     return registered(Point.NOTEBOOKS, Notebooks)
 
 
+def parameter_classes() -> dict[str, type[Parameters]]:
+    """Every notebook a run may execute, by file name, with its parameters class: this package's, then those
+    installed packages register."""
+    own = (ReshapeParameters, GatherParameters)
+    return {c.NOTEBOOK: c for c in (*own, *(c for r in _registered() for c in r.notebooks))}
+
+
 def notebook_names() -> tuple[str, ...]:
     """Every notebook a run may execute: this package's, then those installed packages register."""
-    return NOTEBOOKS + tuple(name for r in _registered() for name in r.names)
+    return tuple(parameter_classes())
 
 
 def schema() -> dict[str, Param]:
@@ -251,50 +257,99 @@ def check_sweep_memory(request_counts: list[int], seq_len_max: int, memory_bytes
         )
 
 
-def cross_check(params: dict[str, Any], profile: str, import_check: ImportCheck | None = None) -> None:
-    """Rules over several parameters; ``params`` holds every value a notebook will see.
+@dataclass(frozen=True)
+class Parameters:
+    """A notebook's parameters cell as one value: a field per parameter, its default the cell's literal. Building one
+    checks every field by its spec in :func:`schema` (one line naming a bad one); :meth:`build` then applies the rules
+    over several of them, the profile or an import (:meth:`check`). The command line's check before a run and the
+    notebook's first cell build it the same way, so a value that cannot work stops with the same line."""
 
-    ``import_check(path, name)`` checks an implementation path (default: import it here); the CLI
-    imports one from outside this package in a child process, so it cannot end or hang the run.
-    """
-    checked_import = import_check or load_implementation
-    if params.get("implementation"):
-        try:
-            checked_import(params["implementation"], "implementation")
-        except ImplementationError as exc:
-            raise ParameterError(str(exc)) from None
-    if "block_size" in params or "pool_bytes" in params:
-        check_reshape_pool(params.get("block_size", 256), params.get("pool_bytes", 0), device_memory_bytes(profile))
-    if "backing_width" in params:
-        seq_len_max = params.get("seq_len_max") or PROFILES[profile].gather_seq_len_max
-        block = params.get("cache_block_size") or 1
-        width = params.get("backing_width", 0)
-        need = ceil_div(seq_len_max, block)
-        if width and width <= need:
+    NOTEBOOK: ClassVar[str]  # the notebook's file name under notebooks/
+
+    def __post_init__(self) -> None:
+        declared = {f.name: [self.NOTEBOOK] for f in fields(self)}
+        for f in fields(self):
+            object.__setattr__(self, f.name, validate(f.name, getattr(self, f.name), declared))
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        """The rules over several parameters, the profile or an import; :class:`ParameterError` names the first
+        broken one."""
+
+    def values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any], profile: str, import_check: ImportCheck | None = None) -> Self:
+        """``values`` (the cell's, as papermill left them or the command line will inject them) checked once;
+        ``import_check(path, name)`` checks an implementation path (default: import it here)."""
+        declared = {f.name: [cls.NOTEBOOK] for f in fields(cls)}
+        for name in (n for n in values if n not in declared):
+            validate(name, values[name], declared)  # a reserved or unknown name: its one line
+        params = cls(**values)
+        params.check(profile, import_check or load_implementation)
+        return params
+
+
+def _checked_import(import_check: ImportCheck, path: str, param: str) -> None:
+    try:
+        import_check(path, param)
+    except ImplementationError as exc:
+        raise ParameterError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ReshapeParameters(Parameters):
+    """Notebook 01's parameters: the block size of the reshaped caches and the pool (0: the PR's)."""
+
+    NOTEBOOK: ClassVar[str] = NOTEBOOKS[0]
+    block_size: int = 256
+    pool_bytes: int = 0
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        check_reshape_pool(self.block_size, self.pool_bytes, device_memory_bytes(profile))
+
+
+@dataclass(frozen=True)
+class GatherParameters(Parameters):
+    """Notebook 02's parameters: the sweep's cases, the implementation under test and how each case is run."""
+
+    NOTEBOOK: ClassVar[str] = NOTEBOOKS[1]
+    request_counts: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 8, 13, 21, 37, 64, 100, 256])
+    cache_block_size: int = 64
+    seq_len_max: int = 0  # 0: the profile's
+    backing_width: int = 0  # 0: twice the narrowed width
+    seed: int = 0
+    sentinel_modes: list[SentinelMode] = field(default_factory=lambda: list(SentinelMode))
+    geometries: list[Geometry] = field(default_factory=lambda: list(Geometry))
+    implementation: str = "repro.core.kernels.gather:gather_fixed"
+    case_timeout_s: float = 0  # 0: the profile's
+    sanitizer: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "sentinel_modes", [SentinelMode(m) for m in self.sentinel_modes])
+        object.__setattr__(self, "geometries", [Geometry(g) for g in self.geometries])
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        _checked_import(import_check, self.implementation, "implementation")
+        seq_len_max = self.seq_len_max or PROFILES[profile].gather_seq_len_max
+        need = ceil_div(seq_len_max, self.cache_block_size)
+        if self.backing_width and self.backing_width <= need:
             raise ParameterError(
-                f"backing_width: {width} is not wider than the {need} columns a {seq_len_max}-token "
-                f"request needs at cache_block_size {block}; accepted: 0 (auto) or more than {need}"
+                f"backing_width: {self.backing_width} is not wider than the {need} columns a {seq_len_max}-token "
+                f"request needs at cache_block_size {self.cache_block_size}; accepted: 0 (auto) or more than {need}"
             )
-    if "request_counts" in params and "seq_len_max" in params:
-        seq_len_max = params["seq_len_max"] or PROFILES[profile].gather_seq_len_max
-        check_sweep_memory(params["request_counts"], seq_len_max, host_memory_bytes())
-    if params.get("sanitizer") == "required" and (profile != "gpu" or environment.find_compute_sanitizer() is None):
-        raise ParameterError(
-            "sanitizer: 'required' but compute-sanitizer is not available here "
-            f"(profile {profile}); accepted: 'auto' or 'off'"
+        check_sweep_memory(self.request_counts, seq_len_max, host_memory_bytes())
+        if self.sanitizer == "required" and (profile != "gpu" or environment.find_compute_sanitizer() is None):
+            raise ParameterError(
+                "sanitizer: 'required' but compute-sanitizer is not available here "
+                f"(profile {profile}); accepted: 'auto' or 'off'"
+            )
+
+    def resolved(self, profile: Profile) -> GatherParameters:
+        """The zeros that stand for the profile's defaults replaced by them (sequence length, case time limit)."""
+        return replace(
+            self,
+            seq_len_max=self.seq_len_max or profile.gather_seq_len_max,
+            case_timeout_s=self.case_timeout_s or profile.case_timeout_s,
         )
-    for r in _registered():
-        if r.cross_check is not None:
-            r.cross_check(params, profile, checked_import)
-
-
-def validate_notebook(values: dict[str, Any], profile: str, import_check: ImportCheck | None = None) -> dict[str, Any]:
-    """A notebook's parameters cell, checked by the rules the CLI applies (first line of every notebook).
-
-    ``values`` are the notebook's parameters as papermill left them (defaults or injected);
-    ``profile`` is the resolved profile name. Returns the values, normalised.
-    """
-    declared = {name: ["notebook"] for name in values}
-    checked = {name: validate(name, value, declared) for name, value in values.items() if name not in RESERVED}
-    cross_check(checked, profile, import_check)
-    return checked

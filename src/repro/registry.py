@@ -279,11 +279,6 @@ def code_of(label: str) -> CodeRan:
     return CodeRan(Whose.OWN if entry.role == ROLE_OWN else Whose.REPLICA, entry.target)
 
 
-def release_code(origin: str, name: str) -> CodeRan:
-    """A vLLM release's own function or kernel, ``origin`` as the run recorded the release (``vLLM 0.22.0``)."""
-    return CodeRan(Whose.RELEASE, name, origin)
-
-
 def role(label: str) -> str:
     """The role of a table's variant label; labels this registry does not list are under test."""
     for entry in implementations():

@@ -5,10 +5,12 @@ their parameters and lists them in ``--help`` where this package is installed.""
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from repro.core.geometry.layout import is_pow2
-from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, distinct
+from repro.coverage import SentinelMode
+from repro.parameters import MAX_REQUESTS, ImportCheck, Notebooks, Param, ParameterError, Parameters, distinct
 from repro.registry import ImplementationError
 from repro_studies.registry import BENCH_VARIANTS, RECORD_GATHERS, TRITON_FORMS
 
@@ -140,34 +142,98 @@ PARAMETERS: dict[str, Param] = {
 }
 
 
-def cross_check(params: dict[str, Any], profile: str, import_check: ImportCheck) -> None:
-    """The studies' rules over several parameters (the same for the CLI and the notebooks)."""
-    if params.get("reference_gather"):
-        try:
-            import_check(params["reference_gather"], "reference_gather")
-        except ImplementationError as exc:
-            raise ParameterError(str(exc)) from None
-    if "jit_widths" in params or "jit_backing_width" in params:
-        widths, backing = params.get("jit_widths") or [1], params.get("jit_backing_width") or 2
-        if backing <= max(widths):
-            raise ParameterError(
-                f"jit_backing_width: {backing} is not wider than the widest of jit_widths ({max(widths)}); "
-                f"accepted: more than {max(widths)}"
-            )
-    if params.get("download") is False and params.get("releases") == "all":
+def _checked_import(import_check: ImportCheck, path: str, param: str) -> None:
+    try:
+        import_check(path, param)
+    except ImplementationError as exc:
+        raise ParameterError(str(exc)) from None
+
+
+def _downloads_for_all(releases: str, download: bool) -> None:
+    if not download and releases == "all":
         raise ParameterError(
             "releases: 'all' asks the registry for its release list and download is false; accepted: "
             "'default' or release numbers, or download=true"
         )
 
 
+@dataclass(frozen=True)
+class PerformanceParameters(Parameters):
+    """Notebook 03's parameters: the timed shapes and arms, the streaming ceiling, the JIT widths, vLLM's kernels."""
+
+    NOTEBOOK: ClassVar[str] = "03-performance.ipynb"
+    request_counts: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256])
+    seq_lens: list[int] = field(default_factory=lambda: [256, 2048])
+    cache_block_size: int = 64
+    bench_variants: list[str] = field(default_factory=lambda: ["fixed", "fast"])
+    reference_gather: str = ""
+    stream_ceiling: str = "on"
+    jit_widths: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 8, 13, 21, 32])
+    jit_backing_width: int = 64
+    vllm_releases: list[str] = field(default_factory=lambda: ["0.22.0", "0.33.0"])
+    vllm_request_counts: list[int] = field(default_factory=lambda: [1, 4, 16, 64, 256])
+    download: bool = True
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        if self.reference_gather:
+            _checked_import(import_check, self.reference_gather, "reference_gather")
+        if self.jit_backing_width <= max(self.jit_widths):
+            raise ParameterError(
+                f"jit_backing_width: {self.jit_backing_width} is not wider than the widest of jit_widths "
+                f"({max(self.jit_widths)}); accepted: more than {max(self.jit_widths)}"
+            )
+
+
+@dataclass(frozen=True)
+class ReleasesParameters(Parameters):
+    """Notebook 04's parameters: the releases, the matrix's cases and variants, the regression test."""
+
+    NOTEBOOK: ClassVar[str] = "04-upstream-releases.ipynb"
+    releases: str = "default"
+    matrix_request_counts: list[int] = field(default_factory=list)  # []: the profile's
+    matrix_block_size: int = 0  # 0: the profile's
+    seq_len_max: int = 0  # 0: the profile's
+    sentinel_modes: list[SentinelMode] = field(default_factory=lambda: list(SentinelMode))
+    variants: list[str] = field(default_factory=lambda: ["released", "patched"])
+    seed: int = 0
+    case_timeout_s: float = 0  # 0: 300 s
+    share_identical: bool = True
+    record_gathers: list[str] = field(default_factory=lambda: ["fast-v41", "fast-v41-page-split"])
+    download: bool = True
+    matrix: bool = True
+    upstream_test: bool = True
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        _downloads_for_all(self.releases, self.download)
+
+
+@dataclass(frozen=True)
+class AffectedParameters(Parameters):
+    """Notebook 05's parameters: the releases and the runner configurations their table code runs through."""
+
+    NOTEBOOK: ClassVar[str] = "05-who-is-affected.ipynb"
+    releases: str = "default"
+    download: bool = True
+    runner_sweep: str = "default"
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        _downloads_for_all(self.releases, self.download)
+
+
+@dataclass(frozen=True)
+class ReshapeReleasesParameters(Parameters):
+    """Notebook 06's parameters: the releases and the block sizes each release's reshape chain runs at."""
+
+    NOTEBOOK: ClassVar[str] = "06-reshape-in-releases.ipynb"
+    releases: str = "default"
+    block_sizes: str = "default"
+    download: bool = True
+
+    def check(self, profile: str, import_check: ImportCheck) -> None:
+        _downloads_for_all(self.releases, self.download)
+
+
 NOTEBOOKS = Notebooks(
-    names=(
-        "03-performance.ipynb",
-        "04-upstream-releases.ipynb",
-        "05-who-is-affected.ipynb",
-        "06-reshape-in-releases.ipynb",
-    ),
+    notebooks=(PerformanceParameters, ReleasesParameters, AffectedParameters, ReshapeReleasesParameters),
     parameters=PARAMETERS,
-    cross_check=cross_check,
 )

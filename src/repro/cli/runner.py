@@ -32,12 +32,11 @@ from repro.cli.runfolder import RunFolderError, RunLock, new_default_folder, ope
 from repro.core.analysis import written
 from repro.core.evidence.channel import IMPORT_DIR_ENV
 from repro.core.evidence.environment import describe, host_identity_error
-from repro.parameters import RESERVED, ParameterError, notebook_names, validate_notebook
+from repro.parameters import RESERVED, ParameterError, notebook_names, parameter_classes
 from repro.paths import notebooks_dir, package_checkout, runs_dir
 from repro.profiles import ProfileError, resolve
 from repro.registry import load_implementation, provenance
 
-REPORT_NOTEBOOK = "90-report.ipynb"
 #: Manifest statuses of a run that ended before its end and that ``--resume`` continues.
 RESUMABLE = ("running", "interrupted", "stopped")
 #: Manifest status of a run stopped by a file-system fault (disk full, a read-only folder, ...).
@@ -264,7 +263,8 @@ def run(
             params = parse_assignments(assignments, declared, declared_parameters(notebooks()) if selection else None)
             imports, seen = ImportChecks(), {}
             for path in paths:
-                seen.update(validate_notebook(notebook_values(declared, path.stem, params), profile, imports))
+                values = notebook_values(declared, path.stem, params)
+                seen.update(parameter_classes()[path.name].build(values, profile, imports).values())
             if out is not None:
                 lock = open_for_run(Path(out), resume)
                 run_dir = Path(out)

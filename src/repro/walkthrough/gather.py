@@ -21,7 +21,8 @@ from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.evidence.sweep import SweepCase, Workers, run_sanitizer_sweep, run_sweep, sweep_cases
 from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
-from repro.coverage import Geometry
+from repro.coverage import Geometry, SentinelMode
+from repro.parameters import GatherParameters
 from repro.profiles import PROFILES
 from repro.registry import (
     EXPECT_BUG,
@@ -52,10 +53,13 @@ class GatherWalkthrough:
     loaded: list[dict] = field(default_factory=list)  # the modules it was loaded from, as its processes read them
 
     @classmethod
-    def start(cls, profile: str = "auto", run_dir: str = "", **params) -> GatherWalkthrough:
-        """Validate the parameters; an implementation from outside is imported and checked in its case process,
+    def start(
+        cls, profile: str = "auto", run_dir: str = "", params: GatherParameters | None = None
+    ) -> GatherWalkthrough:
+        """Check the parameters; an implementation from outside is imported and checked in its case process,
         never in this one (its import-time code runs only where it runs)."""
-        workers = Workers(float(params.get("case_timeout_s") or 0) or PROFILES["cpu"].case_timeout_s)
+        params = params or GatherParameters()
+        workers = Workers(params.case_timeout_s or PROFILES["cpu"].case_timeout_s)
 
         def import_check(path: str, param: str) -> object:
             entry = under_test(path) if isinstance(path, str) else None
@@ -64,28 +68,26 @@ class GatherWalkthrough:
             return workers.of(entry).check(path, param)
 
         try:
-            session = Session.start(NOTEBOOK, profile, run_dir, import_check=import_check, **params)
+            session = Session.start(NOTEBOOK, profile, run_dir, params, import_check=import_check)
         except BaseException:
             workers.close()
             raise
-        p = session.params
-        p["seq_len_max"] = p["seq_len_max"] or session.profile.gather_seq_len_max
-        p["case_timeout_s"] = p["case_timeout_s"] or session.profile.case_timeout_s
-        workers.timeout_s = p["case_timeout_s"]
+        p = session.params = params.resolved(session.profile)
+        workers.timeout_s = p.case_timeout_s
         for worker in workers.held.values():
-            worker.timeout_s = p["case_timeout_s"]
-        return cls(session, (*sweep_implementations(), under_test(p["implementation"])), workers=workers)
+            worker.timeout_s = p.case_timeout_s
+        return cls(session, (*sweep_implementations(), under_test(p.implementation)), workers=workers)
 
     @property
-    def p(self) -> dict:
-        return self.session.params
+    def p(self) -> GatherParameters:
+        return self.session.params  # type: ignore[return-value]  (start() sets notebook 02's)
 
     def describe(self) -> str:
         prof = self.session.profile
-        return f"profile {prof.name} on {prof.device}; implementation under test: {self.p['implementation']}"
+        return f"profile {prof.name} on {prof.device}; implementation under test: {self.p.implementation}"
 
     def block_layout(self) -> tuple[pd.DataFrame, str]:
-        B = self.p["cache_block_size"]
+        B = self.p.cache_block_size
         text = (
             f"block stride: unpadded {DSV4.block_stride(B)} bytes, padded "
             f"{DSV4.block_stride(B, FLASHMLA_ALIGNMENT)} bytes (B = {B})"
@@ -122,7 +124,7 @@ class GatherWalkthrough:
                 self.implementations,
                 on_writer,
                 on_gather,
-                self.p["case_timeout_s"],
+                self.p.case_timeout_s,
                 lambda entry: self.case_processes().of(entry) if is_outside(entry) else None,
             )
         finally:
@@ -131,7 +133,7 @@ class GatherWalkthrough:
 
     def case_processes(self) -> Workers:
         if self.workers is None:
-            self.workers = Workers(self.p["case_timeout_s"])
+            self.workers = Workers(self.p.case_timeout_s)
         return self.workers
 
     def end_case_processes(self) -> None:
@@ -139,7 +141,7 @@ class GatherWalkthrough:
         the process that ran it, right after it loaded it): ``results/02-implementation.json``."""
         if self.workers is None:
             return
-        modules = self.workers.modules().get(self.p["implementation"], [])
+        modules = self.workers.modules().get(self.p.implementation, [])
         self.workers.close()
         self.workers = None
         new = [m for m in modules if m not in self.loaded]
@@ -150,14 +152,14 @@ class GatherWalkthrough:
     def narrowed_view_example(self) -> tuple[str, pd.DataFrame, pd.DataFrame]:
         """A 3-request view of a 4-row table: its shape and strides (the two row pitches), the backing entries,
         and which entry each request's blocks are read from with the buggy pitch."""
-        B = self.p["cache_block_size"]
+        B = self.p.cache_block_size
         small = build_scenario(
             ScenarioSpec(
                 num_reqs=EXAMPLE_REQUESTS,
                 block_size=B,
                 seq_len_max=EXAMPLE_BLOCKS * B,
-                seed=self.p["seed"],
-                mode="in-range",
+                seed=self.p.seed,
+                mode=SentinelMode.IN_RANGE,
                 max_reqs=EXAMPLE_ROWS,
                 device="cpu",
             )
@@ -176,11 +178,11 @@ class GatherWalkthrough:
     def cases(self) -> list[SweepCase]:
         """The sweep's cases: every request count in each mode, and the other geometries (repro.coverage)."""
         return sweep_cases(
-            self.p["request_counts"],
-            self.p["sentinel_modes"],
+            self.p.request_counts,
+            self.p.sentinel_modes,
             self.base_spec(),
             self.session.profile.high_block_id,
-            self.p["geometries"],
+            self.p.geometries,
         )
 
     def case_count(self) -> int:
@@ -195,11 +197,11 @@ class GatherWalkthrough:
         p = self.p
         return ScenarioSpec(
             num_reqs=1,
-            block_size=p["cache_block_size"],
-            seq_len_max=p["seq_len_max"],
-            seed=p["seed"],
-            max_reqs=max(p["request_counts"]),
-            backing_width=p["backing_width"],
+            block_size=p.cache_block_size,
+            seq_len_max=p.seq_len_max,
+            seed=p.seed,
+            max_reqs=max(p.request_counts),
+            backing_width=p.backing_width,
             device=self.session.profile.device,
         )
 
@@ -235,7 +237,7 @@ class GatherWalkthrough:
                 self.case_processes(),
                 on_gpu=prof.device == "cuda",
                 interpreted=prof.interpret,
-                timeout_s=self.p["case_timeout_s"],
+                timeout_s=self.p.case_timeout_s,
             )
         finally:
             self.end_case_processes()
@@ -275,7 +277,7 @@ class GatherWalkthrough:
         """Every case again under compute-sanitizer memcheck (GPU); why not, where it cannot run.
 
         ``progress``: a callback per finished case, or True for a progress bar (only when memcheck runs)."""
-        prof, policy = self.session.profile, self.p["sanitizer"]
+        prof, policy = self.session.profile, self.p.sanitizer
         if prof.device != "cuda":
             return (
                 None,

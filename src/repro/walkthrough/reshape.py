@@ -21,6 +21,7 @@ from repro.core.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalog
 from repro.core.reshape import plan as model
 from repro.core.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
 from repro.core.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.parameters import ReshapeParameters
 from repro.registry import CODE_MODEL
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
@@ -50,14 +51,12 @@ class ReshapeWalkthrough:
 
     @classmethod
     def start(
-        cls,
-        profile: str = "auto",
-        run_dir: str = "",
-        block_size: int = 256,
-        pool_bytes: int = 0,
+        cls, profile: str = "auto", run_dir: str = "", params: ReshapeParameters | None = None
     ) -> ReshapeWalkthrough:
-        """Validate the parameters (one line naming a bad one, before any work), then set up the catalogue."""
-        session = Session.start(NOTEBOOK, profile, run_dir, block_size=block_size, pool_bytes=pool_bytes)
+        """Check the parameters (one line naming a bad one, before any work), then set up the catalogue."""
+        params = params or ReshapeParameters()
+        session = Session.start(NOTEBOOK, profile, run_dir, params)
+        block_size, pool_bytes = params.block_size, params.pool_bytes
         specs = {s.name: s for s in dsv4_catalogue(block_size)}
         walk = cls(session, specs, 0)
         walk.pool_bytes = pool_bytes or walk.seed["reported"]["available_bytes"]

@@ -7,7 +7,6 @@ that cannot work stops at the top with the same one line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,9 @@ import pandas as pd
 from repro.core.analysis.checks import assert_all_ok
 from repro.core.analysis.written import read_record
 from repro.core.evidence.results import ResultsChanged, ResultTable, ledger_descriptor, send_ledger, write_facts
-from repro.parameters import validate_notebook
+from repro.parameters import ImportCheck, Parameters
 from repro.profiles import Profile, activate, resolve
+from repro.registry import load_implementation
 
 try:
     import ipywidgets  # noqa: F401  (tqdm.auto draws a widget only where ipywidgets is installed)
@@ -50,7 +50,7 @@ class Session:
     notebook: str
     profile: Profile
     run_dir: str
-    params: dict[str, Any]
+    params: Parameters
     tables: dict[str, ResultTable] = field(default_factory=dict)
     facts: dict[str, dict] = field(default_factory=dict)  # results/<name>.json: the record of what was written
 
@@ -58,17 +58,18 @@ class Session:
     def start(
         cls,
         notebook: str,
-        profile: str = "auto",
-        run_dir: str = "",
-        import_check: Callable[[str, str], object] | None = None,
-        **params: Any,
+        profile: str,
+        run_dir: str,
+        params: Parameters,
+        import_check: ImportCheck | None = None,
     ) -> Session:
-        """Activate the profile (before any kernel module is imported, which validation may do), then
-        validate the parameters (``import_check``: where an implementation is imported to be checked; by default
-        in this process)."""
+        """Activate the profile (before any kernel module is imported, which a check may do), then apply the rules
+        over several parameters (:meth:`repro.parameters.Parameters.check`; each field was checked when ``params``
+        was built; ``import_check``: where an implementation is imported to be checked, by default here)."""
         ledger_descriptor()  # taken out of the environment before anything starts a process
         active = activate(resolve(profile))
-        return cls(notebook, active, run_dir, validate_notebook(params, active.name, import_check))
+        params.check(active.name, import_check or load_implementation)
+        return cls(notebook, active, run_dir, params)
 
     def table(self, name: str) -> ResultTable:
         """The result table ``results/<name>.csv`` of this run, opened once."""

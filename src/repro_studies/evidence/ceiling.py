@@ -28,6 +28,7 @@ import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN, gather_bytes
+from repro.coverage import SentinelMode
 from repro_studies.evidence import timing
 from repro_studies.evidence.stream_bench import stream_bench
 from repro_studies.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
@@ -250,7 +251,7 @@ def decomposition_arms(
             seq_lens=(seq_len,) * num_reqs,
             max_reqs=max_reqs,
             device=device,
-            mode="in-range",
+            mode=SentinelMode.IN_RANGE,
         )
     )
     ref = reference_output(equal[0])
@@ -263,7 +264,7 @@ def decomposition_arms(
         seq_lens=(tokens,),
         max_reqs=1,
         device=device,
-        mode="in-range",
+        mode=SentinelMode.IN_RANGE,
         contiguous=True,
     )
     arms.append(gather_arm("fast / one request, contiguous table", "contiguous", "one", scenarios(one), device))
@@ -275,7 +276,7 @@ def decomposition_arms(
         seq_lens=lens,
         max_reqs=num_reqs,
         device=device,
-        mode="in-range",
+        mode=SentinelMode.IN_RANGE,
         contiguous=True,
     )
     arms.append(

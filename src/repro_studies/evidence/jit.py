@@ -43,6 +43,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.coverage import SentinelMode
 
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)
@@ -366,7 +367,7 @@ def gather_launches(
             seq_lens=(length,) * num_reqs,
             max_reqs=num_reqs,
             device=device,
-            mode="in-range",
+            mode=SentinelMode.IN_RANGE,
             backing_width=0 if table == "contiguous" else full,
             contiguous=table == "contiguous",
             table_width=w,

@@ -24,6 +24,7 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.geometry.records import layout_for
+from repro.coverage import SentinelMode
 from repro_studies.evidence import timing
 from repro_studies.kernels.records_reference import gather_reference
 from repro_studies.registry import Arm, BlockTable
@@ -101,7 +102,7 @@ def run_perf(
                     seq_lens=(L,) * n,
                     max_reqs=max_reqs,
                     device=device,
-                    mode="in-range",
+                    mode=SentinelMode.IN_RANGE,
                     record=record,
                     interleaved=interleaved,
                 )

@@ -20,6 +20,7 @@ from repro.core.evidence.cases import compare_bitwise
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, layout_for
+from repro.coverage import SentinelMode
 from repro.registry import ORIGIN_REPO
 from repro_studies.evidence import timing
 from repro_studies.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
@@ -173,7 +174,12 @@ def load_release_gather(
 
     interpreted = device == "cpu"
     cfg = MatrixConfig(
-        [1], ["in-range"], device=device, interpreted=interpreted, variants=(Form.PATCHED,), download=download
+        [1],
+        [SentinelMode.IN_RANGE],
+        device=device,
+        interpreted=interpreted,
+        variants=(Form.PATCHED,),
+        download=download,
     )
     plan = plan_release(release, cfg)
     if plan.entry is None:

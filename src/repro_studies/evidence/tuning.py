@@ -41,6 +41,7 @@ import torch
 from repro.core.evidence.cases import compare_bitwise, reference_output
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.geometry.layout import DSV4
+from repro.coverage import SentinelMode
 from repro_studies.evidence.timing import copy_ceiling, graph_median_us, host_us, median_us, rotation_count
 from repro_studies.kernels.settings import DEFAULT_TILE
 from repro_studies.kernels.settings import FastSettings as F
@@ -407,7 +408,7 @@ def equal_requests(num_reqs: int, seq_len: int, max_reqs: int, device: str) -> S
         seq_lens=(seq_len,) * num_reqs,
         max_reqs=max_reqs,
         device=device,
-        mode="in-range",
+        mode=SentinelMode.IN_RANGE,
     )
 
 

@@ -13,9 +13,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from repro import registry
+from repro.coverage import SentinelMode
 from repro.report import plots
 from repro_studies.analysis.ceiling import gather_arms
 from repro_studies.registry import ARMS, Arm, arms_by_label
+from repro_studies.report.axes import legend_below
 from repro_studies.tables import Plot
 
 
@@ -56,7 +58,7 @@ def counts_by_request(
         key = key if isinstance(key, tuple) else (key,)
         g = g.sort_values("num_reqs")
         style = dict(style_of(key[0]))
-        if len(key) > 1 and key[1] == "in-range":
+        if len(key) > 1 and key[1] == SentinelMode.IN_RANGE:
             style["linestyle"] = ":"
         y = g[value].astype(float)
         ax.plot(g["num_reqs"], y.clip(lower=0.5) if log else y, label=" / ".join(map(str, key)), **style)
@@ -89,7 +91,7 @@ def time_per_launch(med: pd.DataFrame, launch: str, outside_names: dict[str, str
     axes[0][0].set_ylabel("median microseconds")
     what = "CUDA-graph replays (kernel time)" if launch == "graph" else "eager launches (Python launch path included)"
     fig.suptitle(f"Gather time, {what}")
-    plots.legend_below(fig, axes[0])
+    legend_below(fig, axes[0])
     fig.tight_layout()
     return fig
 
@@ -124,7 +126,7 @@ def ceiling_figures(vs_ceiling: pd.DataFrame, outside_names: dict[str, str] | No
         ax.set_title(f"{L} tokens per request")
     axes[0][0].set_ylabel("fraction of the streaming ceiling")
     fig.suptitle("Each gather against the streaming ceiling (CUDA-graph replays)")
-    plots.legend_below(fig, axes[0])
+    legend_below(fig, axes[0])
     fig.tight_layout()
     return [(Plot.CEILING, fig)]
 
@@ -161,7 +163,7 @@ def jit_fingerprint(cumulative: pd.DataFrame) -> Figure:
     if has_time:
         axes[0][1].set_ylabel("cumulative compile time (ms)")
         axes[0][1].set_title("Triton's own compile time, cumulative")
-    plots.legend_below(fig, axes[0], ncol=1)
+    legend_below(fig, axes[0], ncol=1)
     fig.tight_layout()
     return fig
 

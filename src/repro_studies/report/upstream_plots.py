@@ -8,10 +8,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from repro.report.plots import mark_axis_break, request_axis
+from repro.report.plots import request_axis
 from repro_studies import registry
 from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.upstream_cost import BAND_RATIOS
+from repro_studies.report.axes import mark_axis_break
 from repro_studies.report.timing_plots import counts_by_request
 from repro_studies.tables import Plot
 

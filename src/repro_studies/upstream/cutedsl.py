@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from repro.coverage import SentinelMode
 from repro_studies.registry import Form
 from repro_studies.upstream.arms import CUTEDSL_PREFIX, make_callable
 from repro_studies.upstream.matrix import MatrixConfig, plan_release
@@ -16,7 +17,7 @@ def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, An
     release's own dispatcher, or ``(release, None, why not)``; ``release`` is the loaded wheel's version where
     there is one. The arm is the release matrix's own."""
     cfg = MatrixConfig(
-        [1], ["in-range"], device=device, interpreted=False, variants=(Form.RELEASED,), download=download
+        [1], [SentinelMode.IN_RANGE], device=device, interpreted=False, variants=(Form.RELEASED,), download=download
     )
     plan = plan_release(version, cfg)
     if plan.entry is None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from repro.core.evidence.cases import CaseResult, run_case
 from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.coverage import SentinelMode
 from repro.registry import load_implementation
 from repro_studies.kernels.records_reference import decoded_negative_zero
 from repro_studies.registry import Form, VerdictClass
@@ -282,7 +283,7 @@ def run_arm(plan: ReleasePlan, arm: Arm, cfg: MatrixConfig, base: dict, emit: Ca
         isolated = []
         for n in cfg.request_counts:
             spec = replace(spec0, num_reqs=n, mode=mode)
-            if mode == "poison" and not cfg.interpreted:
+            if mode == SentinelMode.POISON and not cfg.interpreted:
                 isolated.append(spec)
                 continue
             scenario = build_scenario(spec)

@@ -23,7 +23,7 @@ The platform is SM90 (the release's own ``Platform`` with that device's facts); 
 not built (they need a GPU; they take no part in the reshape). vLLM's contiguous-stride probe
 (``torch.empty(shape).stride()``) runs on PyTorch's meta device; every view is over a real pool, so PyTorch's
 own ``setStorage`` check runs, and a view that fits is checked against every logical block's page
-(:func:`repro.core.reshape.plan.page_check`). What each row means is :mod:`repro_studies.analysis.reshape_chain`.
+(:func:`repro_studies.upstream.pages.page_check`). What each row means is :mod:`repro_studies.analysis.reshape_chain`.
 """
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ from typing import Any
 
 import torch
 
-from repro.core.reshape.plan import as_strided_required_elems, page_check
+from repro.core.reshape.plan import as_strided_required_elems
 from repro_studies.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop, KVViewPath, RaisedBy
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream.dispatch import triton_utils
 from repro_studies.upstream.members import RESHAPE_CHAIN, RESHAPE_FUNCTION_MEMBER, V1_RUNNER_MEMBER
+from repro_studies.upstream.pages import page_check
 from repro_studies.upstream.released_code import (
     NotProvided,
     ReleasedCode,

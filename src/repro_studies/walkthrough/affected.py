@@ -62,15 +62,15 @@ class Context:
         p, name = session.params, session.profile.name
         try:
             chosen = idx.resolve_releases(
-                p["releases"],
+                p.releases,
                 name,
-                _index_versions() if p["releases"] == "all" else None,
-                gpu_default=lambda: fetch.gpu_default_releases(download=p["download"]),
+                _index_versions() if p.releases == "all" else None,
+                gpu_default=lambda: fetch.gpu_default_releases(download=p.download),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
-        sweep = SWEEPS[name] if p["runner_sweep"] == "default" else SWEEP_CHOICES[p["runner_sweep"]]
-        return cls(session, chosen, p["download"], sweep)
+        sweep = SWEEPS[name] if p.runner_sweep == "default" else SWEEP_CHOICES[p.runner_sweep]
+        return cls(session, chosen, p.download, sweep)
 
 
 def _index_versions() -> list[str] | None:

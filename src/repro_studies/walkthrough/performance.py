@@ -120,12 +120,10 @@ class PerformanceWalkthrough:
         p = self.session.params
         ceiling = timing.copy_ceiling()
         self.ceiling_tbps = ceiling.tbps
-        arms = [
-            perf.TimedArm(a, load_implementation(_target(a.implementation))) for a in bench_arms(p["bench_variants"])
-        ]
-        if p["reference_gather"]:
-            arms.append(perf.TimedArm(OUTSIDE_ARM, load_implementation(p["reference_gather"], "reference_gather")))
-            self.outside_names[OUTSIDE_ARM.label] = provenance_name(provenance(p["reference_gather"]))
+        arms = [perf.TimedArm(a, load_implementation(_target(a.implementation))) for a in bench_arms(p.bench_variants)]
+        if p.reference_gather:
+            arms.append(perf.TimedArm(OUTSIDE_ARM, load_implementation(p.reference_gather, "reference_gather")))
+            self.outside_names[OUTSIDE_ARM.label] = provenance_name(provenance(p.reference_gather))
         checks, medians = self.session.table(CHECKS), self.session.table(MEDIANS)
 
         def on_check(c: perf.ArmCheck) -> None:
@@ -133,7 +131,7 @@ class PerformanceWalkthrough:
                 rules.arm_check_row(c.arm, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             )
 
-        perf.run_perf(p["request_counts"], p["seq_lens"], p["cache_block_size"], arms, on_check, medians.append)
+        perf.run_perf(p.request_counts, p.seq_lens, p.cache_block_size, arms, on_check, medians.append)
         ratios = rules.ratio_rows(medians.frame(), ceiling.tbps)
         ratios["copy_ceiling_tbps"] = round(ceiling.tbps, 4)
         self.ratios = self.session.record(RATIOS, ratios.to_dict("records"))
@@ -165,9 +163,9 @@ class PerformanceWalkthrough:
             )
 
         run_ceiling(
-            p["request_counts"],
-            p["seq_lens"],
-            p["cache_block_size"],
+            p.request_counts,
+            p.seq_lens,
+            p.cache_block_size,
             on_check,
             self.session.table(CEILING).append,
             self.session.table(DECOMPOSITION).append,
@@ -223,11 +221,11 @@ class PerformanceWalkthrough:
         p = self.session.params
         table = self.session.table(VLLM_LOADS)
         facts: dict = {"releases": {}}
-        for version in p["vllm_releases"]:
+        for version in p.vllm_releases:
             for form in TRITON_FORMS:
                 row = {"check": "vLLM's gather loads from its wheel, as shipped or rewritten", "variant": form}
                 try:
-                    rk = load_release_kernel(version, form, download=p["download"])
+                    rk = load_release_kernel(version, form, download=p.download)
                 except ReleaseUnavailable as exc:
                     table.append(
                         {**row, "release": version, "expected": "loaded", "observed": str(exc), "ok": False}
@@ -270,8 +268,8 @@ class PerformanceWalkthrough:
         per-function summary is returned)."""
         p = self.session.params
         sites = self.session.table(PRODUCTION_PATH)
-        for version in p["vllm_releases"]:
-            entry = ensure_release(version, download=p["download"], sets=(MODEL_FILES,))
+        for version in p.vllm_releases:
+            entry = ensure_release(version, download=p.download, sets=(MODEL_FILES,))
             if isinstance(entry, CacheMiss):
                 sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
                 continue
@@ -348,8 +346,8 @@ class PerformanceWalkthrough:
         timed gets a status row saying why; what was timed before a failure is kept."""
         p = self.session.params
         status = self.session.table(CUTEDSL)
-        for version in p["vllm_releases"]:
-            release, fn, why_not = cutedsl_callable(version, self.session.profile.device, p["download"])
+        for version in p.vllm_releases:
+            release, fn, why_not = cutedsl_callable(version, self.session.profile.device, p.download)
             origin = code_label(release)
             if fn is None:
                 status.append(cutedsl_rules.status_row(origin, cutedsl_rules.NOT_RUN, why_not))
@@ -383,10 +381,10 @@ class PerformanceWalkthrough:
             row = rules.arm_check_row(c.arm, c.num_reqs, c.seq_len, c.mismatched_tokens, c.stray_writes, c.tokens)
             checks.append({**row, "code": c.arm.origin})
 
-        counts = p["vllm_request_counts"] or p["request_counts"]
+        counts = p.vllm_request_counts or p.request_counts
         timed = [perf.TimedArm(arm, fn, getattr(fn, "scope", None)) for arm, fn in arms]
         medians = self.session.table(medians_table)
-        perf.run_perf(counts, p["seq_lens"], p["cache_block_size"], timed, on_check, medians.append)
+        perf.run_perf(counts, p.seq_lens, p.cache_block_size, timed, on_check, medians.append)
 
     def vllm_jit_subjects(self) -> list:
         """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
@@ -399,7 +397,7 @@ class PerformanceWalkthrough:
         subjects = []
         for origin, forms in self.kernels.items():
             for form, rk in forms.items():
-                warm = rk.warm_up(p["jit_backing_width"], p["cache_block_size"], DSV4_COMPRESS_RATIOS)
+                warm = rk.warm_up(p.jit_backing_width, p.cache_block_size, DSV4_COMPRESS_RATIOS)
                 subjects.append(
                     JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, "")))
                 )
@@ -415,15 +413,15 @@ class PerformanceWalkthrough:
         ``subjects`` is given, every loaded vLLM release's: executed on a GPU, predicted without launching on
         the CPU (vLLM's kernels in the interpreter would take minutes)."""
         p = self.session.params
-        block = p["cache_block_size"]
+        block = p.cache_block_size
         runs = [(subjects, execute)] if subjects is not None else [(repo_jit_subjects(), execute)]
         if subjects is None and self.kernels:
             runs.append((self.vllm_jit_subjects(), self.on_gpu))
         for chosen, run_them in runs:
             fingerprint_subjects(
                 chosen,
-                p["jit_widths"],
-                p["jit_backing_width"],
+                p.jit_widths,
+                p.jit_backing_width,
                 block_size=block,
                 device=self.session.profile.device,
                 execute=run_them,
@@ -432,7 +430,7 @@ class PerformanceWalkthrough:
                 window=block,
             )
         rows = self.session.table(JIT).frame()
-        self.session.record(JIT_CHECKS, jit_rules.fingerprint_checks(rows, p["jit_widths"], p["jit_backing_width"]))
+        self.session.record(JIT_CHECKS, jit_rules.fingerprint_checks(rows, p.jit_widths, p.jit_backing_width))
         return rows
 
     def jit_summary(self) -> pd.DataFrame:
@@ -462,7 +460,7 @@ class PerformanceWalkthrough:
         measurements of vLLM's kernels (written for the report's root cause)."""
         logged = seeds.load(55109)["reported_jit_kernel"]
         story = jit_rules.release_story(self.session.table(JIT).frame(), self.loaded_releases(), logged)
-        text = jit_rules.root_cause_text(story, logged, self.session.params["jit_backing_width"])
+        text = jit_rules.root_cause_text(story, logged, self.session.params.jit_backing_width)
         self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
         return text
 

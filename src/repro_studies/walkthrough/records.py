@@ -57,9 +57,9 @@ class RecordGathers:
 
         p = self.session.params
         table = self.session.table(LOADS)
-        for release in p["vllm_releases"]:
+        for release in p.vllm_releases:
             for kind in KINDS:
-                cand, why = load_release_gather(release, kind, self.device, p["download"])
+                cand, why = load_release_gather(release, kind, self.device, p.download)
                 if cand is not None:
                     self.releases.append(cand)
                 table.append(
@@ -99,8 +99,8 @@ class RecordGathers:
         """Each loaded release kernel and the repository's gather of its layout, at every request count (GPU)."""
 
         p = self.session.params
-        counts = sorted(p["vllm_request_counts"] or p["request_counts"])
-        seq_len = max(p["seq_lens"])
+        counts = sorted(p.vllm_request_counts or p.request_counts)
+        seq_len = max(p.seq_lens)
         medians, checks = self.session.table(MEDIANS), self.session.table(CHECKS)
         for release in self.releases:
             for n in counts:
@@ -108,7 +108,7 @@ class RecordGathers:
                 timings: list[dict] = []
                 shape = Shape(release.kind, release.interleaved, n, seq_len)
                 arms = [release, self._ours(release.kind, release.interleaved)]
-                time_shape(shape, arms, p["cache_block_size"], self.device, 2, 50, raw_checks, timings)
+                time_shape(shape, arms, p.cache_block_size, self.device, 2, 50, raw_checks, timings)
                 for row in rules.check_rows(raw_checks, f"timed {n} x {seq_len}"):
                     checks.append(row)
                 for row in timings:

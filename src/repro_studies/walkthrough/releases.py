@@ -89,26 +89,26 @@ class Context:
         sizes = SIZES[prof.name]
         try:
             chosen = idx.resolve_releases(
-                p["releases"],
+                p.releases,
                 prof.name,
-                _index_versions() if p["releases"] == "all" else None,
-                gpu_default=lambda: fetch.gpu_default_releases(download=p["download"]),
+                _index_versions() if p.releases == "all" else None,
+                gpu_default=lambda: fetch.gpu_default_releases(download=p.download),
             )
         except idx.ReleaseListError as exc:
             raise ParameterError(str(exc)) from None
         cfg = mx.MatrixConfig(
-            request_counts=list(p["matrix_request_counts"] or sizes["request_counts"]),
-            modes=list(p["sentinel_modes"]),
-            block_size=p["matrix_block_size"] or sizes["block_size"],
-            seq_len_max=p["seq_len_max"] or sizes["seq_len_max"],
-            seed=p["seed"],
+            request_counts=list(p.matrix_request_counts or sizes["request_counts"]),
+            modes=list(p.sentinel_modes),
+            block_size=p.matrix_block_size or sizes["block_size"],
+            seq_len_max=p.seq_len_max or sizes["seq_len_max"],
+            seed=p.seed,
             device=prof.device,
             interpreted=prof.interpret,
-            variants=tuple(p["variants"]),
-            timeout_s=p["case_timeout_s"] or 300.0,
+            variants=tuple(p.variants),
+            timeout_s=p.case_timeout_s or 300.0,
             max_workers=2 if prof.interpret else 8,
-            share_identical=p["share_identical"],
-            download=p["download"],
+            share_identical=p.share_identical,
+            download=p.download,
         )
         return cls(session, chosen, cfg)
 
@@ -219,7 +219,7 @@ def run(ctx: Context, progress: Callable[[str], None] = print) -> pd.DataFrame:
     """The matrix: every arm's sweep, rows into ``results/04-release-matrix.csv`` as they finish; a progress
     bar over the arms and one line per release when its last arm is done."""
     table = ctx.session.table(MATRIX)
-    if not ctx.session.params["matrix"]:
+    if not ctx.session.params.matrix:
         progress("release matrix skipped (matrix=false)")
         return table.frame()
     t0 = time.perf_counter()
@@ -281,7 +281,7 @@ def record_gathers(ctx: Context) -> pd.DataFrame:
     every release whose own gathers read that layout; one verdict and check per (release, gather, record)."""
 
     table = ctx.session.table(RECORD_GATHER_ROWS)
-    entries = [record_gather(label) for label in ctx.session.params["record_gathers"]]
+    entries = [record_gather(label) for label in ctx.session.params.record_gathers]
     for p in ctx.plans:
         for record, interleaved in mx.record_layouts(p):
             for entry in entries:

@@ -27,6 +27,7 @@ from repro.core.reshape.plan import VARIANTS, plan_reshape
 from repro.parameters import ParameterError
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import reshape_chain as analysis
+from repro_studies.notebooks import ReshapeReleasesParameters
 from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, RUNNER_V1, RUNNER_V2, CellOutcome, KVViewPath
 from repro_studies.tables import Notebook, Table
 from repro_studies.upstream import fetch
@@ -74,13 +75,13 @@ class Context:
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params: Any) -> Context:
         """Validate the parameters (one line naming a bad one), then resolve the releases and block sizes."""
-        session = Session.start(NOTEBOOK, profile, run_dir, **params)
+        session = Session.start(NOTEBOOK, profile, run_dir, ReshapeReleasesParameters(**params))
         p, name = session.params, session.profile.name
         return cls(
             session,
-            resolve_releases(p["releases"], name, p["download"]),
-            resolve_block_sizes(p["block_sizes"], name),
-            p["download"],
+            resolve_releases(p.releases, name, p.download),
+            resolve_block_sizes(p.block_sizes, name),
+            p.download,
         )
 
 

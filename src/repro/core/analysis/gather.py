@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from repro.coverage import Geometry
+from repro.coverage import Geometry, SentinelMode
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_BUG
 
@@ -107,9 +107,9 @@ def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, 
     every argument (poison) from two requests on; every other case flags no lane."""
     if obs.get("out_of_view_lanes") is None:
         return None
-    flagged = obs["out_of_bounds_lanes"] if mode == "poison" else obs["out_of_view_lanes"]
+    flagged = obs["out_of_bounds_lanes"] if mode == SentinelMode.POISON else obs["out_of_view_lanes"]
     if expect == EXPECT_BUG and num_reqs > 1:
-        what = "lanes outside every argument" if mode == "poison" else "block-table lanes outside the view"
+        what = "lanes outside every argument" if mode == SentinelMode.POISON else "block-table lanes outside the view"
         return f"> 0 {what}", flagged > 0
     return "0 flagged lanes", (obs["out_of_view_lanes"] + obs["out_of_bounds_lanes"]) == 0
 
@@ -139,7 +139,7 @@ def memory_row(
 def memcheck_expectation(expect: str, mode: str, num_reqs: int) -> tuple[str, bool]:
     """(expected text, whether errors are expected). In-range misreads are memcheck's blind spot."""
     if expect == EXPECT_BUG and num_reqs > 1:
-        if mode == "poison":
+        if mode == SentinelMode.POISON:
             return "> 0 errors (reads outside the K cache)", True
         return "0 errors although the output is wrong (" + MEMCHECK_BLIND_SPOT.split(":")[0] + ")", False
     return "0 errors", False

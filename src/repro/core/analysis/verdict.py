@@ -25,7 +25,7 @@ from repro.core.analysis.checks import ChecksFailed, failed_checks, truthy
 from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
 from repro.core.analysis.provenance import provenance_name
 from repro.core.analysis.rundata import RunData
-from repro.coverage import DECIDING_REQUESTS, Geometry
+from repro.coverage import DECIDING_REQUESTS, Geometry, SentinelMode
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
 from repro.tables import Table
@@ -201,7 +201,7 @@ def where(cases: Sequence[Case], ran: Sequence[Case]) -> str:
             parts.append(part if geometry == Geometry.DEFAULT else f"{part} in the {geometry} cases")
         text = "; ".join(parts)
     if modes != every_mode:
-        text += " on poison ids" if modes == ("poison",) else f" in {listed(modes)} mode"
+        text += " on poison ids" if modes == (SentinelMode.POISON,) else f" in {listed(modes)} mode"
     return text
 
 
@@ -225,7 +225,7 @@ def describe(b: Behaviour, short: bool = False) -> str:
         parts.append(f"is wrong {where(b.wrong, ran) if b.wrong else f'from {_requests(b.wrong_from)}'}")
     if b.fault_from is not None:
         verb = "faults" if b.faults_observed else "reads outside every allocation"
-        on = "on poison ids" if b.fault_modes == ("poison",) else f"in {', '.join(b.fault_modes)} mode"
+        on = "on poison ids" if b.fault_modes == (SentinelMode.POISON,) else f"in {', '.join(b.fault_modes)} mode"
         when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
         parts.append(f"{verb} {on}{when}")
     if not parts:  # every case observed and equal, yet a case failed the checks' rule

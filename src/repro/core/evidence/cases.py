@@ -27,6 +27,7 @@ from repro.core.evidence.checked_interp import checked_interpreter
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
 from repro.core.kernels.reference import dequantize_and_gather_reference
+from repro.coverage import SentinelMode
 from repro.registry import load_implementation
 
 if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interpreter
@@ -142,7 +143,9 @@ def warm_up(device: str, checked: bool) -> None:
     _warmed.add((device, checked))
     from repro.core.kernels.gather import gather_fixed  # lazy: a kernel module, defined under the profile chosen first
 
-    spec = ScenarioSpec(num_reqs=1, block_size=16, seq_len_max=16, seed=0, mode="in-range", max_reqs=1, device=device)
+    spec = ScenarioSpec(
+        num_reqs=1, block_size=16, seq_len_max=16, seed=0, mode=SentinelMode.IN_RANGE, max_reqs=1, device=device
+    )
     small = build_scenario(spec)
     out = small.fresh_out()
     if checked:

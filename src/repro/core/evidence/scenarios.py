@@ -24,8 +24,9 @@ import torch
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, filler, layout_for, record_kinds
 from repro.core.kernels.reference import quantize_and_insert_reference
+from repro.coverage import SentinelMode
 
-SENTINEL_MODES = ("in-range", "poison")
+SENTINEL_MODES = tuple(SentinelMode)
 #: vLLM's test fills unused block-table entries with this id.
 POISON_ID = int(-1e6)
 #: Byte every cache and pool is filled with before writing (vLLM's tests use 165).
@@ -44,7 +45,7 @@ class ScenarioSpec:
     block_size: int = 64
     seq_len_max: int = 256
     seed: int = 0
-    mode: str = "in-range"
+    mode: str = SentinelMode.IN_RANGE
     max_reqs: int = 256
     backing_width: int = 0  # 0: twice the narrowed width
     window: int = 0  # 0: gather whole sequences (gather_lens=None); else gather the last `window`
@@ -180,7 +181,7 @@ def build_scenario(spec: ScenarioSpec) -> GatherScenario:
     decoy_ids = torch.arange(first + owned, num_blocks, dtype=torch.int32)
 
     backing = torch.empty(rows, W, dtype=torch.int32)
-    if spec.mode == "poison":
+    if spec.mode == SentinelMode.POISON:
         backing.fill_(POISON_ID)
     else:
         backing.copy_(decoy_ids[torch.randint(0, NUM_DECOY_BLOCKS, backing.shape, generator=gen)])

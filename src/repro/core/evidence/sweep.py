@@ -25,7 +25,7 @@ from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.sanitizer import run_many
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario, narrowed_width
 from repro.core.evidence.worker import CaseWorker
-from repro.coverage import OFFSET, VARIED_COUNTS, WIDE_FACTOR, WINDOW_FRACTION, Geometry
+from repro.coverage import OFFSET, VARIED_COUNTS, WIDE_FACTOR, WINDOW_FRACTION, Geometry, SentinelMode
 from repro.registry import Implementation, is_outside
 
 
@@ -95,7 +95,7 @@ def runs_isolated(entry: Implementation, mode: str, *, on_gpu: bool, interpreted
     """Does one of the repository's own kernels run a case in a process of its own? Those that may fault, on
     sentinel ids, except in the bounds-checked interpreter (it counts their far lanes instead of dereferencing them,
     so they cannot fault). They judge their own case there: it is this repository's code, not the code under test."""
-    if mode != "poison" or not entry.may_fault:
+    if mode != SentinelMode.POISON or not entry.may_fault:
         return False
     return on_gpu or not interpreted
 

@@ -29,6 +29,7 @@ from repro.core.evidence.watchdog import CaseTimeout, time_limit
 from repro.core.evidence.worker import CaseWorker
 from repro.core.geometry.layout import DSV4
 from repro.core.kernels.reference import quantize_and_insert_reference
+from repro.coverage import SentinelMode
 from repro.registry import Implementation, load_implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
@@ -49,7 +50,7 @@ def case_specs(device: str) -> list[tuple[str, ScenarioSpec]]:
                     ScenarioSpec(
                         num_reqs=len(seq_lens),
                         block_size=VLLM_BLOCK_SIZE,
-                        mode="poison",
+                        mode=SentinelMode.POISON,
                         max_reqs=len(seq_lens),
                         offset=offset,
                         padded=padded,

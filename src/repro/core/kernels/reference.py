@@ -15,14 +15,6 @@ from repro.core.geometry.layout import DSV4, FP8_E4M3_MAX, UE8M0_BIAS
 _CHUNK_TOKENS = 1 << 16
 
 
-def cache_blocks_as_bytes(k_cache: torch.Tensor, block_size: int) -> torch.Tensor:
-    """A ``[num_blocks, block_size * 584]`` byte view of a cache whose blocks are ``stride(0)`` apart."""
-    num_blocks = k_cache.shape[0]
-    return torch.as_strided(
-        k_cache, (num_blocks, DSV4.block_bytes(block_size)), (k_cache.stride(0), 1), k_cache.storage_offset()
-    )
-
-
 def token_records(k_cache: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``[num_blocks, block_size, 576]`` views of each token's data (448 fp8 bytes, then 128 RoPE bytes) and
     ``[num_blocks, block_size, 8]`` of its scale bytes, over a cache whose blocks are ``stride(0)`` apart: a token is

@@ -12,6 +12,7 @@ from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.provenance import named_code
 from repro.core.analysis.verdict import BUG_GATHER, coverage, coverage_text, describe
+from repro.coverage import SentinelMode
 from repro.registry import CodeRan
 from repro.report import mermaid, plots
 from repro.report.model import Common, Drawn, Section
@@ -91,7 +92,7 @@ def _other_geometries(sweep: pd.DataFrame) -> pd.DataFrame:
 def _chart(sweep: pd.DataFrame) -> str:
     """Share of tokens differing from the reference per request count, in-range ids (every case ran)."""
     sweep = gather.default_geometry(sweep)
-    mode = "in-range" if (sweep["mode"] == "in-range").any() else str(sweep["mode"].iloc[0])
+    mode = SentinelMode.IN_RANGE if (sweep["mode"] == SentinelMode.IN_RANGE).any() else str(sweep["mode"].iloc[0])
     rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == "ok")]
     share = 100 * pd.to_numeric(rows["mismatched_tokens"]) / pd.to_numeric(rows["total_tokens"])
     table = rows.assign(share=share).pivot_table(index="num_reqs", columns="variant", values="share", aggfunc="first")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import seeds
-from repro.registry import CodeRan, release_code
+from repro.registry import CodeRan, Whose
 from repro.report.model import Common, Drawn, Insert, Section, Slot
 from repro_studies.analysis.jit import cumulative_by_width, loaded_releases, release_variants, split_by_code
 from repro_studies.report import timing_plots
@@ -82,7 +82,7 @@ def logged_compilation(c: Common) -> LoggedCompilation | None:
         shipped = (s.get("forms") or {}).get("constexpr width") or {}
         if s.get("names_the_logged_kernel") and shipped:
             logged = str(seeds.load(55109).get("reported_jit_kernel", ""))
-            code = release_code(origin, s["kernel_name"])
+            code = CodeRan(Whose.RELEASE, s["kernel_name"], origin)  # the release's own kernel
             return LoggedCompilation(logged, int(shipped["narrowed_compiles"]), int(shipped["narrowed_widths"]), code)
     return None
 
