@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.core.analysis.checks import is_timing_column
-
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 IMPLEMENTATIONS = Path(__file__).resolve().parent / "fixtures" / "implementations"
@@ -179,3 +177,11 @@ def assert_same_tables(a: Path, b: Path, notebooks: tuple[str, ...] = ()) -> Non
     assert ta.keys() == tb.keys() and ta
     for name in ta:
         pd.testing.assert_frame_equal(ta[name], tb[name], obj=name)
+
+
+#: Columns holding timings; they are excluded when two runs are compared for determinism.
+TIMING_SUFFIXES = ("_us", "_ms", "_s", "_seconds", "_tbps", "_ratio", "_fraction")
+
+
+def is_timing_column(name: str) -> bool:
+    return name.endswith(TIMING_SUFFIXES)

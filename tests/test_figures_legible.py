@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from repro.core.analysis.rundata import load_run
 from repro.report import plots
@@ -21,6 +24,20 @@ from repro_studies.report.releases import release_matrix
 from repro_studies.tables import Facts, Plot, Table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+
+def font_px(fig: Figure, dpi: float, shown_width_px: float) -> list[tuple[str, float]]:
+    """Every visible text of ``fig`` with its font size in screen pixels when the figure, saved at ``dpi``
+    and cropped as :func:`png_bytes` crops it, is shown ``shown_width_px`` wide at most (a narrower PNG is
+    shown at its own width, as GitHub's and JupyterLab's image styles do)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    width = int.from_bytes(buf.getvalue()[16:20], "big")
+    scale = min(1.0, shown_width_px / width)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return [(t.get_text(), t.get_fontsize() * dpi / 72 * scale) for t in texts]
+
+
 #: Text smaller than this is unreadable where the figure is shown.
 MIN_TEXT_PX = 10
 #: JupyterLab's inline figures: matplotlib's default resolution, shown at natural size up to the output
@@ -48,7 +65,7 @@ def matrix():
     ],
 )
 def test_release_matrix_labels_are_legible(matrix, where, dpi, width):
-    sizes = plots.font_px(matrix, dpi, width)
+    sizes = font_px(matrix, dpi, width)
     labels = {text for text, _ in sizes}
     assert {"0.21.0", "0.33.0", "v4 per-block", "faults"} <= labels
     small = [(text, round(px, 1)) for text, px in sizes if px < MIN_TEXT_PX]
@@ -61,7 +78,7 @@ def test_a_too_small_label_is_caught(matrix):
     ax.set_xticks([0.5])
     ax.set_xticklabels(["v4 per-block"], fontsize=7)
     try:
-        px = dict(plots.font_px(fig, plots.DPI, GITHUB_COLUMN_PX - 2 * GITHUB_PADDING_PX))["v4 per-block"]
+        px = dict(font_px(fig, plots.DPI, GITHUB_COLUMN_PX - 2 * GITHUB_PADDING_PX))["v4 per-block"]
         assert px < MIN_TEXT_PX
     finally:
         plt.close(fig)

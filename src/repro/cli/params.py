@@ -20,18 +20,10 @@ NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 QUOTES = ("'", '"')
 
 
-def kind_of(name: str, default_source: str | None = None) -> tuple[type, type | None]:
-    """(kind, item kind) from the schema, else from the type of the notebook's default literal."""
-    spec = schema().get(name)
-    if spec is not None:
-        return spec.kind, spec.item_kind
-    try:
-        default = ast.literal_eval(default_source) if default_source is not None else ""
-    except (ValueError, SyntaxError):
-        default = ""
-    if isinstance(default, list):
-        return list, type(default[0]) if default else str
-    return (type(default) if isinstance(default, (bool, int, float, str)) else str), None
+def kind_of(name: str) -> tuple[type, type | None]:
+    """(kind, item kind) of a declared parameter, from its spec (:func:`repro.parameters.schema`)."""
+    spec = schema()[name]
+    return spec.kind, spec.item_kind
 
 
 def format_value(value: Any) -> str:
@@ -125,7 +117,7 @@ def parse_assignments(
             raise ParameterError(f"{name}: given twice; accepted: one -p {name}=VALUE")
         defaults = declared.get(name, {})
         default_source = next(iter(defaults.values()), None)
-        kind, item_kind = kind_of(name, default_source)
+        kind, item_kind = kind_of(name)
         how = example(name, _default_value(default_source)) if default_source else f"-p {name}=VALUE"
         value = parse_value(name, raw, kind, item_kind, how)
         params[name] = validate(name, value, declared_by)

@@ -16,7 +16,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, ScalarFormatter
 
 from repro import registry
@@ -213,15 +212,3 @@ def save_all(pngs: Mapping[str, bytes], run_dir: str | Path) -> None:
     for stale in (Path(run_dir) / "plots").glob("*.png"):
         if stale.stem not in pngs:
             stale.unlink()
-
-
-def font_px(fig: Figure, dpi: float, shown_width_px: float) -> list[tuple[str, float]]:
-    """Every visible text of ``fig`` with its font size in screen pixels when the figure, saved at ``dpi``
-    and cropped as :func:`png_bytes` crops it, is shown ``shown_width_px`` wide at most (a narrower PNG is
-    shown at its own width, as GitHub's and JupyterLab's image styles do)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    width = int.from_bytes(buf.getvalue()[16:20], "big")
-    scale = min(1.0, shown_width_px / width)
-    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    return [(t.get_text(), t.get_fontsize() * dpi / 72 * scale) for t in texts]

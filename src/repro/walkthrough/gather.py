@@ -21,6 +21,7 @@ from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.core.evidence.sweep import SweepCase, Workers, run_sanitizer_sweep, run_sweep, sweep_cases
 from repro.core.evidence.vllm_cases import ContiguousObservation, run_vllm_cases
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, block_layout_rows
+from repro.core.kernels.own import kernel_of
 from repro.coverage import Geometry, SentinelMode
 from repro.parameters import GatherParameters
 from repro.profiles import PROFILES
@@ -28,7 +29,6 @@ from repro.registry import (
     EXPECT_BUG,
     Implementation,
     is_outside,
-    load_implementation,
     sweep_implementations,
     under_test,
 )
@@ -64,7 +64,7 @@ class GatherWalkthrough:
         def import_check(path: str, param: str) -> object:
             entry = under_test(path) if isinstance(path, str) else None
             if entry is None or not is_outside(entry):  # this repository's own kernel: imported here, as the controls
-                return load_implementation(path, param)
+                return kernel_of(path, param)
             return workers.of(entry).check(path, param)
 
         try:
@@ -96,6 +96,7 @@ class GatherWalkthrough:
 
     def contiguous_cases(self) -> pd.DataFrame:
         """vLLM's two test cases, unpadded and padded: the writer byte for byte, every gather bitwise."""
+        self.session.cell("contiguous_cases")
         table = self.session.table(CONTIGUOUS)
 
         def on_writer(case: str, n: int, differ: int, total: int) -> None:
@@ -211,6 +212,7 @@ class GatherWalkthrough:
         """Every implementation at every request count in both sentinel modes; one row per case.
 
         ``progress``: a callback per finished case, or True for a progress bar."""
+        self.session.cell("sweep")
         if progress is True:
             progress = self.progress("sweep")
         prof = self.session.profile
@@ -277,6 +279,7 @@ class GatherWalkthrough:
         """Every case again under compute-sanitizer memcheck (GPU); why not, where it cannot run.
 
         ``progress``: a callback per finished case, or True for a progress bar (only when memcheck runs)."""
+        self.session.cell("memcheck")
         prof, policy = self.session.profile, self.p.sanitizer
         if prof.device != "cuda":
             return (

@@ -100,6 +100,7 @@ class ReshapeWalkthrough:
 
     def arithmetic(self) -> tuple[pd.DataFrame, str]:
         """Both variants' plans for the reported cache over the pool, and as_strided's bound spelled out."""
+        self.session.cell("arithmetic")
         c = self.cache
         self.plans = {v: plan_reshape(c, self.pool_bytes, group_kernel_block_size(c), v) for v in VARIANTS}
         table = pd.DataFrame(
@@ -131,6 +132,7 @@ class ReshapeWalkthrough:
 
     def buggy_reshape(self) -> str:
         """The buggy reshape over a real pool on the profile's device; PyTorch's own error text."""
+        self.session.cell("buggy_reshape")
         pool = torch.empty(self.pool_bytes, dtype=torch.uint8, device=self.session.profile.device)
         self.buggy = attempt_reshape(self.cache, pool, "buggy")
         err = self.buggy.error
@@ -149,6 +151,7 @@ class ReshapeWalkthrough:
 
     def identify(self) -> list[str]:
         """Cache groups whose buggy view over the reported pool has exactly the reported numbers."""
+        self.session.cell("identify")
         kbs = {name: group_kernel_block_size(s) for name, s in self.specs.items()}
         self.matches = identify_groups(self.buggy.error, list(self.specs.values()), kbs) if self.buggy.error else []
         self.record_model(CHECKS, [rules.identification_check(self.matches)])
@@ -156,6 +159,7 @@ class ReshapeWalkthrough:
 
     def fixed_reshape(self) -> tuple[str, pd.DataFrame]:
         """The fixed view over the same pool, its unused tail, and a write-through aliasing check."""
+        self.session.cell("fixed_reshape")
         c = self.cache
         pool = torch.empty(self.pool_bytes, dtype=torch.uint8, device=self.session.profile.device)
         self.fixed = fixed = attempt_reshape(c, pool, "fixed")
@@ -179,6 +183,7 @@ class ReshapeWalkthrough:
 
     def every_group(self) -> pd.DataFrame:
         """Every cache group x variant over pools of the same number of logical blocks."""
+        self.session.cell("every_group")
         groups = group_rows(list(self.specs.values()), self.plans["fixed"].num_blocks)
         self.record_model(
             GROUPS,
@@ -189,6 +194,7 @@ class ReshapeWalkthrough:
 
     def split_ratio(self) -> pd.DataFrame:
         """vLLM #54877: the padded uncompressed cache split into smaller kernel blocks, fixed code."""
+        self.session.cell("split_ratio")
         spec = self.specs[SPLIT_CACHE]
         split = split_ratio_rows(spec, [spec.block_size // r for r in SPLIT_RATIOS], self.plans["fixed"].num_blocks)
         self.record_model(CHECKS, rules.split_ratio_checks(split))

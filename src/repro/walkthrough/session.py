@@ -53,6 +53,7 @@ class Session:
     params: Parameters
     tables: dict[str, ResultTable] = field(default_factory=dict)
     facts: dict[str, dict] = field(default_factory=dict)  # results/<name>.json: the record of what was written
+    current: str = ""  # the walkthrough method recording now (:meth:`cell`)
 
     @classmethod
     def start(
@@ -71,10 +72,19 @@ class Session:
         params.check(active.name, import_check or load_implementation)
         return cls(notebook, active, run_dir, params)
 
+    def cell(self, method: str) -> None:
+        """A walkthrough method (one notebook cell) starts: the rows it recorded on an earlier run are dropped, so a
+        cell run again gives the same tables and the same output, never rows added to the first run's."""
+        self.current = method
+        for table in self.tables.values():
+            table.forget(method)
+            table.cell = method
+
     def table(self, name: str) -> ResultTable:
         """The result table ``results/<name>.csv`` of this run, opened once."""
         if name not in self.tables:
             self.tables[name] = ResultTable(self.run_dir, name, self.notebook)
+            self.tables[name].cell = self.current
         return self.tables[name]
 
     def record(self, name: str, rows: list[dict]) -> pd.DataFrame:

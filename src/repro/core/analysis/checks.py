@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-#: Columns holding timings; they are excluded when two runs are compared for determinism.
-TIMING_SUFFIXES = ("_us", "_ms", "_s", "_seconds", "_tbps", "_ratio", "_fraction")
-
 
 class ChecksFailed(AssertionError):
     """Raised at the end of a notebook when any check row is not ok; names every failing check."""
@@ -23,10 +20,6 @@ def truthy(value: object) -> bool:
 
 def is_check_table(frame: pd.DataFrame) -> bool:
     return {"check", "ok"} <= set(frame.columns)
-
-
-def is_timing_column(name: str) -> bool:
-    return name.endswith(TIMING_SUFFIXES)
 
 
 def failed_checks(frame: pd.DataFrame | None) -> list[str]:

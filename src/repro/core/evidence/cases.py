@@ -15,7 +15,8 @@ import json
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,9 +27,9 @@ from repro.core.evidence.channel import ChildChannel, case_started
 from repro.core.evidence.checked_interp import checked_interpreter
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
 from repro.core.evidence.watchdog import CaseTimeout, set_parent_death_signal, time_limit
+from repro.core.kernels.own import kernel_of
 from repro.core.kernels.reference import dequantize_and_gather_reference
 from repro.coverage import SentinelMode
-from repro.registry import load_implementation
 
 if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interpreter
     from repro.core.evidence.checked_interp import CheckReport
@@ -187,21 +188,29 @@ def run_case(
     The limit covers the call, not the import or the scenario before it."""
     result = CaseResult(implementation=implementation, status=outcomes.OK)
     try:
-        fn = load_implementation(implementation)
+        fn = kernel_of(implementation)
         scenario = scenario or build_scenario(spec)
         ref = reference if reference is not None else reference_output(scenario)
     except (Exception, SystemExit) as exc:  # recorded as a result row; the sweep goes on
         record_error(result, exc)
         return result
+    with case_outcome(result, timeout_s, f"{implementation} ({spec.mode}, {spec.num_reqs} requests)"):
+        observe_call(result, fn, scenario, ref, checked)
+    return result
+
+
+@contextmanager
+def case_outcome(result: CaseResult, timeout_s: float | None, what: str) -> Iterator[None]:
+    """The case's call as a result: an exception it raises becomes ``result``'s status, a call past ``timeout_s`` a
+    ``timeout`` (a context, so that the call runs in its caller's frame: a sweep reaches the kernel in few frames)."""
     try:
-        with time_limit(timeout_s, f"{implementation} ({spec.mode}, {spec.num_reqs} requests)"):
+        with time_limit(timeout_s, what):
             try:
-                observe_call(result, fn, scenario, ref, checked)
+                yield
             except (Exception, SystemExit) as exc:
                 record_error(result, exc)
     except CaseTimeout as exc:
         result.status, result.error = outcomes.TIMEOUT, str(exc)[:500]
-    return result
 
 
 def observe_call(

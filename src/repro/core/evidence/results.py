@@ -47,6 +47,8 @@ class ResultTable:
         self.notebook = notebook
         self.path = Path(run_dir) / "results" / f"{name}.csv" if run_dir else None
         self.rows: list[dict] = []
+        self.cells: list[str] = []  # the walkthrough method (notebook cell) that recorded each row
+        self.cell = ""  # the one recording now
         self._columns: list[str] | None = None
         self._written = hashlib.sha256()
         self._bytes = 0
@@ -67,22 +69,38 @@ class ResultTable:
         if extra:
             raise ValueError(f"{self.name}: row has columns {extra} that the table's first row did not")
         self.rows.append(row)
-        if self.path is not None:
-            text = io.StringIO(newline="")
-            writer = csv.DictWriter(text, fieldnames=self._columns)
-            if len(self.rows) == 1:
-                writer.writeheader()
-            writer.writerow({c: _cell(row.get(c)) for c in self._columns})
-            data = text.getvalue().encode()
-            try:
-                with self.path.open("ab") as fh:
-                    fh.write(data)
-                    fh.flush()
-            except OSError as exc:
-                raise RunFolderWriteError.of(self.path, exc) from None
-            self._written.update(data)
-            self._bytes += len(data)
+        self.cells.append(self.cell)
+        self._write([row], header=len(self.rows) == 1)
         return row
+
+    def forget(self, cell: str) -> None:
+        """Drop the rows ``cell`` recorded before (it runs again: its new rows replace them) and rewrite the file."""
+        if cell not in self.cells:
+            return
+        kept = [(r, c) for r, c in zip(self.rows, self.cells) if c != cell]
+        self.rows, self.cells = [r for r, _ in kept], [c for _, c in kept]
+        self._written, self._bytes = hashlib.sha256(), 0
+        if self.path is not None:
+            self.path.write_bytes(b"")
+        self._write(self.rows, header=True)
+
+    def _write(self, rows: list[dict], header: bool) -> None:
+        if self.path is None or not rows:
+            return
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=self._columns)
+        if header:
+            writer.writeheader()
+        writer.writerows({c: _cell(row.get(c)) for c in self._columns} for row in rows)
+        data = text.getvalue().encode()
+        try:
+            with self.path.open("ab") as fh:
+                fh.write(data)
+                fh.flush()
+        except OSError as exc:
+            raise RunFolderWriteError.of(self.path, exc) from None
+        self._written.update(data)
+        self._bytes += len(data)
 
     def record(self) -> dict:
         """Rows, bytes and sha256 of what this table wrote (its file must hold exactly that)."""

@@ -20,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro.core.evidence.cases import CaseResult, reference_output, run_case
+from repro import outcomes
+from repro.core.evidence.cases import CaseResult, case_outcome, observe_call, reference_output, warm_up
 from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.sanitizer import run_many
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario, narrowed_width
 from repro.core.evidence.worker import CaseWorker
+from repro.core.kernels.own import kernel_of
 from repro.coverage import OFFSET, VARIED_COUNTS, WIDE_FACTOR, WINDOW_FRACTION, Geometry, SentinelMode
 from repro.registry import Implementation, is_outside
 
@@ -141,6 +143,8 @@ def run_sweep(
     case process, ends within ``timeout_s``. The implementation under test runs in its case process and is judged
     here; the repository's kernels that may fault run isolated several at a time, after the rest."""
     isolated = []
+    if cases:
+        warm_up(cases[0].spec.device, interpreted)
     for case in cases:
         scenario = build_scenario(case.spec)
         ref = reference_output(scenario)
@@ -150,10 +154,10 @@ def run_sweep(
             elif runs_isolated(entry, case.mode, on_gpu=on_gpu, interpreted=interpreted):
                 isolated.append((entry, case))
                 continue
-            else:
-                result = run_case(
-                    case.spec, entry.target, checked=interpreted, scenario=scenario, reference=ref, timeout_s=timeout_s
-                )
+            else:  # this repository's kernel, called from here (cell, sweep, run_sweep, observe_call: the kernel)
+                result = CaseResult(implementation=entry.target, status=outcomes.OK)
+                with case_outcome(result, timeout_s, f"{entry.target} ({case.mode}, {case.num_reqs} requests)"):
+                    observe_call(result, kernel_of(entry.target), scenario, ref, interpreted)
             sink(entry, case, result)
         del scenario, ref
     with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:

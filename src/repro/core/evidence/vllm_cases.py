@@ -28,9 +28,10 @@ from repro.core.evidence.scenarios import CACHE_FILL_BYTE, ScenarioSpec, build_s
 from repro.core.evidence.watchdog import CaseTimeout, time_limit
 from repro.core.evidence.worker import CaseWorker
 from repro.core.geometry.layout import DSV4
+from repro.core.kernels.own import kernel_of
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.coverage import SentinelMode
-from repro.registry import Implementation, load_implementation
+from repro.registry import Implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
 VLLM_BLOCK_SIZE = 64
@@ -123,32 +124,21 @@ def run_vllm_cases(
         ref = reference_output(scenario)
         for entry in implementations:
             worker = case_process(entry)
+            seen = (label, spec.num_reqs)
             if worker is not None:
                 r = worker.case(entry.target, scenario, ref)
                 ran = r.status == "ok"
                 error = "" if ran else f"{r.status}: {r.error}"[:300]
                 mismatched, stray = (r.mismatched_tokens, r.stray_writes) if ran else (-1, -1)
                 whole = ran and mismatched == 0 and stray == 0
-                on_gather(
-                    entry,
-                    ContiguousObservation(
-                        label,
-                        spec.num_reqs,
-                        mismatched,
-                        stray,
-                        whole,
-                        scenario.total_tokens,
-                        error,
-                        r.changed_inputs,
-                        r.out_repointed,
-                    ),
-                )
+                got = (mismatched, stray, whole, scenario.total_tokens, error, r.changed_inputs, r.out_repointed)
+                on_gather(entry, ContiguousObservation(*seen, *got))
                 continue
             out = scenario.fresh_out()
             buffer, identity = alias_of(out), buffer_identity(out)  # read after the call, whatever became of out
             before = input_snapshot(scenario)
             try:
-                fn = load_implementation(entry.target)
+                fn = kernel_of(entry.target)
                 with time_limit(timeout_s, f"{entry.target} on {label}"):
                     fn(*scenario.args(out))
                     if out.is_cuda:
@@ -158,26 +148,11 @@ def run_vllm_cases(
                 if isinstance(exc, SystemExit):
                     error = f"SystemExit({exc.code!r}): the implementation tried to end the process"
                 changed = ", ".join(changed_inputs(scenario, before))
-                on_gather(
-                    entry,
-                    ContiguousObservation(
-                        label, spec.num_reqs, -1, -1, False, scenario.total_tokens, error[:300], changed
-                    ),
-                )
+                got = (-1, -1, False, scenario.total_tokens, error[:300], changed)
+                on_gather(entry, ContiguousObservation(*seen, *got))
                 continue
             changed = ", ".join(changed_inputs(scenario, before))
             mismatched, stray = compare_bitwise(buffer, ref, scenario)
             whole = bool(torch.equal(buffer.view(torch.int16), ref.view(torch.int16)))
-            on_gather(
-                entry,
-                ContiguousObservation(
-                    label,
-                    spec.num_reqs,
-                    mismatched,
-                    stray,
-                    whole,
-                    scenario.total_tokens,
-                    changed_inputs=changed,
-                    out_repointed=repointed(identity, out),
-                ),
-            )
+            got = (mismatched, stray, whole, scenario.total_tokens, "", changed, repointed(identity, out))
+            on_gather(entry, ContiguousObservation(*seen, *got))

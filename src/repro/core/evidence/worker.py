@@ -46,7 +46,8 @@ from repro.core.evidence.channel import IMPORT_DIR_ENV
 from repro.core.evidence.isolate import ChildRun, ending
 from repro.core.evidence.scenarios import GatherScenario
 from repro.core.evidence.watchdog import CURRENT_CASE_ENV, die_with_parent, set_parent_death_signal
-from repro.registry import ImplementationError, load_implementation, provenance
+from repro.core.kernels.own import kernel_of
+from repro.registry import ImplementationError, provenance
 
 #: Environment variable naming the worker's pipe descriptors: ``<read>,<write>``.
 FDS_ENV = "REPRO_WORKER_FDS"
@@ -89,7 +90,7 @@ def serve(read_fd: int, write_fd: int) -> None:
         if "check" in request:  # import and check the implementation: a one-line error, or its module's record
             try:
                 if request["implementation"] not in loaded:
-                    fn = load_implementation(request["implementation"], request.get("param", "implementation"))
+                    fn = kernel_of(request["implementation"], request.get("param", "implementation"))
                     loaded[request["implementation"]] = (fn, module_record(request["implementation"]))
                 _send(write_fd, {"checked": request["check"], "module": loaded[request["implementation"]][1]})
             except (Exception, SystemExit) as exc:
@@ -102,7 +103,7 @@ def serve(read_fd: int, write_fd: int) -> None:
         reply: dict[str, Any] = {"done": number, "status": outcomes.OK, "error": ""}
         try:
             if target not in loaded:
-                fn = load_implementation(target)
+                fn = kernel_of(target)
                 loaded[target] = (fn, module_record(target))
             fn, reply["module"] = loaded[target]
             warm_up(device, request["checked"])
