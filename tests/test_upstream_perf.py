@@ -11,6 +11,7 @@ from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro_studies import registry
+from repro_studies.notebooks import PerformanceParameters
 from repro_studies.upstream import release_kernel as R
 from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 
@@ -258,7 +259,9 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
         jit_widths=WIDTHS,
         jit_backing_width=BACKING,
     )
-    nb = PerformanceWalkthrough(Session("03-performance", PROFILES["cpu"], str(run_dir), params))
+    nb = PerformanceWalkthrough(
+        Session("03-performance", PROFILES["cpu"], str(run_dir), PerformanceParameters(**params))
+    )
     loads = nb.load_vllm()
     assert list(loads["ok"]) == [False] * 3 + [True] * 3  # a release that cannot load is a failed row, first or not
     assert loads["observed"].iloc[0].startswith("vLLM 9.9.9: download failed")
@@ -317,7 +320,9 @@ def _walkthrough(tmp_path, releases):
         vllm_request_counts=[],
         seq_lens=[32],
     )
-    return PerformanceWalkthrough(Session("03-performance", PROFILES["cpu"], str(tmp_path / "run"), params))
+    return PerformanceWalkthrough(
+        Session("03-performance", PROFILES["cpu"], str(tmp_path / "run"), PerformanceParameters(**params))
+    )
 
 
 def test_without_a_gpu_each_releases_cutedsl_gather_is_a_not_run_row_saying_why(tmp_path, monkeypatch):

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from clitools import ROOT, SMALL_02, cli_env, new_tag, repro_cmd
 
+from repro.plugins import Point
+
 WITHOUT_STUDIES = Path(__file__).resolve().parent / "fixtures" / "without_studies"
 #: The two bugs' unit tests: notebook 01's reshape, notebook 02's kernels, cases and sweep verdicts, the report's
 #: sections, templates and tables. None of them imports repro_studies (tests/test_architecture.py holds repro to
@@ -55,7 +57,7 @@ def test_a_process_started_without_the_studies_finds_neither_the_package_nor_its
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {
         "hidden": True,
-        "points": [0] * 6,
+        "points": [0] * len(Point),
         "notebooks": ["01-reshape-overrun.ipynb", "02-strided-block-table-gather.ipynb"],
         "gathers": ["buggy", "fixed", "contiguous-copy"],
     }

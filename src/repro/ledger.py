@@ -10,16 +10,19 @@ import hashlib
 import io
 from typing import Any
 
-from repro.tables import facts, tables
+from repro.tables import facts, notebooks, tables
 
 #: Environment variable naming the descriptor through which a notebook kernel sends the runner its ledger (the
 #: pipe's writing end, which the runner hands to the kernel alone).
 LEDGER_FD_ENV = "REPRO_LEDGER_FD"
 
 
-def declared(notebook: str) -> frozenset[str]:
+def declared(notebook: str) -> frozenset[str] | None:
     """The files (``02-gather-sweep.csv``, ...) the notebook ``notebook`` (a file stem) may write under results/:
-    the tables and facts files (:func:`repro.tables.tables`, :func:`repro.tables.facts`) with its number."""
+    the tables and facts files (:func:`repro.tables.tables`, :func:`repro.tables.facts`) with its number; None for a
+    notebook no installed package names (a study's where the studies are not installed: the run's record alone)."""
+    if notebook not in notebooks():
+        return None
     prefix = notebook[:3]
     return frozenset(
         [f"{t.value}.csv" for t in tables() if t.value[:3] == prefix]

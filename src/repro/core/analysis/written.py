@@ -70,7 +70,7 @@ def problems(path: Path, manifest: Mapping[str, Any]) -> list[str]:
                 out.append(f"{rel} (recorded by {notebook}) is not a file under results/")
                 continue
             recorded[notebook].add(rel.name)
-            if rel.name not in declared(notebook):
+            if (names_here := declared(notebook)) is not None and rel.name not in names_here:
                 out.append(f"{rel} is not a table {notebook} writes: planted")
             want = tables[name] if isinstance(tables, Mapping) else None
             now = read_record(path / rel) if (path / rel).is_file() else None
