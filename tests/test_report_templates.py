@@ -3,10 +3,14 @@ become real tables, folds fold, a comment holds no image, and a chart is a well-
 
 from __future__ import annotations
 
+from importlib import resources
+
+import jinja2
 import pandas as pd
 import pytest
 
 from repro.report import mermaid
+from repro.report.model import TEMPLATES, TemplateFile
 from repro.report.template import Page, Target, render, unwrap
 
 
@@ -90,3 +94,52 @@ def test_a_chart_refuses_what_mermaid_would_cut_or_misread():
         mermaid.xychart('say "x"', "x", ["1"], "y", (0, 1), [("bar", [1])])
     with pytest.raises(ValueError, match="Mermaid shows"):
         mermaid.xychart("t" * 100, "x", ["1"], "y", (0, 1), [("bar", [1])])
+
+
+def _named_templates() -> set[str]:
+    """Every template file the report's sections and registered parts name, and every file those include."""
+    from jinja2 import meta
+
+    from repro.report import comparison
+    from repro.report.sections import report_registered, sections
+    from repro.report.template import ENV
+
+    named = [s.markdown for s in sections()] + [s.comment for s in sections() if s.comment]
+    named += [i.template for r in report_registered() for i in r.inserts] + [comparison.COMPARISON]
+    assert all(isinstance(t, TemplateFile) for t in named), [t for t in named if not isinstance(t, TemplateFile)]
+    keys, todo = set(), [t.key for t in named]
+    while todo:
+        key = todo.pop()
+        if key not in keys:
+            keys.add(key)
+            todo += meta.find_referenced_templates(ENV.parse(ENV.loader.get_source(ENV, key)[0]))
+    return keys
+
+
+def test_every_section_reads_its_words_from_a_template_file_and_every_file_of_this_package_is_read():
+    keys = _named_templates()
+    shipped = {f"repro.report:{f.name}" for f in (resources.files("repro.report") / TEMPLATES).iterdir()}
+    assert {k for k in keys if k.startswith("repro.report:")} == shipped  # no file left over, none missing
+
+
+def test_a_template_file_is_found_by_package_and_name_and_a_missing_one_is_named():
+    assert "## Raw data" in render(TemplateFile("repro.report", "raw-data.md.j2"), Page(Target.MARKDOWN), d=["a.csv"])
+    with pytest.raises(jinja2.TemplateNotFound, match=r"repro\.report:no-such\.md\.j2"):
+        render(TemplateFile("repro.report", "no-such.md.j2"), Page(Target.MARKDOWN))
+
+
+def test_the_first_line_names_the_run_device_time_and_commit():
+    from types import SimpleNamespace
+
+    from repro.report.sections.summary import RunLine
+
+    def first_line(line: RunLine) -> str:
+        return render(
+            TemplateFile("repro.report", "run-line.md.j2"), Page(Target.MARKDOWN), d=SimpleNamespace(run_line=line)
+        )
+
+    line = RunLine("r1", "gpu", "NVIDIA H200", "2026-05-01 10:00-10:42", "abcdef0123", True)
+    assert first_line(line) == (
+        "Run `r1`, profile gpu on NVIDIA H200, 2026-05-01 10:00-10:42 UTC, commit `abcdef0123` with local changes.\n"
+    )
+    assert first_line(RunLine("r2", "cpu", "cpu", "", "", False)) == "Run `r2`, profile cpu on cpu.\n"

@@ -6,28 +6,11 @@ from __future__ import annotations
 from repro.core.analysis.compare import changed_rows, compare_runs, comparison_counts, comparison_summary
 from repro.core.analysis.rundata import RunData
 from repro.report.markdown import fit
+from repro.report.model import TemplateFile
 from repro.report.tables import formatted
 from repro.report.template import Page, Target, link_issues, render
 
-COMPARISON = """
-# Before/after: `{{ a.name }}` (A) vs `{{ b.name }}` (B)
-
-- A: {{ params(a) }} on {{ a.environment.get("device", "?") }}
-- B: {{ params(b) }} on {{ b.environment.get("device", "?") }}
-
-{{ n.both }} checks ran in both runs; {{ n.changed }} changed verdict. {{ n.a_only }} ran only in A and {{ n.b_only }}
-only in B (other notebooks, implementations or parameters); they are left out below. A check is one row of a result
-table, paired with the other run's row by that table's identity columns (release, kernel, record, arm, variant, mode,
-case, seq_len, num_reqs, ...), never by its position.
-
-{{ table(summary) }}
-{% if changed is not none %}
-
-## Checks whose verdict changed
-
-{{ table(changed) }}
-{% endif %}
-"""
+COMPARISON = TemplateFile("repro.report", "comparison.md.j2")
 
 
 def _params(run: RunData) -> str:

@@ -26,6 +26,27 @@ if TYPE_CHECKING:  # annotations only: matplotlib is imported where figures are 
     from matplotlib.figure import Figure
 
 
+#: The folder of a package that holds its templates.
+TEMPLATES = "templates"
+
+
+@dataclass(frozen=True)
+class TemplateFile:
+    """A template a package ships: ``<package>/templates/<name>`` (``TemplateFile("repro.report", "plan.md.j2")``)."""
+
+    package: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """The name the loader knows it by, and a template includes it by: ``package:name``."""
+        return f"{self.package}:{self.name}"
+
+
+#: A template: a file a package ships, or (for a test's own section) its text.
+Source = TemplateFile | str
+
+
 @dataclass(frozen=True)
 class Common:
     """What several sections read: the run, its verdict and the names of what it loaded."""
@@ -50,16 +71,16 @@ class Section:
     """One part of the report.
 
     ``derive`` computes what the section shows from the run (once; ``None`` leaves the section out of
-    this run's report). ``markdown`` is its Jinja2 template for ``report.md`` and ``report.html`` and
-    ``comment`` the one for ``pr-comment.md`` (empty: not in the comment); both read the derived value as
-    ``d`` and the shared facts as ``c`` (:class:`Common`), and ``helpers`` are further names the templates
+    this run's report). ``markdown`` is its Jinja2 template file (:class:`TemplateFile`) for ``report.md`` and
+    ``report.html`` and ``comment`` the one for ``pr-comment.md`` (empty: not in the comment); both read the derived
+    value as ``d`` and the shared facts as ``c`` (:class:`Common`), and ``helpers`` are further names the templates
     call. ``figures`` draws the section's figures from the derived value.
     """
 
     name: str
     derive: Callable[[Common], Any]
-    markdown: str
-    comment: str = ""
+    markdown: Source
+    comment: Source = ""
     figures: Callable[[Any, Common], list[Drawn]] | None = None
     helpers: Mapping[str, Any] = field(default_factory=dict)
 
@@ -83,7 +104,7 @@ class Insert:
 
     slot: Slot
     derive: Callable[[Common], Any]
-    template: str
+    template: Source
 
 
 @dataclass(frozen=True)

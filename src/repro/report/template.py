@@ -1,6 +1,8 @@
 """The report's sentences are Jinja2 templates over the analysed run; this module renders them for one
 target: ``report.md``, ``report.html`` or ``pr-comment.md``.
 
+Every template is a file under a package's ``templates/`` folder (:class:`TemplateFile`), all read by one
+Jinja2 loader (:class:`PackageTemplates`): a wording change touches one file, never the code or stored results.
 A template writes Markdown and calls three functions: ``table(frame, digits)`` (a compact GitHub table, or
 an HTML table for ``report.html``), ``image(name)`` (a figure: a relative PNG link in ``report.md``, the
 PNG embedded in ``report.html``; a comment holds no image) and ``fold(summary)`` as a call block (a
@@ -19,14 +21,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
+from importlib import resources
 from typing import Any
 
 import jinja2
 import pandas as pd
 
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT
 from repro.registry import CodeRan, Whose
 from repro.report.links import Link
-from repro.report.model import Analysis, Section, Slot
+from repro.report.model import TEMPLATES, Analysis, Section, Slot, Source, TemplateFile
 from repro.report.plots import CSS_PX_PER_INCH, DPI
 from repro.report.tables import formatted, html_table, markdown_table
 
@@ -34,6 +38,20 @@ from repro.report.tables import formatted, html_table, markdown_table
 ROW = "\x1e"
 #: ``vLLM #54877`` / ``vLLM PR #43988`` / ``PR #55109`` in recorded text: written so it links from any repository.
 _VLLM_REF = re.compile(r"(?:vLLM (?:PR |issue )?|PR )#(\d+)")
+
+
+class PackageTemplates(jinja2.BaseLoader):
+    """One loader for every package's templates: ``package:name`` is ``templates/name`` of that installed package
+    (read through :mod:`importlib.resources`, so it works from a wheel as from a checkout)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        package, _, name = template.partition(":")
+        try:
+            path = resources.files(package) / TEMPLATES / name
+            source = path.read_text(encoding="utf-8")
+        except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError) as exc:
+            raise jinja2.TemplateNotFound(template) from exc
+        return source, str(path), lambda: True
 
 
 class Target(StrEnum):
@@ -167,6 +185,7 @@ def _short(text: object, limit: int = 140) -> str:
 
 
 ENV = jinja2.Environment(
+    loader=PackageTemplates(),
     undefined=jinja2.StrictUndefined,  # a name the template misspells is an error, not an empty string
     trim_blocks=True,
     lstrip_blocks=True,
@@ -174,11 +193,15 @@ ENV = jinja2.Environment(
     keep_trailing_newline=False,
 )
 ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short, ran=_ran, ran_path=_ran_path)
+# names every template may use: the two bugs' and the open follow-up's references, the slots of this package's sections
+ENV.globals.update(BUG_RESHAPE=BUG_RESHAPE, BUG_GATHER=BUG_GATHER, BUG_SPLIT=BUG_SPLIT, Slot=Slot)
 
 
 @cache
-def compile_template(text: str) -> jinja2.Template:
-    return ENV.from_string(text)
+def compile_template(template: Source) -> jinja2.Template:
+    if isinstance(template, TemplateFile):
+        return ENV.get_template(template.key)
+    return ENV.from_string(template)
 
 
 #: A line that starts a Markdown block of its own (never joined to the line before it).
@@ -224,7 +247,7 @@ def unwrap(text: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-def _raw(template: str, page: Page, **context: Any) -> str:
+def _raw(template: Source, page: Page, **context: Any) -> str:
     return compile_template(template).render(
         table=page.table,
         grid=page.grid,
@@ -238,12 +261,12 @@ def _raw(template: str, page: Page, **context: Any) -> str:
     )
 
 
-def render(template: str, page: Page, **context: Any) -> str:
+def render(template: Source, page: Page, **context: Any) -> str:
     """One template rendered for ``page`` (its ``table``, ``image`` and ``fold`` in reach), unwrapped."""
     return unwrap(_raw(template, page, **context))
 
 
-def render_section(section: Section, template: str, data: Any, analysis: Analysis, page: Page) -> str:
+def render_section(section: Section, template: Source, data: Any, analysis: Analysis, page: Page) -> str:
     """One section's template for ``page``; where it calls ``slot("...")`` (a :class:`~repro.report.model.Slot`'s
     value), the registered parts there (:class:`~repro.report.model.Insert`) render in its place, in order."""
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from repro.core.analysis.rundata import load_run
+from repro.report.model import TemplateFile
 from repro.report.tables import markdown_table
 from repro.report.template import Page, Target, render
 from repro_studies.analysis import affected as analysis
@@ -54,12 +54,8 @@ RELEASE_CHECK = "data/release-check.json"
 DETAIL = "docs/who-is-affected.md"
 #: The README's table holds at most this many rows, both bugs together.
 TABLE_ROWS = analysis.COMPACT_LIMIT
-TEMPLATES = "templates"
-
-
-def template(name: str) -> str:
-    """A template file the package ships (``repro_studies/report/templates/NAME``)."""
-    return (resources.files("repro_studies.report") / TEMPLATES / name).read_text(encoding="utf-8")
+ANSWER = TemplateFile("repro_studies.report", "readme-answer.md.j2")
+WHO_IS_AFFECTED = TemplateFile("repro_studies.report", "who-is-affected.md.j2")
 
 
 @dataclass(frozen=True)
@@ -188,7 +184,7 @@ def _context(a: Answer) -> dict[str, Any]:
 
 def answer_text(a: Answer) -> str:
     """Both sentences, the release check's line and the table, as the template writes them for ``a``."""
-    return render(template("readme-answer.md.j2"), Page(Target.MARKDOWN), **_context(a)).strip()
+    return render(ANSWER, Page(Target.MARKDOWN), **_context(a)).strip()
 
 
 def readme_block(root: str | Path = ".", answer: Answer | None = None) -> str:
@@ -207,7 +203,7 @@ def detail_document(root: str | Path = ".", answer: Answer | None = None) -> str
     tables += [markdown(a.bug2_frame.loc[r["rows"]], results, f"{up}{VERDICTS}") for _, r in a.bug2_compact.iterrows()]
     served = not_served_display(analysis.not_served(a.dispatch), results)
     text = render(
-        template("who-is-affected.md.j2"),
+        WHO_IS_AFFECTED,
         Page(Target.MARKDOWN),
         tables=tables,
         not_served=markdown_table(served),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE
-from repro.report.model import Common, Insert, Slot
+from repro.report.model import Common, Insert, Slot, TemplateFile
 from repro.report.sections.summary import outcomes
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.performance import NO_COST_BAND
@@ -187,37 +187,15 @@ def costs(c: Common) -> Costs | None:
 BUG1_RELEASES = Insert(
     Slot.SUMMARY_BUG1,
     bug1_releases,
-    """
-{% set b = d %}
-{{ row }}BUG_RESHAPE in vLLM {{ b.first }} .. {{ b.last }} | {{ b.answers }}; {{ b.at_pr_block_size }} |
-{{ b.outcomes }}
-""".replace("BUG_RESHAPE", BUG_RESHAPE),
+    TemplateFile("repro_studies.report", "summary-bug1-releases.md.j2"),
 )
 GATHER_RELEASES = Insert(
     Slot.SUMMARY_BUG2,
     releases,
-    """
-{% set s = d %}
-{{ row }}BUG_GATHER in vLLM {{ s.first }} .. {{ s.last }} |
-{{ s.bad }} of the {{ s.ran }} released gathers that ran ({{ s.kernels }} kernels in {{ s.releases }} releases)
-are wrong or fault ({{ s.faulting }} fault);
-{% if s.tried == s.bad %}with the PR's row pitch {{ s.fixed }} of those {{ s.bad }} are correct
-{%- elif s.tried %}with the PR's row pitch {{ s.fixed }} of the {{ s.tried }} of those it ran on are correct
-{%- else %}the PR's row pitch did not run in this run{% endif %} | {{ s.outcomes }}
-""".replace("BUG_GATHER", BUG_GATHER),
+    TemplateFile("repro_studies.report", "summary-gather-releases.md.j2"),
 )
 COSTS = Insert(
     Slot.SUMMARY_BUG2,
     costs,
-    """
-{% for k in d.costs %}
-{{ row }}cost of the fix (BUG_GATHER) on {{ k.kernel }} |
-{% if k.skipped %}{{ k.skipped }} | not measured{% else %}
-CUDA-graph replays on {{ d.device }}: {{ "%.3f" % k.low }}-{{ "%.3f" % k.high }}x its time on a contiguous table at
-{{ k.points }} shapes; `.contiguous()` before the launch instead adds a median {{ "%.1f" % (100 * (k.copy - 1)) }}% |
-{% if k.outside == 0 %}none measurable{% else %}{{ k.outside }} of {{ k.points }} shapes outside
-{{ d.band[0] }}-{{ d.band[1] }}{% endif %}
-{% endif %}
-{% endfor %}
-""".replace("BUG_GATHER", BUG_GATHER),
+    TemplateFile("repro_studies.report", "summary-costs.md.j2"),
 )

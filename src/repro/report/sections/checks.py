@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.core.analysis.checks import check_summary, failed_checks
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 from repro.report.template import link_issues
 
 #: Failed checks listed in full; the rest are counted (``results/*.csv`` hold them all).
@@ -53,33 +53,7 @@ def derive(c: Common) -> Checks | None:
     return Checks(summary, tuple(failures))
 
 
-MARKDOWN = """
-### Checks
-
-{% set v = c.verdict %}
-{{ v.checks }} checks:
-{% if v.checks == 0 %}none recorded.
-{% elif v.failed == 0 %}all {{ v.checks }} as expected.
-{% else %}{{ v.checks_ok }} of {{ v.checks }} passed;
-{% if v.failed_explained == v.failed %}the other {{ v.failed }} are the implementation under test's, each failing
-exactly where the bug's expectation passes it: they are the reproduction.
-{% else %}{{ v.failed }} failed.{% endif %}
-{% endif %}
-
-{% call fold("Verdict per check (%d groups)" % (d.summary | length)) %}
-{{ table(d.summary) }}
-{% endcall %}
-{% if d.failures %}
-{% call fold("Failed checks (%d)" % (d.failures | length)) %}
-{% for f in d.failures[:LISTED] %}
-- {{ f }}
-{% endfor %}
-{% if d.failures | length > LISTED %}
-- ... and {{ (d.failures | length) - LISTED }} more (results/*.csv)
-{% endif %}
-{% endcall %}
-{% endif %}
-""".replace("LISTED", str(LISTED_FAILURES))
+MARKDOWN = TemplateFile("repro.report", "checks.md.j2")
 
 
 def per_notebook(summary: pd.DataFrame) -> pd.DataFrame:
@@ -103,12 +77,8 @@ def per_notebook(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(summary.columns))
 
 
-#: The comment's version: the same text, the table per notebook where every check passed (a comment's room).
-COMMENT = MARKDOWN.replace(
-    """{% call fold("Verdict per check (%d groups)" % (d.summary | length)) %}
-{{ table(d.summary) }}""",
-    """{% set shown = per_notebook(d.summary) %}
-{% call fold("Verdict per notebook (%d rows)" % (shown | length)) %}
-{{ table(shown) }}""",
+#: The comment's version is the same file: there the table has a row per notebook where every check passed.
+COMMENT = MARKDOWN
+SECTION = Section(
+    "checks", derive, MARKDOWN, COMMENT, helpers={"per_notebook": per_notebook, "LISTED_FAILURES": LISTED_FAILURES}
 )
-SECTION = Section("checks", derive, MARKDOWN, COMMENT, helpers={"per_notebook": per_notebook})

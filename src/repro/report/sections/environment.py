@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.core.analysis.provenance import provenance_name
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 
 #: Environment entries shown, in order (the manifest records them).
 ITEMS = (
@@ -96,33 +96,8 @@ def derive(c: Common) -> Environment:
     return Environment(pd.DataFrame(rows), tuple(loaded))
 
 
-MARKDOWN = """
-## Environment
+MARKDOWN = TemplateFile("repro.report", "environment.md.j2")
 
-{{ table(d.table) }}
-{% if d.loaded %}
-
-Implementations named by parameters, as loaded:
-
-{% for x in d.loaded %}
-{% if x.recorded %}
-- `{{ x.parameter }}`: {{ x.name }}, loaded as `{{ x.target }}`
-{% for key, value in x.details %}
-  - {{ key }}: `{{ value }}`
-{% endfor %}
-{% else %}
-- `{{ x.parameter }}`: `{{ x.target }}`, as the parameter named it
-{% endif %}
-{% endfor %}
-{% endif %}
-"""
-
-COMMENT = """
-<details><summary>Environment</summary>
-
-{{ table(d.table) }}
-
-</details>
-"""
+COMMENT = TemplateFile("repro.report", "environment-comment.md.j2")
 
 SECTION = Section("environment", derive, MARKDOWN, COMMENT)

@@ -11,11 +11,11 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.provenance import named_code
-from repro.core.analysis.verdict import BUG_GATHER, coverage, coverage_text, describe
+from repro.core.analysis.verdict import coverage, coverage_text, describe
 from repro.coverage import SentinelMode
 from repro.registry import CodeRan
 from repro.report import mermaid, plots
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro.tables import Plot, Table
 
 MISMATCHES, MEMCHECK = Plot.MISMATCHES, Plot.MEMCHECK
@@ -154,71 +154,9 @@ def figures(d: Gather, c: Common) -> list[Drawn]:
     return out
 
 
-MARKDOWN = """
-## BUG_GATHER: strided block-table gather
+MARKDOWN = TemplateFile("repro.report", "gather.md.j2")
 
-`_dequantize_and_gather_k_kernel` reads request `b`'s block `j` at `block_table_ptr + b * shape[-1] + j`. A
-column-narrowed view `backing[:n, :w]` has `stride(0) = W > w`, so every request after the first reads flat element
-`b*w + j` of the backing table: wrong ids, and with sentinel ids an address outside the K cache. Fix: pass
-`block_table.stride(0)` as the row pitch (identical for contiguous tables). What each implementation did over the
-sweep ({{ d.coverage }}):
-
-{{ table(d.implementations) }}
-
-Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{ code | ran_path }})
-{{- "; " if not loop.last else "." }}
-{% endfor %}
-{{ image(mismatches) }}
-{% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
-{{ table(d.per_case) }}
-{% endcall %}
-{% if d.geometries | length %}
-{% call fold("The other geometries (%d), in every sentinel mode" % (d.geometries | length)) %}
-{{ table(d.geometries) }}
-{% endcall %}
-{% endif %}
-{% if d.sanitizer is not none %}
-
-Under compute-sanitizer memcheck (each case in its own process) the poison reads are invalid accesses; in-range
-misreads stay inside the allocations, so memcheck cannot see them although the output is wrong.
-{% if d.first_access %}
-First invalid access reported ({{ d.first_access.variant }}, {{ d.first_access.mode }},
-{{ d.first_access.num_reqs }} requests): {{ d.first_access.first_access }}.
-{% endif %}
-{{ image(memcheck) }}
-{% call fold("memcheck errors / tokens differing from the reference, per case (%d rows)"
-             % (d.memcheck_per_case | length)) %}
-{{ table(d.memcheck_per_case) }}
-{% endcall %}
-{% endif %}
-{% if d.memory_per_case is not none %}
-{% call fold("Bounds-checked interpreter: lanes outside the view / outside every argument, per case (%d rows)"
-             % (d.memory_per_case | length)) %}
-{{ table(d.memory_per_case) }}
-{% endcall %}
-{% endif %}
-""".replace("BUG_GATHER", BUG_GATHER)
-
-COMMENT = """
-### BUG_GATHER over the request-count sweep
-
-{{ d.coverage }}; each implementation:
-
-{{ table(d.implementations) }}
-
-Code that ran: {% for label, code in d.codes %}{{ label }}, {{ code | ran }} ({{ code | ran_path }})
-{{- "; " if not loop.last else "." }}
-{% endfor %}
-{% if d.chart %}
-
-```mermaid
-{{ d.chart }}
-```
-{% endif %}
-{% call fold("Tokens differing from the reference, per case (%d rows)" % (d.per_case | length)) %}
-{{ table(d.per_case) }}
-{% endcall %}
-""".replace("BUG_GATHER", BUG_GATHER)
+COMMENT = TemplateFile("repro.report", "gather-comment.md.j2")
 
 SECTION = Section(
     "gather", derive, MARKDOWN, COMMENT, figures=figures, helpers={"mismatches": MISMATCHES, "memcheck": MEMCHECK}

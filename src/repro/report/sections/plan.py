@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import machine_paths
-from repro.report.model import Common, Section, Slot
+from repro.report.model import Common, Section, TemplateFile
 from repro.tables import gather_tables
 
 #: The regression test as a reviewer runs it against the vLLM installed in a vLLM checkout.
@@ -51,32 +51,6 @@ def derive(c: Common) -> Plan:
     return Plan(commands, given, listed, SUITE_FILE if about_gather else "")
 
 
-MARKDOWN = """
-## Test Plan
-
-{% if d.out_given %}From the checkout root, into a folder that does not exist yet:{% endif %}
-
-```
-{{ d.commands | join("\\n") }}
-```
-
-Every notebook ran through papermill
-{% if d.parameters %} with {% for p in d.parameters %}`{{ p }}`{{ "; " if not loop.last }}{% endfor %}, other
-parameters at their defaults.{% else %} with its default parameters.{% endif %}
-{% if d.suite_file %}
-
-
-vLLM's regression test for vllm-project/vllm#55109 (this repository's `upstream-tests/`, copied into a vLLM
-checkout's `tests/kernels/`), against the vLLM installed there:
-
-```
-pytest tests/kernels/{{ d.suite_file.split("/")[-1] }} -v
-```
-
-{{ slot("TEST_PLAN_SUITE") }}
-{% endif %}
-"""
-
-MARKDOWN = MARKDOWN.replace("TEST_PLAN_SUITE", Slot.TEST_PLAN_SUITE)
+MARKDOWN = TemplateFile("repro.report", "plan.md.j2")
 
 SECTION = Section("test plan", derive, MARKDOWN, MARKDOWN)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 
 
 def derive(c: Common) -> list[str]:
     return list(c.run.files)
 
 
-MARKDOWN = """
-## Raw data
-
-In the run folder: {% for p in d %}`{{ p }}`, {% endfor %}`manifest.json`; executed notebooks in `notebooks/`; figures
-in `plots/`.
-"""
+MARKDOWN = TemplateFile("repro.report", "raw-data.md.j2")
 
 SECTION = Section("raw data", derive, MARKDOWN)

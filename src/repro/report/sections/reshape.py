@@ -8,9 +8,8 @@ import pandas as pd
 
 from repro import registry
 from repro.core.analysis import reshape
-from repro.core.analysis.verdict import BUG_RESHAPE
 from repro.report import plots
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro.tables import Facts, Plot, Table
 
 FIGURE = Plot.RESHAPE
@@ -65,35 +64,8 @@ def figures(d: Reshape, c: Common) -> list[Drawn]:
     return [Drawn(FIGURE, caption, plots.reshape_overrun(d.groups))]
 
 
-#: PyTorch's error and the per-group table: the report's section and the comment's both show them.
-EVIDENCE = """
-{% if d.error %}
-
-PyTorch's error, captured in this run:
-
-```
-{{ d.error }}
-```
-{% endif %}
-{% if d.summary is not none %}
-{{ table(d.summary) }}
-{% if target != "comment" %}{{ image(figure) }}{% endif %}
-{% endif %}
-"""
-
-MARKDOWN = (
-    """
-## BUG_RESHAPE: reshape overrun
-
-The repository's model of the code PR #43988 fixed (main between PRs #38831 and #43988; releases are notebook 06's):
-the V2 runner's `_reshape_kv_cache` counted kernel blocks per logical block as `block_size // kernel_block_size`
-while overriding a compressed spec's kernel block size to `storage_block_size = block_size // compress_ratio`, so
-the quotient *is* the compress ratio and the padded branch's `as_strided` view spans `compress_ratio` times the pool.
-Fix: `storage_block_size // kernel_block_size`.
-""".replace("BUG_RESHAPE", BUG_RESHAPE)
-    + EVIDENCE
-)
-
-COMMENT = f"\n### {BUG_RESHAPE} per cache group\n" + EVIDENCE
+#: Both show PyTorch's error and the per-group table (``reshape-evidence.md.j2``, which each includes).
+MARKDOWN = TemplateFile("repro.report", "reshape.md.j2")
+COMMENT = TemplateFile("repro.report", "reshape-comment.md.j2")
 
 SECTION = Section("reshape", derive, MARKDOWN, COMMENT, figures=figures, helpers={"figure": FIGURE})

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry, seeds
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, FAULT_STATUSES
+from repro.core.analysis.verdict import FAULT_STATUSES
 from repro.registry import CodeRan
-from repro.report.model import Common, Section, Slot
+from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
 
@@ -136,80 +136,6 @@ def derive(c: Common) -> Figures:
     return Figures(_reshape(c), _gather(c))
 
 
-TEMPLATE = """
-{% macro same(a, b, comparable=True) %}{{ ("yes" if a == b else "no") if comparable else "other pool" }}{% endmacro %}
-{% macro same_counts(quoted, seen, both, ran) %}{# two request-count lists, on the counts both the PR and the run ran #}
-{%- set a = quoted | select("in", both) | list %}{% set b = seen | select("in", both) | list %}
-{{- same(a, b) }}{% if (ran | list) != (both | list) or (quoted | list) != a %} at the {{ both | length }} counts both
-ran{% endif %}{% endmacro %}
-{% macro counts(ns) %}{{ ns | join(", ") if ns else "none" }}{% endmacro %}
-{% if d.reshape or d.gather %}
-### What the pull requests quote, and this run
-
-*code that ran*: a vLLM release's own code, or this repository's replica of it (the expression before or after
-the fix).
-{% endif %}
-{% if d.reshape %}{% set r = d.reshape %}{% set p = r.pr %}{% set eq = r.same_pool %}
-
-#### BUG_RESHAPE
-
-Code that ran, every row: {{ r.code | ran }} ({{ r.code | ran_path }}).
-
-{% call grid("figure", "the PR quotes", "this run", "equal") %}
-{{ row }}`as_strided` sizes | `{{ p.sizes }}` | `{{ r.sizes }}` ({{ r.group }}) |
-{{ same(p.sizes | string, r.sizes, eq) }}
-{{ row }}`as_strided` strides | `{{ p.strides }}` | `{{ r.strides }}` |
-{{ same(p.strides | string, r.strides, eq) }}
-{{ row }}storage the view requires (bytes) | {{ p.required_bytes | thousands }} |
-{{ r.required | thousands }} | {{ same(p.required_bytes, r.required, eq) }}
-{{ row }}storage available (bytes) | {{ p.available_bytes | thousands }} | {{ r.pool | thousands }}
-| {{ same(p.available_bytes, r.pool) }}
-{{ row }}kernel blocks per block, buggy / fixed | {{ p.buggy_blocks_per_kv_block }} /
-{{ p.fixed_blocks_per_kv_block }} | {{ r.blocks }} / {{ r.fixed_blocks }}
-| {{ same([p.buggy_blocks_per_kv_block, p.fixed_blocks_per_kv_block], [r.blocks, r.fixed_blocks], eq) }}
-{{ row }}storage the fixed view requires (bytes) | {{ p.fixed_required_bytes | thousands }} |
-{{ r.fixed_required | thousands }} | {{ same(p.fixed_required_bytes, r.fixed_required, eq) }}
-{{ row }}the error | `RuntimeError: setStorage: ... out of bounds` |
-{% if r.raised %}PyTorch raised it: `{{ r.raised | short(90) }}`{% else %}not raised{% endif %} |
-{{ same(True, r.raised != "" and (r.required | string) in r.raised and (r.pool | string) in r.raised) }}
-{% endcall %}
-{% endif %}
-{% if d.gather %}{% set g = d.gather %}{% set p = g.pr %}
-{% set bug, fix = g.bug_code | ran, g.fix_code | ran %}
-
-#### BUG_GATHER
-
-{% call grid("figure", "the PR quotes", "this run", "equal", "code that ran") %}
-{{ row }}requests where the kernel before the fix is correct | {{ counts(p.buggy_passes_at) }} |
-{% set ran = (g.correct_at + g.wrong_at) | sort %}
-{{ counts(g.correct_at) }} | {{ same_counts(p.buggy_passes_at, g.correct_at, g.both_ran, ran) }} | {{ bug }}
-{{ row }}requests where it fails | {{ counts(p.buggy_fails_at) }} | {{ counts(g.wrong_at) }}
-| {{ same_counts(p.buggy_fails_at, g.wrong_at, g.both_ran, ran) }} | {{ bug }}
-{{ row }}requests where the fixed kernel is correct | {{ counts(p.fixed_passes_at) }} |
-{{ counts(g.fixed_correct_at) }} | {{ same_counts(p.fixed_passes_at, g.fixed_correct_at, g.both_ran, ran) }} | {{ fix }}
-{{ row }}the error | `{{ g.error }}` |
-{% if g.fault %}`{{ g.fault | short(90) }}`{% else %}no process faulted (on the CPU the bounds-checked interpreter
-flags the reads instead){% endif %} | {{ same(True, g.error in g.fault) if g.fault else "not comparable" }}
-| {{ bug }}
-{% if g.memcheck_bug %}
-{{ row }}compute-sanitizer memcheck errors, kernel before the fix |
-{{ p.sanitizer_errors_buggy_a100 | thousands }} (A100) | {{ g.memcheck_bug[0] | thousands }} in
-{{ g.memcheck_bug[1] }} of {{ g.memcheck_bug[2] }} cases (this run's device and sizes) |
-{{ "invalid accesses in both" if g.memcheck_bug[0] and p.sanitizer_errors_buggy_a100 else "no" }} | {{ bug }}
-{{ row }}memcheck errors, fixed kernel | {{ p.sanitizer_errors_fixed }} | {{ g.memcheck_fix[0] }} in
-{{ g.memcheck_fix[1] }} cases | {{ same(p.sanitizer_errors_fixed, g.memcheck_fix[0]) }} | {{ fix }}
-{% endif %}
-{{ slot("RESULT_GATHER_ROWS") }}
-{% endcall %}
-
-{{ g.bug_code | ran | capital }} and {{ g.fix_code | ran }} are {{ g.bug_code | ran_path }} and
-{{ g.fix_code | ran_path }}{{ slot("RESULT_GATHER_CODE") }}.
-{% endif %}
-""".replace("BUG_RESHAPE", BUG_RESHAPE).replace("BUG_GATHER", BUG_GATHER)
-TEMPLATE = TEMPLATE.replace("RESULT_GATHER_ROWS", Slot.RESULT_GATHER_ROWS).replace(
-    "RESULT_GATHER_CODE", Slot.RESULT_GATHER_CODE
-)
-
-MARKDOWN = "## Test Result\n" + TEMPLATE
+MARKDOWN = TemplateFile("repro.report", "results.md.j2")
 
 SECTION = Section("test result", derive, MARKDOWN, MARKDOWN)

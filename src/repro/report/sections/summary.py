@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import SPLIT_CHECK
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT, describe, is_own_implementation
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe, is_own_implementation
 from repro.registry import CodeRan
-from repro.report.model import Common, Section, Slot
+from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
 
@@ -46,7 +46,7 @@ class Gather:
 
 @dataclass(frozen=True)
 class Summary:
-    run_line: str
+    run_line: RunLine
     device: str
     profile: str
     reshape: Reshape | None
@@ -114,96 +114,35 @@ def derive(c: Common) -> Summary:
     )
 
 
-TABLE = (
-    """
-{% call grid("bug", "what this run shows", "verdict") %}
-{% if d.reshape %}{% set r = d.reshape %}
-{{ row }}BUG_RESHAPE reshape overrun (`_reshape_kv_cache`), model of unreleased code |
-the buggy view of the {{ r.group }} cache counts
-{{ r.blocks }} kernel blocks per block and asks for
-{{ r.required | thousands }} bytes of a {{ r.pool | thousands }}-byte pool
-{%- if r.error_captured %}: PyTorch's own error, every number the PR quotes{% endif %};
-the fixed view asks for {{ r.fixed_required | thousands }} bytes and fits ({{ r.fits }} of {{ r.groups }} cache
-groups fit) | {{ r.outcomes }}
-{% if r.split %}
-{{ row }}BUG_SPLIT (open) | the fixed code still over-asks {{ r.split | join(", ") }} for a padded uncompressed group
-split into smaller kernel blocks | shown
-{% endif %}
-{% endif %}
-{{ slot("SUMMARY_BUG1") }}
-{% if d.gather %}{% set g = d.gather %}
-{{ row }}BUG_GATHER strided block-table gather (`_dequantize_and_gather_k_kernel`) |
-{% if g.under_test %}{{ g.under_test[0] }} {{ g.under_test[1] }}; {% endif %}
-{% if g.bug %}this repository's {{ g.bug_code | ran }} (row pitch `shape[-1]`, as before the fix) {{ g.bug }}{% endif %}
-{% if g.fix %}; its {{ g.fix_code | ran }} (`stride(0)`, the fix) {{ g.fix }}{% endif %} | {{ g.outcomes }}
-{% endif %}
-{{ slot("SUMMARY_BUG2") }}
-{% if c.verdict.checks %}
-{{ row }}checks | {{ c.verdict.checks_ok }} of {{ c.verdict.checks }} as expected
-{%- if c.verdict.failed and c.verdict.failed_explained == c.verdict.failed %}; the other {{ c.verdict.failed }} are
-the implementation under test's, failing exactly where the bug's expectation passes it{% endif %} |
-{% if not c.verdict.complete %}incomplete{% elif c.verdict.failed == c.verdict.failed_explained %}as expected
-{%- else %}{{ c.verdict.failed - c.verdict.failed_explained }} unexpected{% endif %}
-{% else %}
-{{ row }}checks | none: this run's notebooks record what vLLM's code does, with no expectation to check | —
-{% endif %}
+@dataclass(frozen=True)
+class RunLine:
+    """The report's first line: which run, where and when, at which commit."""
 
-{% endcall %}
-""".replace("BUG_RESHAPE", BUG_RESHAPE)
-    .replace("BUG_SPLIT", BUG_SPLIT)
-    .replace("BUG_GATHER", BUG_GATHER)
-    .replace("SUMMARY_BUG1", Slot.SUMMARY_BUG1)
-    .replace("SUMMARY_BUG2", Slot.SUMMARY_BUG2)
-)
-
-MARKDOWN = (
-    """
-# {{ c.verdict.title | link }}
-
-{{ d.run_line }}
-
-## Purpose
-
-{% if not c.verdict.complete %}
-**Incomplete**: manifest status `{{ c.run.status }}`{% for n in c.verdict.not_finished %}; did not finish: {{ n }}
-{%- endfor %}.
-{% endif %}
-What this run shows, per bug, with its verdict; the evidence follows the test plan and result.
-"""
-    + TABLE
-)
-
-COMMENT = (
-    """
-## Purpose
-
-{% if not c.verdict.complete %}
-**Incomplete**: manifest status `{{ c.run.status }}`; nothing here is a verdict on what did not run.
-{% endif %}
-**{{ c.verdict.claim | link }}.** Profile {{ d.profile }} on **{{ d.device }}**; run `{{ c.run.name }}` of the
-DeepSeek-V4 KV-cache reproduction.
-"""
-    + TABLE
-    + """{% if c.verdict.scope %}
-The verdict rests on {{ c.verdict.scope.removeprefix("in ") | link }}.
-{% endif %}
-"""
-)
+    name: str
+    profile: str
+    device: str
+    when: str  # "2026-05-01 10:00-10:42" (UTC; "" when not recorded)
+    commit: str  # the first 10 characters of the commit ("" when not recorded)
+    dirty: bool  # the checkout had local changes
 
 
-def run_line(c: Common) -> str:
+def run_line(c: Common) -> RunLine:
     run, m, env = c.run, c.run.manifest, c.run.environment
     started, finished = str(m.get("started") or ""), str(m.get("finished") or "")
     when = started[:16].replace("T", " ")
     if finished[:10] == started[:10] and finished:
         when += f"-{finished[11:16]}"
-    sha = str(env.get("git_sha") or "")[:10]
-    parts = [f"Run `{run.name}`", f"profile {m.get('profile', '?')} on {env.get('device', '?')}"]
-    if when:
-        parts.append(f"{when} UTC")
-    if sha:
-        parts.append(f"commit `{sha}`" + (" with local changes" if env.get("git_dirty") is True else ""))
-    return ", ".join(parts) + "."
+    return RunLine(
+        name=run.name,
+        profile=str(m.get("profile", "?")),
+        device=str(env.get("device", "?")),
+        when=when,
+        commit=str(env.get("git_sha") or "")[:10],
+        dirty=env.get("git_dirty") is True,
+    )
 
+
+MARKDOWN = TemplateFile("repro.report", "summary.md.j2")
+COMMENT = TemplateFile("repro.report", "summary-comment.md.j2")
 
 SECTION = Section("summary", derive, MARKDOWN, COMMENT)

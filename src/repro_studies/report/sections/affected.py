@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 from repro_studies.report import affected
 
 
@@ -22,21 +22,9 @@ def derive(c: Common) -> Affected | None:
     return None if table is None else Affected(table)
 
 
-MARKDOWN = """
-## Who is affected
+MARKDOWN = TemplateFile("repro_studies.report", "affected.md.j2")
 
-{{ table(d.table) }}
-
-{{ note }}
-"""
-
-COMMENT = """
-{% call fold("Who is affected: one row per outcome (%d rows)" % (d.table | length)) %}
-{{ table(d.table) }}
-
-{{ note }}
-{% endcall %}
-"""
+COMMENT = TemplateFile("repro_studies.report", "affected-comment.md.j2")
 
 #: The note names the files it refers to as text, so it reads the same where the cells cannot link (a comment
 #: without a repository to point at).

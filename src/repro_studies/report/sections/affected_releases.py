@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies.analysis.releases import complete_matrix, verdicts
 from repro_studies.report import releases
 from repro_studies.tables import Plot, Table
@@ -37,31 +37,9 @@ def figures(d: Affected, c: Common) -> list[Drawn]:
     return [Drawn(FIGURE, caption, releases.draw_release_grid(d.grid))]
 
 
-MARKDOWN = """
-## Affected releases and kernels
+MARKDOWN = TemplateFile("repro_studies.report", "affected-releases.md.j2")
 
-{{ note }}
-{% if d.table | length %}
-{{ table(d.table) }}
-
-Patch effect over (release, kernel) pairs: {% for k, n in d.counts.items() %}{{ k }}: {{ n }}{{ ", " if not loop.last
-}}{% endfor %}
-{% endif %}
-{{ image(figure) }}
-"""
-
-COMMENT = """
-### Affected vLLM releases and kernels
-
-{{ note }}
-{% if d.table | length > ROWS %}
-{% call fold("Every kernel and release (%d rows)" % (d.table | length)) %}
-{{ table(d.table) }}
-{% endcall %}
-{% elif d.table | length %}
-{{ table(d.table) }}
-{% endif %}
-""".replace("ROWS", str(COMMENT_ROWS))
+COMMENT = TemplateFile("repro_studies.report", "affected-releases-comment.md.j2")
 
 SECTION = Section(
     "affected releases",
@@ -69,5 +47,5 @@ SECTION = Section(
     MARKDOWN,
     COMMENT,
     figures=figures,
-    helpers={"figure": FIGURE, "note": releases.GRID_NOTE},
+    helpers={"figure": FIGURE, "note": releases.GRID_NOTE, "COMMENT_ROWS": COMMENT_ROWS},
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies import registry
 from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import performance
@@ -55,25 +55,6 @@ def figures(d: Ceiling, c: Common) -> list[Drawn]:
     ]
 
 
-MARKDOWN = """
-## Against the streaming ceiling
-
-The streaming kernel reads contiguous 584-byte records and writes 1,024-byte bf16 rows with the gather's dtype work
-and no block table (this repository's code); a gather's fraction is the best streaming arm's time over the gather's
-at the same shape.{% if d.headline %} {{ d.headline }}{% endif %}
-
-{{ image(figure) }}
-{% if d.fractions is not none %}
-{% call fold("Fraction of the streaming ceiling per gather, CUDA-graph replays (%d shapes)" % (d.fractions | length)) %}
-{{ table(d.fractions, 3) }}
-{% endcall %}
-{% endif %}
-{% if d.gap is not none %}
-{% call fold("What separates gather_fast from the streaming ceiling: each step a ratio of two arms timed in the same "
-             "rounds; the chained steps multiply to the total (%d rows)" % (d.gap | length)) %}
-{{ table(d.gap, {"ratio": 3, "added us": 2, "share of gap": 2}) }}
-{% endcall %}
-{% endif %}
-"""
+MARKDOWN = TemplateFile("repro_studies.report", "ceiling.md.j2")
 
 SECTION = Section("streaming ceiling", derive, MARKDOWN, figures=figures, helpers={"figure": FIGURE})

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.core.analysis.verdict import BUG_GATHER
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 from repro_studies.tables import Facts, Table
 
 
@@ -37,18 +36,6 @@ def derive(c: Common) -> CuteDsl | None:
     return CuteDsl(str(facts.get("headline", "")), shown, digits)
 
 
-MARKDOWN = """
-## vLLM's CuTe-DSL gather beside gather_fast
-
-vLLM's code, called through each release's own dispatcher (`dequant_gather_k_cutedsl.py`; which releases, GPUs,
-models and records dispatch to it: *Who is affected*); it takes no row pitch, so BUG_GATHER does not change it.
-{{ d.headline }}
-{% if d.table is not none %}
-{% call fold("CuTe-DSL gather, CUDA-graph replays: medians, narrowed/contiguous, time over gather_fast's, fraction of "
-             "the streaming ceiling (%d shapes)" % (d.table | length)) %}
-{{ table(d.table, d.digits) }}
-{% endcall %}
-{% endif %}
-""".replace("BUG_GATHER", BUG_GATHER)
+MARKDOWN = TemplateFile("repro_studies.report", "cutedsl.md.j2")
 
 SECTION = Section("cutedsl", derive, MARKDOWN)

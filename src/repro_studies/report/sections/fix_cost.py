@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry
-from repro.core.analysis.verdict import BUG_GATHER
 from repro.report import mermaid
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies.analysis import performance
 from repro_studies.report import timing_plots
 from repro_studies.tables import Facts, Plot, Table
@@ -83,42 +82,8 @@ def figures(d: FixCost, c: Common) -> list[Drawn]:
     ]
 
 
-MARKDOWN = """
-## Cost of the fix (BUG_GATHER)
+MARKDOWN = TemplateFile("repro_studies.report", "fix-cost.md.j2")
 
-{% if d.skipped %}
-{{ d.skipped | capital }}.
-{% else %}
-{{ d.facts.fix_cost }}
-{{ image(GRAPH) }}
-{% call fold("Fixed kernel and .contiguous(), CUDA-graph replays: median us and ratios (%d shapes)"
-             % (d.graph[0] | length)) %}
-{{ table(*d.graph) }}
-{% endcall %}
-{% call fold("Fixed kernel and .contiguous(), eager launches: median us and ratios (%d shapes)"
-             % (d.eager[0] | length)) %}
-{{ image(EAGER) }}
-{{ table(*d.eager) }}
-{% endcall %}
-{% endif %}
-""".replace("BUG_GATHER", BUG_GATHER)
-
-COMMENT = """
-### Cost of the fix (BUG_GATHER)
-
-{% if d.skipped %}
-{{ d.skipped | capital }}.
-{% else %}
-{{ d.facts.fix_cost }}
-
-```mermaid
-{{ d.chart }}
-```
-{% call fold("Fixed kernel and .contiguous(), CUDA-graph replays: median us and ratios (%d shapes)"
-             % (d.graph[0] | length)) %}
-{{ table(*d.graph) }}
-{% endcall %}
-{% endif %}
-""".replace("BUG_GATHER", BUG_GATHER)
+COMMENT = TemplateFile("repro_studies.report", "fix-cost-comment.md.j2")
 
 SECTION = Section("fix cost", derive, MARKDOWN, COMMENT, figures=figures, helpers={"GRAPH": GRAPH, "EAGER": EAGER})

@@ -9,8 +9,8 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.checks import truthy
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe
-from repro.report.model import Common, Section
+from repro.core.analysis.verdict import describe
+from repro.report.model import Common, Section, TemplateFile
 from repro.tables import Table
 from repro_studies.analysis import performance
 from repro_studies.report.sections.fix_cost import BANDWIDTH
@@ -63,28 +63,7 @@ def derive(c: Common) -> Fast | None:
     )
 
 
-MARKDOWN = """
-## {{ d.name }} (in neither pull request)
-
-`{{ d.target }}` is a stride-aware gather of this repository's own, tiled for bandwidth. Neither BUG_GATHER nor
-BUG_RESHAPE contains it; it shows how far a gather can get toward the copy ceiling, and it is not part of the fix or
-its cost.
-{% if d.behaviour %}
-
-Correctness: it {{ d.behaviour }}
-{%- if d.contiguous %}; is bitwise equal on {{ d.contiguous[0] }} of {{ d.contiguous[1] }} of vLLM's own contiguous
-cases{% endif %}
-{%- if d.memcheck %}; memcheck: {{ d.memcheck }}{% endif %}.
-{% endif %}
-{% if d.facts %}
-
-{{ d.facts.fast }}
-{{ image(bandwidth) }}
-{% call fold("%s, CUDA-graph replays: median us, ratios and speed-ups (%d shapes)" % (d.name, d.table | length)) %}
-{{ table(d.table, d.digits) }}
-{% endcall %}
-{% endif %}
-""".replace("BUG_GATHER", BUG_GATHER).replace("BUG_RESHAPE", BUG_RESHAPE)
+MARKDOWN = TemplateFile("repro_studies.report", "gather-fast.md.j2")
 
 
 SECTION = Section("gather_fast", derive, MARKDOWN, helpers={"bandwidth": BANDWIDTH})

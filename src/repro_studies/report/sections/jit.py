@@ -10,7 +10,7 @@ import pandas as pd
 
 from repro import seeds
 from repro.registry import CodeRan, Whose
-from repro.report.model import Common, Drawn, Insert, Section, Slot
+from repro.report.model import Common, Drawn, Insert, Section, Slot, TemplateFile
 from repro_studies.analysis.jit import cumulative_by_width, loaded_releases, release_variants, split_by_code
 from repro_studies.report import timing_plots
 from repro_studies.tables import Facts, Plot, Table
@@ -51,16 +51,7 @@ def figures(d: Jit, c: Common) -> list[Drawn]:
     return [Drawn(FIGURE, caption, timing_plots.jit_fingerprint(d.cumulative))]
 
 
-MARKDOWN = """
-## JIT compilations per block-table width
-
-After a full-width warm-up, one launch per block-table width, on narrowed views and on contiguous tables;
-compilations {% if d.observed %}counted by Triton's compile hooks, compile time from Triton's own CompileTimes
-{%- else %}predicted with Triton's own cache-key function for sm_90 (the CPU interpreter compiles nothing){% endif %}.
-
-{{ table(d.table, 2) }}
-{{ image(figure) }}
-"""
+MARKDOWN = TemplateFile("repro_studies.report", "jit.md.j2")
 
 SECTION = Section("jit", derive, MARKDOWN, figures=figures, helpers={"figure": FIGURE})
 
@@ -90,11 +81,10 @@ def logged_compilation(c: Common) -> LoggedCompilation | None:
 LOGGED_COMPILATION = Insert(
     Slot.RESULT_GATHER_ROWS,
     logged_compilation,
-    """
-{{ row }}the JIT compilation logged before the fault | `{{ d.logged }}` | compiled {{ d.compiles }} times for
-{{ d.widths }} narrowed widths after the warm-up | {{ "yes" if d.compiles > 0 else "no" }} | {{ d.code | ran }}
-""",
+    TemplateFile("repro_studies.report", "jit-logged-compilation.md.j2"),
 )
 LOGGED_COMPILATION_CODE = Insert(
-    Slot.RESULT_GATHER_CODE, logged_compilation, "; the JIT row ran {{ d.code | ran_path }}"
+    Slot.RESULT_GATHER_CODE,
+    logged_compilation,
+    TemplateFile("repro_studies.report", "jit-logged-compilation-code.md.j2"),
 )

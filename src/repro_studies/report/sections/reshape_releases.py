@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro.registry import RESHAPE_BUGGY
-from repro.report.model import Common, Section
+from repro.report.model import Common, Section, TemplateFile
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import BUG1_VIEWS_ANSWERS, CODE_UNRELEASED_MODEL, Bug1Answer
@@ -189,30 +189,7 @@ def bullets(groups: list[Group], errors: bool = True) -> str:
     return "\n".join(lines)
 
 
-MARKDOWN = """
-## Bug 1 in vLLM's releases
-
-Each release's own chain (notebook 06) for DeepSeek-V4 with `--kv-cache-dtype fp8` on SM90, releases {{ d.read }}:
-its layers built by their released `__init__` lines, its block-size rules, KV cache grouping and sizing, each
-layer's attention backend, its kernel block size selection, and both runners' allocation and reshape over real
-pools, at every `--block-size` of the run (none: the release's default path). From vLLM 0.29.0 neither reshape
-exists: each runner calls `allocate_kv_cache` (`vllm/v1/worker/utils.py`), whose `create_kv_cache_views`
-(`vllm/v1/kv_cache_interface.py`) views one buffer per layer with no count of bug 1's kind; its rows say what it did.
-
-{{ bullets(d.groups) }}
-
-{{ table(d.table) }}
-{% if d.refusals | length %}
-Block sizes the releases refuse with their own message (before any view, or in the view code):
-
-{{ table(d.refusals) }}
-{% endif %}
-{% if d.model | length %}
-{{ model_sentence(d) }}
-
-{{ table(d.model) }}
-{% endif %}
-"""
+MARKDOWN = TemplateFile("repro_studies.report", "reshape-releases.md.j2")
 
 SECTION = Section(
     "reshape-releases",

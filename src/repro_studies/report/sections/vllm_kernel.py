@@ -9,7 +9,7 @@ import pandas as pd
 
 from repro import seeds
 from repro.registry import implementation
-from repro.report.model import Common, Drawn, Section
+from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import upstream_cost
 from repro_studies.analysis.affected import warmup_sentence
@@ -193,77 +193,7 @@ def _figure_names(d: VllmKernel) -> list[str]:
     ]
 
 
-MARKDOWN = """
-{% macro shown(frame) %}
-{% if frame | length > FOLD_ROWS or frame.columns | length > FOLD_COLUMNS %}
-{% call fold("table (%d rows)" % (frame | length)) %}
-{{ table(frame, 2) }}
-{% endcall %}
-{% else %}
-{{ table(frame, 2) }}
-{% endif %}
-{% endmacro %}
-## vLLM's own kernel (notebook 03)
-{% if d.root_cause %}
-
-#### The JIT compilation in BUG_GATHER's log
-
-{{ d.root_cause | link }}
-{% endif %}
-{% if d.timed or d.loads is not none %}
-
-### 03 Cost of the fix on vLLM's own kernel
-
-Each release's DeepSeek-V4 gather, loaded from its wheel and called through the release's own wrapper: as shipped on
-a contiguous table (today's baseline), with BUG_GATHER's change (row pitch `block_table.stride(0)`, a runtime argument)
-on the narrowed view and on the contiguous table, and as shipped after `.contiguous()` of the narrowed view. Ratios of
-CUDA-graph medians timed in the same rounds; 0.99-1.01 is no measurable cost.
-{% if d.timed %}
-
-{{ d.headline | link }}
-{% for origin, frame in d.cost %}
-
-{{ origin }}, CUDA-graph replays (time ratios; `shipped us`: today's kernel)
-{{ shown(frame) }}
-{% endfor %}
-{% for name in figure_names(d) %}
-{{ image(name) }}
-{% endfor %}
-{% else %}
-
-Loaded (timing runs on the GPU profile only):
-{{ shown(d.loads) }}
-{% endif %}
-{% if d.whose | length %}
-
-Whose code the timed arms run:
-{{ shown(d.whose) }}
-{% endif %}
-{% for r in d.rewrites %}
-{% call fold("%s: the exact rewrite (diff)" % r.origin) %}
-{{ r.origin }}, BUG_GATHER's change as applied to `{{ r.module }}` of {{ r.wheel }} (sha256 `{{ r.wheel_sha256 }}`): the
-changed lines; the diffs with their context are in the run folder's `rewrites/`.{% if r.constexpr_edits %} The
-constexpr-stride variant makes only the launch edit: {{ r.constexpr_edits | join("; ") }}.{% endif %}
-
-```diff
-{{ r.diff }}
-```
-{% endcall %}
-{% endfor %}
-{% endif %}
-{% if d.jit is not none %}
-
-### 03 JIT fingerprint of vLLM's own kernel
-
-After the release's warm-up at the full table width, one launch per distinct width on narrowed views of one backing
-table and on contiguous tables, as shipped, with BUG_GATHER's change and with the stride left a `tl.constexpr`;
-{% if d.jit_observed %}counted by Triton's compile hooks, compile time from Triton's own CompileTimes, first-call
-latency including the compilation{% else %}predicted with Triton's own cache-key function for sm_90 (on the CPU
-nothing is compiled or launched){% endif %}.
-{{ shown(d.jit) }}
-{{ image(jit_figure) }}
-{% endif %}
-""".replace("BUG_GATHER", "vllm-project/vllm#55109")
+MARKDOWN = TemplateFile("repro_studies.report", "vllm-kernel.md.j2")
 
 SECTION = Section(
     "vllm kernel",

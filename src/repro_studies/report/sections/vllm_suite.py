@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.report.model import Common, Insert, Section, Slot
+from repro.report.model import Common, Insert, Section, Slot, TemplateFile
 from repro_studies.analysis import vllm_suite as suite
 from repro_studies.registry import Form
 from repro_studies.tables import Table
@@ -38,29 +38,7 @@ def derive(c: Common) -> VllmSuite | None:
     return VllmSuite(suite.release_outcomes(summary, patches), diffs, odd)
 
 
-MARKDOWN = """
-## vLLM's regression test and one patch per release
-
-`upstream-tests/test_dequantize_and_gather_strided_block_table.py` is written for vLLM's `tests/kernels/` (see
-`upstream-tests/README.md`); it ran unchanged against each release's own modules, as released and with the
-release's patch applied by `patch -p1`. As released it must fail on its own assertion from two requests on and
-pass at one; patched, every test must pass.
-{% if d.outcomes | length %}
-
-{{ table(d.outcomes) }}
-{% endif %}
-{% if d.diffs %}
-
-Patches (unified diffs against each release's files):
-{% for p in d.diffs %}[{{ p }}](patches/{{ p }}){{ ", " if not loop.last }}{% endfor %}
-{% endif %}
-{% if d.odd | length %}
-
-{% call fold("Tests that did not do what they had to (%d)" % (d.odd | length)) %}
-{{ table(d.odd) }}
-{% endcall %}
-{% endif %}
-"""
+MARKDOWN = TemplateFile("repro_studies.report", "vllm-suite.md.j2")
 
 SECTION = Section("vllm-suite", derive, MARKDOWN)
 
@@ -90,17 +68,5 @@ def suite_runs(c: Common) -> tuple[SuiteRun, ...] | None:
 TEST_PLAN = Insert(
     Slot.TEST_PLAN_SUITE,
     suite_runs,
-    """
-{% set names = d | map(attribute="release") | list %}
-This run ran it unchanged on vLLM {{ names[0] }}{% if names | length > 1 %} .. {{ names[-1] }}
-({{ names | length }} releases){% endif %}, each as released and with the release's patch applied (this
-repository's `data/patches/vllm-<version>.diff`, `patch -p1` at the root of that release's tree):
-{% call fold("The regression test per vLLM release (%d)" % (names | length)) %}
-{% call grid("vLLM", "as released", "patched") %}
-{% for r in d %}
-{{ row }}{{ r.release }} | {{ r.released }} | {{ r.patched }}
-{% endfor %}
-{% endcall %}
-{% endcall %}
-""",
+    TemplateFile("repro_studies.report", "vllm-suite-test-plan.md.j2"),
 )
