@@ -265,3 +265,18 @@ def test_compare_runs_counts_changed_verdicts_case_by_case(tmp_path):
     cmp = compare_runs(a, b)
     assert int((cmp["in"] == "both").sum()) == 2 and int(cmp.changed.sum()) == 1
     assert list(cmp[cmp["in"] == "B only"].num_reqs) == [4]  # request counts stay numbers (sorted as such)
+
+
+def test_a_run_that_timed_nothing_records_why_as_a_value_and_an_older_run_reads_the_same():
+    from repro_studies.analysis.performance import NotTimed, not_timed
+    from repro_studies.report import phrases
+
+    assert not_timed({"not_timed": "cpu-interpreter"}) is NotTimed.CPU_INTERPRETER
+    # written before the reason was a value: only the sentence, which only the CPU profile's skip wrote
+    assert not_timed({"headline": "timing skipped: the CPU profile runs kernels in the interpreter"}) is (
+        NotTimed.CPU_INTERPRETER
+    )
+    assert not_timed({"headline": "Graph replays: ...", "band": [0.99, 1.01]}) is None and not_timed(None) is None
+    assert (
+        phrases.not_timed(NotTimed.CPU_INTERPRETER) == "timing skipped: the CPU profile runs kernels in the interpreter"
+    )

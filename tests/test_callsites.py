@@ -5,7 +5,8 @@ import textwrap
 
 import pandas as pd
 
-from repro_studies.analysis.upstream_cost import production_path_summary, production_path_text
+from repro_studies.analysis.upstream_cost import cuda_path_rows, production_path_summary
+from repro_studies.report import phrases
 from repro_studies.upstream import callsites as C
 
 ATTENTION = """
@@ -179,8 +180,11 @@ def test_summary_per_function_and_sentence():
     prefill = summary[summary["function"] == "FlashMLAAttention._forward_prefill"].iloc[0]
     counts = (prefill["calls per iteration"], prefill["conditional calls"], prefill["conditions"])
     assert counts == (2, 1, "not swa_only")
-    text = production_path_text(summary)
+    cuda = cuda_path_rows(summary)  # the CUDA path's rows, what the report's phrase words
+    assert [r["module"].startswith("vllm/models/deepseek_v4/nvidia/") for r in cuda] == [True] * len(cuda) and cuda
+    text = phrases.production_path(summary)
     assert text.startswith("vLLM 9.9.9: FlashMLAAttention._forward_prefill (vllm/models/deepseek_v4/nvidia/")
     loop = "`for (chunk_start, chunk_end) in chunk_plan`"
     assert f"calls the gather 2 times per iteration of {loop} (1 of them only where `not swa_only`)" in text
-    assert production_path_summary(frame.iloc[0:0]).empty and production_path_text(None) == ""
+    assert production_path_summary(frame.iloc[0:0]).empty and cuda_path_rows(None) == []
+    assert phrases.production_path(None) == ""

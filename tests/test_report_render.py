@@ -331,7 +331,7 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
         ]
     )
     status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
-    facts = {**run.facts, "03-cutedsl": cutedsl.headline(status, table)}
+    facts = {**run.facts, "03-cutedsl": cutedsl.release_facts(status, table)}
     md = _md(RunData(tmp_path, run.manifest, {**run.tables, "03-cutedsl-vs-fast": table}, facts, run.files))
     assert md.index("## Against the streaming ceiling") < md.index("## vLLM's CuTe-DSL gather") < md.index("## JIT")
     assert "at 256 x 2,048 tokens 2,560.0 us on the narrowed view, 1.03x gather_fast's time, 95% of the" in md
@@ -340,7 +340,7 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
         assert rows[0].count("|") - 1 <= MAX_COLUMNS, rows[0]
     not_run = {
         **run.facts,
-        "03-cutedsl": cutedsl.headline(
+        "03-cutedsl": cutedsl.release_facts(
             pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.NOT_RUN, "nvidia-cutlass-dsl not importable")]),
             pd.DataFrame(),
         ),

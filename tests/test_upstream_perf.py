@@ -12,6 +12,7 @@ from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro_studies import registry
 from repro_studies.notebooks import PerformanceParameters
+from repro_studies.report import phrases
 from repro_studies.upstream import release_kernel as R
 from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 
@@ -274,7 +275,7 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
     assert set(rows["code"]) == {"vLLM 0.99.0"} and set(rows["warm_up"]).pop().startswith("DequantizeAndGather")
     text = nb.jit_story()
     story = json.loads((run_dir / "results" / f"{VLLM_JIT}.json").read_text())
-    assert story["text"] == text and "vLLM 0.99.0" in text
+    assert "text" not in story and "vLLM 0.99.0" in text  # the facts hold the figures; the sentence is the report's
     assert story["releases"]["vLLM 0.99.0"]["forms"]["constexpr width"]["narrowed_compiles"] == len(WIDTHS)
 
 
@@ -335,8 +336,10 @@ def test_without_a_gpu_each_releases_cutedsl_gather_is_a_not_run_row_saying_why(
     assert status["reason"].iloc[0].startswith("download failed") or "9.9.9" in status["code"].iloc[0]
     assert status["reason"].iloc[1] == "the CuTe-DSL gather compiles for a CUDA GPU; this run has none"
     facts = json.loads((tmp_path / "run" / "results" / f"{CUTEDSL}.json").read_text())
-    assert facts["headline"].count("CuTe-DSL gather: not run:") == 2
-    assert "vLLM 0.99.0's CuTe-DSL gather: not run: the CuTe-DSL gather compiles for a CUDA GPU" in facts["headline"]
+    assert "headline" not in facts and [r["status"] for r in facts["releases"].values()] == ["not run", "not run"]
+    text = phrases.cutedsl(facts)  # the report's words for them
+    assert text.count("CuTe-DSL gather: not run:") == 2
+    assert "vLLM 0.99.0's CuTe-DSL gather: not run: the CuTe-DSL gather compiles for a CUDA GPU" in text
 
 
 class _FakeTimer:
@@ -443,9 +446,12 @@ def test_on_a_gpu_the_cutedsl_gather_is_checked_through_the_dispatcher_and_timed
     assert list(graph["vs fast (view)_ratio"]) == [1.5, 1.5]
     assert list(graph["of stream (view)_fraction"]) == [0.5, 0.5]
     assert list(nb.session.table(P.CUTEDSL).frame()["status"]) == ["timed"]
-    text = nb.cutedsl_headline()
-    assert text.startswith("vLLM 0.99.0's CuTe-DSL gather, CUDA-graph replays: narrowed/contiguous 1.200-1.200")
-    assert "(2 of 2 outside 0.99-1.01)" in text and "1.50x gather_fast's time, 50% of the streaming ceiling" in text
+    facts = nb.cutedsl_facts  # numbers and classes only: the report's phrases.md.j2 words them
+    assert set(facts) == {"band", "releases"} and facts["band"] == [0.99, 1.01]
+    release = facts["releases"]["vLLM 0.99.0"]
+    assert release["status"] == "timed"
+    assert release["narrowed/contig"] == {"min": 1.2, "max": 1.2, "outside_band": 2, "points": 2}
+    assert (release["vs_fast"], release["of_stream"]) == (1.5, 0.5)
 
 
 def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp_path, monkeypatch):
@@ -461,7 +467,8 @@ def test_a_cutedsl_gather_that_fails_while_timed_is_a_failed_row_not_a_crash(tmp
     nb = _walkthrough(tmp_path, ["0.99.0"])
     status = nb.measure_cutedsl()
     assert list(status["status"]) == ["failed"] and status["reason"].iloc[0] == "RuntimeError: cute.compile failed"
-    assert nb.cutedsl_headline() == "vLLM 0.99.0's CuTe-DSL gather: failed: RuntimeError: cute.compile failed."
+    failed = {"status": "failed", "reason": "RuntimeError: cute.compile failed"}
+    assert nb.cutedsl_facts["releases"] == {"vLLM 0.99.0": failed}
 
 
 def test_cutedsl_arms_round_trip_through_their_fields_and_say_whose_code():
@@ -499,7 +506,9 @@ def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fa
     assert (row["narrowed/contig_ratio"], row["vs fast (view)_ratio"], row["vs fast (contig)_ratio"]) == (1.0, 0.9, 1.0)
     assert row["of stream (view)_fraction"] is None or pd.isna(row["of stream (view)_fraction"])
     status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
-    text = cutedsl.headline(status, table)["headline"]
+    facts = cutedsl.release_facts(status, table)
+    assert facts["releases"]["vLLM 0.33.0"]["vs_fast"] == 0.9 and pd.isna(facts["releases"]["vLLM 0.33.0"]["of_stream"])
+    text = phrases.cutedsl(facts)  # no ceiling timed: the sentence leaves its fraction out
     assert text.endswith("0.90x gather_fast's time.") and "streaming ceiling" not in text
     with pytest.raises(ValueError, match="status"):
         cutedsl.status_row("vLLM 0.33.0", "maybe")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 import struct
 from collections.abc import Callable, Mapping
@@ -193,6 +194,8 @@ ENV = jinja2.Environment(
     keep_trailing_newline=False,
 )
 ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short, ran=_ran, ran_path=_ran_path)
+# `x is measured`: a figure was recorded (neither None nor NaN)
+ENV.tests["measured"] = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))
 # names every template may use: the two bugs' and the open follow-up's references, the slots of this package's sections
 ENV.globals.update(BUG_RESHAPE=BUG_RESHAPE, BUG_GATHER=BUG_GATHER, BUG_SPLIT=BUG_SPLIT, Slot=Slot)
 
@@ -245,6 +248,12 @@ def unwrap(text: str) -> str:
         else:
             out.append(line.rstrip())
     return "\n".join(out).strip() + "\n"
+
+
+def phrase(template: TemplateFile, macro: str, *args: Any) -> str:
+    """One macro of a template file of phrases, called with ``args`` (what a notebook cell prints in the report's
+    words)."""
+    return str(getattr(compile_template(template).module, macro)(*args))
 
 
 def _raw(template: Source, page: Page, **context: Any) -> str:

@@ -201,14 +201,10 @@ class ReshapeWalkthrough:
         return split
 
     def finish(self) -> pd.DataFrame:
-        """The notebook's facts for the report; the checks table to show (model and releases)."""
-        b, f = self.plans["buggy"], self.fixed.plan
+        """The notebook's facts for the report (PyTorch's error as raised, the cache groups it names); the checks
+        table to show (model and releases)."""
+        # numbers, never sentences: the report words the per-group table (01-reshape-groups.csv) through its templates
         self.session.write_facts(
-            Facts.RESHAPE,
-            {
-                "error_text": self.buggy.error_text,
-                "identified_groups": self.matches,
-                "headline": rules.reshape_headline(self.pool_bytes, b.required_bytes, f.required_bytes),
-            },
+            Facts.RESHAPE, {"error_text": self.buggy.error_text, "identified_groups": self.matches}
         )
         return self.session.table(CHECKS).frame()

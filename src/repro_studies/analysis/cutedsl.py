@@ -11,7 +11,7 @@ the streaming ceiling measured in it:
 * ``of stream``: the best streaming arm's time over its time (the fraction of the right ceiling).
 
 A release whose CuTe-DSL gather could not be timed has one status row (``code``, ``status``,
-``reason``) instead, and the headline says why.
+``reason``) instead, and the report says why.
 """
 
 from __future__ import annotations
@@ -73,21 +73,18 @@ def beside_fast(
     return pd.DataFrame(rows)
 
 
-def headline(status: pd.DataFrame, table: pd.DataFrame, launch: str = "graph") -> dict:
+def release_facts(status: pd.DataFrame, table: pd.DataFrame, launch: str = "graph") -> dict:
     """Per release: the narrowed/contiguous spread against the no-cost band and the figures at the largest
-    shape; ``headline``: one sentence per release (or why it was not timed)."""
+    shape, or why it was not timed (numbers and classes: ``phrases.md.j2`` of the report words them)."""
     lo, hi = NO_COST_BAND
     facts: dict = {"band": [lo, hi], "releases": {}}
-    texts = []
     for r in status.itertuples() if status is not None and len(status) else []:
         if r.status != TIMED:
             facts["releases"][r.code] = {"status": r.status, "reason": r.reason}
-            texts.append(f"{r.code}'s CuTe-DSL gather: {r.status}: {str(r.reason).rstrip('.')}.")
             continue
         mine = table[(table["code"] == r.code) & (table["launch"] == launch)] if len(table) else table
         if not len(mine):
             facts["releases"][r.code] = {"status": r.status, "reason": "no medians recorded"}
-            texts.append(f"{r.code}'s CuTe-DSL gather: timed, but no {launch} medians were recorded.")
             continue
         ratio = mine["narrowed/contig_ratio"].dropna().astype(float)
         tokens = mine["seq_len"] * mine["num_reqs"]
@@ -105,16 +102,4 @@ def headline(status: pd.DataFrame, table: pd.DataFrame, launch: str = "graph") -
             "of_stream": top["of stream (view)_fraction"],
         }
         facts["releases"][r.code] = entry
-        n = entry["narrowed/contig"]
-        text = (
-            f"{r.code}'s CuTe-DSL gather, CUDA-graph replays: narrowed/contiguous {n['min']:.3f}-{n['max']:.3f} "
-            f"({n['outside_band']} of {n['points']} outside {lo}-{hi}); at {entry['at']['num_reqs']} x "
-            f"{entry['at']['seq_len']:,} tokens {float(top['view_us']):,.1f} us on the narrowed view"
-        )
-        if pd.notna(entry["vs_fast"]):
-            text += f", {float(entry['vs_fast']):.2f}x gather_fast's time"
-        if pd.notna(entry["of_stream"]):
-            text += f", {100 * float(entry['of_stream']):.0f}% of the streaming ceiling"
-        texts.append(text + ".")
-    facts["headline"] = " ".join(texts) if texts else "No CuTe-DSL gather was asked for."
     return facts

@@ -9,6 +9,7 @@ eager median then times Python's launch path, not memory traffic).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 
 import pandas as pd
 
@@ -103,6 +104,28 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
                 row[f"fast speedup over {label}_ratio"] = t[other] / t.get(fast_view, float("nan"))
         rows.append(row)
     return pd.DataFrame(rows).round(4)
+
+
+#: The keys of :func:`headline` that hold sentences (for the notebook's cell), never written to the run's facts.
+SENTENCES = ("fix_cost", "fast", "headline")
+
+
+class NotTimed(StrEnum):
+    """Why notebook 03 timed nothing, as its facts record it (``not_timed``); the report words it
+    (``phrases.md.j2``)."""
+
+    CPU_INTERPRETER = "cpu-interpreter"
+
+
+def not_timed(facts: dict | None) -> NotTimed | None:
+    """Why the run timed nothing, or None when it timed (or recorded neither). Facts written before the reason was
+    a value hold only a ``headline``, which only the CPU profile's skip wrote without any timing figure."""
+    facts = facts or {}
+    if "not_timed" in facts:
+        return NotTimed(facts["not_timed"])
+    if "headline" in facts and "band" not in facts:
+        return NotTimed.CPU_INTERPRETER
+    return None
 
 
 def headline(medians: pd.DataFrame, ratios: pd.DataFrame, outside_names: dict[str, str] | None = None) -> dict:

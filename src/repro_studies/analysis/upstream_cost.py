@@ -141,16 +141,9 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def production_path_text(summary: pd.DataFrame, module_part: str = "/nvidia/") -> str:
-    """One sentence per release about its CUDA path (modules whose path contains ``module_part``)."""
+def cuda_path_rows(summary: pd.DataFrame | None, module_part: str = "/nvidia/") -> list[dict]:
+    """The production-path summary's rows of the CUDA path (modules whose path contains ``module_part``), one per
+    release and function: what the report's ``production_path`` phrase words."""
     if summary is None or not len(summary):
-        return ""
-    texts = []
-    for _, r in summary[summary["module"].str.contains(module_part, regex=False)].iterrows():
-        n = int(r["conditional calls"])
-        guard = f" ({n} of them only where `{r['conditions']}`)" if n else ""
-        texts.append(
-            f"{r['release']}: {r['function']} ({r['module']}) calls the gather {r['calls per iteration']} times per "
-            f"iteration of `{r['loop']}`{guard}; under the defaults it runs {r['runs']}."
-        )
-    return " ".join(texts)
+        return []
+    return summary[summary["module"].str.contains(module_part, regex=False)].to_dict("records")

@@ -10,7 +10,7 @@ from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE
 from repro.report.model import Common, Insert, Slot, TemplateFile
 from repro.report.sections.summary import outcomes
 from repro_studies.analysis import upstream_cost
-from repro_studies.analysis.performance import NO_COST_BAND
+from repro_studies.analysis.performance import NO_COST_BAND, NotTimed, not_timed
 from repro_studies.analysis.releases import split_effect, version_key
 from repro_studies.registry import Bug1Answer
 from repro_studies.report.sections import reshape_releases
@@ -53,7 +53,7 @@ class Cost:
     points: int = 0
     outside: int = 0
     copy: float = 0.0
-    skipped: str = ""
+    skipped: NotTimed | None = None
 
 
 def releases(c: Common) -> Releases | None:
@@ -146,7 +146,7 @@ def _costs(c: Common) -> tuple[Cost, ...]:
             )
         )
     else:
-        skipped = (c.run.facts.get(Facts.PERFORMANCE) or {}).get("headline", "")
+        skipped = not_timed(c.run.facts.get(Facts.PERFORMANCE))
         if skipped and c.run.table(Table.PERF_MEDIANS) is None:
             out.append(Cost("the fixed kernel of this repository", skipped=skipped))
     vllm = c.run.table(Table.VLLM_RATIOS)

@@ -80,7 +80,6 @@ EAGER_COSTS = Table.EAGER_COSTS
 VLLM_FACTS, VLLM_COST, VLLM_JIT = Facts.VLLM, Facts.VLLM_COST, Facts.VLLM_JIT
 #: DeepSeek-V4's compressed layer kinds, which a release's JIT warm-up reads from the model config.
 DSV4_COMPRESS_RATIOS = (4, 128)
-SKIPPED = "timing skipped: the CPU profile runs kernels in the interpreter"
 
 
 @dataclass
@@ -92,7 +91,7 @@ class PerformanceWalkthrough:
     outside_names: dict[str, str] = field(default_factory=dict)
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)  # "vLLM <version>" -> form -> ReleaseKernel
     cutedsl_facts: dict = field(default_factory=dict)
-    production_facts: dict = field(default_factory=dict)
+    production_summary: pd.DataFrame | None = None
 
     @classmethod
     def start(cls, profile: str = "auto", run_dir: str = "", **params) -> PerformanceWalkthrough:
@@ -108,12 +107,12 @@ class PerformanceWalkthrough:
             f"{GATHER_WRITE_BYTES_PER_TOKEN} written"
         )
 
-    def skip_reason(self) -> str | None:
-        """None on a GPU; on the CPU, why nothing is timed (also recorded for the report)."""
+    def skip_reason(self) -> rules.NotTimed | None:
+        """None on a GPU; on the CPU, why nothing is timed (also recorded for the report, which words it)."""
         if self.on_gpu:
             return None
-        self.session.write_facts(Facts.PERFORMANCE, {"headline": SKIPPED})
-        return SKIPPED
+        self.session.write_facts(Facts.PERFORMANCE, {"not_timed": rules.NotTimed.CPU_INTERPRETER})
+        return rules.NotTimed.CPU_INTERPRETER
 
     def measure(self) -> pd.DataFrame:
         """The copy ceiling, then every arm at every shape (bitwise-checked first); the ratio table."""
@@ -144,9 +143,10 @@ class PerformanceWalkthrough:
         return rules.outside_band(self.ratios)
 
     def finish(self) -> str:
-        """The headline figures (written for the report) as one paragraph."""
+        """The headline figures (written for the report, numbers only: it words them from its tables) as one
+        paragraph."""
         self.facts = rules.headline(self.medians(), self.ratios, self.outside_names)
-        self.session.write_facts(Facts.PERFORMANCE, self.facts)
+        self.session.write_facts(Facts.PERFORMANCE, {k: v for k, v in self.facts.items() if k not in rules.SENTENCES})
         return self.facts["headline"]
 
     # -- the streaming ceiling (GPU) ---------------------------------------------------------------
@@ -290,13 +290,8 @@ class PerformanceWalkthrough:
         )
         if len(summary):
             self.session.record(PRODUCTION_SUMMARY, summary.to_dict("records"))
-        self.production_facts = {"headline": upstream_cost.production_path_text(summary)}
-        self.session.write_facts(Facts.PRODUCTION_PATH, self.production_facts)
+        self.production_summary = summary  # the report's phrases word it (phrases.production_path)
         return summary if len(summary) else frame
-
-    def production_headline(self) -> str:
-        """Where the CUDA path calls the gather and how it runs, per release (written for the report)."""
-        return self.production_facts.get("headline", "")
 
     def rewrites(self) -> pd.DataFrame:
         """The exact rewrite of each patched form: the edits and the unified diff (also in ``rewrites/``)."""
@@ -364,13 +359,9 @@ class PerformanceWalkthrough:
         table = cutedsl_rules.beside_fast(cute, self.medians() if self.on_gpu else None, ceiling, self.ceiling_tbps)
         if len(table):
             self.session.record(CUTEDSL_VS_FAST, table.to_dict("records"))
-        self.cutedsl_facts = cutedsl_rules.headline(status.frame(), table)
+        self.cutedsl_facts = cutedsl_rules.release_facts(status.frame(), table)
         self.session.write_facts(Facts.CUTEDSL, self.cutedsl_facts)
         return table if len(table) else status.frame()
-
-    def cutedsl_headline(self) -> str:
-        """The CuTe-DSL figures per release, or why a release's gather was not timed (written for the report)."""
-        return self.cutedsl_facts.get("headline", "")
 
     def _time_arms(self, arms: list, checks_table: str, medians_table: str) -> None:
         """Time ``(registry arm, fn)`` pairs at notebook 03's shapes; check rows and medians into the tables."""
@@ -461,7 +452,8 @@ class PerformanceWalkthrough:
         logged = seeds.load(55109)["reported_jit_kernel"]
         story = jit_rules.release_story(self.session.table(JIT).frame(), self.loaded_releases(), logged)
         text = jit_rules.root_cause_text(story, logged, self.session.params.jit_backing_width)
-        self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story, "text": text})
+        # the figures, not the sentence: the report tells the root cause from them (vllm_kernel's root cause)
+        self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story})
         return text
 
 

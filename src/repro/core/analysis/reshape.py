@@ -198,14 +198,6 @@ def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def reshape_headline(pool_bytes: int, buggy_required: int, fixed_required: int) -> str:
-    return (
-        f"The buggy reshape of the C128A KV cache over a {pool_bytes:,}-byte pool raises PyTorch's "
-        f"out-of-bounds error asking for {buggy_required:,} bytes ({buggy_required / pool_bytes:.3f}x); "
-        f"the fixed view needs {fixed_required:,} bytes and fits."
-    )
-
-
 def required_bytes_formula(
     shape: Sequence[int], strides: Sequence[int], required: int, pool_bytes: int, compress_ratio: int
 ) -> str:

@@ -12,7 +12,7 @@ from repro_studies.tables import Facts, Table
 
 @dataclass(frozen=True)
 class CuteDsl:
-    headline: str
+    facts: dict  # results/03-cutedsl.json: per release, its figures or why it was not timed
     table: pd.DataFrame | None
     digits: dict[str, int]
 
@@ -25,7 +25,7 @@ def derive(c: Common) -> CuteDsl | None:
     shown, digits = None, {}
     if table is not None and len(table):
         graph = table[table["launch"] == "graph"].drop(columns=["launch", "notebook", "contig_us"], errors="ignore")
-        if graph["code"].nunique() == 1:  # the release is named in the headline
+        if graph["code"].nunique() == 1:  # the release is named in the sentence above
             graph = graph.drop(columns="code")
         shown = graph.rename(
             columns=lambda col: col.replace("_ratio", "").replace("_fraction", "").replace("_us", " us")
@@ -33,7 +33,7 @@ def derive(c: Common) -> CuteDsl | None:
         digits = {col: 2 for col in shown.columns if col.endswith(" us")} | {
             col: 3 for col in shown.columns if col.startswith(("narrowed", "vs fast", "of stream"))
         }
-    return CuteDsl(str(facts.get("headline", "")), shown, digits)
+    return CuteDsl(facts, shown, digits)
 
 
 MARKDOWN = TemplateFile("repro_studies.report", "cutedsl.md.j2")

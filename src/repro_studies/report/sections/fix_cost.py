@@ -27,7 +27,7 @@ RATIO_DIGITS = {"narrowed / contig": 3, "copy overhead": 3, "of ceiling": 3}
 
 @dataclass(frozen=True)
 class FixCost:
-    skipped: str  # why nothing was timed ("" when timed)
+    skipped: performance.NotTimed | None  # why nothing was timed (None when timed)
     medians: pd.DataFrame | None = None
     facts: dict | None = None  # performance.headline
     graph: pd.DataFrame | None = None
@@ -55,15 +55,15 @@ def _chart(ratios: pd.DataFrame) -> str:
 def derive(c: Common) -> FixCost | None:
     med, rat = c.run.table(Table.PERF_MEDIANS), c.run.table(Table.PERF_RATIOS)
     if med is None or rat is None or not len(rat):
-        skipped = (c.run.facts.get(Facts.PERFORMANCE) or {}).get("headline")
-        return FixCost(str(skipped)) if skipped else None
+        skipped = performance.not_timed(c.run.facts.get(Facts.PERFORMANCE))
+        return FixCost(skipped) if skipped else None
     digits = {c: 2 for c in med.columns} | RATIO_DIGITS
     tables = {}
     for launch in ("graph", "eager"):
         table = performance.fix_cost_table(med, rat, launch)
         tables[launch] = (table, {col: digits.get(col, 2) for col in table.columns})
     return FixCost(
-        "",
+        None,
         med,
         performance.headline(med, rat, performance.outside_prose(c.run)),
         tables["graph"],

@@ -1,0 +1,28 @@
+"""Short phrases the studies' templates and notebook 03's cells word alike: macros of ``templates/phrases.md.j2``,
+callable from Python where a notebook cell prints one."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from repro.report.model import TemplateFile
+from repro.report.template import phrase
+from repro_studies.analysis.performance import NotTimed
+from repro_studies.analysis.upstream_cost import cuda_path_rows
+
+PHRASES = TemplateFile("repro_studies.report", "phrases.md.j2")
+
+
+def not_timed(reason: NotTimed) -> str:
+    """Why notebook 03 timed nothing, in the report's words."""
+    return phrase(PHRASES, "not_timed", reason)
+
+
+def cutedsl(facts: dict) -> str:
+    """vLLM's CuTe-DSL gather per release, from notebook 03's facts (``results/03-cutedsl.json``)."""
+    return phrase(PHRASES, "cutedsl", facts)
+
+
+def production_path(summary: pd.DataFrame | None) -> str:
+    """Where each release's CUDA path calls the gather and how it runs, from notebook 03's production-path summary."""
+    return phrase(PHRASES, "production_path", cuda_path_rows(summary))
