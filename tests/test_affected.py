@@ -11,6 +11,7 @@ import pytest
 
 from repro_studies.analysis import affected as rules
 from repro_studies.analysis.release_verdict import Verdict
+from repro_studies.kernel_id import KernelId, KernelKind
 from repro_studies.registry import (
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SERVED,
@@ -30,6 +31,9 @@ from repro_studies.registry import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+#: What the hand-made dispatch rows' ``gather_kernel`` cells (``triton:k``, ``CuTe-DSL entry``) name.
+TRITON_K = KernelId(KernelKind.TRITON, None, "k")
+CUTE_ENTRY = KernelId(KernelKind.CUTEDSL, None, "entry")
 
 
 def table(release, runner, config, stage=STAGE_CALL, narrowed=False, status=TABLE_RAN, how="", group="C4A"):
@@ -178,10 +182,10 @@ def test_who_is_affected_merges_releases_and_families_with_one_outcome(frames):
     table = rules.who_is_affected(d, answers, v)
     cells = table[["releases", "gpu_family", "model", "record", "kernel", "bug", "stock_vllm"]].values.tolist()
     assert cells == [
-        ["1.0.0", "sm90+sm100", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
-        ["1.0.0 – 1.2.0", "rocm", "V4", 584, "triton:k", PRESENT_FAULTS, LATENT],
-        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, "CuTe-DSL entry", ABSENT_CORRECT, LATENT],
-        ["1.2.0", "sm100", "V4.1", 288, "the dispatcher raises", rules.NO_KERNEL, LATENT],
+        ["1.0.0", "sm90+sm100", "V4", 584, TRITON_K, PRESENT_FAULTS, LATENT],
+        ["1.0.0 – 1.2.0", "rocm", "V4", 584, TRITON_K, PRESENT_FAULTS, LATENT],
+        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, CUTE_ENTRY, ABSENT_CORRECT, LATENT],
+        ["1.2.0", "sm100", "V4.1", 288, rules.NoGather.RAISED, rules.NO_KERNEL, LATENT],
     ]
 
 
@@ -202,7 +206,8 @@ def test_each_cell_keeps_the_rows_behind_it(frames):
 def test_without_verdicts_the_bug_is_not_measured(frames):
     d, answers, _ = frames
     table = rules.who_is_affected(d, answers, None)
-    ran = table[table.kernel.str.startswith(("triton", "CuTe"))]
+    ran = table[table.kernel.map(lambda k: isinstance(k, KernelId))]
+    assert len(ran) == 3
     assert set(ran.bug) == {rules.KernelBug(KernelBugClass.NOT_MEASURED)}
 
 
@@ -267,7 +272,7 @@ def test_platforms_with_the_same_answer_share_one_exposure_and_states_with_the_s
     d2, frame = cutlass_frames()
     d2 = d2[d2.release != "1.1.0"]  # no-cutlass and failing cutlass now run it in the same releases
     frame = rules.who_is_affected(d2, pd.DataFrame(columns=["release", "runner", "answer"]), None)
-    frame["bug"] = frame["bug"].where(~frame["kernel"].str.startswith("triton"), PRESENT_FAULTS)
+    frame["bug"] = frame["bug"].where(frame["kernel"].map(lambda k: k != TRITON_K), PRESENT_FAULTS)
     (sm90,) = [e for e in rules.exposure(frame, d2) if e.platforms == ("SM90",)]
     assert [(s.cutlass, s.releases) for s in sm90.settings] == [((Cutlass.ABSENT, Cutlass.IMPORT_FAILS), ("1.2.0",))]
 
@@ -299,12 +304,12 @@ def test_the_compact_table_merges_rows_with_one_outcome(frames):
     assert cells == [
         [
             KernelBugClass.PRESENT,
-            ["triton:k"],
+            [TRITON_K],
             ["V4"],
             [("V4", ["sm90", "sm100"], "1.0.0"), ("V4", ["rocm"], "1.0.0 – 1.2.0")],
         ],
-        [KernelBugClass.ABSENT, ["CuTe-DSL entry"], ["V4"], [("V4", ["sm90", "sm100"], "1.1.0, 1.2.0")]],
-        [KernelBugClass.NO_KERNEL, ["the dispatcher raises"], ["V4.1"], [("V4.1", ["sm100"], "1.2.0")]],
+        [KernelBugClass.ABSENT, [CUTE_ENTRY], ["V4"], [("V4", ["sm90", "sm100"], "1.1.0, 1.2.0")]],
+        [KernelBugClass.NO_KERNEL, [rules.NoGather.RAISED], ["V4.1"], [("V4.1", ["sm100"], "1.2.0")]],
     ]
     assert sorted(i for cell in compact["rows"] for i in cell) == list(range(len(table)))
 
@@ -312,13 +317,15 @@ def test_the_compact_table_merges_rows_with_one_outcome(frames):
 def test_the_compact_table_coarsens_its_outcome_key_until_it_fits(frames):
     d, answers, v = frames
     table = rules.who_is_affected(d, answers, v)
-    other = table[table.kernel == "triton:k"].assign(kernel="triton:other", model="V4.1")
+    other_kernel = KernelId(KernelKind.TRITON, None, "other")
+    triton = table[table.kernel.map(lambda k: k == TRITON_K)]
+    other = triton.assign(kernel=[other_kernel] * len(triton), model="V4.1")
     table = pd.concat([table, other], ignore_index=True)
     assert len(rules.compact(table)) == 4  # (model, kernel) fits ten rows
     by_kind = rules.compact(table, limit=3)  # kernels of one kind merge, the models named in one cell
     assert by_kind[["bug", "kernels", "models"]].values.tolist()[0] == [
         KernelBugClass.PRESENT,
-        ["triton:k", "triton:other"],
+        [TRITON_K, other_kernel],
         ["V4", "V4.1"],
     ]
     assert len(by_kind) == 3

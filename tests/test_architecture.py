@@ -93,6 +93,7 @@ REPORTING_MAY_IMPORT = (
     "repro.core.analysis",
     "repro_studies.registry",
     "repro_studies.tables",
+    "repro_studies.kernel_id",
     "repro_studies.analysis",
     "repro.report",
     "repro_studies.report",

@@ -20,6 +20,7 @@ from repro.core.analysis.rundata import load_run
 from repro.registry import expectation
 from repro.report.comparison import render_comparison
 from repro_studies.analysis import performance, reshape_chain
+from repro_studies.kernel_id import KernelKind, from_matrix_label
 
 pytestmark = [pytest.mark.integration, pytest.mark.audit]
 
@@ -211,7 +212,8 @@ def test_committed_release_matrix_merge_is_what_this_code_merges():
     verdicts = result.verdicts.set_index(["release", "kernel", "variant"])["verdict"]
     # the CuTe-DSL gathers ran only where their stack was installed, and their rows are the measured ones: every
     # release that ships one (0.22.0 on) has it measured, and correct on narrowed tables
-    rows = result.rows[result.rows.kernel.astype(str).str.startswith("cutedsl")]
+    kinds = result.rows.kernel.astype(str).map(lambda label: getattr(from_matrix_label(label), "kind", None))
+    rows = result.rows[kinds == KernelKind.CUTEDSL]
     found = {(r, k): verdicts[(r, k, "released")] for (r, k), _ in rows.groupby(["release", "kernel"])}
     shipped = {r for (r, _), v in found.items() if v != VerdictClass.NOT_PRESENT}
     assert all(v == VerdictClass.CORRECT for (r, _), v in found.items() if r in shipped), found

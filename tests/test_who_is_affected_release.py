@@ -8,6 +8,7 @@ import pytest
 
 from repro_studies.analysis import affected as rules
 from repro_studies.registry import (
+    ANY_TOPOLOGY,
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_SERVED,
     DISPATCH_RAN,
@@ -16,7 +17,6 @@ from repro_studies.registry import (
     TABLE_NOT_SHIPPED,
     TABLE_RAN,
 )
-from repro_studies.upstream.topology import ANY_TOPOLOGY
 
 #: The tensor-parallel sizes at which SM100's mega attention accepts the 64-head model.
 MEGA = "TP 1, 2, 4, 8"

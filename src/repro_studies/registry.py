@@ -432,6 +432,16 @@ DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention clas
 DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
 DISPATCH_RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
 NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+#: A dispatch row's ``topology`` when the selection never read the tensor-parallel size (a row that read it names
+#: the sizes, ``TP 1, 2, 4, 8``; a row that selected nothing has none).
+ANY_TOPOLOGY = "any TP (not read)"
+
+
+def names_tp_sizes(topology: object) -> bool:
+    """Whether a ``topology`` cell names tensor-parallel sizes (the selection read them), not "any" or nothing."""
+    return isinstance(topology, str) and topology not in ("", ANY_TOPOLOGY)
+
+
 #: Where a block table is recorded on its way to a gather.
 STAGE_RUNNER = "runner table"
 STAGE_KERNEL = "kernel-block table"

@@ -19,11 +19,13 @@ with the same outcome into ranges; each cell keeps the keys of the rows behind i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import pandas as pd
 
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.analysis.releases import version_key
+from repro_studies.kernel_id import KernelId, KernelKind, from_launch_label
 from repro_studies.registry import (
     DISPATCH_NOT_GATHERED,
     DISPATCH_NOT_SERVED,
@@ -41,6 +43,7 @@ from repro_studies.registry import (
     Form,
     KernelBugClass,
     VerdictClass,
+    names_tp_sizes,
 )
 
 ANSWER_COLUMNS = [
@@ -73,6 +76,24 @@ AFFECTED_COLUMNS = [
 ]
 #: What ``bug`` says when the matrix has no verdict for the kernel at that release.
 NOT_MEASURED = KernelBugClass.NOT_MEASURED
+
+
+class NoGather(StrEnum):
+    """A ``kernel`` cell of a default path that launches no gather."""
+
+    NOT_GATHERED = "none (the backend does not gather)"
+    RAISED = "the dispatcher raises"
+
+
+def kernel_cell(row: pd.Series) -> KernelId | NoGather | str:
+    """A dispatch row's ``kernel`` cell: the :class:`~repro_studies.kernel_id.KernelId` that launched (its label
+    identified exactly), why none did, or the row's text where no kernel writes it."""
+    if row["status"] == DISPATCH_NOT_GATHERED:
+        return NoGather.NOT_GATHERED
+    if row["status"] == DISPATCH_RAISED:
+        return NoGather.RAISED
+    label = "" if pd.isna(row["gather_kernel"]) else str(row["gather_kernel"])
+    return from_launch_label(label) or label
 
 
 def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
@@ -191,9 +212,7 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
     rows = default_paths(dispatch).copy()
     rows["topology"] = rows["topology"].fillna("").astype(str)
     order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
-    rows["kernel"] = rows["gather_kernel"].fillna("").astype(str)
-    rows.loc[rows["status"] == DISPATCH_NOT_GATHERED, "kernel"] = "none (the backend does not gather)"
-    rows.loc[rows["status"] == DISPATCH_RAISED, "kernel"] = "the dispatcher raises"
+    rows["kernel"] = [kernel_cell(r) for _, r in rows.iterrows()]
     bugs = [
         kernel_bug(verdicts, r["release"], str(r.get("matrix_kernel", "") or ""))
         if r["status"] == DISPATCH_RAN
@@ -290,13 +309,9 @@ COMPACT_TIERS = (("model", "kernel"), ("kernel",), ("kernel_kind",), ())
 COMPACT_COLUMNS = ["bug", "stock_vllm", "kernels", "models", "records", "where", "first", "last", "rows"]
 
 
-def kernel_kind(kernel: str) -> str:
-    """The kind of gather a ``kernel`` cell names (``triton:...`` -> Triton), or the cell itself."""
-    if kernel.startswith("triton:"):
-        return "Triton"
-    if kernel.startswith("CuTe-DSL"):
-        return "CuTe-DSL"
-    return kernel
+def kernel_kind(kernel: KernelId | NoGather | str) -> KernelKind | NoGather | str:
+    """The kind of gather a ``kernel`` cell (:func:`kernel_cell`) names, or the cell itself."""
+    return kernel.kind if isinstance(kernel, KernelId) else kernel
 
 
 def compact(frame: pd.DataFrame, releases: list[str] | None = None, limit: int = COMPACT_LIMIT) -> pd.DataFrame:
@@ -306,7 +321,7 @@ def compact(frame: pd.DataFrame, releases: list[str] | None = None, limit: int =
     release read, in order, so that ranges join across rows); ``rows`` are the positions behind it."""
     if frame is None or not len(frame):
         return pd.DataFrame(columns=COMPACT_COLUMNS)
-    f = frame.assign(_bug=bug_classes(frame), kernel_kind=frame["kernel"].astype(str).map(kernel_kind))
+    f = frame.assign(_bug=bug_classes(frame), kernel_kind=frame["kernel"].map(kernel_kind))
     order = sorted(set(releases or []) | set(frame["first"]) | set(frame["last"]), key=version_key)
     for tier in COMPACT_TIERS:
         keys = ["_bug", "stock_vllm", *tier]
@@ -341,8 +356,8 @@ def _where(group: pd.DataFrame, order: list[str]) -> list[tuple[str, list[str], 
     ``order``."""
     spans: dict[tuple[str, str], set[int]] = {}
     for _, r in group.iterrows():
-        topology = str(r.get("topology", "") or "")
-        suffix = f" at {topology}" if topology.startswith("TP ") else ""
+        topology = r.get("topology", "")
+        suffix = f" at {topology}" if names_tp_sizes(topology) else ""
         lo, hi = order.index(r["first"]), order.index(r["last"])
         for family in str(r["gpu_family"]).split(FAMILY_JOIN):
             spans.setdefault((r["model"], family + suffix), set()).update(range(lo, hi + 1))
@@ -499,7 +514,7 @@ def _served_range(run: list[pd.Series], family: str, model: str) -> dict:
 
 # ---- warm-ups ------------------------------------------------------------------------------------------
 WARMED = "yes"  # the words repro_studies.upstream.warmups writes in ``registered``
-TRITON = "Triton"
+TRITON = KernelKind.TRITON  # a warm-up row's ``kind``
 
 
 def release_span(releases: list[str], order: list[str]) -> str:

@@ -23,6 +23,7 @@ from repro.core.geometry.records import RecordLayout, layout_for
 from repro.coverage import SentinelMode
 from repro.registry import ORIGIN_REPO
 from repro_studies.evidence import timing
+from repro_studies.kernel_id import KernelFamily, KernelKind
 from repro_studies.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
 from repro_studies.registry import Form
 from repro_studies.upstream.arms import make_callable
@@ -184,7 +185,14 @@ def load_release_gather(
     plan = plan_release(release, cfg)
     if plan.entry is None:
         return None, f"vLLM {release}: {plan.miss.status}: {plan.miss.reason}"
-    arm = next((a for a in plan.arms if a.kernel.startswith("v41:") and a.record == kind and not a.cutedsl), None)
+    arm = next(
+        (
+            a
+            for a in plan.arms
+            if a.id.family == KernelFamily.V41 and a.id.kind == KernelKind.TRITON and a.record == kind
+        ),
+        None,
+    )
     if arm is None:
         return None, f"vLLM {release} ships no V4.1 {kind} Triton gather"
     if interleaved is not None and arm.interleaved != interleaved:

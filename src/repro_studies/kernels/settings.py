@@ -124,7 +124,7 @@ class FastSettings:
         if not isinstance(self.early_table, bool):
             raise ValueError(f"early_table must be a bool, got {self.early_table!r}")
         check_maxnreg(self.maxnreg)
-        if self.prefetch and not self.tile.tile.startswith("lanes"):
+        if self.prefetch and self.tile.tile != "lanes":
             raise ValueError(f"prefetch needs a 'lanes' tile (loads and stores apart), got tile {self.tile.tile!r}")
 
     def label(self) -> str:

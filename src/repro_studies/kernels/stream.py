@@ -477,7 +477,7 @@ def stream_dequant(
     ``tile`` is the shared tile code's layout and hints (:class:`repro_studies.kernels.settings.TileSettings`);
     ``tiles_per_program`` > 1 makes each program loop over that many tiles (``num_stages`` pipelined by
     Triton, or with ``prefetch`` and a ``"lanes"`` tile, tile k+1 loaded into registers before tile k is stored)."""
-    if prefetch and not tile.tile.startswith("lanes"):
+    if prefetch and tile.tile != "lanes":
         raise ValueError(f"prefetch needs a 'lanes' tile, got tile {tile.tile!r}")
     _check_out(out, inp.num_tokens, inp.buffer.device)
     launch = _resolve_plan(_stream_dequant_kernel, inp.num_tokens, block_t, num_warps, plan, tiles_per_program)

@@ -18,7 +18,15 @@ from repro.report.links import Link
 from repro.report.tables import markdown_table
 from repro_studies.analysis import affected as analysis
 from repro_studies.analysis.releases import verdicts as matrix_verdicts
-from repro_studies.registry import GPU_FAMILY_NAMES, GPU_FAMILY_SHORT, TABLE_AFFECTED, TABLE_ANSWERS, TABLE_DISPATCH
+from repro_studies.kernel_id import KernelId
+from repro_studies.registry import (
+    GPU_FAMILY_NAMES,
+    GPU_FAMILY_SHORT,
+    TABLE_AFFECTED,
+    TABLE_ANSWERS,
+    TABLE_DISPATCH,
+    names_tp_sizes,
+)
 from repro_studies.tables import Table
 
 MATRIX = Table.RELEASE_MATRIX
@@ -37,14 +45,10 @@ def derive(run: RunData, verdicts: pd.DataFrame | None = None) -> pd.DataFrame:
     return analysis.who_is_affected(dispatch, answers, verdicts if verdicts is not None else verdicts_of(run))
 
 
-def code(name: str) -> str:
-    """A dispatch row's kernel cell with the kernel's name as a Markdown code span (plain text: copy and grep
-    find it): ``triton:k`` -> Triton `k`, ``CuTe-DSL k`` -> CuTe-DSL `k`; words (``the dispatcher raises``) as
-    they are."""
-    for prefix, shown in (("triton:", "Triton"), ("CuTe-DSL ", "CuTe-DSL")):
-        if name.startswith(prefix):
-            return f"{shown} `{name[len(prefix) :]}`"
-    return name
+def code(kernel: KernelId | str) -> str:
+    """A who-is-affected ``kernel`` cell with the kernel's name as a Markdown code span (plain text: copy and grep
+    find it): Triton `k`, CuTe-DSL `k`; words (``the dispatcher raises``) as they are."""
+    return f"{kernel.kind} `{kernel.name}`" if isinstance(kernel, KernelId) else str(kernel)
 
 
 def csv_line(csv: str, position: int) -> str:
@@ -77,8 +81,8 @@ def display(frame: pd.DataFrame, results: str, verdict_csv: str) -> pd.DataFrame
 
 
 def _topology(r: pd.Series) -> str:
-    topology = str(r.get("topology", "") or "")
-    return f", {topology}" if topology.startswith("TP ") else ""
+    topology = r.get("topology", "")
+    return f", {topology}" if names_tp_sizes(topology) else ""
 
 
 def relative(shown: pd.DataFrame) -> str:

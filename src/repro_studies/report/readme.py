@@ -124,7 +124,7 @@ def read(root: str | Path = ".") -> Answer:
         tuple(releases),
         tuple(present),
         tuple(analysis.exposure(frame, dispatch, analysis.NO_VERDICT)),
-        tuple(dict.fromkeys(analysis.kernel_kind(k) for k in kinds.astype(str))),
+        tuple(dict.fromkeys(analysis.kernel_kind(k) for k in kinds)),
         analysis.stock_answers(runner_answers, releases),
         configurations,
     )

@@ -30,6 +30,7 @@ from repro_studies.analysis.releases import (
     verdicts,
     version_key,
 )
+from repro_studies.kernel_id import KernelKind, from_matrix_label
 from repro_studies.registry import VerdictClass
 from repro_studies.tables import Table
 
@@ -135,8 +136,14 @@ def draw_release_grid(grid: ReleaseGrid) -> Figure:
 
 
 def short_kernel(label: str) -> str:
-    """``v41:_dequantize_and_gather_k_mxfp8_kernel`` -> ``v41 mxfp8``; class kernels keep their class."""
-    family, _, name = label.partition(":")
+    """A matrix label as a column heading: ``v41:_dequantize_and_gather_k_mxfp8_kernel`` -> ``v41 mxfp8`` (class
+    kernels keep their class), ``cutedsl:v4:v4`` -> ``cutedsl v4:v4``; a label no kernel writes as it is."""
+    kernel = from_matrix_label(label)
+    if kernel is None:
+        return label
+    if kernel.kind == KernelKind.CUTEDSL:
+        return f"cutedsl {kernel.family}:{kernel.record}"
+    family, name = kernel.family, kernel.name
     name = name.replace("_dequantize_and_gather_k_", "").replace("_kernel", "").replace("kernel", "per-block")
     name = name.replace("DequantizeAndGatherKCacheKernel.", "JIT class ").strip("_") or "per-block"
     return f"{family} {name}"

@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro_studies.kernel_id import KernelId, family_of
 from repro_studies.registry import Form
 from repro_studies.upstream.interp_compat import loaded_scalar_loop_bounds
 from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.patcher import rewrite_row_pitch
 from repro_studies.upstream.wheelcache import load_entry
-
-CUTEDSL_PREFIX = "cutedsl:"
 
 
 class WrongKernel(RuntimeError):
@@ -30,7 +29,7 @@ class WrongKernel(RuntimeError):
 @dataclass(frozen=True)
 class Arm:
     release: str
-    kernel: str  # table label, e.g. "v41:_dequantize_and_gather_k_mxfp8_kernel" or "cutedsl:v4:v4"
+    kernel: str  # the matrix label of :attr:`id`, e.g. "v41:_dequantize_and_gather_k_mxfp8_kernel", "cutedsl:v4:v4"
     variant: str  # released | patched | patched-constexpr
     module: str  # wheel member holding the wrapper
     wrapper: str
@@ -44,6 +43,14 @@ class Arm:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def id(self) -> KernelId:
+        """The kernel the arm runs: the CuTe-DSL gather its dispatcher reaches, or the Triton kernel it launches."""
+        if self.cutedsl:
+            return KernelId.cutedsl(family_of(self.module), self.record)
+        qualname = f"{self.class_name}.{self.kernel_name}" if self.class_name else self.kernel_name
+        return KernelId.triton(self.module, qualname, self.record)
 
     @property
     def how(self) -> str:

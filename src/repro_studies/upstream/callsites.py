@@ -32,6 +32,7 @@ import ast
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from repro_studies.upstream.members import PRODUCTION_PATH, PRODUCTION_PATH_PACKAGE
 
@@ -79,6 +80,29 @@ def _name(node: ast.AST) -> str:
     return ""
 
 
+def _under(node: ast.AST, namespace: str) -> bool:
+    """Whether ``node`` is an attribute of ``namespace`` (``torch.ops.vllm``) or of one of its attributes."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+        if ast.unparse(node) == namespace:
+            return True
+    return False
+
+
+class CallKind(Enum):
+    """How a call edge reaches the functions it runs."""
+
+    NAME = "name"  # a call of a name: the functions defined with it
+    OP = "op"  # torch.ops.vllm.<op>(...): the registered op function
+    MODULE = "module"  # self.<submodule>(...): the forward of the submodule's classes
+
+
+@dataclass(frozen=True)
+class Callee:
+    kind: CallKind
+    name: str
+
+
 class _Scanner(ast.NodeVisitor):
     """Call sites of the gather, definitions, call edges, decorators and custom-op registrations of one module."""
 
@@ -88,7 +112,7 @@ class _Scanner(ast.NodeVisitor):
         self.loops: list[str] = []
         self.conditions: list[str] = []
         self.sites: list[CallSite] = []
-        self.calls: dict[str, set[str]] = {}  # qualified function -> names it calls
+        self.calls: dict[str, set[Callee]] = {}  # qualified function -> what it calls
         self.defined: dict[str, list[str]] = {}  # bare name -> qualified functions
         self.eager: set[str] = set()
         self.ops: dict[str, str] = {}  # op name -> op_func name
@@ -158,13 +182,13 @@ class _Scanner(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         callee = _name(node.func)
         if self.stack:
-            self.calls.setdefault(self._qual(), set()).add(callee)
+            self.calls.setdefault(self._qual(), set()).add(Callee(CallKind.NAME, callee))
             f = node.func
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-                self.calls[self._qual()].add(f"module:{f.attr}")  # self.<submodule>(...) runs its forward
+                self.calls[self._qual()].add(Callee(CallKind.MODULE, f.attr))  # self.<submodule>(...) runs its forward
             # torch.ops.vllm.<op>(...) calls the registered op function
-            if isinstance(node.func, ast.Attribute) and ast.unparse(node.func).startswith("torch.ops.vllm."):
-                self.calls[self._qual()].add(f"op:{callee}")
+            if _under(f, "torch.ops.vllm"):
+                self.calls[self._qual()].add(Callee(CallKind.OP, callee))
         if callee == GATHER_ENTRY and self.stack:
             self.sites.append(
                 CallSite(
@@ -212,13 +236,13 @@ class ModelScan:
             if f in seen:
                 continue
             seen.add(f)
-            for name in self.calls.get(f, ()):
-                if name.startswith("op:"):
-                    todo += self.defined.get(self.ops.get(name[3:], ""), [])
-                elif name.startswith("module:"):
-                    todo += [q for cls in self.attr_types.get(name[7:], ()) for q in self._forward_of(cls)]
+            for callee in self.calls.get(f, ()):
+                if callee.kind == CallKind.OP:
+                    todo += self.defined.get(self.ops.get(callee.name, ""), [])
+                elif callee.kind == CallKind.MODULE:
+                    todo += [q for cls in self.attr_types.get(callee.name, ()) for q in self._forward_of(cls)]
                 else:
-                    todo += self.defined.get(name, [])
+                    todo += self.defined.get(callee.name, [])
         return seen
 
 
@@ -352,10 +376,11 @@ def production_path(sources: Mapping[str, str], release: str) -> list[dict]:
         per_function[(site.module, site.function)] = per_function.get((site.module, site.function), 0) + 1
     rows = []
     for site in scan.sites:
+        eager, split = site.function in via_eager, site.function in via_split
         reached = []
-        if site.function in via_eager:
+        if eager:
             reached.append(f"@{EAGER_BREAK}")
-        if site.function in via_split:
+        if split:
             ops = [f"vllm::{op}" for op in scan.ops if f"vllm::{op}" in defaults.splitting_ops]
             reached.append("splitting op " + ", ".join(ops))
         rows.append(
@@ -372,7 +397,7 @@ def production_path(sources: Mapping[str, str], release: str) -> list[dict]:
                 "default optimization level": defaults.optimization_level,
                 "default cudagraph_mode": defaults.cudagraph_mode,
                 "breakable CUDA graph by default": _breakable_text(defaults),
-                "runs": _verdict(reached, defaults),
+                "runs": _verdict(eager, split, defaults),
             }
         )
     return rows
@@ -384,13 +409,14 @@ def _breakable_text(d: GraphDefaults) -> str:
     return f"no (VLLM_USE_BREAKABLE_CUDAGRAPH defaults to {d.breakable_env_default or 'unset'})"
 
 
-def _verdict(reached: list[str], d: GraphDefaults) -> str:
+def _verdict(eager: bool, split: bool, d: GraphDefaults) -> str:
+    """How the release runs a call site reached through an eager break (``eager``) or a splitting op (``split``)."""
     breakable_default = d.breakable_architectures is True or d.breakable_env_default.strip("'\"") == "1"
-    if breakable_default and any(r.startswith("@") for r in reached):
+    if breakable_default and eager:
         return "eagerly: an eager break of the breakable CUDA graph (launched from Python at every replay)"
-    if any(r.startswith("splitting op") for r in reached) and "PIECEWISE" in d.cudagraph_mode:
+    if split and "PIECEWISE" in d.cudagraph_mode:
         return f"eagerly: between the pieces of {d.cudagraph_mode}'s piecewise graphs (a splitting op)"
-    if reached:
+    if eager or split:
         return "eagerly in the mode that skips it; check the mode in use"
     return "inside a graph when the batch is captured"
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from repro.coverage import SentinelMode
+from repro_studies.kernel_id import KernelFamily, KernelId
 from repro_studies.registry import Form
-from repro_studies.upstream.arms import CUTEDSL_PREFIX, make_callable
+from repro_studies.upstream.arms import make_callable
 from repro_studies.upstream.matrix import MatrixConfig, plan_release
 from repro_studies.upstream.release_kernel import ReleaseUnavailable, release_of
 
@@ -26,7 +27,7 @@ def cutedsl_callable(version: str, device: str, download: bool) -> tuple[str, An
         release = release_of(plan.entry)
     except ReleaseUnavailable as exc:
         return version, None, str(exc)
-    wanted = f"{CUTEDSL_PREFIX}v4:v4"
+    wanted = KernelId.cutedsl(KernelFamily.V4, "v4").matrix_label
     arm = next((a for a in plan.arms if a.kernel == wanted), None)
     if arm is None:
         skipped = next((r for r in plan.skipped if r["kernel"] == wanted), None)

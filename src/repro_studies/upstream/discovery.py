@@ -16,17 +16,14 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 
+from repro_studies.kernel_id import KernelId
+
 #: Name of a dequantise-and-gather-K definition.
 GATHER_NAME = re.compile(r"dequantize_?and_?gather_?k|dequant_?gather_?k", re.IGNORECASE)
 #: Wrappers tried in this order: the Triton entry point, then the dispatcher (with CuTe-DSL stubbed off).
 WRAPPER_CANDIDATES = ("dequantize_and_gather_k_cache_triton", "dequantize_and_gather_k_cache")
 DISPATCHER = "dequantize_and_gather_k_cache"
 CUTEDSL_MODULE_SUFFIX = "dequant_gather_k_cutedsl.py"
-
-
-def family_of(member: str) -> str:
-    """The gather family of a wheel member, as tables name it: ``v41`` (DeepSeek-V4.1's modules) or ``v4``."""
-    return "v41" if "deepseek_v41" in member else "v4"
 
 
 @dataclass
@@ -50,9 +47,13 @@ class KernelInfo:
     end_lineno: int
 
     @property
+    def id(self) -> KernelId:
+        return KernelId.triton(self.module, self.qualname, self.record)
+
+    @property
     def label(self) -> str:
-        """Short, release-independent name used in tables: ``v4/_dequantize_and_gather_k_kernel``."""
-        return f"{family_of(self.module)}:{self.qualname}"
+        """Short, release-independent name used in tables: ``v4:_dequantize_and_gather_k_kernel``."""
+        return self.id.matrix_label
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +66,7 @@ class CuteInfo:
     module: str
     classes: list[str]
     source_sha256: str
-    dispatchers: list[str] = field(default_factory=list)  # "module:function"
+    dispatchers: list[str] = field(default_factory=list)  # wheel members whose DISPATCHER imports it
 
 
 @dataclass
@@ -286,7 +287,7 @@ def discover(sources: dict[str, str]) -> Discovery:
             except SyntaxError:
                 continue
             if _imports_cutedsl(tree, DISPATCHER):
-                c.dispatchers.append(f"{member}:{DISPATCHER}")
+                c.dispatchers.append(member)
     modules = sorted({k.module for k in kernels})
     return Discovery(kernels, cutes, modules, errors)
 

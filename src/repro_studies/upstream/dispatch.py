@@ -37,7 +37,9 @@ import torch
 import triton
 import triton.language as tl
 
+from repro_studies.kernel_id import KernelFamily, KernelId, family_of
 from repro_studies.registry import (
+    ANY_TOPOLOGY,
     DISPATCH_NO_KERNEL,
     DISPATCH_NOT_DECIDED,
     DISPATCH_NOT_GATHERED,
@@ -50,8 +52,7 @@ from repro_studies.registry import (
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream import serving, warmups
 from repro_studies.upstream import topology as tp
-from repro_studies.upstream.arms import CUTEDSL_PREFIX
-from repro_studies.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover, family_of
+from repro_studies.upstream.discovery import CUTEDSL_MODULE_SUFFIX, discover
 from repro_studies.upstream.members import DISPATCH
 from repro_studies.upstream.released_code import ClassRef, NotProvided, ReleasedCode, StatementFailed
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release
@@ -99,8 +100,6 @@ COLUMNS = (
     "refused_by",
     "how",
 )
-#: What a Triton launch is called in ``gather_kernel`` (a CuTe-DSL launch starts with ``CUTEDSL_PREFIX``).
-TRITON_PREFIX = "triton:"
 
 
 class PathNotDecided(RuntimeError):
@@ -121,7 +120,7 @@ class Path:
     dispatcher_member: str = ""
     records: dict[int, str] = field(default_factory=dict)  # record bytes -> "compressed + SWA" etc.
     how: list[str] = field(default_factory=list)
-    topology: str = tp.ANY_TOPOLOGY  # the tensor-parallel sizes the selection gives this class for
+    topology: str = ANY_TOPOLOGY  # the tensor-parallel sizes the selection gives this class for
     condition: str = ""  # the released checks that read the topology
 
 
@@ -212,7 +211,7 @@ class Selection:
 
     @property
     def topology(self) -> str:
-        return tp.label(self.topologies) if self.read_topology else tp.ANY_TOPOLOGY
+        return tp.label(self.topologies) if self.read_topology else ANY_TOPOLOGY
 
 
 def selections(code: ReleasedCode, model: Model, directory: str) -> list[Selection]:
@@ -339,29 +338,30 @@ def uses_of(widths: dict[str, int]) -> dict[int, str]:
 
 # ---- link 4: the dispatcher ------------------------------------------------------------------------------
 class _Recorder:
-    """Stands for the CuTe-DSL gather module: any entry it is asked for records the launch."""
+    """Stands for the CuTe-DSL gather module: any entry it is asked for records the launch (the CuTe-DSL gather of
+    ``record`` reached through the ``family`` dispatcher, named by the entry called)."""
 
-    def __init__(self, module: str, launched: list[str]):
-        self._module, self._launched = module, launched
+    def __init__(self, family: KernelFamily, record: str, launched: list[KernelId]):
+        self._family, self._record, self._launched = family, record, launched
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        launched = self._launched
+        launched, family, record = self._launched, self._family, self._record
 
         class Entry:
             def __call__(self, *args: Any, **kwargs: Any) -> None:
-                launched.append(f"{CUTEDSL_PREFIX}{name}")
+                launched.append(KernelId.cutedsl(family, record, name))
 
             def __getattr__(self, attr: str) -> Any:
                 if attr.startswith("__"):
                     raise AttributeError(attr)
-                return lambda *a, **k: launched.append(f"{CUTEDSL_PREFIX}{name}.{attr}")
+                return lambda *a, **k: launched.append(KernelId.cutedsl(family, record, f"{name}.{attr}"))
 
         return Entry()
 
 
-def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launched: list[str]) -> str:
+def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launched: list[KernelId]) -> KernelId:
     """Call the release's dispatcher with a K cache of ``record``'s width; the kernel that launched."""
 
     for k in kernels_of(code, dispatcher_member):
@@ -370,8 +370,8 @@ def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launche
         if isinstance(owner, ClassRef):
             raise PathNotDecided(f"{dispatcher_member}: class {k.class_name} could not be executed as released")
 
-        def recording(*args: Any, _label: str = k.label, **kwargs: Any) -> None:
-            launched.append(_label)
+        def recording(*args: Any, _id: KernelId = k.id, **kwargs: Any) -> None:
+            launched.append(_id)
 
         jit.run = recording
     fn = code.value(dispatcher_member, DISPATCHER)
@@ -383,7 +383,9 @@ def dispatch(code: ReleasedCode, dispatcher_member: str, record: Record, launche
     table = torch.arange(num_reqs * 4, dtype=torch.int32).reshape(num_reqs, 4)
     fn(out, k_cache, seq_lens, gather_lens, table, block_size, 0)
     if len(launched) != 1:
-        raise PathNotDecided(f"{dispatcher_member}:{DISPATCHER} launched {launched or 'nothing'}")
+        raise PathNotDecided(
+            f"{dispatcher_member}:{DISPATCHER} launched {[k.matrix_label for k in launched] or 'nothing'}"
+        )
     return launched[0]
 
 
@@ -552,10 +554,10 @@ def _record_row(
     if record.kind not in kinds:
         how = f"{path.dispatcher_member} has no gather kernel for the {record.display} record"
         return _row(release, family, model, record, status=DISPATCH_NO_KERNEL, how=how, **base)
-    launched: list[str] = []
+    launched: list[KernelId] = []
     cute = cutedsl_module(code)
     if cute and family.cutlass == pf.CUTLASS_IMPORTS:
-        code.standins[cute[:-3].replace("/", ".")] = _Recorder(cute, launched)
+        code.standins[cute[:-3].replace("/", ".")] = _Recorder(family_of(path.dispatcher_member), record.kind, launched)
     cute_answer = ""
     asks = "has_cutedsl" in code.source(path.dispatcher_member)
     if asks and IMPORT_UTILS in code.members and code.toplevel(IMPORT_UTILS, "has_cutedsl") is not None:
@@ -569,11 +571,7 @@ def _record_row(
     except Exception as exc:  # what the dispatcher raises is the finding
         how = "; ".join([*path.how, cute_answer, f"{DISPATCHER} raised {type(exc).__name__}: {exc}"])
         return _row(release, family, model, record, gather_kernel="", status=DISPATCH_RAISED, how=how, **base)
-    if launch.startswith(CUTEDSL_PREFIX):
-        kernel = f"CuTe-DSL {launch[len(CUTEDSL_PREFIX) :]}"
-        matrix = f"{CUTEDSL_PREFIX}{family_of(path.dispatcher_member)}:{record.kind}"
-    else:
-        kernel, matrix = f"{TRITON_PREFIX}{launch.split(':', 1)[1]}", launch
+    kernel, matrix = launch.launch_label, launch.matrix_label
     how = "; ".join(x for x in [*path.how, cute_answer, f"launched {kernel}"] if x)
     return _row(
         release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=DISPATCH_RAN, how=how, **base

@@ -28,10 +28,11 @@ from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.coverage import SentinelMode
 from repro.registry import load_implementation
+from repro_studies.kernel_id import KernelId, family_of
 from repro_studies.kernels.records_reference import decoded_negative_zero
 from repro_studies.registry import Form, VerdictClass
 from repro_studies.upstream import cutedsl_stack as stack
-from repro_studies.upstream.arms import CUTEDSL_PREFIX, Arm, make_callable
+from repro_studies.upstream.arms import Arm, make_callable
 from repro_studies.upstream.cases import case_command, reference_for, run_arm_case
 from repro_studies.upstream.discovery import DISPATCHER, Discovery, discover, launch_path_source
 from repro_studies.upstream.members import GATHER
@@ -156,12 +157,11 @@ def plan_release(version: str, cfg: MatrixConfig) -> ReleasePlan:
         ran = None if why_not else stack.installed()
         plan.cutedsl_stack = stack.describe(version, ran, stack.pinned(version, cfg.cache_root, cfg.download))
     for c in disc.cute:
-        for dispatcher in c.dispatchers:
-            member = dispatcher.split(":")[0]
-            family = "v41" if "deepseek_v41" in member else "v4"
+        for member in c.dispatchers:
+            family = family_of(member)
             records = ["v4"] + (["mxfp8"] if family == "v41" and "V41_BYTES_PER_TOKEN" in sources[member] else [])
             for record in records:
-                label = f"{CUTEDSL_PREFIX}{family}:{record}"
+                label = KernelId.cutedsl(family, record).matrix_label
                 interleaved = record != "v4" and any(k.record == record and k.interleaved for k in disc.kernels)
                 arm = Arm(
                     version,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro_studies.kernel_id import KernelFamily
 from repro_studies.registry import TRITON_FORMS, Form, code_label
 from repro_studies.upstream.arms import Arm, WrongKernel, load_arm
 from repro_studies.upstream.discovery import KernelInfo, discover
@@ -61,7 +62,7 @@ def v4_kernel(entry: CacheEntry) -> KernelInfo:
     found = [
         k
         for k in discover(sources).kernels
-        if k.label.startswith("v4:") and k.record == "v4" and "one_pass" not in k.name and k.wrapper
+        if k.id.family == KernelFamily.V4 and k.record == "v4" and "one_pass" not in k.name and k.wrapper
     ]
     if len(found) != 1:
         names = ", ".join(k.label for k in found) or "none"

@@ -21,8 +21,6 @@ from repro_studies.upstream.released_code import ReleasedCode
 
 #: The configuration fields that make the topology (the model's, and the deployer's tensor-parallel size).
 TOPOLOGY_FIELDS = ("num_attention_heads", "o_groups", "tensor_parallel_size")
-#: What a row says when the selection never read the tensor-parallel size.
-ANY_TOPOLOGY = "any TP (not read)"
 
 
 @dataclass(frozen=True)

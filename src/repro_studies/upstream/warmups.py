@@ -15,6 +15,7 @@ import ast
 import re
 from typing import Any
 
+from repro_studies.kernel_id import KernelKind
 from repro_studies.upstream.released_code import ClassRef, ReleasedCode
 
 #: A gather's JIT instance: ``_DEQUANTIZE_AND_GATHER_K_CACHE_KERNEL`` (Triton) or the CuTe-DSL one.
@@ -113,7 +114,7 @@ def registrations(code: ReleasedCode, cls: ClassRef, vllm_config: Any, package_d
         rows.append(
             {
                 "instance": instance,
-                "kind": "CuTe-DSL" if CUTEDSL_INSTANCE.search(instance) else "Triton",
+                "kind": str(KernelKind.CUTEDSL if CUTEDSL_INSTANCE.search(instance) else KernelKind.TRITON),
                 "registered": verdict,
                 "condition": "; ".join(parts) or "unconditional",
                 "site": f"{member}:{fn.name} line {call.lineno}",

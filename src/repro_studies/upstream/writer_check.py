@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from enum import StrEnum
 
 import torch
 import triton
@@ -25,6 +26,13 @@ from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.wheelcache import CacheEntry
 
 V41_MODULE = "vllm/models/deepseek_v41/common/ops/cache_utils.py"
+
+
+class WriterReference(StrEnum):
+    """The fp8 cast a row's reference writer used (its ``reference`` cell)."""
+
+    RTNE = "round-to-nearest-even fp8 cast"
+    INTERPRETER = "the interpreter's own fp8 cast"  # compares bytes exactly under the interpreter
 
 
 @triton.jit
@@ -99,9 +107,9 @@ def mxfp8_writer_rows(
             )
     except Exception as exc:
         return [dict(base, reference="-", status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
-    casts = [("round-to-nearest-even fp8 cast", fp8_rtne)]
+    casts = [(WriterReference.RTNE, fp8_rtne)]
     if interpreted:
-        casts.append(("the interpreter's own fp8 cast", triton_fp8_cast))
+        casts.append((WriterReference.INTERPRETER, triton_fp8_cast))
     rows = []
     for name, cast in casts:
         storage, cache = pool()
@@ -118,7 +126,7 @@ def mxfp8_writer_rows(
         rows.append(
             dict(
                 base,
-                reference=name,
+                reference=str(name),
                 status="ok",
                 layout="interleaved" if interleaved else "page-split",
                 bytes=int(storage.numel()),

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -29,6 +29,7 @@ from repro_studies.upstream import fetch, regression
 from repro_studies.upstream import matrix as mx
 from repro_studies.upstream import patches as patch_lib
 from repro_studies.upstream import releases as idx
+from repro_studies.upstream.discovery import DISPATCHER
 from repro_studies.upstream.members import GATHER
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release, load_entry
 from repro_studies.walkthrough import session as study_session
@@ -202,7 +203,7 @@ def kernel_inventory(ctx: Context) -> pd.DataFrame:
                     "release": p.version,
                     "kernel": "cutedsl:" + ",".join(c.classes),
                     "module": c.module,
-                    "wrapper": "; ".join(d.split(":")[1] + " in " + d.split("/")[2] for d in c.dispatchers),
+                    "wrapper": "; ".join(f"{DISPATCHER} in {PurePosixPath(m).parts[2]}" for m in c.dispatchers),
                     "kernel sha256": c.source_sha256[:12],
                     "status": "found",
                 }
@@ -313,7 +314,10 @@ def record_gathers(ctx: Context) -> pd.DataFrame:
 
 def writer_checks(ctx: Context) -> pd.DataFrame:
     """The MXFP8 insert kernel of each release that ships one, against the reference writer."""
-    from repro_studies.upstream.writer_check import mxfp8_writer_rows  # lazy: defines a kernel, under the profile
+    from repro_studies.upstream.writer_check import (  # lazy: defines a kernel, under the profile
+        WriterReference,
+        mxfp8_writer_rows,
+    )
 
     table = ctx.session.table(WRITERS)
     for p in ctx.plans:
@@ -323,7 +327,7 @@ def writer_checks(ctx: Context) -> pd.DataFrame:
         if not mx_kernels:
             continue
         for r in mxfp8_writer_rows(p.entry, mx_kernels[0].interleaved, ctx.device, ctx.interpreted):
-            exact = r.get("reference", "").startswith("the interpreter") or not ctx.interpreted
+            exact = r.get("reference") == WriterReference.INTERPRETER or not ctx.interpreted
             if r["status"] != "ok":
                 ok, expected, observed = False, "the writer runs", f"{r['status']}: {r['reason']}"
             elif exact:
