@@ -14,17 +14,29 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('"input_path": "/work/main/notebooks/04.ipynb"', '"input_path": "notebooks/04.ipynb"'),
+        ('"input_path": "/srv/gpu-host/checkout/notebooks/04.ipynb"', '"input_path": "notebooks/04.ipynb"'),
         ("--out /root/w6/ev/profile", "--out ~/w6/ev/profile"),
         ("run folder: /home/ci/runs/a", "run folder: ~/runs/a"),
         ('run_dir = "/tmp/evc/c-032"', 'run_dir = "$TMPDIR/evc/c-032"'),
-        ("not in the cache /work/main/.vllm-cache", "not in the cache .vllm-cache"),
+        ("not in the cache /srv/gpu-host/checkout/.vllm-cache", "not in the cache .vllm-cache"),
+        ("cwd /srv/gpu-host/checkout", "cwd ."),
         ("data/h200/tmp/x and ~/tmp/y stay", "data/h200/tmp/x and ~/tmp/y stay"),
     ],
 )
 def test_each_machine_path_becomes_a_neutral_one(text, expected):
-    assert scrub_machine_paths.scrub(text) == expected
-    assert scrub_machine_paths.scrub(expected) == expected
+    roots = ("/srv/gpu-host/checkout",)  # the other host's checkout, as its notebooks record it
+    assert scrub_machine_paths.scrub(text, roots) == expected
+    assert scrub_machine_paths.scrub(expected, roots) == expected
+
+
+def test_the_checkout_a_run_ran_in_is_read_from_its_notebooks(tmp_path):
+    nb = tmp_path / "run" / "notebooks" / "04-upstream-releases.ipynb"
+    nb.parent.mkdir(parents=True)
+    nb.write_text('{"metadata": {"papermill": {"input_path": "/srv/gpu-host/checkout/notebooks/04-x.ipynb"}}}')
+    (tmp_path / "run" / "run.log").write_text("python -m repro run --out /srv/gpu-host/checkout/runs/a\n")
+    assert scrub_machine_paths.checkout_roots(tmp_path / "run") == ("/srv/gpu-host/checkout",)
+    assert scrub_machine_paths.main([str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "run.log").read_text() == "python -m repro run --out runs/a\n"
 
 
 @pytest.mark.audit
@@ -68,6 +80,8 @@ def _run_with_a_recorded_table(tmp_path: Path, text: str) -> Path:
         "notebooks": {"02-x": {"tables": {"results/" + table.name: record}}},
     }
     (run / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (run / "notebooks").mkdir()  # where the run ran: papermill's record of the notebook's path
+    (run / "notebooks" / "02-x.ipynb").write_text('{"input_path": "/srv/gpu-host/checkout/notebooks/02-x.ipynb"}')
     return run
 
 
@@ -76,7 +90,7 @@ def test_a_recorded_table_is_rewritten_with_its_record(tmp_path):
     from repro.core.analysis.rundata import load_run
     from repro.core.analysis.written import problems
 
-    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/work/main/tests/m.py"}\n')
+    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/srv/gpu-host/checkout/tests/m.py"}\n')
     assert scrub_machine_paths.main([str(run)]) == 0
     assert (run / "results" / "02-implementation.json").read_text() == '{"module_file": "tests/m.py"}\n'
     manifest = load_run(run).manifest
@@ -85,10 +99,11 @@ def test_a_recorded_table_is_rewritten_with_its_record(tmp_path):
 
 
 def test_a_table_changed_after_its_run_is_refused_and_nothing_rewritten(tmp_path, capsys):
-    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/work/main/tests/m.py"}\n')
+    run = _run_with_a_recorded_table(tmp_path, '{"module_file": "/srv/gpu-host/checkout/tests/m.py"}\n')
     table = run / "results" / "02-implementation.json"
-    table.write_text('{"module_file": "/work/main/tests/other.py"}\n')
+    table.write_text('{"module_file": "/srv/gpu-host/checkout/tests/other.py"}\n')
     before = (run / "manifest.json").read_text()
     assert scrub_machine_paths.main([str(run)]) == 2
     assert "differs from what its run recorded" in capsys.readouterr().err
-    assert "/work/main/tests/other.py" in table.read_text() and (run / "manifest.json").read_text() == before
+    assert "/srv/gpu-host/checkout/tests/other.py" in table.read_text()
+    assert (run / "manifest.json").read_text() == before

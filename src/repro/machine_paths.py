@@ -3,8 +3,8 @@
 A run copied into data/ from a GPU host records where it ran: its folder in the manifest's command and the run log,
 the notebooks' paths in papermill's metadata and the parameter cell. Those say nothing about the evidence and name
 a machine's layout, so before a run is committed its text files are rewritten in place (:func:`scrub`): the checkout
-root of these machines (``/work/main/``), or of the checkout that runs the rewrite, becomes a path relative to the
-checkout, a home folder (``/root/``,
+root the run ran in (read from papermill's record of each notebook's ``input_path``, ``<root>/notebooks/<file>``), or
+the checkout that runs the rewrite, becomes a path relative to the checkout, a home folder (``/root/``,
 ``/home/<user>/``) ``~/`` and ``/tmp/`` ``$TMPDIR/``. ``tests/test_machine_paths.py`` checks that nothing under data/
 still has one; the report's rerun command reads those forms as another host's folder (:func:`elsewhere`).
 
@@ -28,25 +28,35 @@ from repro.ledger import record_of
 HOME, TMP = "~/", "$TMPDIR/"
 #: The checkout this module runs from (a second working tree of the same repository has its own root).
 CHECKOUT = Path(__file__).resolve().parents[2].as_posix()
-#: (pattern, replacement) in the order applied; the checkout roots first, so that their files stay repository paths.
+#: (pattern, replacement) after the checkout roots, which go first so that their files stay repository paths.
 RULES = (
-    (re.compile(re.escape(CHECKOUT) + "/"), ""),
-    (re.compile(re.escape(CHECKOUT) + r"\b"), "."),
-    (re.compile(r"/work/main/"), ""),
-    (re.compile(r"/work/main\b"), "."),
     (re.compile(r"/root/"), HOME),
     (re.compile(r"/home/[A-Za-z0-9_.-]+/"), HOME),
     (re.compile(r"(?<![\w.~$])/tmp/"), TMP),
 )
+#: Where papermill records a notebook's path; the checkout root is what stands before ``/notebooks/<file>``.
+_INPUT_PATH = re.compile(r'"input_path": "(/[^"]+)/notebooks/[^"/]+\.ipynb"')
 #: Text files a run folder holds.
 SUFFIXES = {".json", ".log", ".md", ".csv", ".ipynb", ".html", ".txt", ".svg"}
 
 
-def scrub(text: str) -> str:
-    """``text`` with every machine folder of :data:`RULES` rewritten."""
+def scrub(text: str, roots: tuple[str, ...] = ()) -> str:
+    """``text`` with each checkout root (``roots`` and this checkout) made relative and every folder of :data:`RULES`
+    rewritten."""
+    for root in sorted({*roots, CHECKOUT}, key=len, reverse=True):
+        text = re.sub(re.escape(root) + "/", "", text)
+        text = re.sub(re.escape(root) + r"\b", ".", text)
     for pattern, replacement in RULES:
         text = pattern.sub(replacement, text)
     return text
+
+
+def checkout_roots(folder: Path) -> tuple[str, ...]:
+    """The checkout roots the runs under ``folder`` ran in, as their executed notebooks record them."""
+    found = set()
+    for notebook in folder.rglob("*.ipynb"):
+        found.update(_INPUT_PATH.findall(notebook.read_text(encoding="utf-8", errors="replace")))
+    return tuple(sorted(found))
 
 
 def elsewhere(path: str) -> bool:
@@ -104,12 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         if changed:
             print(f"FOLDER: {changed[0]} differs from what its run recorded; nothing rewritten", file=sys.stderr)
             return 2
+        roots = checkout_roots(folder)
         new_records: dict[Path, dict] = {}
         for path in sorted(folder.rglob("*")):
             if path.suffix not in SUFFIXES or not path.is_file() or path.name == "manifest.json":
                 continue
             text = path.read_text(encoding="utf-8")
-            new = scrub(text)
+            new = scrub(text, roots)
             if new != text:
                 path.write_text(new, encoding="utf-8")
                 if path.resolve() in records:
@@ -118,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         _rewrite_records(folder, new_records)
         for manifest in sorted(folder.rglob("manifest.json")):  # last: its records now name the rewritten files
             text = manifest.read_text(encoding="utf-8")
-            if scrub(text) != text:
-                manifest.write_text(scrub(text), encoding="utf-8")
+            if scrub(text, roots) != text:
+                manifest.write_text(scrub(text, roots), encoding="utf-8")
                 print(manifest)
     return 0
 
