@@ -121,6 +121,13 @@ def _module_fixture_group(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: a test that reads the shared run leaves the fast lane
+def pytest_itemcollected(item):
+    """A test that reads the shared CPU run reads the output of every notebook: an end-to-end test."""
+    if _reads_the_shared_run(item):
+        item.add_marker(pytest.mark.integration)
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_start_order)
     for item in items:

@@ -193,6 +193,7 @@ class PassingNotebooks(FakeNotebooks):
         return super().__call__(src, dst, parameters, progress, kernel)
 
 
+@pytest.mark.integration  # drives the command line on 160 drawn inputs (seconds)
 @settings(max_examples=160, deadline=None, suppress_health_check=list(HealthCheck))
 @given(out=OUT, selection=SELECTION, params=st.lists(PARAMETER, max_size=3))
 def test_every_input_is_refused_in_one_line_or_runs_to_a_verdict(out, selection, params, monkeypatch_session):

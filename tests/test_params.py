@@ -186,6 +186,7 @@ def test_a_sweep_case_that_cannot_fit_in_host_memory_is_refused_with_what_fits()
         check_sweep_memory([256], fits + 1, 24 * gib)
 
 
+@pytest.mark.integration  # runs a sweep end to end (seconds)
 def test_the_host_bytes_per_token_bound_holds_for_a_sweep_case():
     """Measured in a fresh process: building a case, its output and its reference stays under the bound. The
     process's own peak (VmHWM): ``ru_maxrss`` keeps the peak of the process it was forked from, here a test

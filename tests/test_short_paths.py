@@ -59,6 +59,7 @@ def probed(gather, monkeypatch):
     return seen
 
 
+@pytest.mark.integration  # runs the notebook's cells end to end (seconds)
 def test_a_cell_reaches_the_kernels_through_at_most_three_frames(probed):
     from repro.walkthrough.gather import GatherWalkthrough
 
@@ -96,6 +97,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a[keep].reset_index(drop=True), b[keep].reset_index(drop=True))
 
 
+@pytest.mark.integration  # runs a sweep end to end (seconds)
 def test_a_gather_cell_run_again_gives_the_same_output(gather, tmp_path):
     from repro.walkthrough.gather import GatherWalkthrough
 
