@@ -45,7 +45,7 @@ def test_the_wheels_requirements_come_from_its_record_checked_metadata(tmp_path,
 def test_rows_say_which_stack_ran_and_which_the_release_pins(tmp_path, monkeypatch):
     root = cache(tmp_path, monkeypatch)
     pins = stack.pinned("0.99.0", root)
-    assert stack.pinned_versions(pins) == {"nvidia-cutlass-dsl": "4.8.0", "quack-kernels": "0.6.5"}
+    assert stack.pinned_pair(pins) == ("4.8.0", "0.6.5")
     same = {"nvidia-cutlass-dsl": "4.8.0", "quack-kernels": "0.6.5"}
     assert stack.describe("0.99.0", same, pins) == (
         "ran nvidia-cutlass-dsl 4.8.0, quack-kernels 0.6.5; vLLM 0.99.0 pins nvidia-cutlass-dsl==4.8.0, "

@@ -54,16 +54,6 @@ def _requirement(line: str) -> Requirement | None:
         return None
 
 
-def pinned_versions(pins: dict[str, str] | None) -> dict[str, str]:
-    """``{name: "4.8.0"}`` from exact pins (``==``); other requirements as written."""
-    out = {}
-    for name, line in (pins or {}).items():
-        req = _requirement(line) if line else None
-        exact = [s.version for s in req.specifier if s.operator == "=="] if req else []
-        out[name] = exact[0] if len(exact) == 1 else line
-    return out
-
-
 def lowest_allowed(line: str) -> str | None:
     """The lowest version a requirement line admits when it names one (``==4.8.0`` or ``>=0.3.3``), else None.
 
