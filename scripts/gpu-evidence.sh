@@ -54,18 +54,14 @@ PLAIN_PYTHONPATH=$PYTHONPATH  # without the CuTe-DSL stack: the runs that must s
 . scripts/cutedsl-pins.sh
 mkdir -p "$OUT"
 pids=()
-start() {  # start NAME [python -m repro run options]: one run in the background
-  local name=$1
-  shift
-  "$PY" -m repro run --profile "$PROFILE" --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
+start_on() {  # start_on PYTHONPATH NAME [python -m repro run options]: one run in the background
+  local path=$1 name=$2
+  shift 2
+  PYTHONPATH=$path "$PY" -m repro run --profile "$PROFILE" --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
   pids+=($!)
 }
-start_plain() {  # the same, with the CuTe-DSL stack off the path (import cutlass fails, has_cutedsl() is false)
-  local name=$1
-  shift
-  PYTHONPATH=$PLAIN_PYTHONPATH "$PY" -m repro run --profile "$PROFILE" --out "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1 &
-  pids+=($!)
-}
+start() { start_on "$PYTHONPATH" "$@"; }
+start_plain() { start_on "$PLAIN_PYTHONPATH" "$@"; }  # the CuTe-DSL stack off the path: import cutlass fails
 t0=$(date +%s)
 wait_alone() {  # wait for the runs started so far, at most until $1 seconds after the start
   while [ "$(jobs -rp | wc -l)" -gt 0 ] && [ $(($(date +%s) - t0)) -lt "$1" ]; do sleep 2; done
@@ -111,10 +107,8 @@ case "$STEP" in
     while read -r cutlass quack releases; do
       dirs=$(pinned_site "$cutlass" "$quack")
       if [ -z "$dirs" ] && [ "$PROFILE" = gpu ]; then echo "skipped $releases: CuTe-DSL $cutlass/$quack not installed"; continue; fi
-      PYTHONPATH="$dirs${dirs:+:}$PLAIN_PYTHONPATH" "$PY" -m repro run --profile "$PROFILE" --out "$OUT/p-$cutlass-$quack" \
-        --notebooks 04 -p download=false -p upstream_test=false -p 'record_gathers=[]' -p 'variants=["released"]' \
-        -p releases="$releases" >"$OUT/p-$cutlass-$quack.log" 2>&1 &
-      pids+=($!)
+      start_on "$dirs${dirs:+:}$PLAIN_PYTHONPATH" "p-$cutlass-$quack" --notebooks 04 -p download=false \
+        -p upstream_test=false -p 'record_gathers=[]' -p 'variants=["released"]' -p releases="$releases"
     done <<<"$pairs"
     ;;
   profile) start profile --notebooks 01 03 -p download=false -p vllm_releases='[0.22.0, 0.33.0]' ;;
