@@ -1,13 +1,23 @@
-# Sourced by scripts/gpu-evidence.sh: the CuTe-DSL stacks each release pins (scripts/fetch-cutedsl-wheels.py writes
-# their wheels to .cutedsl-pins, whose parts may come over several calls), one install per pair.
-# Whatever part of .cutedsl-pins a call carries is first copied to $CUTEDSL_PINS_STASH (default ~/cutedsl-pins),
-# which outlives the working-tree copy while the host stays up. `pinned_site CUTLASS QUACK` then joins and checks
-# the pair's wheels, installs them once into /tmp/cutedsl-site-CUTLASS-QUACK and prints the PYTHONPATH entries the
-# install adds; it prints nothing, and says why on stderr, while a wheel of the pair is missing or corrupt.
+# Sourced by the GPU scripts (through scripts/cutedsl-env.sh): the CuTe-DSL stacks the releases pin, one install per
+# pair. scripts/fetch-cutedsl-wheels.py writes a pair's wheels to .cutedsl-pins (any pairs) or .cutedsl-wheels (the
+# newest pair, scripts/fetch-cutedsl-wheels.sh); their parts may come over several calls.
+# Whatever part of either a call carries is first copied to $CUTEDSL_PINS_STASH (default ~/cutedsl-pins), which
+# outlives the working-tree copy while the host stays up; each fetch's SHA256SUMS lines are kept, not replaced.
+# `pinned_site CUTLASS QUACK` then joins and checks the pair's wheels, installs them once into
+# /tmp/cutedsl-site-CUTLASS-QUACK and prints the PYTHONPATH entries the install adds; it prints nothing, and says why
+# on stderr, while a wheel of the pair is missing or corrupt.
 PINS_STASH=${CUTEDSL_PINS_STASH:-$HOME/cutedsl-pins}
-if [ -d .cutedsl-pins ]; then
-  mkdir -p "$PINS_STASH" && cp -r .cutedsl-pins/. "$PINS_STASH/"
-fi
+for carried in .cutedsl-wheels .cutedsl-pins; do
+  [ -d "$carried" ] || continue
+  mkdir -p "$PINS_STASH"
+  for kind in small parts pairs; do
+    if [ -d "$carried/$kind" ]; then mkdir -p "$PINS_STASH/$kind" && cp -r "$carried/$kind/." "$PINS_STASH/$kind/"; fi
+  done
+  if [ -f "$carried/SHA256SUMS" ]; then
+    cat "$carried/SHA256SUMS" >>"$PINS_STASH/SHA256SUMS"
+    sort -u -o "$PINS_STASH/SHA256SUMS" "$PINS_STASH/SHA256SUMS"
+  fi
+done
 
 pinned_site() {
   local pair="$1-$2" site="/tmp/cutedsl-site-$1-$2" list="$PINS_STASH/pairs/$1-$2.txt" wheel joined

@@ -11,7 +11,7 @@ cuda-bindings and the like). Written to DEST as
     DEST/SHA256SUMS                the hash of every whole wheel (checked after the parts are joined)
     DEST/pairs/CUTLASS-QUACK.txt   the wheels one pair installs, one file name a line
 
-``scripts/cutedsl-pins.sh`` joins, checks and installs one pair on the host;
+``scripts/cutedsl-pins.sh`` joins, checks and installs one pair on the host (``scripts/cutedsl-env.sh``: the newest);
 ``python -m repro_studies.upstream.cutedsl_stack RELEASE ...`` says which pair each release pins.
 """
 

@@ -6,8 +6,8 @@
 #   DEST/parts/<wheel>.part-NN  wheels of PART_MIB MiB or more, split into PART_MIB MiB parts
 #   DEST/SHA256SUMS             the hash of every whole wheel (check after joining the parts)
 # so each part fits one carried transfer beside the working tree (64 MiB in all; the tree is about 25 MiB).
-# On the GPU host scripts/cutedsl-env.sh copies the parts out of the working tree (to ~/cutedsl) over several calls,
-# joins and checks them and installs the wheels (cuda-bindings is already installed there).
+# On the GPU host scripts/cutedsl-pins.sh copies the parts out of the working tree (to ~/cutedsl-pins) over several
+# calls, and scripts/cutedsl-env.sh joins, checks and installs the pair (cuda-bindings is already installed there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:-.cutedsl-wheels}

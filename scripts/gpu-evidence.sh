@@ -4,7 +4,7 @@
 # DEADLINE_S (default 540) is stopped with SIGTERM, which leaves it `interrupted` and resumable with --resume.
 # Carry .whl (scripts/build-h200-wheelhouse.sh), .vllm-cache-gpu (python -m repro_studies.upstream.fetch --export
 # .vllm-cache-gpu) and, for the CuTe-DSL arms, the CuTe-DSL wheels (scripts/fetch-cutedsl-wheels.sh; their parts may
-# come over several calls, scripts/cutedsl-env.sh stashes them). The patches step needs GNU patch on PATH.
+# come over several calls, scripts/cutedsl-pins.sh stashes them). The patches step needs GNU patch on PATH.
 # Usage: scripts/gpu-evidence.sh STEP OUT_DIR
 #   matrix-old  notebook 04 (matrix, patches, vLLM's regression test) for 0.20.0 .. 0.29.0, three runs
 #   matrix-new  the same for 0.30.0 .. 0.33.0, one run per release
@@ -50,8 +50,7 @@ export JUPYTER_PATH="$SITE/share/jupyter"
 export PYTHONUNBUFFERED=1
 if [ -d .vllm-cache-gpu ]; then export REPRO_VLLM_CACHE="${REPRO_VLLM_CACHE:-$PWD/.vllm-cache-gpu}"; fi
 PLAIN_PYTHONPATH=$PYTHONPATH  # without the CuTe-DSL stack: the runs that must see vLLM fall back to Triton
-. scripts/cutedsl-env.sh
-. scripts/cutedsl-pins.sh
+. scripts/cutedsl-env.sh  # the newest pinned pair on PYTHONPATH; pinned_site for the others
 mkdir -p "$OUT"
 pids=()
 start_on() {  # start_on PYTHONPATH NAME [python -m repro run options]: one run in the background
@@ -85,7 +84,7 @@ case "$STEP" in
     start c-032 "${only[@]}" -p releases=0.32.0
     ;;
   matrix-034)
-    if [ "$PROFILE" = gpu ] && [ ! -d "${CUTEDSL_SITE:-/tmp/cutedsl-site}" ]; then
+    if [ "$PROFILE" = gpu ] && [ -z "$CUTEDSL_DIRS" ]; then
       echo "matrix-034 needs the CuTe-DSL wheels installed (scripts/fetch-cutedsl-wheels.sh, scripts/cutedsl-env.sh)" >&2
       exit 2
     fi
