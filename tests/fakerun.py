@@ -12,6 +12,7 @@ from pathlib import Path
 
 from repro.core.analysis.checks import ChecksFailed
 from repro.core.evidence.results import ResultTable
+from repro.notebook_failure import NotebookFailure
 
 #: ``script(run_dir, tables) -> status fields``: what one notebook does; it appends the tables it opened.
 Script = Callable[[Path, list], dict]
@@ -56,7 +57,11 @@ def writes(stem: str, name: str, *oks: bool) -> Script:
             table.append(check_row(ok, i + 1))
         if all(oks):
             return {}
-        return {"status": "failed", "error": f"{ChecksFailed.__name__}: {oks.count(False)} failed check(s)"}
+        return {
+            "status": "failed",
+            "failure": NotebookFailure.CHECKS_FAILED,
+            "error": f"{ChecksFailed.__name__}: {oks.count(False)} failed check(s)",
+        }
 
     return script
 

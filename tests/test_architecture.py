@@ -85,6 +85,7 @@ REPORTING_MAY_IMPORT = (
     "repro.plugins",
     "repro.registry",
     "repro.outcomes",
+    "repro.notebook_failure",
     "repro.seeds",
     "repro.tables",
     "repro.ledger",

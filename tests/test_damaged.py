@@ -16,6 +16,7 @@ import pytest
 from repro.cli.main import main
 from repro.cli.runfolder import LOCK_NAME
 from repro.core.analysis.rundata import RunData, RunFolderError, load_run
+from repro.notebook_failure import NotebookFailure
 from repro.report.verdict import run_verdict
 
 SOURCE = Path(__file__).resolve().parents[1] / "data" / "h200" / "gpu-profile"
@@ -203,7 +204,9 @@ def test_a_finished_run_without_checks_or_with_broken_notebooks_is_not_a_plain_p
     run = load_run(run_copy)
     empty = RunData(run.path, run.manifest, {}, {}, [])
     assert run_verdict(empty).title.startswith("No verdict")
-    run.manifest["failed_notebooks"] = ["02-strided-block-table-gather: DeadKernelError"]
+    run.manifest["notebooks"]["02-strided-block-table-gather"].update(
+        status="failed", failure=NotebookFailure.KERNEL_DIED, error="KernelDied: ..."
+    )
     assert run_verdict(run).title.startswith("Incomplete: 1 notebook(s) did not finish")
 
 

@@ -181,10 +181,10 @@ def test_resume_refuses_a_folder_whose_finished_results_changed(run_copy, capsys
 
 
 def test_a_record_counts_rows_after_the_header_and_the_checks_gate_is_named_once():
-    from repro.core.analysis.written import CHECKS_FAILED
     from repro.ledger import record_of
+    from repro.notebook_failure import CHECKS_GATE
 
-    assert CHECKS_FAILED == ChecksFailed.__name__
+    assert CHECKS_GATE == ChecksFailed.__name__
     assert record_of(b"a,b\n1,2\n3,4\n", "x.csv")["rows"] == 2
     assert record_of(b'{"a": 1}\n', "x.json")["rows"] == 1
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from repro.cli.kernels import kernel_manager_class
 from repro.cli.runfolder import RunLock
 from repro.ledger import LEDGER_FD_ENV
+from repro.notebook_failure import CHECKS_GATE, NotebookFailure
 from repro.outcomes import signal_name
 from repro.paths import repo_root
 
@@ -98,27 +99,29 @@ class KernelWatch:
         self._ledger_read = self._ledger_write = -1
 
 
-def unexecuted(executed: Path) -> str:
-    """ "" when papermill ran every code cell of the executed notebook to its end, else where it stopped and why."""
+def unexecuted(executed: Path) -> tuple[NotebookFailure, str] | None:
+    """None when papermill ran every code cell of the executed notebook to its end, else how and where it stopped."""
     try:
         cells = [c for c in json.loads(executed.read_text())["cells"] if c.get("cell_type") == "code"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"NotebookUnreadable: {executed} cannot be read back ({exc})"
+        return NotebookFailure.UNREADABLE, f"NotebookUnreadable: {executed} cannot be read back ({exc})"
     for number, cell in enumerate(cells, start=1):
         if (cell.get("metadata", {}).get("papermill") or {}).get("status") == "completed":
             continue
         error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
         why = f" by {error.get('ename')}: {error.get('evalue')}" if error else ""
-        return (
+        return NotebookFailure.CELLS_SKIPPED, (
             f"NotebookStopped: code cell {number} of {len(cells)} ended the notebook{why}; "
             f"{len(cells) - number} cell(s) after it never ran"
         )
-    return ""
+    return None
 
 
 def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, kernel: KernelWatch) -> dict:
-    """One notebook through papermill's API; failures become a status, never an exception. A notebook that
-    did not run every cell failed, whatever papermill says."""
+    """One notebook through papermill's API; failures become a status (``failure`` says which kind, ``error`` what
+    happened), never an exception. A notebook that did not run every cell failed, whatever papermill says. A write
+    the run folder refused, by the runner or a cell, is the run's fault, not the notebook's: it raises
+    :class:`repro.core.evidence.results.RunFolderWriteError`."""
     import papermill as pm  # lazy: papermill and nbclient, only to run a notebook
     from nbclient.exceptions import DeadKernelError  # lazy: as papermill
 
@@ -137,22 +140,27 @@ def execute_notebook(src: Path, dst: Path, parameters: dict, progress: bool, ker
             **kernel.engine(),
         )
     except pm.PapermillExecutionError as exc:
-        status = {"status": "failed", "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
+        from repro.core.evidence.results import RunFolderWriteError  # lazy: pandas
+
+        if exc.ename == RunFolderWriteError.__name__:  # a cell's write the run folder refused
+            raise RunFolderWriteError(None, (exc.evalue or exc.ename).splitlines()[0]) from None
+        kind = NotebookFailure.CHECKS_FAILED if exc.ename == CHECKS_GATE else NotebookFailure.RAISED
+        status = {"status": "failed", "failure": kind, "error": f"{exc.ename}: {exc.evalue}", "cell": exc.exec_count}
     except KeyboardInterrupt:
         raise
     except DeadKernelError:
-        status = {"status": "failed", "error": kernel.death()}
+        status = {"status": "failed", "failure": NotebookFailure.KERNEL_DIED, "error": kernel.death()}
     except OSError as exc:  # papermill could not write the executed notebook: the run folder's fault
         from repro.core.evidence.results import RunFolderWriteError  # lazy: pandas
 
         raise RunFolderWriteError.of(dst, exc) from None
     except Exception as exc:  # cell timeout, ...
-        status = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        status = {"status": "failed", "failure": NotebookFailure.RAISED, "error": f"{type(exc).__name__}: {exc}"[:2000]}
     finally:
         kernel.close()
     if status["status"] == "ok":
         stopped = unexecuted(dst)
         if stopped:
-            status = {"status": "failed", "error": stopped}
+            status = {"status": "failed", "failure": stopped[0], "error": stopped[1]}
     status["seconds"] = round(time.perf_counter() - t0, 1)
     return status

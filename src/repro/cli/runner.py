@@ -327,7 +327,7 @@ def _open_manifest(
     status = data.get("status")
     if status not in RESUMABLE:
         checks = len(data.get("failed_checks") or [])
-        broke = len([n for n in data.get("failed_notebooks") or [] if ": ChecksFailed:" not in str(n)])
+        broke = sum(written.broke(st) for st in (data.get("notebooks") or {}).values())
         raise RunFolderError(
             f"--resume: {run_dir} holds a finished run (status {status!r}: {checks} failed check(s), {broke} "
             "notebook(s) broke), whose verdict stands; accepted: a run that was interrupted, killed or stopped "
@@ -478,8 +478,6 @@ def _run_locked(
             status = execute_notebook(path, run_dir / "notebooks" / path.name, nb_params, progress, watch)
             if interrupts.received():  # a signal that came as the notebook ended and a library swallowed
                 raise KeyboardInterrupt("a signal while the notebook ended")
-            if status["error"].startswith(RunFolderWriteError.__name__):  # the run folder, not the notebook
-                return _stopped(manifest, run_dir, status["error"].split(": ", 1)[-1].splitlines()[0])
             left = end_leftovers(keep)  # before the results are recorded: nothing the notebook started is left
             if left:
                 status["ended_left_running"] = left
@@ -530,11 +528,15 @@ def _run_locked(
                     failures.append(f"provenance: {manifest.data['implementation_changed']}")
         except DamagedRun as exc:  # a table the notebooks wrote cannot be read back
             failures = [f"run folder: {exc}"]
-        broken = [
-            f"{name}: {first_line(st.get('error')) or st['status']}"
+        line_of = {
+            name: f"{name}: {first_line(st.get('error')) or st['status']}"
             for name, st in manifest.data["notebooks"].items()
             if st["status"] != "ok"
-        ]
+        }
+        broken = list(line_of.values())
+        at_gate = {
+            line_of[name] for name, st in manifest.data["notebooks"].items() if name in line_of and written.finished(st)
+        }
         manifest.data.update(
             status="complete" if not (failures or broken) else "failed",
             finished=now(),
@@ -585,7 +587,7 @@ def _run_locked(
         return 130
     say(f"run folder: {run_dir}")
     # A notebook that ended at its checks gate finished: its failed checks are listed one by one below.
-    broke = [line for line in broken if ": ChecksFailed:" not in line] if failures else broken
+    broke = [line for line in broken if not (failures and line in at_gate)]
     for line in broke:
         say(f"FAILED notebook {line}")
     for line in failures:

@@ -21,7 +21,8 @@ from typing import Any
 import pandas as pd
 
 from repro import registry
-from repro.core.analysis.checks import ChecksFailed, failed_checks, truthy
+from repro.core.analysis import written
+from repro.core.analysis.checks import failed_checks, truthy
 from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
 from repro.core.analysis.provenance import provenance_name
 from repro.core.analysis.rundata import RunData
@@ -472,21 +473,13 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
 
 
 def not_finished(manifest: Mapping[str, Any]) -> list[str]:
-    """Notebooks that did not run to their end: broke, still running or never started. A notebook
-    that ended by naming failed checks finished."""
+    """Notebooks that did not run to their end: broke, still running or never started, each with its error's first
+    line. A notebook that ended by naming failed checks finished."""
     out = []
     for name, st in (manifest.get("notebooks") or {}).items():
-        status = str(st.get("status", ""))
-        error = str(st.get("error") or "")
-        if status == "ok" or error.startswith(ChecksFailed.__name__):
-            continue
-        first = error.splitlines()[0] if error else status
-        out.append(f"{name}: {first}")
-    named = {line.split(":", 1)[0] for line in out}
-    for line in manifest.get("failed_notebooks") or []:
-        name = str(line).split(":", 1)[0]
-        if ChecksFailed.__name__ not in str(line) and name not in named:
-            out.append(str(line).splitlines()[0])
+        if written.broke(st):
+            error = str(st.get("error") or "")
+            out.append(f"{name}: {error.splitlines()[0] if error else st.get('status', '')}")
     return out
 
 
@@ -569,7 +562,7 @@ def recorded_failure(run: RunData) -> list[str]:
     if run.status != "failed":
         return []
     checks = run.manifest.get("failed_checks") or []
-    broke = [n for n in run.manifest.get("failed_notebooks") or [] if ChecksFailed.__name__ not in str(n)]
+    broke = not_finished(run.manifest)
     first = next((str(line) for line in [*broke, *checks]), "")
     return [
         f"manifest.json records the run as failed ({len(checks)} failed check(s), {len(broke)} notebook(s) broke"

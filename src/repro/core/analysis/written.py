@@ -18,13 +18,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repro.ledger import declared, record_of
+from repro.notebook_failure import NotebookFailure, failure_of
 
 RESULTS = "results"
 #: Statuses of a notebook that did not settle: it was running, interrupted or stopped by a file-system fault. Its
 #: files are partial (``--resume`` discards them and runs it again); every other notebook's stand as recorded.
 UNSETTLED = ("running", "interrupted", "stopped")
-#: The error of a notebook that ran to its end and named failed checks (``ChecksFailed`` in checks.py).
-CHECKS_FAILED = "ChecksFailed"
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
@@ -37,7 +36,12 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def finished(entry: Mapping[str, Any]) -> bool:
     """A notebook that ran to its end: ``ok``, or stopped at its checks gate naming failed checks."""
-    return entry.get("status") == "ok" or str(entry.get("error") or "").startswith(CHECKS_FAILED)
+    return entry.get("status") == "ok" or failure_of(entry) == NotebookFailure.CHECKS_FAILED
+
+
+def broke(entry: Mapping[str, Any]) -> bool:
+    """A notebook that did not run to its end (failed, or was still running, interrupted or stopped)."""
+    return not finished(entry)
 
 
 def settled(entry: Mapping[str, Any]) -> bool:
