@@ -2,6 +2,7 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
@@ -150,3 +151,25 @@ def test_buggy_equals_fixed_iff_uncompressed(case):
         assert not buggy.fits
         with pytest.raises(RuntimeError):
             reshape_kv_cache(pool, spec, group_kbs, "buggy")
+
+
+def test_the_split_overruns_come_from_the_split_table_and_older_runs_read_their_checks():
+    from repro.core.analysis.reshape import (
+        split_overruns,
+        split_overruns_recorded_before_the_table,
+        split_ratio_checks,
+    )
+    from repro.core.geometry.specs import dsv4_catalogue
+    from repro.core.reshape.evidence import split_ratio_rows
+
+    swa = next(s for s in dsv4_catalogue(256) if s.name == "SWA KV")
+    split = split_ratio_rows(swa, [swa.block_size // r for r in (1, 2, 4)], 1000)
+    checks = pd.DataFrame(split_ratio_checks(split))
+    assert list(checks["ok"]) == [True, True, True]
+    overruns = split_overruns(split)
+    assert [round(o) for o in overruns] == [2, 4] and overruns == tuple(round(o, 4) for o in split["overrun"][1:])
+    assert split_overruns_recorded_before_the_table(checks) == overruns
+    as_written = split.astype(str)  # a CSV read back: the numbers as text
+    assert split_overruns(as_written) == overruns
+    fits_again = split.assign(fits=True)  # a split that does not over-ask shows nothing
+    assert split_overruns(fits_again) == ()

@@ -53,6 +53,7 @@ class Table(TableName):
     # notebook 01
     RESHAPE_CHECKS = "01-reshape-checks", ("check", "variant")
     RESHAPE_GROUPS = "01-reshape-groups", ("variant", "cache group")
+    RESHAPE_SPLIT = "01-reshape-split", ("variant", "cache group", "split_ratio")
     # notebook 02
     CONTIGUOUS_CHECKS = "02-contiguous-checks", ("check", "variant", "case", "num_reqs")
     SWEEP = "02-gather-sweep", ("check", "variant", "geometry", "mode", "num_reqs")
@@ -136,6 +137,7 @@ IDENTITY_ORDER = (
     "layout",
     "shape",
     "cache group",
+    "split_ratio",
     "kbs input",
     "module",
     "function",

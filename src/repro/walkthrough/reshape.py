@@ -22,7 +22,7 @@ from repro.core.reshape import plan as model
 from repro.core.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
 from repro.core.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
 from repro.parameters import ReshapeParameters
-from repro.registry import CODE_MODEL
+from repro.registry import CODE_MODEL, RESHAPE_FIXED
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session
 from repro.walkthrough.source import Source, source_of
@@ -30,6 +30,7 @@ from repro.walkthrough.source import Source, source_of
 NOTEBOOK = Notebook.RESHAPE
 CHECKS = Table.RESHAPE_CHECKS
 GROUPS = Table.RESHAPE_GROUPS
+SPLIT = Table.RESHAPE_SPLIT
 #: The cache whose numbers the PR reports and the uncompressed cache the sibling issue splits.
 REPORTED_CACHE = "C128A KV"
 SPLIT_CACHE = "SWA KV"
@@ -197,6 +198,13 @@ class ReshapeWalkthrough:
         self.session.cell("split_ratio")
         spec = self.specs[SPLIT_CACHE]
         split = split_ratio_rows(spec, [spec.block_size // r for r in SPLIT_RATIOS], self.plans["fixed"].num_blocks)
+        self.record_model(
+            SPLIT,
+            [
+                {"variant": RESHAPE_FIXED, **{k: str(v) if isinstance(v, list) else v for k, v in row.items()}}
+                for row in split.to_dict("records")
+            ],
+        )
         self.record_model(CHECKS, rules.split_ratio_checks(split))
         return split
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from repro.core.analysis.checks import truthy
 from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
 
 #: The check of the sibling overrun (vLLM #54877) among notebook 01's checks.
@@ -182,8 +183,14 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
     return checks
 
 
+def split_ratio_shown(split_ratio: int, overrun: float, fits: bool) -> bool:
+    """vLLM #54877 at one split ratio: the fixed reshape fits at ratio 1 and over-asks by the ratio above it."""
+    return bool(fits) if split_ratio == 1 else (not fits and round(overrun) == split_ratio)
+
+
 def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
-    """vLLM #54877: the fixed reshape fits at split ratio 1 and over-asks by the ratio above it."""
+    """vLLM #54877: the fixed reshape fits at split ratio 1 and over-asks by the ratio above it (the numbers are
+    the rows of the split table, ``01-reshape-split``)."""
     rows = []
     for _, r in split.iterrows():
         rows.append(
@@ -192,10 +199,31 @@ def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
                 "variant": RESHAPE_FIXED,
                 "expected": "fits" if r.split_ratio == 1 else f"does not fit, about {r.split_ratio}x",
                 "observed": f"{r.overrun:.4f}x, fits={bool(r.fits)}",
-                "ok": bool(r.fits) if r.split_ratio == 1 else (not r.fits and round(r.overrun) == r.split_ratio),
+                "ok": split_ratio_shown(r.split_ratio, r.overrun, r.fits),
             }
         )
     return rows
+
+
+def split_overruns(split: pd.DataFrame) -> tuple[float, ...]:
+    """The fixed view's overrun (required / pool, to the checks' four places) at each split ratio above 1 where
+    vLLM #54877 shows, from the split table."""
+    fits = split["fits"].map(truthy)
+    ratios, overruns = pd.to_numeric(split["split_ratio"]), pd.to_numeric(split["overrun"])
+    return tuple(
+        round(float(o), 4)
+        for k, o, f in zip(ratios, overruns, fits)
+        if k > 1 and split_ratio_shown(int(k), float(o), bool(f))
+    )
+
+
+def split_overruns_recorded_before_the_table(checks: pd.DataFrame) -> tuple[float, ...]:
+    """:func:`split_overruns` of a run recorded before notebook 01 wrote the split table: such a run holds the
+    numbers only in its split checks' ``observed`` text (``2.0000x, fits=False``), written by
+    :func:`split_ratio_checks`; this is the one place that reads that text back."""
+    split = checks[checks["check"] == SPLIT_CHECK]
+    overruns = [float(str(obs).split("x")[0]) for obs, ok in zip(split["observed"], split["ok"]) if truthy(ok)]
+    return tuple(o for o in overruns if o > 1.05)
 
 
 def required_bytes_formula(

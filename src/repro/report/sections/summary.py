@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from repro import registry
 from repro.core.analysis.checks import truthy
-from repro.core.analysis.reshape import SPLIT_CHECK
+from repro.core.analysis.reshape import split_overruns, split_overruns_recorded_before_the_table
 from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe, is_own_implementation
 from repro.registry import CodeRan
 from repro.report.model import Common, Section, TemplateFile
@@ -29,7 +29,7 @@ class Reshape:
     fits: int
     groups: int
     error_captured: bool  # PyTorch's own error, captured in this run, names these numbers
-    split: tuple[str, ...]  # the fixed view's overrun at each split ratio above 1 (vLLM #54877)
+    split: tuple[float, ...]  # the fixed view's overrun (required / pool) at each split ratio above 1 (vLLM #54877)
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def _reshape(c: Common) -> Reshape | None:
         return None
     b, f = reported.buggy, reported.fixed
     error = str(c.run.facts.get(Facts.RESHAPE, {}).get("error_text") or "")
-    split = checks[checks["check"] == SPLIT_CHECK]
-    overruns = [obs.split("x")[0] for obs, ok in zip(split["observed"], split["ok"]) if truthy(ok)]
+    split = c.run.table(Table.RESHAPE_SPLIT)
+    overruns = split_overruns(split) if split is not None else split_overruns_recorded_before_the_table(checks)
     return Reshape(
         outcomes=outcomes(c, BUG_RESHAPE),
         group=reported.name,
@@ -79,7 +79,7 @@ def _reshape(c: Common) -> Reshape | None:
         error_captured=bool(error)
         and str(int(b["required_bytes"])) in error
         and str(int(b["available_bytes"])) in error,
-        split=tuple(f"{float(o):g}x" for o in overruns if float(o) > 1.05),
+        split=overruns,
     )
 
 
