@@ -5,6 +5,7 @@ gets, or one line saying how to write it. No YAML guessing (``off`` -> False, ``
 import os
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from repro.cli.params import format_value, parse_assignments
 from repro.cli.runner import declared_parameters, notebooks
-from repro.parameters import MAX_SEED, RESERVED, ParameterError, schema
+from repro.parameters import MAX_SEED, RESERVED, ParameterError, parameter_classes, schema
 
 DECLARED = declared_parameters(notebooks())
 #: Every parameter rule: notebooks 01 and 02's and those the studies register.
@@ -20,7 +21,13 @@ SCHEMA = schema()
 
 
 def parse(*texts: str) -> dict:
-    return parse_assignments(list(texts), DECLARED)
+    """``-p`` values as the runner takes them: read by their kinds, then every notebook's parameters built from them
+    (where a value is checked, once)."""
+    params = parse_assignments(list(texts), DECLARED)
+    for cls in parameter_classes().values():
+        names = {f.name for f in fields(cls)}
+        cls(**{k: v for k, v in params.items() if k in names})
+    return params
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 
 from repro.cli.main import main
 from repro.cli.params import parse_assignments
-from repro.parameters import ParameterError
+from repro.parameters import GatherParameters, ParameterError, ReshapeParameters
 
 DECLARED = {  # name: {notebook: default as the parameters cell writes it}
     "request_counts": {"02": "[1, 2, 4]"},
@@ -46,8 +47,24 @@ DECLARED = {  # name: {notebook: default as the parameters cell writes it}
 )
 def test_validate_names_the_parameter_and_what_is_accepted(text, fragment):
     with pytest.raises(ParameterError) as info:
-        parse_assignments([text], DECLARED)
+        checked(text)
     assert fragment in str(info.value)
+
+
+def checked(text: str) -> dict:
+    """``-p text`` as the runner takes it: read by its kind, then each notebook's parameters built (checked) once."""
+    params = parse_assignments([text], DECLARED)
+    for cls in (ReshapeParameters, GatherParameters):
+        names = {f.name for f in fields(cls)}
+        cls(**{k: v for k, v in params.items() if k in names})
+    return params
+
+
+def test_a_value_is_checked_by_the_notebooks_parameters_not_by_reading_it():
+    assert parse_assignments(["block_size=100"], DECLARED) == {"block_size": 100}  # read, not judged
+    with pytest.raises(ParameterError) as info:
+        ReshapeParameters(block_size=100)
+    assert str(info.value).startswith("block_size: 100 ")
 
 
 def test_assignment_needs_equals():

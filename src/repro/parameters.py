@@ -5,9 +5,10 @@ This package's notebooks are 01 and 02 (the two bugs); a package built on it add
 parameters they declare and the rules over them, by registration (:class:`Notebooks`, :mod:`repro.plugins`).
 
 papermill only warns about a parameter a notebook does not declare and never checks a value, so
-the runner checks every ``-p NAME=VALUE`` here first (read by its declared kind in
-:mod:`repro.cli.params`): an unknown name, a wrong type or an out-of-range value is one line naming
-the parameter and what is accepted (exit code 2).
+the runner reads every ``-p NAME=VALUE`` by its declared kind (:mod:`repro.cli.params`, which checks the name) and
+builds each selected notebook's :class:`Parameters` from them before anything runs: the one place a value is checked.
+An unknown name, a wrong type or an out-of-range value is one line naming the parameter and what is accepted (exit
+code 2).
 """
 
 from __future__ import annotations
@@ -165,13 +166,19 @@ def _type_ok(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
-    """Check one parameter against the schema and the notebooks' declarations; return it normalised."""
+def check_name(name: str, declared_by: Mapping[str, Any]) -> None:
+    """A name a user may pass: declared by a notebook (``declared_by``) and not the runner's own."""
     if name in RESERVED:
         raise ParameterError(f"{name}: set by the runner (use --profile/--out), not with -p")
     if name not in declared_by:
         known = ", ".join(sorted(n for n in declared_by if n not in RESERVED))
         raise ParameterError(f"{name}: unknown parameter; accepted: {known}")
+
+
+def validate(name: str, value: Any, declared_by: dict[str, list[str]]) -> Any:
+    """Check one parameter against the schema and the notebooks' declarations; return it normalised. Only a
+    notebook's :class:`Parameters` calls it (building one checks every field): values are validated there once."""
+    check_name(name, declared_by)
     spec = schema().get(name)
     if spec is None:
         return value
@@ -284,7 +291,7 @@ class Parameters:
         ``import_check(path, name)`` checks an implementation path (default: import it here)."""
         declared = {f.name: [cls.NOTEBOOK] for f in fields(cls)}
         for name in (n for n in values if n not in declared):
-            validate(name, values[name], declared)  # a reserved or unknown name: its one line
+            check_name(name, declared)  # a reserved or unknown name: its one line
         params = cls(**values)
         params.check(profile, import_check or load_implementation)
         return params

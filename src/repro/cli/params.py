@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from repro.parameters import RESERVED, ParameterError, schema, validate
+from repro.parameters import RESERVED, ParameterError, check_name, schema
 
 INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
 NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -92,7 +92,8 @@ def parse_assignments(
     declared: dict[str, dict[str, str]],
     everywhere: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Every ``-p`` in order: typed by the schema, validated, each name at most once.
+    """Every ``-p`` in order, each name at most once, typed by its declared kind; the values are checked where each
+    notebook's parameters are built (:class:`repro.parameters.Parameters`), not here.
 
     ``declared`` is ``{name: {notebook: default source}}`` from the selected notebooks' parameters cells;
     ``everywhere``, the same for every notebook (a name another notebook declares is named as such).
@@ -111,16 +112,14 @@ def parse_assignments(
                 f"{name}: not a parameter of the selected notebook(s) {selected} (it is one of notebook "
                 f"{', '.join(nb[:2] for nb in everywhere[name])}); accepted for {selected}: {own}"
             )
-        if name in RESERVED or name not in declared_by:
-            validate(name, raw, declared_by)  # raises the one-line error for a reserved or unknown name
+        check_name(name, declared_by)  # a reserved or unknown name: its one line
         if name in params:
             raise ParameterError(f"{name}: given twice; accepted: one -p {name}=VALUE")
         defaults = declared.get(name, {})
         default_source = next(iter(defaults.values()), None)
         kind, item_kind = kind_of(name)
         how = example(name, _default_value(default_source)) if default_source else f"-p {name}=VALUE"
-        value = parse_value(name, raw, kind, item_kind, how)
-        params[name] = validate(name, value, declared_by)
+        params[name] = parse_value(name, raw, kind, item_kind, how)
     return params
 
 
