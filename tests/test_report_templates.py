@@ -100,12 +100,12 @@ def _named_templates() -> set[str]:
     """Every template file the report's sections and registered parts name, and every file those include."""
     from jinja2 import meta
 
-    from repro.report import comparison
+    from repro.report import comparison, phrases
     from repro.report.sections import report_registered, sections
     from repro.report.template import ENV
 
     named = [s.markdown for s in sections()] + [s.comment for s in sections() if s.comment]
-    named += [i.template for r in report_registered() for i in r.inserts] + [comparison.COMPARISON]
+    named += [i.template for r in report_registered() for i in r.inserts] + [comparison.COMPARISON, phrases.PHRASES]
     assert all(isinstance(t, TemplateFile) for t in named), [t for t in named if not isinstance(t, TemplateFile)]
     keys, todo = set(), [t.key for t in named]
     while todo:

@@ -33,7 +33,7 @@ from repro.registry import (
     under_test,
 )
 from repro.tables import Facts, Notebook, Table
-from repro.walkthrough.session import Progress, Session
+from repro.walkthrough.session import Progress, Session, Setup
 
 NOTEBOOK = Notebook.GATHER
 CONTIGUOUS = Table.CONTIGUOUS_CHECKS
@@ -82,9 +82,10 @@ class GatherWalkthrough:
     def p(self) -> GatherParameters:
         return self.session.params  # type: ignore[return-value]  (start() sets notebook 02's)
 
-    def describe(self) -> str:
+    def setup(self) -> Setup:
+        """The profile, its device and the implementation under test (``phrases.setup`` words it)."""
         prof = self.session.profile
-        return f"profile {prof.name} on {prof.device}; implementation under test: {self.p.implementation}"
+        return Setup(prof.name, str(prof.device), implementation=self.p.implementation)
 
     def block_layout(self) -> tuple[pd.DataFrame, str]:
         B = self.p.cache_block_size

@@ -24,7 +24,7 @@ from repro.core.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, ident
 from repro.parameters import ReshapeParameters
 from repro.registry import CODE_MODEL, RESHAPE_FIXED
 from repro.tables import Facts, Notebook, Table
-from repro.walkthrough.session import Session
+from repro.walkthrough.session import Session, Setup
 from repro.walkthrough.source import Source, source_of
 
 NOTEBOOK = Notebook.RESHAPE
@@ -77,10 +77,9 @@ class ReshapeWalkthrough:
     def cache(self) -> KVCacheSpec:
         return self.specs[REPORTED_CACHE]
 
-    def describe(self) -> str:
-        return (
-            f"profile {self.session.profile.name}, device {self.session.profile.device}, pool {self.pool_bytes:,} bytes"
-        )
+    def setup(self) -> Setup:
+        """The profile, its device and the pool (``phrases.setup`` words it)."""
+        return Setup(self.session.profile.name, str(self.session.profile.device), pool_bytes=self.pool_bytes)
 
     def record_model(self, name: str, rows: list[dict]) -> None:
         """Rows of the repository's model, marked as such (``code`` = ``model``)."""

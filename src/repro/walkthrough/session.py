@@ -43,6 +43,17 @@ class Progress:
             self.bar.close()
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What a notebook runs on, as its first cell prints it (worded by ``phrases.md.j2`` of the report): the profile,
+    its device and the parameter that picks what is shown (notebook 01's pool, notebook 02's implementation)."""
+
+    profile: str
+    device: str
+    pool_bytes: int | None = None
+    implementation: str | None = None
+
+
 @dataclass
 class Session:
     """One notebook's run: its name, profile, run folder (``""``: tables stay in memory) and parameters."""

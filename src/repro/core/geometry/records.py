@@ -43,10 +43,6 @@ class RecordLayout:
     def page_bytes(self, block_size: int) -> int:
         return block_size * self.token_bytes
 
-    def describe(self) -> str:
-        where = "each token's scales after its own data" if self.interleaved else "page: all data, then all scales"
-        return f"{self.kind} ({self.token_bytes} B: {self.data_bytes} data + {self.scale_bytes} scale; {where})"
-
 
 V4 = RecordLayout("v4", data_bytes=576, scale_bytes=8, n_scales=7, quant_block=64)
 
