@@ -22,8 +22,9 @@ def is_check_table(frame: pd.DataFrame) -> bool:
     return {"check", "ok"} <= set(frame.columns)
 
 
-def failed_checks(frame: pd.DataFrame | None) -> list[str]:
-    """``"notebook: check [variant, mode, n=...]: observed (expected ...)"`` for every row not ok."""
+def failed_checks(frame: pd.DataFrame | None, with_notebook: bool = True) -> list[str]:
+    """``"notebook: check [variant, mode, n=...]: observed (expected ...)"`` for every row not ok (without the
+    notebook where ``with_notebook`` is False)."""
     if frame is None or frame.empty or "ok" not in frame:
         return []
     ok = frame["ok"].map(truthy)
@@ -34,10 +35,8 @@ def failed_checks(frame: pd.DataFrame | None) -> list[str]:
             for c in ("variant", "mode", "num_reqs")
             if c in row and str(row[c]) not in ("", "nan")
         )
-        failed.append(
-            f"{row.get('notebook', '?')}: {row['check']} [{where}]: observed {row['observed']} "
-            f"(expected {row['expected']})"
-        )
+        line = f"{row['check']} [{where}]: observed {row['observed']} (expected {row['expected']})"
+        failed.append(f"{row.get('notebook', '?')}: {line}" if with_notebook else line)
     return failed
 
 

@@ -402,7 +402,7 @@ def gather_finding(
                 problems.append(f"the implementation under test `{target}` {describe(u)}")
         elif elsewhere:
             if u.correct:
-                first = elsewhere[0].split(": ", 1)[-1][:160]
+                first = elsewhere[0][:160]
                 subject = (
                     f"{name} matches the reference in the sweep but fails {len(elsewhere)} other check(s): {first}"
                 )
@@ -516,14 +516,19 @@ def _explained(row: pd.Series) -> bool:
 
 def under_test_elsewhere(run: RunData) -> list[str]:
     """Failed checks of the implementation under test outside the sweep (and its memory-safety record), each
-    named: vLLM's own cases on contiguous tables and the like, where the bug predicts no failure."""
+    named (without its notebook): vLLM's own cases on contiguous tables and the like, where the bug predicts no
+    failure."""
     out = []
     for name, table in run.check_tables().items():
         if name == SWEEP_TABLE or "variant" not in table:
             continue
         rows = table[table["variant"].astype(str) == registry.UNDER_TEST_LABEL]
         bad = rows[~rows["ok"].map(truthy)]
-        out += [line for (_, row), line in zip(bad.iterrows(), failed_checks(bad)) if not _explained(row)]
+        out += [
+            line
+            for (_, row), line in zip(bad.iterrows(), failed_checks(bad, with_notebook=False))
+            if not _explained(row)
+        ]
     return out
 
 
