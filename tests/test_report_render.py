@@ -1,6 +1,6 @@
 """report.md and report.html as a reader gets them: what was shown first, compact tables with fixed decimals,
 bulky ones folded, tables GitHub renders with the right rows, figures sharp with legends off the data. `make test`
-renders one committed run of each kind; `make audit` every other (:data:`CODE_RUNS`)."""
+renders one committed run of each kind; `make audit` every other (``rendered.CODE_RUNS``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from rendered import rendering
+from rendered import committed_run, rendering
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.report import plots
@@ -28,26 +28,10 @@ pytestmark = pytest.mark.integration
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 RUNS = sorted(p for base in (H200, H200.parent / "h100") for p in base.iterdir() if (p / "manifest.json").is_file())
-#: The committed runs `make test` renders: one of each kind (the notebooks 01-03 runs, the run of an implementation
-#: under test, a Triton, a CuTe-DSL and a pinned-stack release matrix), which between them reach every section. The
-#: other release matrices are the same code on other releases' evidence: `make audit` renders them (mark ``audit``).
-CODE_RUNS = {
-    "gpu-profile",
-    "gpu-profile-vllm",
-    "gpu-profile-vllm-0.34",
-    "vllm-0.22.0-under-test",
-    "release-matrix-0.33",
-    "release-matrix-0.34-cutedsl",
-    "release-matrix-pinned-4.7.1-0.6.5",
-}
 MAX_COLUMNS = 8
 
 
-def _run_param(path: Path):
-    return pytest.param(path, id=path.name, marks=() if path.name in CODE_RUNS else pytest.mark.audit)
-
-
-@pytest.fixture(scope="module", params=[_run_param(p) for p in RUNS])
+@pytest.fixture(scope="module", params=[committed_run(p) for p in RUNS])
 def rendered(request) -> tuple[RunData, list[str], str, list[pd.DataFrame]]:
     """The run, its figures' names, report.md and every table report.md shows (as shown), in order."""
     r = rendering(request.param)
