@@ -8,9 +8,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.report.build import render_run
+
+#: The committed runs `make test` renders, one of each kind: the CPU runs, the notebooks 01-03 GPU runs, the run of an
+#: implementation under test, a Triton, a CuTe-DSL and a pinned-stack release matrix; between them they reach every
+#: section. The other release matrices are the same code on other releases' evidence: `make audit` renders them.
+CODE_RUNS = frozenset(
+    {
+        "make-run",
+        "reshape-releases",
+        "who-is-affected",
+        "gpu-profile",
+        "gpu-profile-vllm",
+        "gpu-profile-vllm-0.34",
+        "vllm-0.22.0-under-test",
+        "release-matrix-0.33",
+        "release-matrix-0.34-cutedsl",
+        "release-matrix-pinned-4.7.1-0.6.5",
+    }
+)
+
+
+def committed_run(path: Path):
+    """A committed run folder as a test parameter: marked ``audit`` (`make audit` alone) unless it is one of
+    :data:`CODE_RUNS`."""
+    return pytest.param(path, id=path.name, marks=() if path.name in CODE_RUNS else pytest.mark.audit)
 
 
 @dataclass(frozen=True)

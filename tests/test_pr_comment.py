@@ -1,6 +1,7 @@
 """What a vLLM reviewer gets from every committed run: ``pr-comment.md`` posts whole (PR-template headings,
 at most 16 KB, no relative image, well-formed charts, long tables folded, the verdict first), and
-``report.md`` keeps every figure the two pull requests quote, in the PR template's order."""
+``report.md`` keeps every figure the two pull requests quote, in the PR template's order. `make test` reads one
+committed run of each kind; `make audit` every other (``rendered.CODE_RUNS``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from rendered import committed_run
 
 from repro import seeds
 from repro.core.analysis.rundata import load_run
@@ -26,7 +28,7 @@ RUNS = sorted(p for p in DATA.glob("*/*") if (p / "manifest.json").is_file())
 UNFOLDED_ROWS = 12
 
 
-@pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
+@pytest.fixture(scope="module", params=[committed_run(p) for p in RUNS])
 def analysed(request):
     run = load_run(request.param)
     analysis = analyse(run)

@@ -1,5 +1,6 @@
 """report.md and report.html as a reader gets them: what was shown first, compact tables with fixed decimals,
-bulky ones folded, tables GitHub renders with the right rows, figures sharp with legends off the data."""
+bulky ones folded, tables GitHub renders with the right rows, figures sharp with legends off the data. `make test`
+renders one committed run of each kind; `make audit` every other (``rendered.CODE_RUNS``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from rendered import rendering
+from rendered import committed_run, rendering
 
 from repro.core.analysis.rundata import RunData, load_run
 from repro.report import plots
@@ -30,7 +31,7 @@ RUNS = sorted(p for base in (H200, H200.parent / "h100") for p in base.iterdir()
 MAX_COLUMNS = 8
 
 
-@pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
+@pytest.fixture(scope="module", params=[committed_run(p) for p in RUNS])
 def rendered(request) -> tuple[RunData, list[str], str, list[pd.DataFrame]]:
     """The run, its figures' names, report.md and every table report.md shows (as shown), in order."""
     r = rendering(request.param)

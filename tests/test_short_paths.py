@@ -2,8 +2,9 @@
 
 A cell reaches this repository's gathers through at most 3 frames (the walkthrough's method, the evidence that runs
 the cases, the call that observes one), measured here by a probe in place of each kernel that reads the stack; the
-kernels are reached as the functions themselves (:func:`repro.core.kernels.own.kernel_of`), never by importing their
-``module:function`` text; and a cell run again gives the same output and leaves the same tables."""
+kernels, the studies' included (through the loaders they register), are reached as the functions themselves
+(:func:`repro.core.kernels.own.kernel_of`), never by importing their ``module:function`` text; and a cell run again
+gives the same output and leaves the same tables."""
 
 from __future__ import annotations
 
@@ -85,11 +86,36 @@ def test_the_kernels_are_reached_without_importing_their_names(gather, monkeypat
     def refuse(name, *args, **kwargs):
         raise AssertionError(f"imported {name} by its name")
 
+    registry.loaders()  # the registrations, read once (an entry point's module is imported by its name)
     monkeypatch.setattr(registry.importlib, "import_module", refuse)
     assert kernel_of(BUGGY.target) is gather.gather_buggy and kernel_of(FIXED.target) is gather.gather_fixed
     assert kernel_of(CONTIGUOUS_COPY.target) is gather.gather_contiguous_copy
     with pytest.raises(registry.ImplementationError, match="imported tests_no_such_module by its name"):
         kernel_of("tests_no_such_module:fn")  # a user's path is imported by its text
+
+
+def test_the_studies_gathers_are_reached_through_their_loaders_never_by_their_names(gather, monkeypatch):
+    """Every gather of the studies' own (``gather_fast`` and the V4.1 gathers) is registered with its loader and
+    reached through it, as the function its recorded ``target`` names; a user's path alone is imported by its text."""
+    from repro import registry
+    from repro.core.kernels.own import kernel_of
+    from repro_studies.registry import FAST, RECORD_GATHERS, REGISTERED
+
+    studies = (FAST, *RECORD_GATHERS.values())
+    assert set(registry.loaders()) == {e.target for e in studies}
+    assert all(e.loader is not None for e in (*REGISTERED.implementations, *REGISTERED.kernels))
+    assert [e.label for e in registry.implementations()] == [*(e.label for e in IMPLEMENTATIONS), FAST.label]
+
+    def refuse(name, *args, **kwargs):
+        raise AssertionError(f"imported {name} by its name")
+
+    monkeypatch.setattr(registry.importlib, "import_module", refuse)
+    for entry in studies:
+        fn = kernel_of(entry.target)
+        assert fn is entry.loader() and f"{fn.__module__}:{fn.__name__}" == entry.target
+        registry.inspect.signature(fn).bind(*registry.GATHER_ARGS)  # vLLM's 7 positional arguments
+    with pytest.raises(registry.ImplementationError, match=r"imported repro_studies\.kernels\.nothing by its name"):
+        kernel_of("repro_studies.kernels.nothing:fn")  # a path no entry records is a user's
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from repro_studies.analysis import affected as rules
+from repro_studies.kernel_id import KernelKind, from_launch_label
 from repro_studies.registry import (
     ANY_TOPOLOGY,
     DISPATCH_NO_KERNEL,
@@ -60,7 +61,7 @@ def test_the_release_picks_its_gather_per_family_model_and_record(dispatch_rows)
     rows, _ = dispatch_rows
     kernel = rows["gather_kernel"]
     anywhere = ANY_TOPOLOGY
-    assert kernel["sm90", "DeepSeek-V4", 584, anywhere].startswith("CuTe-DSL")
+    assert from_launch_label(kernel["sm90", "DeepSeek-V4", 584, anywhere]).kind == KernelKind.CUTEDSL
     assert kernel["sm100", "DeepSeek-V4.1", 288, MEGA] == "triton:_dequantize_and_gather_k_nvfp4_kernel"
     assert rows.loc[("sm100", "DeepSeek-V4.1", 288, MEGA), "backend"] == "DeepseekV4MegaAttnAttention"
     assert rows.loc[("sm100", "DeepSeek-V4.1", 288, MEGA), "default_record_for"] == "compressed"
@@ -68,7 +69,7 @@ def test_the_release_picks_its_gather_per_family_model_and_record(dispatch_rows)
     for capability in ("sm90", "sm100"):
         fails, absent = f"{capability}-cutlass-fails", f"{capability}-no-cutlass"
         assert kernel[fails, "DeepSeek-V4", 584, anywhere] == kernel[absent, "DeepSeek-V4", 584, anywhere]
-        assert kernel[absent, "DeepSeek-V4", 584, anywhere].startswith("triton:")
+        assert from_launch_label(kernel[absent, "DeepSeek-V4", 584, anywhere]).kind == KernelKind.TRITON
     assert rows.loc[("sm90", "DeepSeek-V4", 584, anywhere), "matrix_kernel"] == "cutedsl:v4:v4"
 
 

@@ -1,10 +1,12 @@
 """What is compared, named once: every gather implementation of PR #55109's sweep and bug 1's two reshapes.
 
 The sweep, plots, the report and the parameter checks all read these entries; a label is a key into this
-registry and nowhere else is one matched by its text. An implementation is resolved from
+registry and nowhere else is one matched by its text. A user's implementation is resolved from
 ``"package.module:function"``, so a vLLM developer can point the notebooks at an installed vLLM's
-``vllm.models.deepseek_v4.common.ops.cache_utils:dequantize_and_gather_k_cache_triton``. Packages built on this
-one add implementations of their own by registration (:class:`Registered`, :mod:`repro.plugins`).
+``vllm.models.deepseek_v4.common.ops.cache_utils:dequantize_and_gather_k_cache_triton``; this repository's own are
+reached as the functions themselves (:mod:`repro.core.kernels.own`), and packages built on this one register
+theirs with a loader that returns the function (:class:`Implementation` ``loader``; :class:`Registered`,
+:mod:`repro.plugins`), so their ``target`` is the name a table records, never text to import.
 Nothing here imports torch: analysis and rendering use the registry too.
 """
 
@@ -46,12 +48,18 @@ def _style(**kw: Any) -> Mapping[str, Any]:
     return MappingProxyType(kw)
 
 
+#: A registered package's own gather, reached as the function itself: called with no arguments, it imports the
+#: kernel's module by an import statement of that package's code (after the caller chose Triton's profile) and
+#: returns the function.
+Loader = Callable[[], Callable[..., None]]
+
+
 @dataclass(frozen=True)
 class Implementation:
     """A gather with vLLM's signature, as it appears in result tables (``variant`` column)."""
 
     label: str
-    target: str  # "package.module:function"
+    target: str  # "package.module:function": the name a run records (and a user's path, imported by its text)
     expect: str  # EXPECT_BUG or EXPECT_CORRECT
     may_fault: bool  # poison cases run in their own process
     display: str
@@ -59,6 +67,9 @@ class Implementation:
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
     in_sweep: bool = True  # part of notebook 02's sweep and memcheck sweep
     role: str = ROLE_FIX
+    #: a registered package's own gather (:data:`Loader`); None for this repository's (repro.core.kernels.own holds
+    #: them) and for a user's, imported by ``target``
+    loader: Loader | None = field(default=None, compare=False, repr=False)
 
 
 BUGGY = Implementation(
@@ -111,14 +122,24 @@ _GENERIC_STYLE = _style(color="#7f8c8d", marker=".")
 @dataclass(frozen=True)
 class Registered:
     """What a package built on this one adds to the registry (entry point ``registry`` of :mod:`repro.plugins`):
-    gathers of its own, swept beside :data:`IMPLEMENTATIONS` where ``in_sweep``."""
+    gathers of its own, each with its ``loader``: ``implementations`` join this registry's (swept beside
+    :data:`IMPLEMENTATIONS` where ``in_sweep``), ``kernels`` are the package's others, which only its own notebooks
+    run and :func:`implementations` does not list."""
 
     implementations: tuple[Implementation, ...] = ()
+    kernels: tuple[Implementation, ...] = ()
 
 
 def implementations() -> tuple[Implementation, ...]:
     """This repository's gathers, then those installed packages register."""
     return IMPLEMENTATIONS + tuple(e for r in registered(Point.REGISTRY, Registered) for e in r.implementations)
+
+
+def loaders() -> dict[str, Loader]:
+    """Every registered package's own gathers (:class:`Registered`), each by the ``target`` its tables record: the
+    loader that returns the function itself (:func:`repro.core.kernels.own.kernel_of`)."""
+    entries = (e for r in registered(Point.REGISTRY, Registered) for e in (*r.implementations, *r.kernels))
+    return {e.target: e.loader for e in entries if e.loader is not None}
 
 
 def implementation(label: str) -> Implementation:

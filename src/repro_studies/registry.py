@@ -4,13 +4,15 @@ each vLLM release's own, as released or patched), vLLM's regression-test outcome
 who-is-affected and bug-1-in-releases studies.
 
 ``gather_fast`` joins notebook 02's sweep through :data:`REGISTERED` (entry point ``registry`` of
-:mod:`repro.plugins`); everything else here is read by the studies alone. Nothing here imports torch.
+:mod:`repro.plugins`), which also hands ``repro`` the V4.1 gathers' loaders, so a case reaches every gather of the
+studies as the function itself (:func:`repro.core.kernels.own.kernel_of`); everything else here is read by the studies
+alone. Nothing here imports torch: an entry's loader imports its kernel module when a case first calls it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -104,6 +106,24 @@ class Arm:
         }
 
 
+def _gather_fast() -> Callable[..., None]:
+    from repro_studies.kernels.fast import gather_fast  # lazy: Triton defines the kernel under the profile chosen first
+
+    return gather_fast
+
+
+def _gather_v41() -> Callable[..., None]:
+    from repro_studies.kernels.fast_v41 import dequantize_and_gather_k_cache  # lazy: a kernel module, as above
+
+    return dequantize_and_gather_k_cache
+
+
+def _gather_v41_page_split() -> Callable[..., None]:
+    from repro_studies.kernels.fast_v41 import dequantize_and_gather_k_cache_page_split  # lazy: as above
+
+    return dequantize_and_gather_k_cache_page_split
+
+
 FAST = Implementation(
     "fast",
     "repro_studies.kernels.fast:gather_fast",
@@ -113,6 +133,7 @@ FAST = Implementation(
     ORIGIN_REPO,
     _style(color="#e67e22", marker="D"),
     role=ROLE_OWN,
+    loader=_gather_fast,
 )
 #: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
 #: signature of vLLM's V4.1 dispatcher, one per page layout. Not in notebook 02's V4 sweep; notebook 03 times
@@ -127,6 +148,7 @@ FAST_V41 = Implementation(
     _style(color="#d35400", marker="P"),
     in_sweep=False,
     role=ROLE_OWN,
+    loader=_gather_v41,
 )
 FAST_V41_PAGE_SPLIT = Implementation(
     "fast-v41-page-split",
@@ -138,6 +160,7 @@ FAST_V41_PAGE_SPLIT = Implementation(
     _style(color="#d35400", marker="P", linestyle="--", markerfacecolor="none"),
     in_sweep=False,
     role=ROLE_OWN,
+    loader=_gather_v41_page_split,
 )
 #: The V4.1 gathers by the page layout they read (True: each token's scales after its data).
 RECORD_GATHERS: Mapping[bool, Implementation] = MappingProxyType({True: FAST_V41, False: FAST_V41_PAGE_SPLIT})
@@ -607,5 +630,6 @@ BUG1_KV_CACHE_DTYPE = "fp8"
 CODE_UNRELEASED_MODEL = "model of unreleased code (main between PR #38831 and PR #43988)"
 
 
-#: What notebook 02's sweep gains when the studies are installed.
-REGISTERED = Registered(implementations=(FAST,))
+#: What notebook 02's sweep gains when the studies are installed, and the V4.1 gathers' loaders (notebooks 03 and 04 run
+#: them through repro's cases).
+REGISTERED = Registered(implementations=(FAST,), kernels=tuple(RECORD_GATHERS.values()))

@@ -26,8 +26,8 @@ from pathlib import Path
 from repro.core.evidence.cases import CaseResult, run_case
 from repro.core.evidence.isolate import run_isolated_case
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.core.kernels.own import kernel_of
 from repro.coverage import SentinelMode
-from repro.registry import load_implementation
 from repro_studies.kernel_id import KernelId, family_of
 from repro_studies.kernels.records_reference import decoded_negative_zero
 from repro_studies.registry import Form, VerdictClass
@@ -412,7 +412,7 @@ def run_record_gather(
     )
     spec0 = sweep_spec(cfg, record, interleaved)
     if record == "nvfp4":
-        spec0, note = _zero_convention(spec0, load_implementation(target), interleaved, cfg.device)
+        spec0, note = _zero_convention(spec0, kernel_of(target), interleaved, cfg.device)
         base["how"] = f"{base['how']}; {note}"
     rows = []
     for mode in cfg.modes:

@@ -20,6 +20,7 @@ import pandas as pd
 from repro import seeds
 from repro.core.analysis.provenance import provenance_name
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
+from repro.core.kernels.own import kernel_of
 from repro.registry import implementation, load_implementation, provenance
 from repro.walkthrough.session import Session
 from repro_studies.analysis import ceiling as ceiling_rules
@@ -119,7 +120,7 @@ class PerformanceWalkthrough:
         p = self.session.params
         ceiling = timing.copy_ceiling()
         self.ceiling_tbps = ceiling.tbps
-        arms = [perf.TimedArm(a, load_implementation(_target(a.implementation))) for a in bench_arms(p.bench_variants)]
+        arms = [perf.TimedArm(a, kernel_of(_target(a.implementation))) for a in bench_arms(p.bench_variants)]
         if p.reference_gather:
             arms.append(perf.TimedArm(OUTSIDE_ARM, load_implementation(p.reference_gather, "reference_gather")))
             self.outside_names[OUTSIDE_ARM.label] = provenance_name(provenance(p.reference_gather))
