@@ -2,7 +2,6 @@
 (as vLLM 0.22.0 computes them). The expected numbers appear only here."""
 
 import pytest
-import torch
 
 from repro.core.geometry.layout import DSV4, FLASHMLA_ALIGNMENT, INDEXER_TOKEN_BYTES, round_up
 from repro.core.geometry.specs import (
@@ -70,4 +69,4 @@ def test_bad_specs_are_rejected():
     with pytest.raises(ValueError, match="compress_ratio 3 must divide"):
         KVCacheSpec("x", "MLAAttentionSpec", 256, 584, compress_ratio=3)
     with pytest.raises(ValueError, match="whole number"):
-        KVCacheSpec("x", "MLAAttentionSpec", 4, 10, dtype=torch.float32)
+        KVCacheSpec("x", "MLAAttentionSpec", 4, 10, dtype="float32")

@@ -219,7 +219,7 @@ def check_reshape_pool(block_size: int, pool_bytes: int, memory_bytes: int | Non
     """Notebook 01 reshapes a pool of ``pool_bytes`` (0: the PR's) as the C128A cache at ``block_size``:
     the pool must be a whole number of that cache's padded pages, and it is allocated for real, so it
     must fit in half of ``memory_bytes`` (the device's memory) when that is given."""
-    from repro.core.geometry.specs import dsv4_catalogue  # lazy: imports torch; --help and the CLI's checks do not
+    from repro.core.geometry.specs import dsv4_catalogue  # lazy: imports pandas, which --help does not need
 
     if memory_bytes is not None and pool_bytes > memory_bytes // 2:
         raise ParameterError(

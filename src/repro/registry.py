@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import sys
 from collections.abc import Callable, Mapping
@@ -253,11 +254,13 @@ def provenance(path: str) -> dict[str, Any]:
     """Where an implementation came from: its top package's version and the module file's hash.
 
     The version is read from the loaded package (``__version__``, or its ``_version`` module), so
-    a report names the release actually under test, never one typed into the code.
+    a report names the release actually under test, never one typed into the code. The module itself is found, not
+    imported, when it is not loaded yet: hashing a file needs no torch.
     """
     module_name = path.split(":")[0]
-    module = sys.modules.get(module_name) or importlib.import_module(module_name)
+    module = sys.modules.get(module_name)
     top = module_name.split(".")[0]
+    importlib.import_module(top)
     package = sys.modules.get(top)
     version = getattr(package, "__version__", None)
     if version is None:
@@ -266,10 +269,21 @@ def provenance(path: str) -> dict[str, Any]:
         except Exception:
             version = None
     info: dict[str, Any] = {"target": path, "package": top, "version": version}
-    file = getattr(module, "__file__", None)
+    file = getattr(module, "__file__", None) if module is not None else _module_file(module_name)
     if file and Path(file).is_file():
         info["module_sha256"] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
     return info
+
+
+def _module_file(module_name: str) -> str | None:
+    spec = importlib.util.find_spec(module_name)
+    return spec.origin if spec is not None else None
+
+
+def is_registered(path: str) -> bool:
+    """Whether ``path`` is a gather a registry holds (this repository's or a registered package's own), which the
+    run's pre-flight need not import to check: its signature is the registry's (tests/test_short_paths.py)."""
+    return path in {e.target for e in IMPLEMENTATIONS} or path in loaders()
 
 
 class Whose(StrEnum):

@@ -35,7 +35,7 @@ from repro.core.evidence.environment import describe, host_identity_error
 from repro.parameters import RESERVED, ParameterError, notebook_names, parameter_classes
 from repro.paths import notebooks_dir, package_checkout, runs_dir
 from repro.profiles import ProfileError, resolve
-from repro.registry import load_implementation, provenance
+from repro.registry import is_registered, load_implementation, provenance
 
 #: Manifest statuses of a run that ended before its end and that ``--resume`` continues.
 RESUMABLE = ("running", "interrupted", "stopped")
@@ -107,21 +107,25 @@ def notebook_values(declared: dict[str, dict[str, str]], stem: str, params: dict
 class ImportChecks:
     """Implementation paths checked before the run, with their provenance for the manifest.
 
-    This package's own kernels are imported here; any other module in a child process with a time
-    limit, so one that exits, hangs or crashes on import is a one-line error, never the end of the run.
+    A registered gather (this package's or a registered package's own) is only located and hashed, not imported (its
+    module imports torch and Triton, seconds the notebook's kernel pays anyway); another path of this package is
+    imported here; any other module in a child process with a time limit, so one that exits, hangs or crashes on
+    import is a one-line error, never the end of the run.
     """
 
     def __init__(self) -> None:
         self.provenance: dict[str, dict] = {}
 
     def __call__(self, path: str, param: str) -> None:
-        from repro.core.evidence.isolate import check_implementation_isolated  # lazy: torch
-
         if path not in self.provenance:
-            if path.split(":", 1)[0].split(".")[0] == "repro":
+            if is_registered(path):
+                self.provenance[path] = provenance(path)
+            elif path.split(":", 1)[0].split(".")[0] == "repro":
                 load_implementation(path, param)
                 self.provenance[path] = provenance(path)
             else:
+                from repro.core.evidence.isolate import check_implementation_isolated  # lazy: torch
+
                 self.provenance[path] = check_implementation_isolated(path, param, IMPORT_TIMEOUT_S)
 
     def used(self, values: dict) -> dict:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pandas as pd
-import torch
 
 from repro.core.geometry.layout import (
     DSV4,
@@ -22,6 +21,10 @@ from repro.core.geometry.layout import (
     INDEXER_TOKEN_BYTES,
     round_up,
 )
+
+#: Bytes per element of the dtypes a cache pool is viewed as, by torch's names (vLLM's DeepSeek-V4 specs use uint8
+#: and float32).
+ITEMSIZE = {"uint8": 1, "float16": 2, "float32": 4}
 
 
 @dataclass(frozen=True)
@@ -39,14 +42,15 @@ class KVCacheSpec:
     """One cache group's spec: what vLLM's ``MLAAttentionSpec``/``SlidingWindowMLASpec`` compute.
 
     ``row_bytes`` is the size of one stored row (a token's cache entry, or a state row);
-    ``dtype`` is what the attention backend views the byte pool as.
+    ``dtype`` is what the attention backend views the byte pool as, by torch's name (:data:`ITEMSIZE`): the layout
+    needs only its size, so the run's pre-flight checks lay out a cache without importing torch.
     """
 
     name: str
     spec_class: str
     block_size: int
     row_bytes: int
-    dtype: torch.dtype = torch.uint8
+    dtype: str = "uint8"
     compress_ratio: int = 1
     alignment: int | None = None
     #: kernel block sizes the group's attention backend declares (ints or ``MultipleOf``)
@@ -55,6 +59,8 @@ class KVCacheSpec:
     sliding_window: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.dtype not in ITEMSIZE:
+            raise ValueError(f"{self.name}: dtype {self.dtype!r} is not one of {', '.join(ITEMSIZE)}")
         if self.block_size <= 0 or self.compress_ratio <= 0:
             raise ValueError(f"{self.name}: block_size and compress_ratio must be positive")
         if self.block_size % self.compress_ratio:
@@ -66,7 +72,14 @@ class KVCacheSpec:
 
     @property
     def itemsize(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size()
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def torch_dtype(self):
+        """``dtype`` as torch's, to view a real pool as."""
+        import torch  # lazy: the layout itself needs no torch
+
+        return getattr(torch, self.dtype)
 
     @property
     def compressed(self) -> bool:
@@ -200,7 +213,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             "SlidingWindowMLASpec",
             c4_state_block,
             main_c4_state,
-            dtype=torch.float32,
+            dtype="float32",
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
             sliding_window=compressor_overlap(C4_RATIO) * C4_RATIO,
@@ -210,7 +223,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             "SlidingWindowMLASpec",
             STATE_PAGE_BYTES // main_c128_state,
             main_c128_state,
-            dtype=torch.float32,
+            dtype="float32",
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
             sliding_window=compressor_overlap(C128_RATIO) * C128_RATIO,
@@ -222,7 +235,7 @@ def dsv4_catalogue(block_size: int = 256) -> list[KVCacheSpec]:
             "SlidingWindowMLASpec",
             c4_state_block,
             indexer_state,
-            dtype=torch.float32,
+            dtype="float32",
             alignment=align,
             backend_block_sizes=(MultipleOf(1),),
             sliding_window=compressor_overlap(C4_RATIO) * C4_RATIO,
@@ -238,7 +251,7 @@ def catalogue_table(specs: list[KVCacheSpec]) -> pd.DataFrame:
             {
                 "cache group": s.name,
                 "spec class": s.spec_class,
-                "dtype": str(s.dtype).removeprefix("torch."),
+                "dtype": s.dtype,
                 "block_size": s.block_size,
                 "compress_ratio": s.compress_ratio,
                 "storage_block_size": s.storage_block_size,

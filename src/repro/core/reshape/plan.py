@@ -121,7 +121,7 @@ def reshape_kv_cache(raw: torch.Tensor, spec: KVCacheSpec, group_kernel_block_si
     if raw.dtype not in (torch.int8, torch.uint8) or raw.dim() != 1:
         raise ValueError(f"raw must be a 1-D byte tensor, got {raw.dtype} with shape {tuple(raw.shape)}")
     plan = plan_reshape(spec, raw.numel(), group_kernel_block_size, variant)
-    typed = raw.view(spec.dtype)
+    typed = raw.view(spec.torch_dtype)
     if plan.padded:
         return torch.as_strided(typed, size=plan.shape, stride=plan.strides)
     return typed.view(plan.shape)
@@ -202,7 +202,7 @@ def check_aliasing(raw: torch.Tensor, view: torch.Tensor, spec: KVCacheSpec, sen
     view.copy_(pattern.view(view.shape))
     pages = raw.numel() // spec.page_size_bytes
     page_view = raw.view(pages, spec.page_size_bytes)
-    payload = page_view[:, : spec.real_page_size_bytes].reshape(-1).view(spec.dtype)
+    payload = page_view[:, : spec.real_page_size_bytes].reshape(-1).view(spec.torch_dtype)
     expected = pattern.view(-1)
     padding = page_view[:, spec.real_page_size_bytes :]
     if payload.numel() != expected.numel():
