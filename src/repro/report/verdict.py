@@ -87,7 +87,7 @@ def _claim_and_scope(title: str, findings: list[Finding]) -> dict[str, str]:
 def _scope(findings: list[Finding]) -> str:
     """The cases each finding that names them rests on, as the title ends with them."""
     covered = [f for f in findings if f.coverage]
-    return "; ".join((f"#{f.bug.rsplit('#', 1)[-1]} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
+    return "; ".join((f"#{f.bug.pr} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
 
 
 def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:

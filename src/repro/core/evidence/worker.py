@@ -93,11 +93,9 @@ def serve(read_fd: int, write_fd: int) -> None:
                     fn = kernel_of(request["implementation"], request.get("param", "implementation"))
                     loaded[request["implementation"]] = (fn, module_record(request["implementation"]))
                 _send(write_fd, {"checked": request["check"], "module": loaded[request["implementation"]][1]})
-            except (Exception, SystemExit) as exc:
-                _send(
-                    write_fd,
-                    {"checked": request["check"], "error": _error_text(exc).removeprefix("ImplementationError: ")},
-                )
+            except (Exception, SystemExit) as exc:  # the reason as the parent raises it, the exception's kind apart
+                reason = str(exc) if isinstance(exc, ImplementationError) else _error_text(exc)
+                _send(write_fd, {"checked": request["check"], "error": reason, "kind": type(exc).__name__})
             continue
         number, target, device = request["case"], request["implementation"], request["device"]
         reply: dict[str, Any] = {"done": number, "status": outcomes.OK, "error": ""}
