@@ -62,8 +62,8 @@ def test_the_comments_first_screen_says_bug_hardware_verdict_and_cost(analysed):
     assert re.search(r"\*\*(Reproduced|Incomplete|Measurements|Unexpected)", first)
     assert "vllm-project/vllm#" in first
     verdict = common(run).verdict
-    if verdict.scope:  # the cases the verdict rests on, named after its table, not a range
-        assert f"The verdict rests on {verdict.scope.removeprefix('in ')}." in first
+    if verdict.rests_on:  # the cases the verdict rests on, named after its table, not a range
+        assert f"The verdict rests on {verdict.rests_on}." in first
     if run.table(StudyTable.PERF_MEDIANS) is not None or run.table(StudyTable.VLLM_RATIOS) is not None:
         assert "| cost of the fix (vllm-project/vllm#55109) on " in first
     if run.table(StudyTable.RELEASE_MATRIX) is not None:

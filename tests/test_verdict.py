@@ -15,7 +15,6 @@ from repro.core.analysis.verdict import (
     FIX_VERIFIED,
     REPRODUCED,
     behaviour,
-    describe,
     implementation_names,
     is_own_implementation,
     not_finished,
@@ -65,8 +64,10 @@ def test_the_buggy_kernel_reproducing_and_the_fixed_matching_is_reproduced_and_f
         "Reproduced and fix verified: vllm-project/vllm#55109 "
         "(in 6 cases: 1, 2 and 4 requests; in-range and poison ids)"
     )
-    assert v.findings[0].outcomes == [REPRODUCED, FIX_VERIFIED]
-    assert "is wrong from 2 requests in in-range mode and faults on poison ids" in v.findings[0].text
+    assert v.findings[0].outcomes == (REPRODUCED, FIX_VERIFIED)
+    bug = v.findings[0].bug_control.behaviour  # wrong from 2 requests in in-range mode, faults on poison ids
+    assert (bug.wrong_from, bug.wrong_spread.onward_from, bug.wrong_spread.modes) == (2, 2, ("in-range",))
+    assert (bug.fault_from, bug.faults_on_poison_only, bug.faults_observed) == (2, True, True)
     assert v.failed == 0
 
 
@@ -78,7 +79,7 @@ def test_an_outside_implementation_with_the_bugs_signature_is_a_reproduction_in_
         "Reproduced: vllm 0.22.0's gather is wrong from 2 requests in in-range mode and faults on poison ids "
         "(6 cases: 1, 2 and 4 requests; in-range and poison ids)"
     )
-    assert "the same mismatch counts as the buggy gather" in v.findings[0].text
+    assert v.findings[0].under_test.like == "buggy"  # the same mismatch counts as the buggy gather in every case
     assert v.failed == v.failed_explained == 4  # its 4 cases from 2 requests fail as the bug predicts
 
 
@@ -142,7 +143,8 @@ def test_flagged_lanes_in_the_interpreter_read_as_reads_outside_every_allocation
     memory.loc[memory["mode"] == "in-range", "out_of_bounds_lanes"] = 0
     b = behaviour(table, "buggy", memory)
     assert b.bug_signature and not b.faults_observed
-    assert describe(b) == "is wrong from 2 requests and reads outside every allocation on poison ids"
+    assert (b.wrong_from, b.wrong_spread.every, b.wrong_spread.onward_from, b.wrong_spread.modes) == (2, False, 2, ())
+    assert (b.fault_from, b.faults_on_poison_only) == (2, True)
 
 
 @pytest.mark.audit

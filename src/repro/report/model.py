@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import Behaviour
-from repro.report.verdict import RunVerdict
+from repro.report.run_verdict import RunVerdict
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported where figures are drawn
     from matplotlib.figure import Figure

@@ -4,12 +4,22 @@ register, :class:`Findings`), its completeness, and the one-line title composed 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from repro import registry
 from repro.core.analysis.rundata import RunData
-from repro.core.analysis.verdict import UNDECIDED, Finding, Judgement, judge
+from repro.core.analysis.verdict import (
+    UNDECIDED,
+    AnyFinding,
+    FindingOf,
+    GatherFinding,
+    Judgement,
+    ReshapeFinding,
+    judge,
+)
 from repro.plugins import Point, registered
+from repro.report import phrases
+from repro.report.run_verdict import RunVerdict
 from repro.tables import Table
 
 
@@ -19,7 +29,7 @@ class Findings:
     findings drawn from its notebooks' tables (``None`` where the run holds none), after the two bugs' findings, and
     what each of its tables measures (the title of a run with no finding names them)."""
 
-    findings: tuple[Callable[[RunData], Finding | None], ...] = ()
+    findings: tuple[FindingOf, ...] = ()
     measured: tuple[tuple[Table, str], ...] = ()
 
 
@@ -27,37 +37,63 @@ def _registered() -> tuple[Findings, ...]:
     return registered(Point.VERDICT, Findings)
 
 
-def registered_findings() -> tuple[Callable[[RunData], Finding | None], ...]:
+def registered_findings() -> tuple[FindingOf, ...]:
     """The findings installed packages draw from a run, in registration order."""
     return tuple(f for r in _registered() for f in r.findings)
 
 
-@dataclass
-class RunVerdict:
-    title: str  # the claim, then the cases it rests on in parentheses (``scope``)
-    complete: bool
-    findings: list[Finding]
-    not_finished: list[str]  # notebooks that broke or never ran to the end, with why
-    checks: int
-    checks_ok: int
-    failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
-    disagreements: list[str] = field(default_factory=list)  # sweep rows whose ``ok`` is not the rule's
-    #: The title in two parts, ``claim`` and the cases it rests on (``scope``, "" when the title names none): where
-    #: the first screen has room for the claim alone (a pull-request comment, whose verdict table must fit it), the
-    #: scope follows the table.
+@dataclass(frozen=True)
+class Worded:
+    """A finding in the report's words: its bug and outcomes, what did not behave as expected (``problems``), and
+    the headline it makes when an implementation under test is the point of the run: ``claim``, then the cases it
+    rests on (``scope``), as `` (scope)`` or, where it matched the reference in them, `` in scope``."""
+
+    bug: str
+    outcomes: tuple[str, ...]
+    problems: tuple[str, ...] = ()
     claim: str = ""
     scope: str = ""
+    scope_in: bool = False
+    coverage: str = ""  # the cases the outcomes rest on ("" when the finding names none)
 
     @property
-    def failed(self) -> int:
-        return self.checks - self.checks_ok + len(self.disagreements)
+    def subject(self) -> str:
+        if not self.scope:
+            return self.claim
+        return self.claim + (f" in {self.scope}" if self.scope_in else f" ({self.scope})")
+
+
+def worded(f: AnyFinding) -> Worded:
+    """A finding as the title reads it: this package's values through the phrases, a registered one as it came."""
+    if isinstance(f, GatherFinding):
+        return _gather(f)
+    if isinstance(f, ReshapeFinding):
+        return Worded(f.bug, f.outcomes, tuple(phrases.failed_check(c, o) for c, o in f.failed))
+    return Worded(f.bug, tuple(f.outcomes), tuple(f.problems), claim=f.subject, coverage=f.coverage)
+
+
+def _gather(f: GatherFinding) -> Worded:
+    if not f.decides:
+        return Worded(f.bug, f.outcomes, (phrases.undecided(f.coverage),))
+    covered = phrases.coverage(f.coverage)
+    problems = [phrases.control(registry.prose(c.variant), c) for c in f.controls if not c.as_expected]
+    u = f.under_test
+    if u is None or (u.own and u.behaviour.correct):
+        return Worded(f.bug, f.outcomes, tuple(problems), coverage=covered)
+    said = phrases.under_test(u)
+    if u.own or u.elsewhere or not (u.behaviour.bug_signature or u.behaviour.correct):
+        return Worded(f.bug, f.outcomes, (*problems, said), claim="" if u.own else said, coverage=covered)
+    return Worded(
+        f.bug, f.outcomes, tuple(problems), claim=said, scope=covered, scope_in=u.behaviour.correct, coverage=covered
+    )
 
 
 def verdict(run: RunData, judged: Judgement) -> RunVerdict:
     """The verdict of a judged run, with the one-line title the report leads with."""
-    title = _title(run, judged.findings, judged.complete, judged.not_finished, judged.unexplained)
+    said = [worded(f) for f in judged.findings]
+    claim, scope, scope_in, rests_on = _title(run, said, judged.complete, judged.not_finished, judged.unexplained)
     return RunVerdict(
-        title=title,
+        title=claim + ((f" in {scope}" if scope_in else f" ({scope})") if scope else ""),
         complete=judged.complete,
         findings=judged.findings,
         not_finished=judged.not_finished,
@@ -65,7 +101,10 @@ def verdict(run: RunData, judged: Judgement) -> RunVerdict:
         checks_ok=judged.checks_ok,
         failed_explained=judged.failed_explained,
         disagreements=judged.disagreements,
-        **_claim_and_scope(title, judged.findings),
+        undecided=judged.undecided is not None,
+        claim=claim,
+        scope=scope,
+        rests_on=rests_on,
     )
 
 
@@ -74,49 +113,47 @@ def run_verdict(run: RunData, split_check: str = "") -> RunVerdict:
     return verdict(run, judge(run, split_check, registered_findings()))
 
 
-def _claim_and_scope(title: str, findings: list[Finding]) -> dict[str, str]:
-    """The title's claim and the cases it ends with (in parentheses, or after "in" where an implementation under
-    test matched the reference in them)."""
-    for scope in (_scope(findings), *(f.coverage for f in findings if f.coverage)):
-        for ending in (f" ({scope})", f" in {scope}"):
-            if scope and title.endswith(ending):
-                return {"claim": title.removesuffix(ending), "scope": scope}
-    return {"claim": title, "scope": ""}
+def _scope(findings: list[Worded]) -> str:
+    """The cases each finding that names them rests on, each after its bug's number where there are several."""
+    return "; ".join((f"#{f.bug.pr} in " if len(findings) > 1 else "") + f.coverage for f in findings if f.coverage)
 
 
-def _scope(findings: list[Finding]) -> str:
-    """The cases each finding that names them rests on, as the title ends with them."""
-    covered = [f for f in findings if f.coverage]
-    return "; ".join((f"#{f.bug.pr} in " if len(findings) > 1 else "in ") + f.coverage for f in covered)
-
-
-def _title(run: RunData, findings: list[Finding], complete: bool, unfinished: list[str], unexplained: list[str]) -> str:
+def _title(
+    run: RunData, findings: list[Worded], complete: bool, unfinished: list[str], unexplained: list[str]
+) -> tuple[str, str, bool, str]:
+    """The title as its claim, the cases it ends with ("" when it names none), whether they follow "in" (else in
+    parentheses), and the cases as they read on their own."""
     if not complete:
         why = (
             f"the run is {run.status!r}, not finished"
             if not run.finished
             else f"{len(unfinished)} notebook(s) did not finish"
         )
-        return f"Incomplete: {why}; nothing here is a verdict on what did not run"
+        return f"Incomplete: {why}; nothing here is a verdict on what did not run", "", False, ""
     problems = [p for f in findings if UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
-        return "Unexpected results: " + (
-            "; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"
+        return (
+            "Unexpected results: "
+            + ("; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"),
+            "",
+            False,
+            "",
         )
     open_question = next((f.problems[0] for f in findings if UNDECIDED in f.outcomes), "")
     if open_question:
-        return "Undecided: " + open_question.removeprefix(f"{UNDECIDED}: ")
-    subject = next((f.subject for f in findings if f.subject), "")
-    if subject:
-        return subject[0].upper() + subject[1:]
+        return "Undecided: " + open_question, "", False, ""
+    subject = next((f for f in findings if f.claim), None)
+    if subject is not None:
+        return subject.claim[0].upper() + subject.claim[1:], subject.scope, subject.scope_in, subject.scope
     if not findings:
         measured = [
             what for r in _registered() for table, what in r.measured if table in run.tables and len(run.tables[table])
         ]
         if measured:
-            return "Measurements, no reproduction in this run: " + ", ".join(measured)
-        return "No verdict: this run holds no evidence of either bug"
+            return "Measurements, no reproduction in this run: " + ", ".join(measured), "", False, ""
+        return "No verdict: this run holds no evidence of either bug", "", False, ""
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
     bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
     scope = _scope(findings)
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}" + (f" ({scope})" if scope else "")
+    shown = ("in " if len(findings) == 1 else "") + scope if scope else ""
+    return f"{' and '.join(outcomes).capitalize()}: {bugs}", shown, False, scope

@@ -24,7 +24,7 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import written
 from repro.core.analysis.checks import failed_checks, truthy
-from repro.core.analysis.gather import case_ok, changed_inputs_text, memcheck_expectation, memory_expectation
+from repro.core.analysis.gather import case_ok, memcheck_expectation, memory_expectation
 from repro.core.analysis.provenance import provenance_name
 from repro.core.analysis.rundata import RunData
 from repro.coverage import DECIDING_REQUESTS, Geometry, SentinelMode
@@ -90,7 +90,8 @@ class Behaviour:
     bug_signature: bool  # equal at one request, wrong or faulting in every case from two on
     mismatches: tuple[tuple[str, int, int], ...]  # (mode, num_reqs, mismatched tokens) of default-geometry cases
     no_result_from: int | None = None  # smallest request count of a case that observed nothing (raised, timeout, ...)
-    no_result: str = ""  # that case's status and error
+    no_result_status: str = ""  # that case's status (repro.outcomes) and error, as recorded
+    no_result_error: str = ""
     changed_inputs: tuple[str, ...] = ()  # inputs some case changed
     repointed: bool = False  # some case repointed ``out`` away from the caller's buffer
     every_case_ok: bool = True  # every case passes the rule the checks use for a correct implementation
@@ -106,6 +107,23 @@ class Behaviour:
     @property
     def cases(self) -> int:
         return len(self.ran) or len(self.counts) * len(self.modes)
+
+    @property
+    def every_case(self) -> tuple[Case, ...]:
+        """The cases it ran (a record without them: every count in every mode, default geometry)."""
+        return self.ran or tuple((Geometry.DEFAULT.value, m, k) for m in self.modes for k in self.counts)
+
+    @property
+    def wrong_spread(self) -> Spread | None:
+        return spread(self.wrong, self.every_case)
+
+    @property
+    def silent_spread(self) -> Spread | None:
+        return spread(self.silent, self.every_case)
+
+    @property
+    def faults_on_poison_only(self) -> bool:
+        return self.fault_modes == (SentinelMode.POISON,)
 
 
 def _num(value: Any) -> int:
@@ -178,7 +196,8 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
             for m, k, v in zip(mode[ran], pd.to_numeric(rows.loc[ran, "num_reqs"]), rows.loc[ran, "mismatched_tokens"])
         ),
         no_result_from=int(n[nothing].min()) if nothing.any() else None,
-        no_result=next((f"{r.status}: {r.error}"[:160] for r in first_nothing.itertuples()), ""),
+        no_result_status=next((str(r.status) for r in first_nothing.itertuples()), ""),
+        no_result_error=next((str(r.error) for r in first_nothing.itertuples()), ""),
         changed_inputs=tuple(changed),
         repointed=any(o["out_repointed"] for _, o in observed),
         every_case_ok=every_ok,
@@ -189,70 +208,54 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     )
 
 
-def _requests(n: int) -> str:
-    return f"{n} request" + ("" if n == 1 else "s")
+@dataclass(frozen=True)
+class Span:
+    """Some cases of one geometry: every case from ``counts[0]`` on (``onward``), or exactly these counts."""
+
+    geometry: str
+    counts: tuple[int, ...]
+    onward: bool
+
+    @property
+    def default_geometry(self) -> bool:
+        return self.geometry == Geometry.DEFAULT
 
 
-def listed(items: Sequence[object]) -> str:
-    """``1, 2 and 3``."""
-    words = [f"{x:,}" if isinstance(x, int) else str(x) for x in items]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+@dataclass(frozen=True)
+class Spread:
+    """Where some cases lie among those that ran, exactly: every case (``every``), every case from a count on
+    (``onward_from``), else per geometry (``spans``); ``modes``: the sentinel modes they lie in when not every mode
+    that ran has them (``()``: every mode). Never a range that did not run."""
+
+    every: bool
+    onward_from: int | None
+    spans: tuple[Span, ...]
+    modes: tuple[str, ...]
+
+    @property
+    def poison_only(self) -> bool:
+        return self.modes == (SentinelMode.POISON,)
 
 
-def where(cases: Sequence[Case], ran: Sequence[Case]) -> str:
-    """Where ``cases`` (a subset of ``ran``) lie, exactly: ``from 2 requests`` when they are every case from a count
-    on, ``in every case``, else the counts, per geometry when not every geometry has them, and the sentinel mode
-    when not every mode has them (never a range that did not run)."""
+def spread(cases: Sequence[Case], ran: Sequence[Case]) -> Spread | None:
+    """Where ``cases`` (a subset of ``ran``) lie (``None``: no case)."""
     if not cases:
-        return ""
+        return None
     modes = tuple(dict.fromkeys(m for _, m, _ in cases))
     every_mode = tuple(dict.fromkeys(m for _, m, _ in ran))
     ran = [c for c in ran if c[1] in modes]
     low = min(k for _, _, k in cases)
+    shown_modes = () if modes == every_mode else modes
     if set(cases) == {c for c in ran if c[2] >= low}:
-        text = f"from {_requests(low)}" if low > min(k for _, _, k in ran) else "in every case"
-    else:
-        parts = []
-        for geometry in dict.fromkeys(g for g, _, _ in cases):
-            counts = sorted({k for g, _, k in cases if g == geometry})
-            here = {c for c in cases if c[0] == geometry}
-            if here == {c for c in ran if c[0] == geometry and c[2] >= counts[0]} and len(counts) > 1:
-                part = f"from {_requests(counts[0])}"
-            else:
-                part = f"at {listed(counts)} request" + ("" if counts == [1] else "s")
-            parts.append(part if geometry == Geometry.DEFAULT else f"{part} in the {geometry} cases")
-        text = "; ".join(parts)
-    if modes != every_mode:
-        text += " on poison ids" if modes == (SentinelMode.POISON,) else f" in {listed(modes)} mode"
-    return text
-
-
-def describe(b: Behaviour, short: bool = False) -> str:
-    """``is wrong from 2 requests and faults on poison ids`` / ``matches the reference in all 60 cases``
-    (``short``: without the count, for a table whose heading gives it)."""
-    if b.correct and short:
-        return "matches the reference"
-    if b.correct:
-        return f"matches the reference in all {b.cases} cases"
-    ran = b.ran or tuple((Geometry.DEFAULT.value, m, k) for m in b.modes for k in b.counts)
-    parts = []
-    if b.changed_inputs:
-        parts.append(changed_inputs_text(", ".join(b.changed_inputs)).replace("changed its", "changes its"))
-    if b.repointed:
-        parts.append("repoints out away from the caller's buffer")
-    if b.no_result_from is not None:
-        at = where(b.silent, ran) if b.silent else f"from {_requests(b.no_result_from)}"
-        parts.append(f"gives no result {at} ({b.no_result})")
-    if b.wrong_from is not None:
-        parts.append(f"is wrong {where(b.wrong, ran) if b.wrong else f'from {_requests(b.wrong_from)}'}")
-    if b.fault_from is not None:
-        verb = "faults" if b.faults_observed else "reads outside every allocation"
-        on = "on poison ids" if b.fault_modes == (SentinelMode.POISON,) else f"in {', '.join(b.fault_modes)} mode"
-        when = "" if b.fault_from == b.wrong_from else f" from {_requests(b.fault_from)}"
-        parts.append(f"{verb} {on}{when}")
-    if not parts:  # every case observed and equal, yet a case failed the checks' rule
-        parts.append("fails a check of the sweep")
-    return " and ".join(parts)
+        first = low > min(k for _, _, k in ran)
+        return Spread(every=not first, onward_from=int(low) if first else None, spans=(), modes=shown_modes)
+    spans = []
+    for geometry in dict.fromkeys(g for g, _, _ in cases):
+        counts = sorted({int(k) for g, _, k in cases if g == geometry})
+        here = {c for c in cases if c[0] == geometry}
+        onward = here == {c for c in ran if c[0] == geometry and c[2] >= counts[0]} and len(counts) > 1
+        spans.append(Span(str(geometry), tuple(counts), onward))
+    return Spread(every=False, onward_from=None, spans=tuple(spans), modes=shown_modes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,19 +310,6 @@ def coverage(sweep: pd.DataFrame) -> Coverage:
     )
 
 
-def coverage_text(c: Coverage) -> str:
-    """``60 cases: 1, 2, ... and 256 requests; in-range and poison ids; ...``: exactly what ran, nothing between."""
-    parts = [f"{listed(c.counts)} request" + ("" if c.counts == (1,) else "s"), f"{listed(c.modes)} ids"]
-    if c.backings:
-        views = listed(c.views)
-        parts.append(f"backing tables of {listed(c.backings)} columns behind views of {views}")
-        parts.append(f"offset{'s' if len(c.offsets) > 1 else ''} {listed(c.offsets)}")
-        windows = [("whole sequences" if w == 0 else f"the last {w} tokens") for w in c.windows]
-        parts.append(f"gathering {listed(windows)}")
-        parts.append("block ids from " + " and from ".join(f"{b:,}" for b in c.first_blocks))
-    return f"{c.cases} case{'s' if c.cases != 1 else ''}: " + "; ".join(parts)
-
-
 def same_mismatches(a: Behaviour, b: Behaviour) -> bool:
     """Token-for-token the same mismatch counts in every case both ran (the same misreads)."""
     common = {(m, n) for m, n, _ in a.mismatches} & {(m, n) for m, n, _ in b.mismatches}
@@ -334,7 +324,9 @@ def same_mismatches(a: Behaviour, b: Behaviour) -> bool:
 
 @dataclass
 class Finding:
-    """One bug's verdict: the outcomes shown (``reproduced``, ``fix verified``, ...) and why."""
+    """One bug's verdict as the package that registers it words it (:data:`FindingOf`): the outcomes shown
+    (``reproduced``, ``fix verified``, ...) and why. This package's own findings are values
+    (:class:`GatherFinding`, :class:`ReshapeFinding`), worded by the report."""
 
     bug: str
     title: str
@@ -342,7 +334,89 @@ class Finding:
     text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
-    coverage: str = ""  # exactly which cases the outcomes rest on (coverage_text)
+    coverage: str = ""  # exactly which cases the outcomes rest on
+
+
+@dataclass(frozen=True)
+class Control:
+    """A swept implementation of the registry and what it did: a bug control (``bug``: expected to show the bug's
+    signature) or one expected to match the reference."""
+
+    variant: str
+    behaviour: Behaviour
+    bug: bool
+
+    @property
+    def as_expected(self) -> bool:
+        return self.behaviour.bug_signature if self.bug else self.behaviour.correct
+
+
+@dataclass(frozen=True)
+class UnderTest:
+    """The implementation under test across the sweep: its name (as loaded; "" when none was recorded) and target,
+    whether it is one of this repository's own, its failed checks outside the sweep (vLLM's contiguous cases, ...,
+    each named as :func:`~repro.core.analysis.checks.failed_checks` names it) and the bug control it misreads exactly
+    like (same mismatch counts in every case; "" when none)."""
+
+    name: str
+    target: str
+    behaviour: Behaviour
+    own: bool
+    elsewhere: tuple[str, ...] = ()
+    like: str = ""
+
+
+@dataclass(frozen=True)
+class GatherFinding:
+    """The strided-gather verdict of notebook 02's sweep: the outcomes shown, the cases they rest on, each control
+    (in the sweep's order) and the implementation under test. ``decides``: False when no case ran that can tell the
+    buggy from the fixed pitch (the outcome is then ``undecided``)."""
+
+    outcomes: tuple[str, ...]
+    coverage: Coverage
+    controls: tuple[Control, ...] = ()
+    under_test: UnderTest | None = None
+    bug: Bug = Bug.GATHER
+
+    @property
+    def title(self) -> str:
+        return self.bug.title
+
+    @property
+    def decides(self) -> bool:
+        return self.coverage.decides
+
+    @property
+    def bug_control(self) -> Control | None:
+        return next((c for c in self.controls if c.bug), None)
+
+    @property
+    def fix_control(self) -> Control | None:
+        return next((c for c in self.controls if not c.bug and registry.role(c.variant) == registry.ROLE_FIX), None)
+
+
+@dataclass(frozen=True)
+class ReshapeFinding:
+    """The reshape-overrun verdict of notebook 01: the outcomes shown, the buggy view's overrun per compressed cache
+    group that does not fit, how many of the fixed view's groups fit, whether the split follow-up showed (``None``:
+    not checked) and the failed checks of each view as (check, observed)."""
+
+    outcomes: tuple[str, ...]
+    overruns: tuple[tuple[str, float], ...] = ()
+    fixed_fits: int = 0
+    fixed_groups: int = 0
+    error_as_reported: bool = False  # PyTorch rejected the buggy view with the PR's error, every number equal
+    split_shown: bool | None = None
+    failed: tuple[tuple[str, str], ...] = ()
+    bug: Bug = Bug.RESHAPE
+
+    @property
+    def title(self) -> str:
+        return self.bug.title
+
+
+#: A finding of the verdict: one of this package's values, or one a registered package words itself.
+AnyFinding = Finding | GatherFinding | ReshapeFinding
 
 
 def implementation_names(run: RunData) -> dict[str, str]:
@@ -377,116 +451,67 @@ def gather_finding(
     memory: pd.DataFrame | None = None,
     under_test_name: str = "",
     under_test_elsewhere: list[str] | None = None,
-) -> tuple[Finding, dict[str, Behaviour]]:
+) -> tuple[GatherFinding, dict[str, Behaviour]]:
     """The strided-gather verdict from notebook 02's sweep, and each variant's behaviour.
     ``under_test_elsewhere``: the implementation under test's failed checks in other tables (vLLM's
     contiguous cases, ...): with any, it neither verifies a fix nor shows the bug's signature."""
-    elsewhere = list(under_test_elsewhere or [])
+    elsewhere = tuple(under_test_elsewhere or ())
     variants = list(dict.fromkeys(sweep["variant"].astype(str)))
     seen = {v: behaviour(sweep, v, memory) for v in variants}
     ran = coverage(sweep)
-    covered = coverage_text(ran)
     if not ran.decides:  # buggy and fixed cannot differ in any case that ran: nothing is shown either way
-        why = (
-            f"{UNDECIDED}: no case where {BUG_GATHER} can show ran (it needs at least {DECIDING_REQUESTS} requests "
-            f"on a narrowed table); the sweep ran {covered}"
-        )
-        return Finding(BUG_GATHER, "strided block-table gather", [UNDECIDED], why + ".", [why], why, covered), seen
-    problems, outcomes, controls = [], [], []
+        return GatherFinding((UNDECIDED,), ran), seen
+    expected = (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN)
     bug = [v for v in variants if registry.role(v) == registry.ROLE_BUG]
     fix = [v for v in variants if registry.role(v) == registry.ROLE_FIX]
-    for v in bug:
-        if not seen[v].bug_signature:
-            problems.append(f"{registry.prose(v)} {describe(seen[v])}: not the bug's signature")
-    for v in variants:
-        if (
-            registry.role(v) in (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN)
-            and not seen[v].correct
-        ):
-            problems.append(f"{registry.prose(v)} {describe(seen[v])}")
+    controls = [Control(v, seen[v], True) for v in bug]
+    controls += [Control(v, seen[v], False) for v in variants if registry.role(v) in expected]
+    outcomes = []
     if bug:
-        shown = all(seen[v].bug_signature for v in bug)
-        outcomes.append(REPRODUCED if shown else NOT_REPRODUCED)
-        controls.append(f"{outcomes[-1]}: {registry.prose(bug[0])} {describe(seen[bug[0]])}")
+        outcomes.append(REPRODUCED if all(seen[v].bug_signature for v in bug) else NOT_REPRODUCED)
     if fix:
-        shown = all(seen[v].correct for v in fix)
-        outcomes.append(FIX_VERIFIED if shown else FIX_NOT_VERIFIED)
-        controls.append(f"{outcomes[-1]}: {registry.prose(fix[0])} {describe(seen[fix[0]])}")
-    subject, lead = "", ""
+        outcomes.append(FIX_VERIFIED if all(seen[v].correct for v in fix) else FIX_NOT_VERIFIED)
+    under = None
     if registry.UNDER_TEST_LABEL in seen:
         u = seen[registry.UNDER_TEST_LABEL]
         target = _under_test_target(sweep)
-        name = under_test_name or f"`{target}`"
-        if is_own_implementation(sweep, target):
-            controls.append(f"the implementation under test (`{target}`) " + ("matches" if u.correct else describe(u)))
-            if not u.correct:
-                problems.append(f"the implementation under test `{target}` {describe(u)}")
-        elif elsewhere:
-            if u.correct:
-                first = elsewhere[0][:160]
-                subject = (
-                    f"{name} matches the reference in the sweep but fails {len(elsewhere)} other check(s): {first}"
-                )
-            else:
-                subject = f"{name} {describe(u)}, and fails {len(elsewhere)} check(s) outside the sweep"
-            lead = subject
-            problems.append(subject)
-        elif u.bug_signature:
-            like = [v for v in bug if same_mismatches(u, seen[v])]
-            subject = f"{REPRODUCED}: {name} {describe(u)} ({covered})"
-            lead = f"{REPRODUCED} in {name}: it {describe(u)}, the bug's signature" + (
-                f", with the same mismatch counts as {registry.prose(like[0])} in every case" if like else ""
-            )
-            outcomes = [REPRODUCED, *[o for o in outcomes if o != REPRODUCED]]
-        elif u.correct:
-            subject = f"{FIX_VERIFIED}: {name} matches the reference in {covered}"
-            lead = f"{FIX_VERIFIED} in {name}: it {describe(u)}"
-            outcomes = [FIX_VERIFIED, *[o for o in outcomes if o != FIX_VERIFIED]]
-        else:
-            subject = f"{name} {describe(u)}: not the bug's signature"
-            lead = subject
-            problems.append(subject)
-    if lead:
-        text = f"{lead}. Controls: " + "; ".join(controls) + "."
-    else:
-        text = "; ".join(controls) + "."
-    return Finding(BUG_GATHER, "strided block-table gather", outcomes, text, problems, subject, covered), seen
+        own = is_own_implementation(sweep, target)
+        like = next((v for v in bug if same_mismatches(u, seen[v])), "")
+        under = UnderTest(under_test_name, target, u, own, () if own else elsewhere, like)
+        if not own and not elsewhere and (u.bug_signature or u.correct):
+            shown = REPRODUCED if u.bug_signature else FIX_VERIFIED
+            outcomes = [shown, *[o for o in outcomes if o != shown]]
+    return GatherFinding(tuple(outcomes), ran, tuple(controls), under), seen
 
 
-def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_check: str) -> Finding:
+def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_check: str) -> ReshapeFinding:
     """The reshape-overrun verdict from notebook 01's checks and per-group table."""
     ok = checks["ok"].map(truthy)
     variant = checks["variant"].astype(str)
     split = checks["check"] == split_check
     bug_ok = bool(ok[(variant == RESHAPE_BUGGY) & ~split].all())
     fix_ok = bool(ok[(variant == RESHAPE_FIXED) & ~split].all())
-    outcomes = [REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED]
-    sentences, problems = [], []
+    overruns, fits, of = (), 0, 0
     if groups is not None and len(groups):
         buggy = groups[(groups["variant"] == RESHAPE_BUGGY) & ~groups["fits"].map(truthy)]
         fixed = groups[groups["variant"] == RESHAPE_FIXED]
-        if len(buggy):
-            overs = ", ".join(f"{g} {float(o):.0f}x" for g, o in zip(buggy["cache group"], buggy["overrun"]))
-            sentences.append(
-                f"{outcomes[0]} in the repository's model of PR #43988's unreleased code state: the buggy view "
-                f"over-asks in every compressed cache group ({overs})"
-                + ("; PyTorch rejects it with the error the PR reports, every number equal" if bug_ok else "")
-            )
-        fits = int(fixed["fits"].map(truthy).sum())
-        sentences.append(f"{outcomes[1]}: the fixed view fits in {fits} of {len(fixed)} cache groups")
-    else:
-        sentences.append(f"{outcomes[0]}; {outcomes[1]}")
-    if not bug_ok:
-        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_BUGGY)], checks["observed"])]
-    if not fix_ok:
-        problems += [f"{c}: {o}" for c, o in zip(checks["check"][~ok & (variant == RESHAPE_FIXED)], checks["observed"])]
-    if split.any():
-        s_ok = bool(ok[split].all())
-        sentences.append(
-            f"the fixed code still over-asks for padded uncompressed groups split into smaller kernel blocks "
-            f"({BUG_SPLIT}: {'shown' if s_ok else 'not shown'})"
-        )
-    return Finding(BUG_RESHAPE, "reshape overrun", outcomes, "; ".join(sentences) + ".", problems)
+        overruns = tuple((str(g), float(o)) for g, o in zip(buggy["cache group"], buggy["overrun"]))
+        fits, of = int(fixed["fits"].map(truthy).sum()), len(fixed)
+    failed = tuple(
+        (str(c), str(o))
+        for who, shown in ((RESHAPE_BUGGY, bug_ok), (RESHAPE_FIXED, fix_ok))
+        if not shown
+        for c, o in zip(checks["check"][~ok & (variant == who)], checks["observed"][~ok & (variant == who)])
+    )
+    return ReshapeFinding(
+        outcomes=(REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED),
+        overruns=overruns,
+        fixed_fits=fits,
+        fixed_groups=of,
+        error_as_reported=bug_ok and bool(overruns),
+        split_shown=bool(ok[split].all()) if split.any() else None,
+        failed=failed,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,19 +622,24 @@ def recorded_failure(run: RunData) -> list[str]:
     ]
 
 
-def undecided(run: RunData) -> list[str]:
+@dataclass(frozen=True)
+class Undecided:
+    """A sweep that ran no case where the buggy and the fixed pitch can differ: which notebook, and what it ran."""
+
+    notebook: str
+    coverage: Coverage
+
+
+def undecided(run: RunData) -> Undecided | None:
     """A run whose sweep ran no case that can tell the buggy from the fixed pitch claims nothing about
-    PR #55109, and fails: one line saying why ([] for any other run)."""
+    PR #55109, and fails: what it ran (``None`` for any other run)."""
     sweep = run.table(SWEEP_TABLE)
     if sweep is None or not len(sweep) or not {"variant", "num_reqs", "mode"} <= set(sweep):
-        return []
+        return None
     ran = coverage(sweep)
     if ran.decides:
-        return []
-    return [
-        f"{sweep['notebook'].iloc[0] if 'notebook' in sweep else 'sweep'}: no case where {BUG_GATHER} can show ran "
-        f"(at least {DECIDING_REQUESTS} requests on a narrowed table); the sweep ran {coverage_text(ran)}"
-    ]
+        return None
+    return Undecided(str(sweep["notebook"].iloc[0]) if "notebook" in sweep else "sweep", ran)
 
 
 # --------------------------------------------------------------------------------------------
@@ -624,25 +654,31 @@ class Judgement:
 
     names: dict[str, str]  # parameter (implementation, reference_gather) -> loaded name
     behaviours: dict[str, Behaviour]  # notebook 02's sweep, by variant label
-    findings: list[Finding]
+    findings: list[AnyFinding]
     not_finished: list[str]  # notebooks that broke or never ran to the end, with why
     complete: bool
     checks: int
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
-    disagreements: list[str]  # sweep rows whose ``ok`` is not the rule's, a sweep that decides nothing, a failed record
+    disagreements: list[str]  # sweep rows whose ``ok`` is not the rule's, a failed record
     unexplained: list[str]  # every failure the bugs do not predict (disagreements first): what the title names
+    undecided: Undecided | None = None  # a sweep that decides nothing: a failure too
+
+    @property
+    def failures(self) -> int:
+        """Failures beyond the failed checks: disagreements, and a sweep that decides nothing."""
+        return len(self.disagreements) + (self.undecided is not None)
 
 
 #: A finding another package draws from a run's tables (``None``: the run holds none of them).
-FindingOf = Callable[[RunData], "Finding | None"]
+FindingOf = Callable[[RunData], "AnyFinding | None"]
 
 
 def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] = ()) -> Judgement:
     """The run's findings per bug, its checks and completeness, and what several report sections read, each
     computed once."""
     names = implementation_names(run)
-    findings: list[Finding] = []
+    findings: list[AnyFinding] = []
     checks = run.table(Table.RESHAPE_CHECKS)
     if checks is not None and len(checks):
         findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
@@ -662,7 +698,9 @@ def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] =
     complete = run.finished and not unfinished
     disagreements = rule_disagreements(run)
     questions = undecided(run)  # no case could decide: a failure, named as such in the title
-    if complete and total == ok and not disagreements + questions:  # the tables show no failure: the record decides
+    if (
+        complete and total == ok and not disagreements and questions is None
+    ):  # the tables show no failure: the record decides
         disagreements = recorded_failure(run)
     return Judgement(
         names=names,
@@ -673,6 +711,7 @@ def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] =
         checks=total,
         checks_ok=ok,
         failed_explained=explained if failed else 0,
-        disagreements=disagreements + questions,
+        disagreements=disagreements,
         unexplained=disagreements + unexplained_failures(run),
+        undecided=questions,
     )

@@ -11,10 +11,10 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.provenance import named_code
-from repro.core.analysis.verdict import coverage, coverage_text, describe
+from repro.core.analysis.verdict import coverage
 from repro.coverage import SentinelMode
 from repro.registry import CodeRan
-from repro.report import mermaid, plots
+from repro.report import mermaid, phrases, plots
 from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro.tables import Plot, Table
 
@@ -70,7 +70,7 @@ def _implementations(c: Common, sweep: pd.DataFrame, memcheck: dict[str, str]) -
         expect = registry.expectation(v) if v != registry.UNDER_TEST_LABEL else registry.EXPECT_CORRECT
         shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
         verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
-        row = {"implementation": v, "role": registry.role(v), "observed": describe(b, short=True).removeprefix("is ")}
+        row = {"implementation": v, "role": registry.role(v), "observed": phrases.behaviour(b, short=True, bare=True)}
         if memcheck:
             row["memcheck"] = memcheck.get(v, "")
         row["as expected"] = verdict
@@ -130,7 +130,7 @@ def derive(c: Common) -> Gather | None:
         first=counts[0],
         last=counts[-1],
         modes=tuple(dict.fromkeys(sweep["mode"].astype(str))),
-        coverage=coverage_text(coverage(sweep)),
+        coverage=phrases.coverage(coverage(sweep)),
         per_case=_per_case(gather.mismatch_pivot(sweep)),
         geometries=_other_geometries(sweep),
         sanitizer=san,

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import split_overruns, split_overruns_recorded_before_the_table
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, describe, is_own_implementation
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, is_own_implementation
 from repro.registry import CodeRan
+from repro.report import phrases
 from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
@@ -34,7 +35,7 @@ class Reshape:
 
 @dataclass(frozen=True)
 class Gather:
-    """What each kernel did over the sweep, in :func:`repro.core.analysis.verdict.describe`'s words."""
+    """What each kernel did over the sweep, in the report's words (:func:`repro.report.phrases.behaviour`)."""
 
     outcomes: str
     bug: str
@@ -95,9 +96,9 @@ def _gather(c: Common) -> Gather | None:
     bug, fix = roles.get(registry.ROLE_BUG), roles.get(registry.ROLE_FIX)
     return Gather(
         outcomes=outcomes(c, BUG_GATHER),
-        bug=describe(bug) if bug else "",
-        fix=describe(fix) if fix else "",
-        under_test=(name, describe(under)) if outside and under else None,
+        bug=phrases.behaviour(bug) if bug else "",
+        fix=phrases.behaviour(fix) if fix else "",
+        under_test=(name, phrases.behaviour(under)) if outside and under else None,
         bug_code=registry.code_of(registry.BUGGY.label),
         fix_code=registry.code_of(registry.FIXED.label),
     )

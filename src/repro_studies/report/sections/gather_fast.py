@@ -9,8 +9,8 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.checks import truthy
-from repro.core.analysis.verdict import describe
 from repro.report.model import Common, Section, TemplateFile
+from repro.report.phrases import behaviour as behaviour_phrase
 from repro.tables import Table
 from repro_studies.analysis import performance
 from repro_studies.report.sections.fix_cost import BANDWIDTH
@@ -54,7 +54,7 @@ def derive(c: Common) -> Fast | None:
     return Fast(
         own[0].display,
         own[0].target,
-        describe(behaviour) if behaviour is not None else "",
+        behaviour_phrase(behaviour) if behaviour is not None else "",
         contiguous,
         memcheck or "",
         performance.headline(med, rat, performance.outside_prose(c.run)) if timed else None,
