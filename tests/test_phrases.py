@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from repro.core.analysis.verdict import Behaviour, Control, Coverage, Span, Spread, Undecided, UnderTest
+from repro.core.analysis.verdict import (
+    Behaviour,
+    Control,
+    Coverage,
+    RecordedFailure,
+    RuleDisagreement,
+    Span,
+    Spread,
+    Undecided,
+    UnderTest,
+)
 from repro.coverage import DECIDING_REQUESTS
 from repro.report import phrases
 from repro.report.phrases import PHRASES
@@ -92,3 +102,15 @@ def test_a_control_and_the_implementation_under_test_are_named_with_what_they_di
     )
     own = UnderTest("", "repro.x:f", wrong, own=True)
     assert phrases.under_test(own).startswith("the implementation under test `repro.x:f` is wrong at 1 request")
+
+
+def test_a_rule_disagreement_and_a_recorded_failure_name_their_values():
+    d = RuleDisagreement("02-nb", "gather matches", "under-test", "poison", "4", "True", False, "3 tokens differ")
+    assert phrases.rule_disagreement(d) == (
+        "02-nb: gather matches [under-test, poison, n=4]: ok is True but the checks' rule gives False for what it "
+        "observed (3 tokens differ)"
+    )
+    assert phrases.recorded_failure(RecordedFailure(2, 1, "x" * 300)) == (
+        "manifest.json records the run as failed (2 failed check(s), 1 notebook(s) broke; first: " + "x" * 200 + ")"
+    )
+    assert phrases.recorded_failure(RecordedFailure(0, 0, "")).endswith("(0 failed check(s), 0 notebook(s) broke)")

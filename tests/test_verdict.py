@@ -17,6 +17,7 @@ from repro.core.analysis.verdict import (
     behaviour,
     implementation_names,
     is_own_implementation,
+    judge,
     not_finished,
 )
 from repro.registry import EXPECT_BUG, FIXED, UNDER_TEST_LABEL, expectation
@@ -215,7 +216,9 @@ def test_an_ok_column_that_is_not_the_rules_is_a_failed_check():
     not: the verdict recomputes every sweep row and counts the disagreement as a failure."""
     table = sweep({"buggy": BUG, **CLEAN, UNDER_TEST_LABEL: {("in-range", 2): 7}}, {UNDER_TEST_LABEL: "x.y:gather"})
     table["ok"] = True
-    v = run_verdict(run_of(table))
+    run = run_of(table)
+    v = run_verdict(run)
     assert len(v.disagreements) == 1 and v.failed == 1
-    assert "ok is True but the checks' rule gives False" in v.disagreements[0]
+    [d] = judge(run).disagreements
+    assert (d.variant, d.mode, d.num_reqs, d.recorded, d.rule) == (UNDER_TEST_LABEL, "in-range", "2", "True", False)
     assert v.title.startswith("Unexpected results")

@@ -519,7 +519,7 @@ def _run_locked(
     from repro.core.analysis.rundata import RunFolderError as DamagedRun  # lazy: pandas, only to read a run
     from repro.core.analysis.rundata import load_run  # lazy: pandas, only to read a run
     from repro.core.analysis.verdict import rule_disagreements, undecided  # lazy: pandas, only to read a run
-    from repro.report.phrases import undecided_run  # lazy: jinja2, only to word a failure
+    from repro.report.phrases import rule_disagreement, undecided_run  # lazy: jinja2, only to word a failure
 
     try:
         damage = written.problems(run_dir, manifest.data)  # held to the runner's own record, not the file's
@@ -529,7 +529,7 @@ def _run_locked(
             else:
                 results = load_run(run_dir, manifest.data)
                 questions = undecided(results)
-                failures = results.failures() + rule_disagreements(results)
+                failures = results.failures() + [rule_disagreement(d) for d in rule_disagreements(results)]
                 failures += [undecided_run(questions)] if questions is not None else []
                 if manifest.data.get("implementation_changed"):
                     failures.append(f"provenance: {manifest.data['implementation_changed']}")

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from repro.core.analysis.verdict import Behaviour, Control, Coverage, Undecided, UnderTest
+from repro.core.analysis.verdict import (
+    Behaviour,
+    Control,
+    Coverage,
+    RecordedFailure,
+    RuleDisagreement,
+    Undecided,
+    UnderTest,
+)
 from repro.report.model import TemplateFile
 from repro.report.template import phrase
 
@@ -50,3 +58,13 @@ def undecided_run(u: Undecided) -> str:
 
 def failed_check(check: str, observed: str) -> str:
     return phrase(PHRASES, "failed_check", check, observed)
+
+
+def rule_disagreement(d: RuleDisagreement) -> str:
+    """A sweep row whose recorded ``ok`` is not the checks' rule's, as a failure of the run."""
+    return phrase(PHRASES, "rule_disagreement", d)
+
+
+def recorded_failure(r: RecordedFailure) -> str:
+    """A run its runner recorded as failed, as a failure of the run."""
+    return phrase(PHRASES, "recorded_failure", r)

@@ -91,7 +91,10 @@ def _gather(f: GatherFinding) -> Worded:
 def verdict(run: RunData, judged: Judgement) -> RunVerdict:
     """The verdict of a judged run, with the one-line title the report leads with."""
     said = [worded(f) for f in judged.findings]
-    claim, scope, scope_in, rests_on = _title(run, said, judged.complete, judged.not_finished, judged.unexplained)
+    failures = [phrases.rule_disagreement(d) for d in judged.disagreements]
+    failures += [phrases.recorded_failure(judged.recorded)] if judged.recorded is not None else []
+    unexplained = failures + judged.unexplained
+    claim, scope, scope_in, rests_on = _title(run, said, judged.complete, judged.not_finished, unexplained)
     return RunVerdict(
         title=claim + ((f" in {scope}" if scope_in else f" ({scope})") if scope else ""),
         complete=judged.complete,
@@ -100,7 +103,7 @@ def verdict(run: RunData, judged: Judgement) -> RunVerdict:
         checks=judged.checks,
         checks_ok=judged.checks_ok,
         failed_explained=judged.failed_explained,
-        disagreements=judged.disagreements,
+        disagreements=failures,
         undecided=judged.undecided is not None,
         claim=claim,
         scope=scope,

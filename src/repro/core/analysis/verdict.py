@@ -587,7 +587,22 @@ def unexplained_failures(run: RunData) -> list[str]:
     return out
 
 
-def rule_disagreements(run: RunData) -> list[str]:
+@dataclass(frozen=True)
+class RuleDisagreement:
+    """A sweep row whose recorded ``ok`` is not what the checks' rule gives for what it observed: which case, the
+    recorded ``ok`` and ``observed`` cells as written, and the rule's answer."""
+
+    notebook: str
+    check: str
+    variant: str
+    mode: str
+    num_reqs: str
+    recorded: str
+    rule: bool
+    observed: str
+
+
+def rule_disagreements(run: RunData) -> list[RuleDisagreement]:
     """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
     by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
     failed check, so the exit code, the checks and the headline cannot part."""
@@ -600,26 +615,38 @@ def rule_disagreements(run: RunData) -> list[str]:
         rule = case_ok(expect.get(str(row["variant"]), EXPECT_CORRECT), _num(row["num_reqs"]), _obs(row))
         if truthy(row["ok"]) != rule:
             out.append(
-                f"{row.get('notebook', '?')}: {row['check']} [{row['variant']}, {row.get('mode', '')}, "
-                f"n={row['num_reqs']}]: ok is {row['ok']} but the checks' rule gives {rule} for what it observed "
-                f"({row.get('observed', '')})"
+                RuleDisagreement(
+                    notebook=str(row.get("notebook", "?")),
+                    check=str(row["check"]),
+                    variant=str(row["variant"]),
+                    mode=str(row.get("mode", "")),
+                    num_reqs=str(row["num_reqs"]),
+                    recorded=str(row["ok"]),
+                    rule=rule,
+                    observed=str(row.get("observed", "")),
+                )
             )
     return out
 
 
-def recorded_failure(run: RunData) -> list[str]:
-    """A run its runner recorded as failed stays failed, whatever its tables say now: one line naming what the
-    manifest records ([] for any other run)."""
+@dataclass(frozen=True)
+class RecordedFailure:
+    """A run its runner recorded as failed: how many failed checks and broken notebooks its manifest lists, and the
+    first of them as listed ("" when none is)."""
+
+    checks: int
+    broke: int
+    first: str
+
+
+def recorded_failure(run: RunData) -> RecordedFailure | None:
+    """A run its runner recorded as failed stays failed, whatever its tables say now: what the manifest records
+    (``None`` for any other run)."""
     if run.status != "failed":
-        return []
+        return None
     checks = run.manifest.get("failed_checks") or []
     broke = not_finished(run.manifest)
-    first = next((str(line) for line in [*broke, *checks]), "")
-    return [
-        f"manifest.json records the run as failed ({len(checks)} failed check(s), {len(broke)} notebook(s) broke"
-        + (f"; first: {first[:200]}" if first else "")
-        + ")"
-    ]
+    return RecordedFailure(len(checks), len(broke), next((str(line) for line in [*broke, *checks]), ""))
 
 
 @dataclass(frozen=True)
@@ -660,14 +687,10 @@ class Judgement:
     checks: int
     checks_ok: int
     failed_explained: int  # failed checks of an implementation under test that fail as the bug predicts
-    disagreements: list[str]  # sweep rows whose ``ok`` is not the rule's, a failed record
-    unexplained: list[str]  # every failure the bugs do not predict (disagreements first): what the title names
+    disagreements: list[RuleDisagreement]  # sweep rows whose ``ok`` is not the rule's
+    unexplained: list[str]  # every failed check the bugs do not predict: what the title names after the above
     undecided: Undecided | None = None  # a sweep that decides nothing: a failure too
-
-    @property
-    def failures(self) -> int:
-        """Failures beyond the failed checks: disagreements, and a sweep that decides nothing."""
-        return len(self.disagreements) + (self.undecided is not None)
+    recorded: RecordedFailure | None = None  # the tables show no failure, the manifest records the run as failed
 
 
 #: A finding another package draws from a run's tables (``None``: the run holds none of them).
@@ -698,10 +721,9 @@ def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] =
     complete = run.finished and not unfinished
     disagreements = rule_disagreements(run)
     questions = undecided(run)  # no case could decide: a failure, named as such in the title
-    if (
-        complete and total == ok and not disagreements and questions is None
-    ):  # the tables show no failure: the record decides
-        disagreements = recorded_failure(run)
+    recorded = None
+    if complete and total == ok and not disagreements and questions is None:  # the tables show no failure: the record
+        recorded = recorded_failure(run)
     return Judgement(
         names=names,
         behaviours=behaviours,
@@ -712,6 +734,7 @@ def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] =
         checks_ok=ok,
         failed_explained=explained if failed else 0,
         disagreements=disagreements,
-        unexplained=disagreements + unexplained_failures(run),
+        unexplained=unexplained_failures(run),
         undecided=questions,
+        recorded=recorded,
     )

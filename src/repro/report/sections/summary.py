@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import split_overruns, split_overruns_recorded_before_the_table
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, is_own_implementation
+from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, GatherFinding, ReshapeFinding, is_own_implementation
 from repro.registry import CodeRan
 from repro.report import phrases
 from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
 from repro.tables import Facts, Table
+
+#: This package's findings; any other in the verdict is one a package built on it registers.
+OWN_FINDINGS = (GatherFinding, ReshapeFinding)
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,9 @@ class Summary:
 
 
 def outcomes(common: Common, bug: str, releases: bool = False) -> str:
-    """The verdict's outcomes for one bug (notebook 04's finding about vLLM's releases apart)."""
-    found = [f for f in common.verdict.findings if f.bug == bug and ("releases" in f.title) == releases]
+    """The verdict's outcomes for one bug: this package's finding, or (``releases``) those a package built on it
+    registers (notebook 04's about vLLM's releases)."""
+    found = [f for f in common.verdict.findings if f.bug == bug and isinstance(f, OWN_FINDINGS) != releases]
     return ", ".join(dict.fromkeys(o for f in found for o in f.outcomes))
 
 
