@@ -11,6 +11,7 @@ from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import (
     UNDECIDED,
     AnyFinding,
+    Bug,
     FindingOf,
     GatherFinding,
     Judgement,
@@ -48,19 +49,13 @@ class Worded:
     the headline it makes when an implementation under test is the point of the run: ``claim``, then the cases it
     rests on (``scope``), as `` (scope)`` or, where it matched the reference in them, `` in scope``."""
 
-    bug: str
+    bug: Bug
     outcomes: tuple[str, ...]
     problems: tuple[str, ...] = ()
     claim: str = ""
     scope: str = ""
     scope_in: bool = False
     coverage: str = ""  # the cases the outcomes rest on ("" when the finding names none)
-
-    @property
-    def subject(self) -> str:
-        if not self.scope:
-            return self.claim
-        return self.claim + (f" in {self.scope}" if self.scope_in else f" ({self.scope})")
 
 
 def worded(f: AnyFinding) -> Worded:
@@ -69,7 +64,7 @@ def worded(f: AnyFinding) -> Worded:
         return _gather(f)
     if isinstance(f, ReshapeFinding):
         return Worded(f.bug, f.outcomes, tuple(phrases.failed_check(c, o) for c, o in f.failed))
-    return Worded(f.bug, tuple(f.outcomes), tuple(f.problems), claim=f.subject, coverage=f.coverage)
+    return Worded(Bug(f.bug), tuple(f.outcomes), tuple(f.problems), claim=f.subject, coverage=f.coverage)
 
 
 def _gather(f: GatherFinding) -> Worded:

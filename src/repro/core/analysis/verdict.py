@@ -368,9 +368,10 @@ class UnderTest:
 
 @dataclass(frozen=True)
 class GatherFinding:
-    """The strided-gather verdict of notebook 02's sweep: the outcomes shown, the cases they rest on, each control
-    (in the sweep's order) and the implementation under test. ``decides``: False when no case ran that can tell the
-    buggy from the fixed pitch (the outcome is then ``undecided``)."""
+    """The strided-gather verdict of notebook 02's sweep: the outcomes shown, the cases they rest on, the controls
+    (the bug's, then those expected to match the reference, each in the sweep's order) and the implementation under
+    test. ``decides``: False when no case ran that can tell the buggy from the fixed pitch (the outcome is then
+    ``undecided``)."""
 
     outcomes: tuple[str, ...]
     coverage: Coverage
@@ -379,20 +380,12 @@ class GatherFinding:
     bug: Bug = Bug.GATHER
 
     @property
-    def title(self) -> str:
-        return self.bug.title
-
-    @property
     def decides(self) -> bool:
         return self.coverage.decides
 
     @property
     def bug_control(self) -> Control | None:
         return next((c for c in self.controls if c.bug), None)
-
-    @property
-    def fix_control(self) -> Control | None:
-        return next((c for c in self.controls if not c.bug and registry.role(c.variant) == registry.ROLE_FIX), None)
 
 
 @dataclass(frozen=True)
@@ -409,10 +402,6 @@ class ReshapeFinding:
     split_shown: bool | None = None
     failed: tuple[tuple[str, str], ...] = ()
     bug: Bug = Bug.RESHAPE
-
-    @property
-    def title(self) -> str:
-        return self.bug.title
 
 
 #: A finding of the verdict: one of this package's values, or one a registered package words itself.

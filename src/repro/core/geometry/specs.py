@@ -9,6 +9,7 @@ computed from the model geometry in :mod:`repro.core.geometry.layout`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -21,6 +22,9 @@ from repro.core.geometry.layout import (
     INDEXER_TOKEN_BYTES,
     round_up,
 )
+
+if TYPE_CHECKING:  # annotations only: the layout itself needs no torch
+    import torch
 
 #: Bytes per element of the dtypes a cache pool is viewed as, by torch's names (vLLM's DeepSeek-V4 specs use uint8
 #: and float32).
@@ -75,7 +79,7 @@ class KVCacheSpec:
         return ITEMSIZE[self.dtype]
 
     @property
-    def torch_dtype(self):
+    def torch_dtype(self) -> torch.dtype:
         """``dtype`` as torch's, to view a real pool as."""
         import torch  # lazy: the layout itself needs no torch
 
