@@ -47,15 +47,25 @@ def test_a_missing_arm_leaves_its_ratios_empty():
     assert new["patched/released (contig)_ratio"].notna().all()
 
 
-def test_headline_holds_each_ratio_against_the_band():
-    facts = upstream_cost.headline(upstream_cost.ratio_rows(medians()))
+def test_cost_facts_hold_each_ratio_against_the_band_and_no_sentence():
+    facts = upstream_cost.cost_facts(upstream_cost.ratio_rows(medians()))
+    assert list(facts["releases"]) == ["vLLM 0.22.0", "vLLM 0.33.0"] and facts["band"] == [0.99, 1.01]
     old, new = facts["releases"]["vLLM 0.22.0"]["graph"], facts["releases"]["vLLM 0.33.0"]["graph"]
     assert old["patched/released (contig)"]["outside_band"] == 0 and old["patched/released (contig)"]["points"] == 3
     assert new["patched narrowed/contig"]["outside_band"] == 3  # 1.04 is outside 0.99-1.01
     assert new["copy over released (contig)"]["median"] == pytest.approx(1.2)
-    text = facts["headline"]
-    assert text.index("vLLM 0.22.0") < text.index("vLLM 0.33.0")
-    assert "1.040-1.040x on the narrowed view" in text and "+20.0% over today's contiguous baseline" in text
+    assert "headline" not in facts and all("headline" not in per for per in facts["releases"].values())
+
+
+def test_the_vllm_cost_phrase_renders_the_figures_it_is_given():
+    from repro_studies.report import phrases
+
+    spread = {"min": 0.995, "max": 1.004, "median": 1.25, "outside_band": 2, "points": 7}
+    per = {name: spread for name in (*upstream_cost.BAND_RATIOS, *upstream_cost.COPY_RATIOS)}
+    text = phrases.vllm_cost({"band": [0.99, 1.01], "releases": {"vLLM 1.2.3": {"graph": per, "eager": per}}})
+    for figure in ("vLLM 1.2.3", " 7 shapes", "0.995-1.004x", "(2 outside 0.99-1.01)", "+25.0%", "(2 of 7 outside)"):
+        assert figure in text, figure
+    assert phrases.vllm_cost({"band": [0.99, 1.01], "releases": {"vLLM 1.2.3": {}}}) == ""  # nothing graphed
 
 
 def test_cost_table_has_short_names():

@@ -23,6 +23,11 @@ def cutedsl(facts: dict) -> str:
     return phrase(PHRASES, "cutedsl", facts)
 
 
+def vllm_cost(facts: dict) -> str:
+    """PR #55109's cost on each release's own kernel, from notebook 03's facts (``results/03-vllm-cost.json``)."""
+    return phrase(PHRASES, "vllm_cost", facts)
+
+
 def production_path(summary: pd.DataFrame | None) -> str:
     """Where each release's CUDA path calls the gather and how it runs, from notebook 03's production-path summary."""
     return phrase(PHRASES, "production_path", cuda_path_rows(summary))

@@ -151,7 +151,7 @@ def _costs(c: Common) -> tuple[Cost, ...]:
             out.append(Cost("the fixed kernel of this repository", skipped=skipped))
     vllm = c.run.table(Table.VLLM_RATIOS)
     if vllm is not None and len(vllm):
-        facts = upstream_cost.headline(vllm)
+        facts = upstream_cost.cost_facts(vllm)
         for origin, per in facts["releases"].items():
             if "graph" not in per:
                 continue

@@ -326,11 +326,12 @@ class PerformanceWalkthrough:
         ratios = upstream_cost.ratio_rows(self.session.table(VLLM_MEDIANS).frame())
         return self.session.record(VLLM_RATIOS, ratios.to_dict("records"))
 
-    def vllm_headline(self) -> str:
-        """PR #55109's cost on vLLM's own kernel, per release (written for the report)."""
-        facts = upstream_cost.headline(self.session.table(VLLM_RATIOS).frame())
+    def vllm_cost(self) -> dict:
+        """PR #55109's cost on vLLM's own kernel, per release: each ratio's spread (written for the report, which
+        words it: ``phrases.vllm_cost``)."""
+        facts = upstream_cost.cost_facts(self.session.table(VLLM_RATIOS).frame())
         self.session.write_facts(VLLM_COST, facts)
-        return facts["headline"]
+        return facts
 
     # -- vLLM's CuTe-DSL gather, gather_fast's real peer ---------------------------------------------
 

@@ -42,7 +42,7 @@ class VllmKernel:
     timed: bool
     medians: pd.DataFrame | None
     ratios: pd.DataFrame | None
-    headline: str
+    costs: dict  # upstream_cost.cost_facts: the spread of each ratio per release (phrases.md.j2 words it)
     cost: tuple[tuple[str, pd.DataFrame], ...]  # per release: the graph-replay ratio table
     loads: pd.DataFrame | None  # what was loaded (untimed runs)
     whose: pd.DataFrame
@@ -166,7 +166,7 @@ def derive(c: Common) -> VllmKernel | None:
         timed=timed,
         medians=medians,
         ratios=ratios,
-        headline=upstream_cost.headline(ratios)["headline"] if timed else "",
+        costs=upstream_cost.cost_facts(ratios) if timed else {},
         cost=cost,
         loads=shown if has_loads and not timed else None,
         whose=_whose_code(c) if has_loads else pd.DataFrame(),
