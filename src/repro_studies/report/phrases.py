@@ -28,6 +28,12 @@ def vllm_cost(facts: dict) -> str:
     return phrase(PHRASES, "vllm_cost", facts)
 
 
+def ceiling(facts: dict) -> str:
+    """The streaming ceiling and each gather against it at the largest shape, from notebook 03's facts
+    (``results/03-performance-ceiling.json``)."""
+    return phrase(PHRASES, "ceiling", facts)
+
+
 def production_path(summary: pd.DataFrame | None) -> str:
     """Where each release's CUDA path calls the gather and how it runs, from notebook 03's production-path summary."""
     return phrase(PHRASES, "production_path", cuda_path_rows(summary))

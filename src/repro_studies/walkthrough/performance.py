@@ -202,16 +202,13 @@ class PerformanceWalkthrough:
         ]
         return self.session.record(GAP, pd.concat(out, ignore_index=True).to_dict("records")) if out else dec
 
-    def ceiling_headline(self) -> str:
-        """The streaming-ceiling figures at the largest shape (written for the report)."""
-        gaps = self.session.table(GAP).frame()
-        at = None
-        if len(gaps):
-            tokens = gaps["num_reqs"] * gaps["seq_len"]
-            at = gaps[tokens == tokens.max()]
-        facts = ceiling_rules.ceiling_headline(self.session.table(VS_CEILING).frame(), at)
+    def ceiling_facts(self) -> dict:
+        """The streaming-ceiling figures at the largest shape (written for the report, which words them:
+        ``phrases.ceiling``)."""
+        gaps = self.session.table(GAP)
+        facts = ceiling_rules.ceiling_facts(self.session.table(VS_CEILING).frame(), gaps.frame() if gaps.rows else None)
         self.session.write_facts(Facts.CEILING, facts)
-        return facts["headline"]
+        return facts
 
     # -- vLLM's own kernel, as shipped and with PR #55109's change --------------------------------
 
