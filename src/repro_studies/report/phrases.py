@@ -34,6 +34,11 @@ def ceiling(facts: dict) -> str:
     return phrase(PHRASES, "ceiling", facts)
 
 
+def v41(facts: dict) -> str:
+    """The V4.1 gathers at the largest shape, from notebook 03's facts (``results/03-v41.json``)."""
+    return phrase(PHRASES, "v41", facts)
+
+
 def production_path(summary: pd.DataFrame | None) -> str:
     """Where each release's CUDA path calls the gather and how it runs, from notebook 03's production-path summary."""
     return phrase(PHRASES, "production_path", cuda_path_rows(summary))
