@@ -39,6 +39,12 @@ def v41(facts: dict) -> str:
     return phrase(PHRASES, "v41", facts)
 
 
+def timing(facts: dict, names: dict[str, str] | None = None) -> str:
+    """What the fix costs on this repository's kernel and gather_fast's figures, from notebook 03's facts
+    (``results/03-performance.json``); ``names``: the outside arms' names in a sentence."""
+    return phrase(PHRASES, "timing", facts, names or {})
+
+
 def production_path(summary: pd.DataFrame | None) -> str:
     """Where each release's CUDA path calls the gather and how it runs, from notebook 03's production-path summary."""
     return phrase(PHRASES, "production_path", cuda_path_rows(summary))

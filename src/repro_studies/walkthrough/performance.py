@@ -143,12 +143,11 @@ class PerformanceWalkthrough:
     def outside_band(self) -> pd.DataFrame:
         return rules.outside_band(self.ratios)
 
-    def finish(self) -> str:
-        """The headline figures (written for the report, numbers only: it words them from its tables) as one
-        paragraph."""
-        self.facts = rules.headline(self.medians(), self.ratios, self.outside_names)
-        self.session.write_facts(Facts.PERFORMANCE, {k: v for k, v in self.facts.items() if k not in rules.SENTENCES})
-        return self.facts["headline"]
+    def finish(self) -> dict:
+        """The headline figures (written for the report, numbers only: it words them, ``phrases.timing``)."""
+        self.facts = rules.timing_facts(self.medians(), self.ratios)
+        self.session.write_facts(Facts.PERFORMANCE, self.facts)
+        return self.facts
 
     # -- the streaming ceiling (GPU) ---------------------------------------------------------------
 
