@@ -512,3 +512,14 @@ def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fa
     assert text.endswith("0.90x gather_fast's time.") and "streaming ceiling" not in text
     with pytest.raises(ValueError, match="status"):
         cutedsl.status_row("vLLM 0.33.0", "maybe")
+
+
+def test_a_release_whose_model_code_is_not_read_is_a_row_of_that_class_with_the_caches_reason(tmp_path, monkeypatch):
+    from repro_studies.upstream.callsites import Runs
+
+    monkeypatch.setenv("REPRO_VLLM_CACHE", str(tmp_path / "empty-cache"))
+    nb = _walkthrough(tmp_path, ["9.9.9"])  # no cache entry, no download
+    row = nb.production_path().iloc[0]
+    assert (row["release"], row["runs"], row["status"]) == ("vLLM 9.9.9", Runs.NOT_READ, "download failed")
+    assert row["reason"]  # the cache's own words for the miss
+    assert nb.production_summary.empty and phrases.production_path(nb.production_summary) == ""

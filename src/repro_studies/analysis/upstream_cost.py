@@ -94,6 +94,10 @@ def cost_table(ratios: pd.DataFrame, origin: str, launch: str = "graph") -> pd.D
     return mine[list(cols)].rename(columns=cols).reset_index(drop=True)
 
 
+#: Between the classes of a function's call sites in the summary's ``runs`` cell.
+RUNS_APART = " | "
+
+
 def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
     """One row per release and function holding gather calls: how many calls per loop iteration (prefill
     chunk) and layer, how many of them depend on a condition, and how they run under the defaults."""
@@ -113,7 +117,7 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
                 "conditions": ", ".join(sorted(set(conditional["condition"].astype(str)))),
                 "default cudagraph_mode": g["default cudagraph_mode"].iloc[0],
                 "breakable CUDA graph by default": g["breakable CUDA graph by default"].iloc[0],
-                "runs": " | ".join(sorted(set(g["runs"].astype(str)))),
+                "runs": RUNS_APART.join(sorted(set(g["runs"].astype(str)))),
             }
         )
     return pd.DataFrame(rows)
@@ -121,7 +125,9 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
 
 def cuda_path_rows(summary: pd.DataFrame | None, module_part: str = "/nvidia/") -> list[dict]:
     """The production-path summary's rows of the CUDA path (modules whose path contains ``module_part``), one per
-    release and function: what the report's ``production_path`` phrase words."""
+    release and function, ``runs`` as the list of its call sites' classes (the values of
+    :class:`repro_studies.upstream.callsites.Runs`): what the report's ``production_path`` phrase words."""
     if summary is None or not len(summary):
         return []
-    return summary[summary["module"].str.contains(module_part, regex=False)].to_dict("records")
+    rows = summary[summary["module"].str.contains(module_part, regex=False)].to_dict("records")
+    return [r | {"runs": str(r["runs"]).split(RUNS_APART)} for r in rows]

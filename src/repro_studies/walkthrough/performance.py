@@ -268,16 +268,16 @@ class PerformanceWalkthrough:
         for version in p.vllm_releases:
             entry = ensure_release(version, download=p.download, sets=(MODEL_FILES,))
             if isinstance(entry, CacheMiss):
-                sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
+                sites.append(_not_read(f"vLLM {version}", entry.status, entry.reason))
                 continue
             try:
                 origin = origin_of(entry)
             except ReleaseUnavailable as exc:
-                sites.append({"release": f"vLLM {version}", "runs": f"not read: {exc}"})
+                sites.append(_not_read(f"vLLM {version}", callsites.UNAVAILABLE, str(exc)))
                 continue
             sources = callsites.release_sources(entry)
             if not sources:
-                sites.append({"release": origin, "runs": "not read: the cache entry holds no study files"})
+                sites.append(_not_read(origin, callsites.NO_STUDY_FILES))
                 continue
             for row in callsites.production_path(sources, origin):
                 sites.append(row)
@@ -470,6 +470,11 @@ def repo_jit_subjects() -> list:
         ),
         JitSubject("repro fast (stride(0))", fast.gather_fast, fast._gather_fast_kernel, form, "repro"),
     ]
+
+
+def _not_read(release: str, status: str, reason: str = "") -> dict:
+    """A production-path row of a release whose model code was not read: the class and why."""
+    return {"release": release, "runs": callsites.Runs.NOT_READ, "status": status, "reason": reason}
 
 
 def _target(label: str) -> str:
