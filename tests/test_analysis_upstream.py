@@ -134,14 +134,23 @@ def test_release_story_counts_compilations_and_first_call_latency():
     assert not jit.release_story(jit_rows(), LOADED, seed_kernel="other")["vLLM 0.22.0"]["names_the_logged_kernel"]
 
 
-def test_root_cause_text_tells_the_measured_story():
+def test_the_root_cause_phrase_renders_the_measured_story_it_is_given():
+    from repro_studies.report import phrases
+
     story = jit.release_story(jit_rows(), LOADED, seed_kernel="k")
-    text = jit.root_cause_text(story, "k", 64)
-    assert "Triton kernel JIT compilation during inference: k" in text
-    assert "compile 3 times with the shipped kernel, 0 with PR #55109's" in text
-    assert "counted by Triton's compile hooks" in text and "median 400.0 ms against 40.0 us" in text
-    assert "Triton names the compiled kernel `k`, the name in the PR's log" in text
-    assert jit.root_cause_text({}, "k") == ""
+    text = phrases.root_cause({"releases": story, "logged_kernel": "k"}, 64)
+    shipped, patched = story["vLLM 0.22.0"]["forms"]["constexpr width"], story["vLLM 0.22.0"]["forms"]["runtime stride"]
+    for figure in (
+        "inference: k",
+        "one 64-wide table",
+        f"compile {shipped['narrowed_compiles']} times with the shipped kernel, {patched['narrowed_compiles']} with",
+        "counted by Triton's compile hooks",  # the story's mode: observed
+        f"median {shipped['first_call_ms']} ms against {shipped['cached_call_us']} us",
+        "the compiled kernel `k`, the name",  # the story says Triton's name is the logged one
+    ):
+        assert figure in text, figure
+    assert text.count("\n\n") == 2  # the log, one release, the conclusion
+    assert phrases.root_cause({"releases": {}, "logged_kernel": "k"}) == ""
 
 
 def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path):

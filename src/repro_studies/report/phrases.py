@@ -7,6 +7,7 @@ import pandas as pd
 
 from repro.report.model import TemplateFile
 from repro.report.template import phrase
+from repro_studies.analysis.affected import Warmups
 from repro_studies.analysis.performance import NotTimed
 from repro_studies.analysis.upstream_cost import cuda_path_rows
 
@@ -43,6 +44,17 @@ def timing(facts: dict, names: dict[str, str] | None = None) -> str:
     """What the fix costs on this repository's kernel and gather_fast's figures, from notebook 03's facts
     (``results/03-performance.json``); ``names``: the outside arms' names in a sentence."""
     return phrase(PHRASES, "timing", facts, names or {})
+
+
+def warmups(w: Warmups | None) -> str:
+    """Which releases warm their Triton gather up, where and for which model (notebook 05's warm-up table)."""
+    return phrase(PHRASES, "warmups", w)
+
+
+def root_cause(facts: dict, backing_width: int | None = None, w: Warmups | None = None) -> str:
+    """What PR #55109's log line is consistent with, from notebook 03's JIT story (``results/03-vllm-jit.json``:
+    ``logged_kernel``, ``releases``) and the warm-up's table width."""
+    return phrase(PHRASES, "root_cause", facts.get("releases") or {}, facts.get("logged_kernel", ""), backing_width, w)
 
 
 def production_path(summary: pd.DataFrame | None) -> str:

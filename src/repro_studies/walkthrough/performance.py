@@ -444,15 +444,15 @@ class PerformanceWalkthrough:
         ours, theirs = jit_rules.split_by_code(self.session.table(JIT).frame(), self.loaded_releases())
         return jit_rules.cumulative_by_width(theirs if releases else ours, phase="inference")
 
-    def jit_story(self) -> str:
-        """Why PR #55109's log shows a JIT compilation right before the illegal access, told with this run's
-        measurements of vLLM's kernels (written for the report's root cause)."""
+    def jit_story(self) -> dict:
+        """This run's measurements of vLLM's kernels that tell why PR #55109's log shows a JIT compilation right
+        before the illegal access (written for the report, which tells the root cause from them:
+        ``phrases.root_cause``)."""
         logged = seeds.load(55109)["reported_jit_kernel"]
         story = jit_rules.release_story(self.session.table(JIT).frame(), self.loaded_releases(), logged)
-        text = jit_rules.root_cause_text(story, logged, self.session.params.jit_backing_width)
-        # the figures, not the sentence: the report tells the root cause from them (vllm_kernel's root cause)
-        self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story})
-        return text
+        facts = {"logged_kernel": logged, "releases": story}
+        self.session.write_facts(VLLM_JIT, facts)
+        return facts
 
 
 def repo_jit_subjects() -> list:
