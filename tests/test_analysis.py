@@ -300,3 +300,13 @@ def test_a_run_that_timed_nothing_records_why_as_a_value_and_an_older_run_reads_
     assert (
         phrases.not_timed(NotTimed.CPU_INTERPRETER) == "timing skipped: the CPU profile runs kernels in the interpreter"
     )
+
+
+def test_the_performance_setup_phrase_renders_the_profile_and_bytes_it_is_given():
+    from repro.report.template import phrase
+    from repro_studies.report import phrases
+
+    assert phrase(phrases.PHRASES, "performance_setup", "gpu", 12, 34).endswith(
+        "gpu; bytes per gathered token: 12 read + 34 written"
+    )
+    assert "584 read + 1024 written" in phrases.performance_setup("cpu")  # the layout's byte counts

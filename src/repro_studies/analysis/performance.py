@@ -283,11 +283,3 @@ def eager_cost_summary(costs: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def eager_cost_text(summary: pd.DataFrame) -> str:
-    """One sentence: each arm's host time per eager call."""
-    if not len(summary):
-        return ""
-    parts = [f"{r['arm']} {r['host us (median)']:.1f} us" for _, r in summary.iterrows()]
-    return "Host time per eager call (enqueue, plain clock, median over the shapes): " + "; ".join(parts) + "."

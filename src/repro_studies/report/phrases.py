@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.report.model import TemplateFile
 from repro.report.template import phrase
 from repro_studies.analysis.affected import Warmups
@@ -12,6 +13,11 @@ from repro_studies.analysis.performance import NotTimed
 from repro_studies.analysis.upstream_cost import cuda_path_rows
 
 PHRASES = TemplateFile("repro_studies.report", "phrases.md.j2")
+
+
+def performance_setup(profile: str) -> str:
+    """Notebook 03's first line: the profile it runs and the bytes each gathered token moves."""
+    return phrase(PHRASES, "performance_setup", profile, GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN)
 
 
 def not_timed(reason: NotTimed) -> str:

@@ -19,7 +19,6 @@ import pandas as pd
 
 from repro import seeds
 from repro.core.analysis.provenance import provenance_name
-from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.kernels.own import kernel_of
 from repro.registry import implementation, load_implementation, provenance
 from repro.walkthrough.session import Session
@@ -102,12 +101,6 @@ class PerformanceWalkthrough:
     def on_gpu(self) -> bool:
         return self.session.profile.device == "cuda"
 
-    def describe(self) -> str:
-        return (
-            f"profile {self.session.profile.name}; bytes per gathered token: {GATHER_READ_BYTES_PER_TOKEN} read + "
-            f"{GATHER_WRITE_BYTES_PER_TOKEN} written"
-        )
-
     def skip_reason(self) -> rules.NotTimed | None:
         """None on a GPU; on the CPU, why nothing is timed (also recorded for the report, which words it)."""
         if self.on_gpu:
@@ -181,9 +174,7 @@ class PerformanceWalkthrough:
         costs = rules.eager_costs(tables)
         self.session.record(EAGER_COSTS, costs.to_dict("records"))
         summary = rules.eager_cost_summary(costs)
-        self.session.write_facts(
-            Facts.EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
-        )
+        self.session.write_facts(Facts.EAGER_COSTS, {"summary": summary.to_dict("records")})
         return summary
 
     def vs_ceiling(self) -> pd.DataFrame:
