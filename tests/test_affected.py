@@ -404,3 +404,16 @@ def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
     assert "is consistent with a first launch on a narrowed table" in text and "it is not proof of one" in text
     assert phrases.warmups(w) + " A gather without a warm-up compiles" in text
     assert phrases.warmups(w) not in phrases.root_cause(facts, 64)
+
+
+def test_the_sweep_table_holds_each_runner_configurations_numbers():
+    import types
+
+    from repro_studies.upstream import blocktables as bt
+    from repro_studies.walkthrough import affected as w
+
+    ctx = types.SimpleNamespace(sweep=(bt.Config("a"), bt.Config("b", kernel_block_size=64, num_spec_tokens=2, dcp=2)))
+    rows = w.sweep(ctx).to_dict("records")
+    assert [r["configuration"] for r in rows] == ["a", "b"]
+    assert (rows[0]["block"], rows[0]["kernel block"], rows[1]["kernel block"]) == (256, 256, 64)
+    assert (rows[1]["speculative tokens"], rows[1]["DCP"], rows[1]["micro-batches"]) == (2, 2, 1)
