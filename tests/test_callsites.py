@@ -185,8 +185,8 @@ def test_summary_per_function_and_sentence():
     assert [r["runs"] for r in cuda] == [[C.Runs.EAGER_BREAK], [C.Runs.IN_GRAPH]] and prefill["runs"] == "eager break"
     text = phrases.production_path(summary)
     assert text.startswith("vLLM 9.9.9: FlashMLAAttention._forward_prefill (vllm/models/deepseek_v4/nvidia/")
-    loop = "`for (chunk_start, chunk_end) in chunk_plan`"
-    assert f"calls the gather 2 times per iteration of {loop} (1 of them only where `not swa_only`)" in text
+    for figure in ("2 times", "`for (chunk_start, chunk_end) in chunk_plan`", "(1 of them", "`not swa_only`"):
+        assert figure in text, figure
     assert production_path_summary(frame.iloc[0:0]).empty and cuda_path_rows(None) == []
     assert phrases.production_path(None) == ""
 
@@ -196,5 +196,5 @@ def test_the_production_path_phrase_words_each_class_it_is_given():
     row |= {"loop": "for c in chunks", "conditional calls": 0, "conditions": "", "default cudagraph_mode": "MODE_X"}
     summary = pd.DataFrame([row | {"runs": " | ".join(C.Runs)}])
     text = phrases.production_path(summary)
-    assert text.startswith("vLLM 1.2.3: f (m/nvidia/x.py) calls the gather 3 times per iteration of `for c in chunks`")
+    assert text.startswith("vLLM 1.2.3: f (m/nvidia/x.py)") and "3 times" in text and "`for c in chunks`" in text
     assert "MODE_X's piecewise graphs" in text and text.count(" | ") == len(C.Runs) - 1

@@ -92,10 +92,17 @@ def test_the_v41_phrase_renders_the_figures_it_is_given():
     ]
     group = {"kind": "nvfp4", "layout": "interleaved", "copy_equiv_us": 182.4, "arms": arms}
     text = phrases.v41({"shape": [256, 2048], "groups": [group, {**group, "layout": "split", "copy_equiv_us": None}]})
-    for figure in ("256 x 2,048", "nvfp4 interleaved (copy-equivalent 182 us)", "ours 200 us, 91 %", "theirs 300 us"):
+    for figure in (
+        "256 x 2,048",
+        "nvfp4 interleaved",
+        "(copy-equivalent 182 us)",
+        "ours 200 us",
+        "91 %",
+        "theirs 300 us",
+    ):
         assert figure in text, figure
     assert text.count(" | ") == 1 and "split: ours" in text
-    assert phrases.v41({"groups": []}).endswith("not timed in this run")
+    assert "not timed" in phrases.v41({"groups": []})
 
 
 def test_notebook_section_without_releases_checks_both_layouts_of_ours():
