@@ -393,7 +393,7 @@ def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
         "vLLM 9.9.9": {
             "forms": {},
             "mode": "predicted",
-            "warm_up": "one full-width launch",
+            "warm_up": {"kind": "full-width launch"},
             "kernel_name": "k",
             "names_the_logged_kernel": True,
         }

@@ -210,3 +210,25 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
     repo_jit = md[md.index("## JIT compilations per block-table width") : md.index("## vLLM's own kernel")]
     assert "vLLM 0.22.0" not in repo_jit  # vLLM's kernels have their own JIT table
     assert "vLLM 0.22.0 patched" in md[md.index("### 03 JIT fingerprint of vLLM's own kernel") :]
+
+
+def test_the_story_keeps_the_warm_up_numbers_and_the_phrase_renders_them():
+    from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
+    from repro_studies.report import phrases
+
+    own = WarmUp(WarmUpKind.RELEASE_CLASS, "C", 4096, 64, 64, (4, 128))
+    rows = jit_rows().drop(columns="warm_up").assign(**own.columns())
+    warm = jit.release_story(rows, LOADED, seed_kernel="k")["vLLM 0.22.0"]["warm_up"]
+    assert warm == {"kind": "release class", "class": "C", "max_model_len": 4096, "block_size": 64, "width": 64} | {
+        "compress_ratios": "4, 128"
+    }
+    from repro.report.template import phrase
+
+    text = phrase(phrases.PHRASES, "warm_up", warm)
+    for figure in ("C:", "max_model_len 4096", "block_size 64", "(table width 64)", "4, 128"):
+        assert figure in text, figure
+    default = jit.release_story(rows.assign(**WarmUp().columns()), LOADED)["vLLM 0.22.0"]["warm_up"]
+    assert default["kind"] == "full-width launch" and "full-width" in phrase(phrases.PHRASES, "warm_up", default)
+    # rows recorded before the warm-up was a value: the label as recorded
+    assert jit.release_story(jit_rows(), LOADED)["vLLM 0.22.0"]["warm_up"] == {"recorded": "the release's class"}
+    assert phrase(phrases.PHRASES, "warm_up", None) == "none"

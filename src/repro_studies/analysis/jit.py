@@ -197,6 +197,35 @@ def release_variants(rows: pd.DataFrame | None, releases: Mapping[str, str]) -> 
     return set(split_by_code(rows, releases)[1]["variant"])
 
 
+#: The fingerprint rows' columns of the warm-up (``repro_studies.evidence.warm_up.WarmUp.columns``), by story key.
+WARM_UP_COLUMNS = {
+    "kind": "warm_up",
+    "class": "warm_up_class",
+    "max_model_len": "warm_up_max_model_len",
+    "block_size": "warm_up_block_size",
+    "width": "warm_up_width",
+    "compress_ratios": "warm_up_compress_ratios",
+}
+
+
+def _warm_up(g: pd.DataFrame) -> dict | None:
+    """The warm-up the rows of one subject record (None: none recorded). Rows written before the warm-up was
+    recorded as numbers hold only a label in ``warm_up``: that label is kept as recorded (``recorded``)."""
+    if "warm_up" not in g or not g["warm_up"].notna().any() or not str(g["warm_up"].dropna().iloc[0]):
+        return None
+    first = g[g["warm_up"].notna()].iloc[0]
+    if "warm_up_class" not in g:
+        return {"recorded": str(first["warm_up"])}
+    out: dict = {}
+    for key, col in WARM_UP_COLUMNS.items():
+        value = first.get(col)
+        if key in ("max_model_len", "block_size", "width"):
+            out[key] = None if value is None or pd.isna(value) else int(value)
+        else:
+            out[key] = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+    return out
+
+
 def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: str = "") -> dict:
     """Per vLLM release in the fingerprint (``releases``: :func:`loaded_releases`), oldest first: its warm-up,
     Triton's name for the kernel (what vLLM's JIT monitor prints), inference-path compilations per pitch form and
@@ -230,7 +259,7 @@ def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: 
         out[code] = {
             "kernel_name": names[0] if names else "",
             "names_the_logged_kernel": bool(seed_kernel) and bool(names) and names[0] == seed_kernel,
-            "warm_up": str(g["warm_up"].dropna().iloc[0]) if "warm_up" in g and g["warm_up"].notna().any() else "",
+            "warm_up": _warm_up(g),
             "warm_up_compiles": int(_compiles(warm).sum()),
             "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
             "forms": forms,

@@ -379,7 +379,7 @@ class PerformanceWalkthrough:
             for form, rk in forms.items():
                 warm = rk.warm_up(p.jit_backing_width, p.cache_block_size, DSV4_COMPRESS_RATIOS)
                 subjects.append(
-                    JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, "")))
+                    JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, None)))
                 )
         return subjects
 
