@@ -357,33 +357,63 @@ def warm(release, family, model, kind, registered):
     return {"release": release, "gpu_family": family, "model": model, "kind": kind, "registered": registered}
 
 
-def test_the_warm_up_sentence_says_where_the_triton_gather_is_warmed_up():
+def test_the_warm_ups_say_where_the_triton_gather_is_warmed_up():
     rows = [warm(r, f, "V4", "", "no") for r in ("1.0.0", "1.1.0") for f in ("sm90", "rocm", "nocut")]
     for r in ("1.2.0", "1.3.0", "1.4.0"):
         rows += [warm(r, "sm90", "V4", "CuTe-DSL", "yes"), warm(r, "sm90", "V4", "Triton", "no")]
         rows += [warm(r, "rocm", "V4", "Triton", "no"), warm(r, "nocut", "V4", "Triton", "yes")]
         rows += [warm(r, "sm90", "V4.1", "", "no")]
-    text = rules.warmup_sentence(pd.DataFrame(rows), {"nocut": "CUDA without cutlass"})
-    assert text.startswith("Of the releases notebook 05 read (1.0.0-1.4.0), ")
-    assert "V4's Triton gather registers its warm-up only on CUDA without cutlass in 1.2.0-1.4.0" in text
-    assert "(never on sm90, rocm)" in text
-    assert "V4.1's Triton gathers register no warm-up in any release read (1.2.0-1.4.0)" in text
-    assert rules.warmup_sentence(pd.DataFrame()) == ""
+    w = rules.warmups(pd.DataFrame(rows), {"nocut": "CUDA without cutlass"})
+    assert w == rules.Warmups(
+        "1.0.0-1.4.0",
+        (
+            rules.ModelWarmups("V4", (("CUDA without cutlass", "1.2.0-1.4.0"),), ("sm90", "rocm")),
+            rules.ModelWarmups("V4.1", read="1.2.0-1.4.0"),
+        ),
+    )
+    assert rules.warmups(pd.DataFrame()) is None
+
+
+def test_the_warmups_phrase_renders_the_families_and_releases_it_is_given():
+    from repro_studies.report import phrases
+
+    w = rules.Warmups(
+        "1.0-1.9", (rules.ModelWarmups("V4", (("a", "1.2"), ("b", "1.3")), ("c",)), rules.ModelWarmups("X", read="1.5"))
+    )
+    text = phrases.warmups(w)
+    for figure in ("(1.0-1.9)", "V4's", " a in 1.2;", " b in 1.3", "(never on c)", "X's", "(1.5)"):
+        assert figure in text, figure
+    assert phrases.warmups(None) == ""
 
 
 def test_the_root_cause_says_what_the_log_is_consistent_with_not_proof():
-    from repro_studies.analysis import jit
+    from repro_studies.report import phrases
 
     story = {
         "vLLM 9.9.9": {
             "forms": {},
             "mode": "predicted",
-            "warm_up": "one full-width launch",
+            "warm_up": {"kind": "full-width launch"},
             "kernel_name": "k",
             "names_the_logged_kernel": True,
         }
     }
-    text = jit.root_cause_text(story, "k", 64, warmups="Of the releases notebook 05 read (9.9.9), V4's ...")
-    assert "is consistent with a first launch on a narrowed table" in text and "it is not proof of one" in text
-    assert "Of the releases notebook 05 read (9.9.9), V4's ... A gather without a warm-up compiles" in text
-    assert "Of the releases" not in jit.root_cause_text(story, "k", 64)
+    facts = {"releases": story, "logged_kernel": "k"}
+    w = rules.Warmups("9.9.9", (rules.ModelWarmups("V4", read="9.9.9"),))
+    text = phrases.root_cause(facts, 64, w)
+    assert "consistent with" in text and "not proof" in text
+    assert phrases.warmups(w) + " A gather" in text
+    assert phrases.warmups(w) not in phrases.root_cause(facts, 64)
+
+
+def test_the_sweep_table_holds_each_runner_configurations_numbers():
+    import types
+
+    from repro_studies.upstream import blocktables as bt
+    from repro_studies.walkthrough import affected as w
+
+    ctx = types.SimpleNamespace(sweep=(bt.Config("a"), bt.Config("b", kernel_block_size=64, num_spec_tokens=2, dcp=2)))
+    rows = w.sweep(ctx).to_dict("records")
+    assert [r["configuration"] for r in rows] == ["a", "b"]
+    assert (rows[0]["block"], rows[0]["kernel block"], rows[1]["kernel block"]) == (256, 256, 64)
+    assert (rows[1]["speculative tokens"], rows[1]["DCP"], rows[1]["micro-batches"]) == (2, 2, 1)

@@ -189,24 +189,48 @@ def medians_frame(fixed_view=10.0, fixed_contig=10.0, copy=11.0, fast_view=5.0, 
     return pd.DataFrame(rows)
 
 
-def test_headline_judges_the_fix_on_graph_replays_and_counts_host_bound_points():
+def test_timing_facts_judge_the_fix_on_graph_replays_and_count_host_bound_points():
     med = medians_frame(fixed_view=10.05, fixed_contig=10.0, outside=40.0)
     ratios = performance.ratio_rows(med, ceiling_tbps=4.0).assign(copy_ceiling_tbps=4.0)
-    facts = performance.headline(med, ratios, {"outside / contiguous table": "vllm 0.22.0: gather"})
+    facts = performance.timing_facts(med, ratios)
     assert facts["fixed_ratio_graph"] == {"min": 1.005, "max": 1.005, "outside_band": 0, "points": 2}
     assert facts["contiguous_copy_overhead_graph"] == pytest.approx(11.0 / 10.05, abs=1e-4)
     assert facts["host_bound_eager_points"] == 12  # every eager point is 3x its graph replay
     assert facts["fast_speedup_over_outside_at_max"] == pytest.approx(8.0)
-    assert "8.00x as fast as vllm 0.22.0: gather" in facts["fast"]  # gather_fast's own paragraph
-    assert "vllm" not in facts["fix_cost"]  # the cost of the fix names no kernel outside the PR
+    assert facts["outside_arm"] == "outside / contiguous table" and facts["host_bound_factor"] == 1.5
+    assert not {"fix_cost", "fast", "headline"} & set(facts)  # numbers only: the report words them
 
 
-def test_headline_reports_a_stride_that_costs():
+def test_timing_facts_count_a_stride_that_costs():
     med = medians_frame(fixed_view=12.0, fixed_contig=10.0)
     ratios = performance.ratio_rows(med, ceiling_tbps=4.0).assign(copy_ceiling_tbps=4.0)
-    facts = performance.headline(med, ratios)
-    assert facts["fixed_ratio_graph"]["outside_band"] == 2
-    assert "2 of 2 points outside 0.99-1.01" in facts["headline"]
+    facts = performance.timing_facts(med, ratios)
+    assert facts["fixed_ratio_graph"]["outside_band"] == 2 and facts["fixed_ratio_graph"]["points"] == 2
+
+
+def test_the_timing_phrases_render_the_figures_they_are_given():
+    from repro_studies.report import phrases
+
+    med = medians_frame(fixed_view=12.0, fixed_contig=10.0, outside=40.0)
+    facts = performance.timing_facts(med, performance.ratio_rows(med, ceiling_tbps=4.0).assign(copy_ceiling_tbps=4.0))
+    fix, fast = facts["fixed_ratio_graph"], facts["fast_ratio_graph"]
+    text = phrases.timing(facts, {facts["outside_arm"]: "vllm 0.22.0: gather"})
+    for figure in (
+        f"{fix['min']:.3f}-{fix['max']:.3f}",
+        f"({fix['outside_band']} of {fix['points']} points",
+        "outside 0.99-1.01",
+        f"at {fix['outside_band']} points",  # the fix leaves the band there
+        f"{100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}% graphed",
+        f"{facts['fixed_fraction_at_max']:.0%} of",
+        "4.00 TB/s",
+        f"{facts['host_bound_eager_points']} of {facts['eager_points']}",
+        f"{fast['min']:.3f}-{fast['max']:.3f}",
+        f"{facts['fast_speedup_over_outside_at_max']:.2f}x",
+        "vllm 0.22.0: gather",
+    ):
+        assert figure in text, figure
+    without_fast = {k: v for k, v in facts.items() if not k.startswith("fast")}
+    assert "gather_fast" not in phrases.timing(without_fast) and phrases.timing(without_fast).startswith("Graph")
 
 
 def test_reshape_expectations_are_the_prs_at_its_geometry_and_arithmetic_elsewhere():
@@ -280,3 +304,12 @@ def test_a_run_that_timed_nothing_records_why_as_a_value_and_an_older_run_reads_
     assert (
         phrases.not_timed(NotTimed.CPU_INTERPRETER) == "timing skipped: the CPU profile runs kernels in the interpreter"
     )
+
+
+def test_the_performance_setup_phrase_renders_the_profile_and_bytes_it_is_given():
+    from repro.report.template import phrase
+    from repro_studies.report import phrases
+
+    text = phrase(phrases.PHRASES, "performance_setup", "gpu", 12, 34)
+    assert "gpu;" in text and "12 read" in text and "34 written" in text
+    assert "584 read" in phrases.performance_setup("cpu")  # the layout's byte counts

@@ -134,14 +134,54 @@ def test_stream_rates_list_every_streaming_arm():
     assert set(s["kernel"]) == {"stream", "read-only", "write-only"} and len(s) == 5
 
 
-def test_headline_names_the_ceiling_and_fractions():
+def test_ceiling_facts_name_the_ceiling_the_fractions_and_the_largest_shapes_gap():
     c = P.ceiling_table(gathers(frame()), streams(frame()), copy_tbps=4.0)
-    facts = P.ceiling_headline(c, P.gap_decomposition(frame(), N, L))
-    assert facts["stream_arm"] == "stream / split / 32" and facts["shape"] == [N, L]
-    assert "fixed / narrowed view: 26.4 us, 30% of the streaming ceiling's speed" in facts["headline"]
-    assert "the fastest of 3 streaming kernels" in facts["headline"]
+    gap = P.gap_decomposition(frame(), N, L).assign(num_reqs=N, seq_len=L)
+    smaller = gap.assign(num_reqs=1, ratio=9.0)  # a smaller shape's chain: not the one the facts keep
+    facts = P.ceiling_facts(c, pd.concat([smaller, gap], ignore_index=True))
+    assert facts["stream_arm"] == "stream / split / 32" and facts["shape"] == [N, L] and facts["stream_arms"] == 3
+    assert facts["median_us"]["fixed / narrowed view"] == pytest.approx(26.4)
+    assert facts["of_stream"]["fixed / narrowed view"] == pytest.approx(0.3, abs=0.005)
     assert facts["copy_equiv_us"] == pytest.approx(c.iloc[0]["copy_equiv_us"])
-    assert "indirection" in facts["headline"]
+    assert list(facts["gap_steps"]) == list(gap["step"]) and 9.0 not in facts["gap_steps"].values()
+    assert "headline" not in facts and P.ceiling_facts(c[c["launch"] == "none"]) == {"launch": "graph"}
+
+
+def test_the_ceiling_phrase_renders_the_figures_it_is_given():
+    from repro_studies.report import phrases
+
+    facts = {
+        "shape": [4, 2048],
+        "launch": "graph",
+        "stream_us": 10.04,
+        "stream_arm": "move / 8",
+        "stream_arms": 2,
+        "copy_equiv_us": 9.0,
+        "read_only_tbps": 3.333,
+        "write_only_tbps": 4.4,
+        "median_us": {"a": 12.5, "b": 20.0},
+        "of_stream": {"a": 0.8, "b": None},
+        "of_copy": {"a": 0.72, "b": None},
+        "gap_steps": {"tile": 1.0194, "not timed": None},
+    }
+    text = phrases.ceiling(facts)
+    for figure in (
+        "4 x 2048",
+        "(graph)",
+        "2 streaming",
+        "move / 8",
+        "10.0 us",
+        "9.0 us",
+        "90%",
+        "3.33 TB/s",
+        "4.40 TB/s",
+        "a: 12.5 us, 80%",
+        "72%",
+        "tile x1.019",
+    ):
+        assert figure in text, figure
+    assert "b:" not in text and "not timed" not in text  # what was not measured is left out
+    assert phrases.ceiling({"launch": "graph"}) == "no graph rows"
 
 
 def test_check_rows_fail_on_any_difference():

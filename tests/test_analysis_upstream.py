@@ -47,15 +47,25 @@ def test_a_missing_arm_leaves_its_ratios_empty():
     assert new["patched/released (contig)_ratio"].notna().all()
 
 
-def test_headline_holds_each_ratio_against_the_band():
-    facts = upstream_cost.headline(upstream_cost.ratio_rows(medians()))
+def test_cost_facts_hold_each_ratio_against_the_band_and_no_sentence():
+    facts = upstream_cost.cost_facts(upstream_cost.ratio_rows(medians()))
+    assert list(facts["releases"]) == ["vLLM 0.22.0", "vLLM 0.33.0"] and facts["band"] == [0.99, 1.01]
     old, new = facts["releases"]["vLLM 0.22.0"]["graph"], facts["releases"]["vLLM 0.33.0"]["graph"]
     assert old["patched/released (contig)"]["outside_band"] == 0 and old["patched/released (contig)"]["points"] == 3
     assert new["patched narrowed/contig"]["outside_band"] == 3  # 1.04 is outside 0.99-1.01
     assert new["copy over released (contig)"]["median"] == pytest.approx(1.2)
-    text = facts["headline"]
-    assert text.index("vLLM 0.22.0") < text.index("vLLM 0.33.0")
-    assert "1.040-1.040x on the narrowed view" in text and "+20.0% over today's contiguous baseline" in text
+    assert "headline" not in facts and all("headline" not in per for per in facts["releases"].values())
+
+
+def test_the_vllm_cost_phrase_renders_the_figures_it_is_given():
+    from repro_studies.report import phrases
+
+    spread = {"min": 0.995, "max": 1.004, "median": 1.25, "outside_band": 2, "points": 7}
+    per = {name: spread for name in (*upstream_cost.BAND_RATIOS, *upstream_cost.COPY_RATIOS)}
+    text = phrases.vllm_cost({"band": [0.99, 1.01], "releases": {"vLLM 1.2.3": {"graph": per, "eager": per}}})
+    for figure in ("vLLM 1.2.3", " 7 shapes", "0.995-1.004x", "(2 outside 0.99-1.01)", "+25.0%", "(2 of 7 outside)"):
+        assert figure in text, figure
+    assert phrases.vllm_cost({"band": [0.99, 1.01], "releases": {"vLLM 1.2.3": {}}}) == ""  # nothing graphed
 
 
 def test_cost_table_has_short_names():
@@ -124,14 +134,25 @@ def test_release_story_counts_compilations_and_first_call_latency():
     assert not jit.release_story(jit_rows(), LOADED, seed_kernel="other")["vLLM 0.22.0"]["names_the_logged_kernel"]
 
 
-def test_root_cause_text_tells_the_measured_story():
+def test_the_root_cause_phrase_renders_the_measured_story_it_is_given():
+    from repro_studies.report import phrases
+
     story = jit.release_story(jit_rows(), LOADED, seed_kernel="k")
-    text = jit.root_cause_text(story, "k", 64)
-    assert "Triton kernel JIT compilation during inference: k" in text
-    assert "compile 3 times with the shipped kernel, 0 with PR #55109's" in text
-    assert "counted by Triton's compile hooks" in text and "median 400.0 ms against 40.0 us" in text
-    assert "Triton names the compiled kernel `k`, the name in the PR's log" in text
-    assert jit.root_cause_text({}, "k") == ""
+    text = phrases.root_cause({"releases": story, "logged_kernel": "k"}, 64)
+    shipped, patched = story["vLLM 0.22.0"]["forms"]["constexpr width"], story["vLLM 0.22.0"]["forms"]["runtime stride"]
+    for figure in (
+        "inference: k",
+        "one 64-wide table",
+        f"compile {shipped['narrowed_compiles']} times",
+        f", {patched['narrowed_compiles']} with PR",
+        "compile hooks",  # the story's mode: observed
+        f"{shipped['first_call_ms']} ms",
+        f"{shipped['cached_call_us']} us",
+        "kernel `k`, the name",  # the story says Triton's name is the logged one
+    ):
+        assert figure in text, figure
+    assert text.count("\n\n") == 2  # the log, one release, the conclusion
+    assert phrases.root_cause({"releases": {}, "logged_kernel": "k"}) == ""
 
 
 def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path):
@@ -176,7 +197,7 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
     md = report.markdown.text
     assert md.startswith("# Measurements, no reproduction in this run: the fix's cost on vLLM's own kernel")
     assert "#### The JIT compilation in vllm-project/vllm#55109's log" in md
-    assert "compile 3 times with the shipped kernel" in md
+    assert "compile 3 times" in md  # the root cause, worded from the fingerprint rows
     first_screen = md[: md.index("## Test Plan")]
     assert (
         "| cost of the fix (vllm-project/vllm#55109) on vLLM 0.22.0's own kernel | CUDA-graph replays" in first_screen
@@ -189,3 +210,25 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
     repo_jit = md[md.index("## JIT compilations per block-table width") : md.index("## vLLM's own kernel")]
     assert "vLLM 0.22.0" not in repo_jit  # vLLM's kernels have their own JIT table
     assert "vLLM 0.22.0 patched" in md[md.index("### 03 JIT fingerprint of vLLM's own kernel") :]
+
+
+def test_the_story_keeps_the_warm_up_numbers_and_the_phrase_renders_them():
+    from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
+    from repro_studies.report import phrases
+
+    own = WarmUp(WarmUpKind.RELEASE_CLASS, "C", 4096, 64, 64, (4, 128))
+    rows = jit_rows().drop(columns="warm_up").assign(**own.columns())
+    warm = jit.release_story(rows, LOADED, seed_kernel="k")["vLLM 0.22.0"]["warm_up"]
+    assert warm == {"kind": "release class", "class": "C", "max_model_len": 4096, "block_size": 64, "width": 64} | {
+        "compress_ratios": "4, 128"
+    }
+    from repro.report.template import phrase
+
+    text = phrase(phrases.PHRASES, "warm_up", warm)
+    for figure in ("C:", "max_model_len 4096", "block_size 64", "(table width 64)", "4, 128"):
+        assert figure in text, figure
+    default = jit.release_story(rows.assign(**WarmUp().columns()), LOADED)["vLLM 0.22.0"]["warm_up"]
+    assert default["kind"] == "full-width launch" and "full-width" in phrase(phrases.PHRASES, "warm_up", default)
+    # rows recorded before the warm-up was a value: the label as recorded
+    assert jit.release_story(jit_rows(), LOADED)["vLLM 0.22.0"]["warm_up"] == {"recorded": "the release's class"}
+    assert phrase(phrases.PHRASES, "warm_up", None) == "none"

@@ -142,9 +142,9 @@ def test_call_sites_loops_conditions_and_reach():
     assert prefill["loop"] == "for (chunk_start, chunk_end) in chunk_plan"
     assert prefill["calls in function"] == 2
     assert prefill["reached through"] == "@eager_break_during_capture; splitting op vllm::deepseek_v4_attention"
-    assert prefill["runs"].startswith("eagerly: an eager break of the breakable CUDA graph")
+    assert prefill["runs"] is C.Runs.EAGER_BREAK
     assert rows[2]["reached through"] == "nothing a capture leaves out"
-    assert rows[2]["runs"] == "inside a graph when the batch is captured"
+    assert rows[2]["runs"] is C.Runs.IN_GRAPH
 
 
 def test_defaults_as_each_form_of_the_config_states_them():
@@ -166,12 +166,12 @@ def test_without_the_breakable_default_the_splitting_op_decides():
     )
     rows = C.production_path(sources(config), "vLLM 9.9.9")
     assert rows[0]["breakable CUDA graph by default"] == "no (VLLM_USE_BREAKABLE_CUDAGRAPH defaults to '0')"
-    assert rows[0]["runs"] == ("eagerly: between the pieces of FULL_AND_PIECEWISE's piecewise graphs (a splitting op)")
+    assert rows[0]["runs"] is C.Runs.BETWEEN_PIECES and rows[0]["default cudagraph_mode"] == "FULL_AND_PIECEWISE"
     no_split = sources(config)
     no_split["vllm/config/compilation.py"] = COMPILATION.replace(', "vllm::deepseek_v4_attention"', "")
     row = C.production_path(no_split, "vLLM 9.9.9")[0]
     assert row["reached through"] == "@eager_break_during_capture"
-    assert row["runs"] == "eagerly in the mode that skips it; check the mode in use"
+    assert row["runs"] is C.Runs.MODE_DEPENDENT
 
 
 def test_summary_per_function_and_sentence():
@@ -182,9 +182,19 @@ def test_summary_per_function_and_sentence():
     assert counts == (2, 1, "not swa_only")
     cuda = cuda_path_rows(summary)  # the CUDA path's rows, what the report's phrase words
     assert [r["module"].startswith("vllm/models/deepseek_v4/nvidia/") for r in cuda] == [True] * len(cuda) and cuda
+    assert [r["runs"] for r in cuda] == [[C.Runs.EAGER_BREAK], [C.Runs.IN_GRAPH]] and prefill["runs"] == "eager break"
     text = phrases.production_path(summary)
     assert text.startswith("vLLM 9.9.9: FlashMLAAttention._forward_prefill (vllm/models/deepseek_v4/nvidia/")
-    loop = "`for (chunk_start, chunk_end) in chunk_plan`"
-    assert f"calls the gather 2 times per iteration of {loop} (1 of them only where `not swa_only`)" in text
+    for figure in ("2 times", "`for (chunk_start, chunk_end) in chunk_plan`", "(1 of them", "`not swa_only`"):
+        assert figure in text, figure
     assert production_path_summary(frame.iloc[0:0]).empty and cuda_path_rows(None) == []
     assert phrases.production_path(None) == ""
+
+
+def test_the_production_path_phrase_words_each_class_it_is_given():
+    row = {"release": "vLLM 1.2.3", "function": "f", "module": "m/nvidia/x.py", "calls per iteration": 3}
+    row |= {"loop": "for c in chunks", "conditional calls": 0, "conditions": "", "default cudagraph_mode": "MODE_X"}
+    summary = pd.DataFrame([row | {"runs": " | ".join(C.Runs)}])
+    text = phrases.production_path(summary)
+    assert text.startswith("vLLM 1.2.3: f (m/nvidia/x.py)") and "3 times" in text and "`for c in chunks`" in text
+    assert "MODE_X's piecewise graphs" in text and text.count(" | ") == len(C.Runs) - 1

@@ -75,9 +75,34 @@ def test_vs_copy_gives_the_copy_equivalent_time_the_share_of_the_copy_rate_and_t
     assert top["of_copy"] == pytest.approx(copy_us / 200.0, abs=1e-3)
     assert top["speedup_vs_release"] == pytest.approx(1.5)
     assert table[table["arm"] != "fast-v41"]["speedup_vs_release"].isna().all()
-    facts = rules.headline(table)
-    assert "256 x 2,048 tokens" in facts["headline"] and "fast-v41 200 us" in facts["headline"]
-    assert rules.headline(None)["headline"].endswith("not timed in this run")
+    facts = rules.largest_facts(table)
+    assert facts["shape"] == [256, 2048] and [g["kind"] for g in facts["groups"]] == ["nvfp4"]
+    arms = facts["groups"][0]["arms"]
+    assert [a["arm"] for a in arms] == ["fast-v41", "vLLM 0.33.0 patched"]  # fastest first
+    assert arms[0]["median_us"] == 200.0 and arms[0]["of_copy"] == pytest.approx(copy_us / 200.0, abs=1e-3)
+    assert rules.largest_facts(None) == {"groups": []}
+
+
+def test_the_v41_phrase_renders_the_figures_it_is_given():
+    from repro_studies.report import phrases
+
+    arms = [
+        {"arm": "ours", "median_us": 199.6, "of_copy": 0.914},
+        {"arm": "theirs", "median_us": 300.0, "of_copy": None},
+    ]
+    group = {"kind": "nvfp4", "layout": "interleaved", "copy_equiv_us": 182.4, "arms": arms}
+    text = phrases.v41({"shape": [256, 2048], "groups": [group, {**group, "layout": "split", "copy_equiv_us": None}]})
+    for figure in (
+        "256 x 2,048",
+        "nvfp4 interleaved",
+        "(copy-equivalent 182 us)",
+        "ours 200 us",
+        "91 %",
+        "theirs 300 us",
+    ):
+        assert figure in text, figure
+    assert text.count(" | ") == 1 and "split: ours" in text
+    assert "not timed" in phrases.v41({"groups": []})
 
 
 def test_notebook_section_without_releases_checks_both_layouts_of_ours():

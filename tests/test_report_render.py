@@ -249,7 +249,9 @@ def test_gpu_only_sections_are_compact(tmp_path):
     vs = pd.DataFrame(
         [
             {"seq_len": L, "num_reqs": n, "launch": "graph", "requests": "equal", "of_stream_fraction": f}
-            | {"arm": a.label, "kernel": a.implementation, "table": a.table}
+            | {"arm": a.label, "kernel": a.implementation, "table": a.table, "median_us": 10.0 / f}
+            | {"stream_us": 10.0, "stream_arm": "stream / split / 32", "stream_arms": 3, "copy_equiv_us": 9.0}
+            | {"of_copy_fraction": 0.9 * f, "read_only_tbps": 3.3, "write_only_tbps": 4.4}
             for L in (256, 2048)
             for n in (1, 2, 4)
             for a, f in zip(arms, (0.51234, 0.5, 0.8, 0.2))
@@ -283,6 +285,7 @@ def test_gpu_only_sections_are_compact(tmp_path):
     for table in _md_tables(md):
         assert table[0].count("|") - 1 <= MAX_COLUMNS, table[0]
     assert "| 256 | 1 | 0.512 | 0.500 | 0.800 | 0.200 |" in md
+    assert "At 4 x 2048 tokens (graph)" in md and "indirection x1.100" in md  # worded from the two tables
     assert "observed compiles" not in md  # a column this run could not measure is left out
 
 

@@ -847,7 +847,7 @@ def test_an_engine_config_reads_the_releases_defaults_and_its_validators_writes(
 
 
 def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_configuration_and_message():
-    from repro_studies.report.sections.reshape_releases import bullets, groups
+    from repro_studies.report.sections.reshape_releases import groups
 
     def answer(release, runner, value, configuration="", refused="", error=""):
         row = dict.fromkeys(rules.ANSWER_COLUMNS, "")
@@ -871,14 +871,60 @@ def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_config
         ]
     )
     got = groups(frame)
-    assert [(g.answer, g.releases, g.configuration) for g in got] == [
-        (Bug1Answer.REACHED, "0.28.0", "`--block-size 512`"),
-        (Bug1Answer.VIEWS_REFUSE, "0.29.0 – 0.30.0", "`--block-size 512`"),
-        (Bug1Answer.VIEWS_REFUSE, "0.32.0", "`--block-size 16`"),
+    assert [(g.answer, g.releases, g.configurations, g.first_error[:10]) for g in got] == [
+        (Bug1Answer.REACHED, "0.28.0", ("--block-size 512",), "RuntimeErr"),
+        (Bug1Answer.VIEWS_REFUSE, "0.29.0 – 0.30.0", ("--block-size 512",), "ValueError"),
+        (Bug1Answer.VIEWS_REFUSE, "0.32.0", ("--block-size 16",), "AssertionE"),
     ]
-    lines = bullets(got).splitlines()
-    assert "makes the reshape fail" in lines[0]
-    assert "`--block-size 512` is refused by `create_kv_cache_views`' own check (`ValueError: The resolved" in lines[1]
-    assert lines[2].endswith(
-        "`--block-size 16` is refused by `create_kv_cache_views`' own check (`AssertionError: assert x`)."
+    assert [g.stock for g in got] == ["not stock", "stock", "stock"]
+
+
+def test_the_bug1_phrases_render_the_groups_and_the_crash_they_are_given():
+    from repro.report.template import phrase
+    from repro_studies.report.phrases import PHRASES
+    from repro_studies.report.sections.reshape_releases import Group, ModelCrash
+
+    reached = Group(Bug1Answer.REACHED, "V1", "0.1 – 0.3", "stock", ("--block-size 512", "X=1 --block-size 512"), "E1")
+    refused = Group(Bug1Answer.VIEWS_REFUSE, "V2", "0.4", "not stock", ("--block-size 16",), "E2")
+    lines = phrase(PHRASES, "bug1_bullets", [reached, refused]).splitlines()
+    for figure in ("**reached**", "V1 runner", "(stock", "0.1 – 0.3", "`--block-size 512`;", "`X=1 --block-size 512`"):
+        assert figure in lines[0], figure
+    assert "(`E1`)" in lines[0] and "fail" in lines[0] and "refused" not in lines[0]  # the answer picks the verb
+    assert "(not stock" in lines[1] and "`--block-size 16`" in lines[1] and "refused" in lines[1]
+    assert "(`E2`)" in lines[1] and "(`E2`)" not in phrase(PHRASES, "bug1_bullets", [refused], False)
+    crash = ModelCrash("[3, 2, 584]", 1234567, 1000000)
+    text = phrase(PHRASES, "unreleased_model", crash, [("0.9", "V1")], "256", "model M")
+    for figure in ("`--block-size 256`", "vLLM 0.9 V1", "sizes [3, 2, 584]`", "1,234,567 of 1,000,000", "model M"):
+        assert figure in text, figure
+    fits = phrase(PHRASES, "unreleased_model", crash, [], "256", "M")
+    assert "vLLM 0.9" not in fits and "fits" in fits
+
+
+def test_the_bug1_cell_phrase_renders_the_runners_answers_and_block_size_it_is_given():
+    from repro.report.template import phrase
+    from repro_studies.report.phrases import PHRASES
+    from repro_studies.report.summary_rows import Bug1Releases, Reached
+
+    reached = (
+        Reached("V1", "stock in 0.1 only", "0.1 – 0.2", "E=0", False),
+        Reached("V2", "not stock", "0.3", "", True),
     )
+    others = (("absent", (("0.4", ("V1", "V2")),)),)
+    cell = Bug1Releases("o", "0.1", "0.4", "--block-size 512", reached, others, "256", (("0.2", "V1"),), True)
+    text = phrase(PHRASES, "bug1_answers", cell)
+    order = (
+        "`--block-size 512`",
+        "V1 (stock in 0.1 only)",
+        "0.1 – 0.2",
+        "`E=0`",
+        "V2 in 0.3",
+        "absent:",
+        "V1, V2 in 0.4",
+    )
+    assert [text.index(figure) for figure in order] == sorted(text.index(figure) for figure in order)
+    assert "V2 (" not in text and "256 0.2 V1 fail" in text and text.endswith("(its crash: unreleased code)")
+    apart = Bug1Releases(
+        "o", "0.1", "0.4", "", (Reached("V1", "stock", "0.1", "", True, ("a", "b")),), (), "256", (), False
+    )
+    text = phrase(PHRASES, "bug1_answers", apart)
+    assert "V1 (stock) in 0.1" in text and "`a` or `b`" in text and "all fit" in text and "crash" not in text

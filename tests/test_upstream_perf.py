@@ -210,12 +210,16 @@ def fingerprint(rk, warm, widths=WIDTHS, tables=("narrowed", "contiguous"), back
 
 def test_the_class_warm_up_is_the_releases_own_and_covers_the_full_width(tmp_path, monkeypatch):
     rk = load(tmp_path, monkeypatch, "released", CLASS_SOURCE)
+    from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
+
     run, how = rk.warm_up(BACKING, BLOCK, (4, 128))
-    assert "get_warmup_keys(vllm_config) then compile_many(keys)" in how and f"table width {BACKING}" in how
+    cls = "DequantizeAndGatherKCacheKernel"
+    assert how == WarmUp(WarmUpKind.RELEASE_CLASS, cls, BACKING * BLOCK, BLOCK, BACKING, (4, 128))
     rows = fingerprint(rk, (run, how), widths=[BACKING, 3], tables=("contiguous",), backing=BACKING + 1)
     # the warm-up compiled the full-width key and the two compressed-cache keys; the full-width launch after
     # it finds its binary, a narrower width compiles
-    assert list(rows["predicted_compiles"]) == [3, 0, 1] and rows["warm_up"].iloc[0] == how
+    assert list(rows["predicted_compiles"]) == [3, 0, 1]
+    assert rows.iloc[0][list(how.columns())].to_dict() == how.columns()  # the warm-up's numbers, every row
     assert set(rows["kernel_name"]) == {"DequantizeAndGatherKCacheKernel.kernel"}
 
 
@@ -272,10 +276,16 @@ def test_notebook_steps_load_record_the_rewrite_and_tell_the_jit_story(tmp_path,
     assert "+            max_blocks_per_seq=block_table.stride(0)," in diff
     assert list(nb.rewrites()["form"]) == ["patched", "patched-constexpr"]
     rows = nb.jit_fingerprint(subjects=nb.vllm_jit_subjects(), execute=False)
-    assert set(rows["code"]) == {"vLLM 0.99.0"} and set(rows["warm_up"]).pop().startswith("DequantizeAndGather")
-    text = nb.jit_story()
+    assert set(rows["code"]) == {"vLLM 0.99.0"} and set(rows["warm_up_class"]) == {"DequantizeAndGatherKCacheKernel"}
+    facts = nb.jit_story()
     story = json.loads((run_dir / "results" / f"{VLLM_JIT}.json").read_text())
-    assert "text" not in story and "vLLM 0.99.0" in text  # the facts hold the figures; the sentence is the report's
+    assert set(story) == {"logged_kernel", "releases"} and list(facts["releases"]) == ["vLLM 0.99.0"]
+    warm = story["releases"]["vLLM 0.99.0"]["warm_up"]  # numbers and classes, no sentence
+    assert (warm["kind"], warm["class"], warm["compress_ratios"]) == (
+        "release class",
+        "DequantizeAndGatherKCacheKernel",
+        "4, 128",
+    )
     assert story["releases"]["vLLM 0.99.0"]["forms"]["constexpr width"]["narrowed_compiles"] == len(WIDTHS)
 
 
@@ -512,3 +522,14 @@ def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fa
     assert text.endswith("0.90x gather_fast's time.") and "streaming ceiling" not in text
     with pytest.raises(ValueError, match="status"):
         cutedsl.status_row("vLLM 0.33.0", "maybe")
+
+
+def test_a_release_whose_model_code_is_not_read_is_a_row_of_that_class_with_the_caches_reason(tmp_path, monkeypatch):
+    from repro_studies.upstream.callsites import Runs
+
+    monkeypatch.setenv("REPRO_VLLM_CACHE", str(tmp_path / "empty-cache"))
+    nb = _walkthrough(tmp_path, ["9.9.9"])  # no cache entry, no download
+    row = nb.production_path().iloc[0]
+    assert (row["release"], row["runs"], row["status"]) == ("vLLM 9.9.9", Runs.NOT_READ, "download failed")
+    assert row["reason"]  # the cache's own words for the miss
+    assert nb.production_summary.empty and phrases.production_path(nb.production_summary) == ""

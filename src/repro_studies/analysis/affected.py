@@ -538,27 +538,45 @@ def _ranges(releases: list[str], order: list[str], dash: str = "-") -> str:
     return ", ".join(words)
 
 
-def warmup_sentence(warmups: pd.DataFrame, family_names: dict[str, str] | None = None) -> str:
-    """Which releases warm their Triton gather up, on which GPU families and for which model, from the
-    warm-up table of notebook 05 ("" without one)."""
-    if warmups is None or not len(warmups):
-        return ""
+@dataclass(frozen=True)
+class ModelWarmups:
+    """Where one model's Triton gather registers a warm-up (notebook 05's warm-up table): the GPU families and the
+    releases (``warmed``), the families read where it never does (``never``); with no warm-up anywhere, ``read``:
+    the releases read for the model."""
+
+    model: str
+    warmed: tuple[tuple[str, str], ...] = ()  # (GPU family's name, releases as ranges)
+    never: tuple[str, ...] = ()
+    read: str = ""
+
+
+@dataclass(frozen=True)
+class Warmups:
+    """Which releases warm their Triton gather up, on which GPU families and for which model (the report's
+    ``phrases.md.j2`` words it: ``warmups``)."""
+
+    read: str  # every release notebook 05 read, as ranges
+    models: tuple[ModelWarmups, ...]
+
+
+def warmups(table: pd.DataFrame | None, family_names: dict[str, str] | None = None) -> Warmups | None:
+    """Which releases warm their Triton gather up, on which GPU families and for which model, from the warm-up
+    table of notebook 05 (None without one)."""
+    if table is None or not len(table):
+        return None
     names = family_names or {}
-    order = sorted(dict.fromkeys(warmups["release"]), key=version_key)
-    triton = warmups[(warmups["kind"] == TRITON) & (warmups["registered"] == WARMED)]
-    parts = []
-    for model in dict.fromkeys(warmups["model"]):
+    order = sorted(dict.fromkeys(table["release"]), key=version_key)
+    triton = table[(table["kind"] == TRITON) & (table["registered"] == WARMED)]
+    models = []
+    for model in dict.fromkeys(table["model"]):
         mine = triton[triton["model"] == model]
         if mine.empty:
-            read = sorted(set(warmups[warmups["model"] == model]["release"]), key=version_key)
-            parts.append(f"{model}'s Triton gathers register no warm-up in any release read ({_ranges(read, order)})")
+            read = sorted(set(table[table["model"] == model]["release"]), key=version_key)
+            models.append(ModelWarmups(str(model), read=_ranges(read, order)))
             continue
         by_family = mine.groupby("gpu_family", sort=False)["release"].apply(list)
-        where = "; ".join(f"{names.get(f, f)} in {_ranges(r, order)}" for f, r in by_family.items())
-        families = set(warmups[warmups["model"] == model]["gpu_family"])
-        never = sorted(families - set(by_family.index), key=list(dict.fromkeys(warmups["gpu_family"])).index)
-        text = f"{model}'s Triton gather registers its warm-up only on {where}"
-        if never:
-            text += f" (never on {', '.join(names.get(f, f) for f in never)})"
-        parts.append(text)
-    return f"Of the releases notebook 05 read ({_ranges(order, order)}), " + "; ".join(parts) + "."
+        families = set(table[table["model"] == model]["gpu_family"])
+        never = sorted(families - set(by_family.index), key=list(dict.fromkeys(table["gpu_family"])).index)
+        warmed = tuple((names.get(f, f), _ranges(r, order)) for f, r in by_family.items())
+        models.append(ModelWarmups(str(model), warmed, tuple(names.get(f, f) for f in never)))
+    return Warmups(_ranges(order, order), tuple(models))

@@ -222,17 +222,28 @@ def gap_decomposition(
     return pd.DataFrame(rows)
 
 
-def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None = None, launch: str = "graph") -> dict:
-    """The figures a report leads with, at the largest shape: each gather's fraction of the streaming
-    ceiling and of the copy ceiling, the read-only and write-only rates, and the gap's steps."""
+def largest_gap(gaps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The gap decomposition's rows (``GAP``: one chain per ``num_reqs`` x ``seq_len``) at the most tokens."""
+    if gaps is None or not len(gaps):
+        return None
+    tokens = gaps["num_reqs"] * gaps["seq_len"]
+    return gaps[tokens == tokens.max()]
+
+
+def ceiling_facts(ceiling: pd.DataFrame, gaps: pd.DataFrame | None = None, launch: str = "graph") -> dict:
+    """The figures a report leads with, at the largest shape of a :func:`ceiling_table`: the streaming ceiling
+    (its arm, time, the copy-equivalent time), the read-only and write-only rates, each gather's time and
+    fractions of the streaming and copy ceilings, and the steps of the gap decomposition (``gaps``, every
+    shape's; the largest shape's are kept). Numbers only: the report's ``phrases.md.j2`` words them
+    (``ceiling``). Without rows of ``launch``, only ``launch``."""
     c = ceiling[ceiling["launch"] == launch]
     if not len(c):
-        return {"headline": f"no {launch} rows"}
+        return {"launch": launch}
     L, n = int(c["seq_len"].max()), int(c[c["seq_len"] == c["seq_len"].max()]["num_reqs"].max())
     at = c[(c["seq_len"] == L) & (c["num_reqs"] == n) & (c["requests"] == "equal")]
     facts: dict = {"shape": [n, L], "launch": launch}
     first = at.iloc[0]
-    facts["stream_us"] = first["stream_us"]
+    facts["stream_us"] = float(first["stream_us"])
     facts["stream_arm"] = first["stream_arm"]
     facts["stream_arms"] = (
         int(first["stream_arms"]) if "stream_arms" in first and pd.notna(first["stream_arms"]) else None
@@ -241,37 +252,18 @@ def ceiling_headline(ceiling: pd.DataFrame, decomposition: pd.DataFrame | None =
     facts["copy_equiv_us"] = None if copy_equiv is None or pd.isna(copy_equiv) else float(copy_equiv)
     facts["read_only_tbps"] = float(first["read_only_tbps"])
     facts["write_only_tbps"] = float(first["write_only_tbps"])
-    facts["of_stream"] = {r.arm: r.of_stream_fraction for r in at.itertuples()}
-    facts["of_copy"] = {r.arm: r.of_copy_fraction for r in at.itertuples()}
-    among = f"the fastest of {facts['stream_arms']} streaming kernels, " if facts["stream_arms"] else ""
-    parts = [
-        f"At {n} x {L} tokens ({launch}), the streaming ceiling ({among}{first['stream_arm']}) takes "
-        f"{first['stream_us']:.1f} us"
-        + (
-            f"; the copy-equivalent time of the gather's bytes at this run's copy rate is "
-            f"{facts['copy_equiv_us']:.1f} us (the ceiling reaches {facts['copy_equiv_us'] / first['stream_us']:.0%} "
-            "of the copy rate)"
-            if facts["copy_equiv_us"]
-            else ""
-        )
-        + f"; read-only {facts['read_only_tbps']:.2f} TB/s, write-only {facts['write_only_tbps']:.2f} TB/s."
-    ]
-    for r in at.itertuples():
-        if r.of_stream_fraction is not None and not pd.isna(r.of_stream_fraction):
-            copy = (
-                f", {r.of_copy_fraction:.0%} of the copy-equivalent speed"
-                if r.of_copy_fraction is not None and not pd.isna(r.of_copy_fraction)
-                else ""
-            )
-            parts.append(
-                f"{r.arm}: {r.median_us:.1f} us, {r.of_stream_fraction:.0%} of the streaming ceiling's speed{copy}."
-            )
-    if decomposition is not None and len(decomposition):
-        facts["gap_steps"] = {r.step: r.ratio for r in decomposition.itertuples()}
-        chain = [f"{r.step} x{r.ratio:.3f}" for r in decomposition.itertuples() if r.ratio is not None]
-        parts.append("Gap: " + "; ".join(chain) + ".")
-    facts["headline"] = " ".join(parts)
+    facts["median_us"] = {r.arm: float(r.median_us) for r in at.itertuples()}
+    facts["of_stream"] = {r.arm: _figure(r.of_stream_fraction) for r in at.itertuples()}
+    facts["of_copy"] = {r.arm: _figure(r.of_copy_fraction) for r in at.itertuples()}
+    decomposition = largest_gap(gaps)
+    if decomposition is not None:
+        facts["gap_steps"] = {r.step: _figure(r.ratio) for r in decomposition.itertuples()}
     return facts
+
+
+def _figure(value) -> float | None:
+    """A recorded figure as a float, or None where none was recorded (None or NaN)."""
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def ceiling_check_row(

@@ -197,6 +197,35 @@ def release_variants(rows: pd.DataFrame | None, releases: Mapping[str, str]) -> 
     return set(split_by_code(rows, releases)[1]["variant"])
 
 
+#: The fingerprint rows' columns of the warm-up (``repro_studies.evidence.warm_up.WarmUp.columns``), by story key.
+WARM_UP_COLUMNS = {
+    "kind": "warm_up",
+    "class": "warm_up_class",
+    "max_model_len": "warm_up_max_model_len",
+    "block_size": "warm_up_block_size",
+    "width": "warm_up_width",
+    "compress_ratios": "warm_up_compress_ratios",
+}
+
+
+def _warm_up(g: pd.DataFrame) -> dict | None:
+    """The warm-up the rows of one subject record (None: none recorded). Rows written before the warm-up was
+    recorded as numbers hold only a label in ``warm_up``: that label is kept as recorded (``recorded``)."""
+    if "warm_up" not in g or not g["warm_up"].notna().any() or not str(g["warm_up"].dropna().iloc[0]):
+        return None
+    first = g[g["warm_up"].notna()].iloc[0]
+    if "warm_up_class" not in g:
+        return {"recorded": str(first["warm_up"])}
+    out: dict = {}
+    for key, col in WARM_UP_COLUMNS.items():
+        value = first.get(col)
+        if key in ("max_model_len", "block_size", "width"):
+            out[key] = None if value is None or pd.isna(value) else int(value)
+        else:
+            out[key] = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+    return out
+
+
 def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: str = "") -> dict:
     """Per vLLM release in the fingerprint (``releases``: :func:`loaded_releases`), oldest first: its warm-up,
     Triton's name for the kernel (what vLLM's JIT monitor prints), inference-path compilations per pitch form and
@@ -230,69 +259,9 @@ def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: 
         out[code] = {
             "kernel_name": names[0] if names else "",
             "names_the_logged_kernel": bool(seed_kernel) and bool(names) and names[0] == seed_kernel,
-            "warm_up": str(g["warm_up"].dropna().iloc[0]) if "warm_up" in g and g["warm_up"].notna().any() else "",
+            "warm_up": _warm_up(g),
             "warm_up_compiles": int(_compiles(warm).sum()),
             "mode": "observed" if _num(g, "observed_compiles").notna().any() else "predicted",
             "forms": forms,
         }
     return out
-
-
-def root_cause_text(story: dict, seed_kernel: str, backing_width: int | None = None, warmups: str = "") -> str:
-    """What PR #55109's production log line (a JIT compilation right before the illegal access) is consistent
-    with, told with the measurements of :func:`release_story` ("" when the run fingerprinted no vLLM release).
-    ``warmups``: the sentence saying which releases warm their Triton gather up where (notebook 05)."""
-    if not story:
-        return ""
-    wide = f"one {backing_width}-wide table" if backing_width else "one backing table"
-    parts = [
-        f'PR #55109\'s log reads "Triton kernel JIT compilation during inference: {seed_kernel}" right before the '
-        "illegal memory access. vLLM passes the row pitch `max_blocks_per_seq = block_table.shape[-1]` as a "
-        "`tl.constexpr`, so Triton keeps one binary per table width and compiles, on the calling thread, the "
-        "first launch that brings a width it has not compiled; vLLM's JIT monitor prints that compilation (Triton's "
-        "post-compile hook) as the log line. A narrowed view `backing[:n, :w]` has a width the warm-up never saw."
-    ]
-    for code, s in story.items():
-        f = s["forms"]
-        shipped, patched, const = f.get(CONSTEXPR_WIDTH, {}), f.get(RUNTIME_STRIDE, {}), f.get(CONSTEXPR_STRIDE, {})
-        how = "counted by Triton's compile hooks" if s["mode"] == "observed" else "predicted with Triton's cache keys"
-        text = (
-            f"{code} (warm-up: {s['warm_up'] or 'none'}): narrowed views of {wide}, "
-            f"{shipped.get('narrowed_widths', 0)} widths, compile {shipped.get('narrowed_compiles', '?')} times with "
-            f"the shipped kernel, {patched.get('narrowed_compiles', '?')} with PR #55109's and "
-            f"{const.get('narrowed_compiles', '?')} with the stride left a constexpr ({how}; on contiguous tables of "
-            f"the same widths {shipped.get('contiguous_compiles', '?')}, {patched.get('contiguous_compiles', '?')} "
-            f"and {const.get('contiguous_compiles', '?')}: a runtime int is still specialised on == 1 and on "
-            "divisibility by 16)"
-        )
-        if shipped.get("first_call_ms") is not None:
-            text += f"; the first launch at a new width took a median {shipped['first_call_ms']} ms" + (
-                f" against {shipped['cached_call_us']} us for a launch that found its binary"
-                if shipped.get("cached_call_us") is not None
-                else ""
-            )
-        name = s["kernel_name"]
-        if s["names_the_logged_kernel"]:
-            text += f". Triton names the compiled kernel `{name}`, the name in the PR's log."
-        elif name:
-            text += f". Triton names this release's kernel `{name}` (the PR's log names `{seed_kernel}`)."
-        else:
-            text += "."
-        parts.append(text)
-    if warmups:
-        parts.append(
-            warmups + " A gather without a warm-up compiles at its first launch whatever the table's width, and "
-            "vLLM's JIT monitor logs one line per kernel."
-        )
-    parts.append(
-        "So the log's order, a compilation and then the illegal access, is consistent with a first launch on a "
-        "narrowed table (it brings a width never compiled, Triton compiles it, and the binary then reads row `b` at "
-        "`b * shape[-1]` instead of `b * stride(0)`), but it is not proof of one: a kernel that was never warmed up, "
-        "an integer argument that changes its specialisation class (== 1, divisible by 16, as the contiguous counts "
-        "above show) or a pointer with another 16-byte alignment compile on the inference path too. With PR "
-        "#55109's change every view of the backing table passes the same `stride(0)`, a runtime argument of the "
-        "class the warm-up compiled: no compilation on the inference path for narrowed views and no wrong row. Left "
-        "a `tl.constexpr`, the stride is stable on views of one table but compiles once per width of contiguous "
-        "tables: why the PR's runtime argument matters."
-    )
-    return "\n\n".join(parts)

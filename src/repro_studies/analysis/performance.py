@@ -72,8 +72,9 @@ def outside_columns(run: RunData) -> dict[str, str]:
     return {label: provenance_short(info) for label in outside_arms(med)}
 
 
-def outside_prose(run: RunData) -> dict[str, str]:
-    """A run's outside timed arms by their names in a sentence (the loaded function and its version)."""
+def outside_names(run: RunData) -> dict[str, str]:
+    """A run's outside timed arms by their full names (the loaded function and its version), as the report's
+    sentences name them."""
     names = implementation_names(run)
     return {label: names.get("reference_gather", label) for label in outside_columns(run)}
 
@@ -106,10 +107,6 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
     return pd.DataFrame(rows).round(4)
 
 
-#: The keys of :func:`headline` that hold sentences (for the notebook's cell), never written to the run's facts.
-SENTENCES = ("fix_cost", "fast", "headline")
-
-
 class NotTimed(StrEnum):
     """Why notebook 03 timed nothing, as its facts record it (``not_timed``); the report words it
     (``phrases.md.j2``)."""
@@ -128,16 +125,15 @@ def not_timed(facts: dict | None) -> NotTimed | None:
     return None
 
 
-def headline(medians: pd.DataFrame, ratios: pd.DataFrame, outside_names: dict[str, str] | None = None) -> dict:
-    """The figures the report leads with, all derived from the two tables of one run.
-
-    ``outside_names`` gives an outside arm its reader-facing name (e.g. the loaded vLLM version).
-    """
+def timing_facts(medians: pd.DataFrame, ratios: pd.DataFrame) -> dict:
+    """The figures the report leads with, all derived from the two tables of one run. Numbers only: the report's
+    ``phrases.md.j2`` words them (``fix_cost``, ``gather_fast``)."""
     lo, hi = NO_COST_BAND
     ceiling = float(ratios["copy_ceiling_tbps"].iloc[0])
     big_L, big_n = int(ratios.seq_len.max()), int(ratios.num_reqs.max())
     one_n = int(ratios.num_reqs.min())
     facts: dict = {"copy_ceiling_tbps": ceiling, "shape_max": [big_n, big_L], "band": [lo, hi]}
+    facts["host_bound_factor"] = HOST_BOUND_FACTOR
     for kernel in STRIDE_COST_PAIRS:
         col = f"{kernel} narrowed/contiguous_ratio"
         if col not in ratios:
@@ -172,30 +168,7 @@ def headline(medians: pd.DataFrame, ratios: pd.DataFrame, outside_names: dict[st
         facts["fast_speedup_over_outside_at_max"] = float(at[f"fast speedup over {others[0]}_ratio"])
     if "fast speedup over fixed_ratio" in at:
         facts["fast_speedup_over_fixed_at_max"] = float(at["fast speedup over fixed_ratio"])
-    facts["fix_cost"] = fix_cost_text(facts)
-    facts["fast"] = fast_text(facts, outside_names)
-    facts["headline"] = facts["fix_cost"] + (" " + facts["fast"] if facts["fast"] else "")
     return facts
-
-
-def fix_cost_text(facts: dict) -> str:
-    """What the PR's fix costs: the fixed kernel on a narrowed view against a contiguous table, and the
-    rejected ``.contiguous()`` copy; graph replays judge, eager medians are qualified."""
-    lo, hi = facts["band"]
-    big_n, big_L = facts["shape_max"]
-    g, e = facts["fixed_ratio_graph"], facts["fixed_ratio_eager"]
-    verdict = "costs nothing measurable" if g["outside_band"] == 0 else f"leaves the band at {g['outside_band']} points"
-    return (
-        f"Graph replays: the fixed kernel's narrowed/contiguous time ratio is {g['min']:.3f}-{g['max']:.3f} "
-        f"({g['outside_band']} of {g['points']} points outside {lo}-{hi}): reading rows `stride(0)` apart "
-        f"{verdict}. The rejected `.contiguous()` adds a median "
-        f"{100 * (facts['contiguous_copy_overhead_graph'] - 1):.1f}% graphed and "
-        f"{100 * (facts['contiguous_copy_overhead_eager'] - 1):.1f}% eager. At {big_n} x {big_L} tokens the fixed "
-        f"kernel moves {facts['fixed_fraction_at_max']:.0%} of the {facts['copy_ceiling_tbps']:.2f} TB/s copy "
-        f"ceiling. Eager medians (Python launch included) put {e['outside_band']} of {e['points']} fixed-kernel "
-        f"points outside the band; {facts['host_bound_eager_points']} of {facts['eager_points']} eager points are "
-        f"host-bound (eager > {HOST_BOUND_FACTOR}x graph): they time the launch path, not the kernel."
-    )
 
 
 def fix_cost_table(medians: pd.DataFrame, ratios: pd.DataFrame, launch: str) -> pd.DataFrame:
@@ -240,33 +213,6 @@ def fast_table(
     for other in outside_arms(medians[medians.launch == launch]):
         out[f"x {(outside_names or {}).get(other, other)}"] = r[f"{FASTEST} speedup over {other}_ratio"]
     return out.reset_index()
-
-
-def fast_text(facts: dict, outside_names: dict[str, str] | None = None) -> str:
-    """gather_fast (in neither PR): its stride cost, its share of the copy ceiling and its speed-ups."""
-    if "fast_ratio_graph" not in facts:
-        return ""
-    lo, hi = facts["band"]
-    big_n, big_L = facts["shape_max"]
-    f = facts["fast_ratio_graph"]
-    text = (
-        f"gather_fast, graph replays: narrowed/contiguous {f['min']:.3f}-{f['max']:.3f} ({f['outside_band']} of "
-        f"{f['points']} points outside {lo}-{hi}). At {big_n} x {big_L} tokens it moves "
-        f"{facts['fast_fraction_at_max']:.0%} of the copy ceiling"
-    )
-    speed = []
-    if "fast_speedup_over_fixed_at_max" in facts:
-        speed.append(f"{facts['fast_speedup_over_fixed_at_max']:.2f}x as fast as the fixed kernel")
-    if "fast_speedup_over_outside_at_max" in facts:
-        name = (outside_names or {}).get(facts["outside_arm"], facts["outside_arm"])
-        speed.append(f"{facts['fast_speedup_over_outside_at_max']:.2f}x as fast as {name}")
-    if speed:
-        text += ", " + " and ".join(speed)
-    single = facts["single_request_us"]
-    fast_one, fixed_one = single.get(FASTEST), single.get("fixed")
-    if fast_one is not None and fixed_one is not None:
-        text += f"; one {big_L}-token request takes {fast_one:.1f} us (fixed kernel: {fixed_one:.1f} us)"
-    return text + "."
 
 
 def outside_band(ratios: pd.DataFrame, kernel: str = "fixed") -> pd.DataFrame:
@@ -337,11 +283,3 @@ def eager_cost_summary(costs: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def eager_cost_text(summary: pd.DataFrame) -> str:
-    """One sentence: each arm's host time per eager call."""
-    if not len(summary):
-        return ""
-    parts = [f"{r['arm']} {r['host us (median)']:.1f} us" for _, r in summary.iterrows()]
-    return "Host time per eager call (enqueue, plain clock, median over the shapes): " + "; ".join(parts) + "."

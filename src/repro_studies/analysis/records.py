@@ -52,22 +52,25 @@ def vs_copy(medians: pd.DataFrame, copy_tbps: float | None) -> pd.DataFrame:
     return out[cols].round({"copy_equiv_us": 1, "of_copy": 3, "speedup_vs_release": 3})
 
 
-def headline(table: pd.DataFrame) -> dict:
-    """At the largest shape of each record and layout: every arm's median and share of the copy rate."""
+def largest_facts(table: pd.DataFrame | None) -> dict:
+    """At the largest shape (``shape``: requests, tokens per request), per record and layout (``groups``): the
+    copy-equivalent time and every arm's median and share of the copy rate, fastest first. Numbers only: the
+    report's ``phrases.md.j2`` words them (``v41``); without a timed row, ``groups`` is empty."""
     if table is None or table.empty:
-        return {"headline": "V4.1 gathers: not timed in this run", "largest": []}
+        return {"groups": []}
     tokens = table["num_reqs"] * table["seq_len"]
     top = table[tokens == tokens.max()]
-    parts, largest = [], []
+    groups = []
     for (kind, layout), g in top.groupby(["kind", "layout"], sort=True):
-        arms = []
-        for r in g.sort_values("median_us").to_dict("records"):
-            share = f", {100 * r['of_copy']:.0f} % of the copy rate" if pd.notna(r["of_copy"]) else ""
-            arms.append(f"{r['arm']} {r['median_us']:.0f} us{share}")
-            largest.append({k: r[k] for k in ("kind", "layout", "arm", "median_us", "of_copy")})
         copy = g["copy_equiv_us"].iloc[0]
-        bound = f" (copy-equivalent {copy:.0f} us)" if pd.notna(copy) else ""
-        parts.append(f"{kind} {layout}{bound}: " + "; ".join(arms))
-    n, L = int(top["num_reqs"].iloc[0]), int(top["seq_len"].iloc[0])
-    text = f"V4.1 gathers at {n} x {L:,} tokens, CUDA-graph medians: " + " | ".join(parts) + "."
-    return {"headline": text, "largest": largest}
+        arms = [
+            {"arm": r["arm"], "median_us": float(r["median_us"]), "of_copy": _figure(r["of_copy"])}
+            for r in g.sort_values("median_us").to_dict("records")
+        ]
+        groups.append({"kind": kind, "layout": layout, "copy_equiv_us": _figure(copy), "arms": arms})
+    return {"shape": [int(top["num_reqs"].iloc[0]), int(top["seq_len"].iloc[0])], "groups": groups}
+
+
+def _figure(value) -> float | None:
+    """A recorded figure as a float, or None where none was recorded (None or NaN)."""
+    return None if value is None or pd.isna(value) else float(value)

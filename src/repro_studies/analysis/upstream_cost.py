@@ -1,4 +1,4 @@
-"""What PR #55109's change costs on vLLM's own kernel: ratios and headline figures per release, from the
+"""What PR #55109's change costs on vLLM's own kernel: ratios and their spread per release, from the
 medians of notebook 03's vLLM arms (``results/03-vllm-medians.csv``). Pandas only.
 
 Per release, shape and launch mode (the arms are :func:`repro_studies.registry.upstream_bench_arms`, timed in the
@@ -24,7 +24,7 @@ from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import TRITON_FORMS, arms_by_label, code_label, upstream_pairs
 
-#: The two ratios the headline holds against the no-cost band, and the copy overheads it reports.
+#: The two ratios held against the no-cost band, and the copy overheads it reports.
 BAND_RATIOS = ("patched/released (contig)", "patched narrowed/contig")
 COPY_RATIOS = ("copy over patched (view)", "copy over released (contig)")
 
@@ -70,11 +70,11 @@ def _spread(values: pd.Series) -> dict:
     }
 
 
-def headline(ratios: pd.DataFrame) -> dict:
-    """Per release: each ratio's spread (graph and eager) and one sentence; ``headline``: every release's."""
+def cost_facts(ratios: pd.DataFrame) -> dict:
+    """Per release and launch mode: each ratio's spread against the no-cost band (numbers only: the report's
+    ``phrases.md.j2`` words them, ``vllm_cost``)."""
     lo, hi = NO_COST_BAND
     facts: dict = {"band": [lo, hi], "releases": {}}
-    texts = []
     for origin in dict.fromkeys(ratios["code"]):  # oldest first, as ratio_rows wrote them
         mine = ratios[ratios["code"] == origin]
         per: dict = {}
@@ -83,28 +83,6 @@ def headline(ratios: pd.DataFrame) -> dict:
             if len(at):
                 per[mode] = {name: _spread(at[f"{name}_ratio"]) for name in (*BAND_RATIOS, *COPY_RATIOS)}
         facts["releases"][origin] = per
-        if "graph" not in per:
-            continue
-        g = per["graph"]
-        cost, stride = g[BAND_RATIOS[0]], g[BAND_RATIOS[1]]
-        copy_fix, copy_base = g[COPY_RATIOS[0]], g[COPY_RATIOS[1]]
-        text = (
-            f"{origin}'s own kernel, CUDA-graph replays over {cost['points']} shapes: PR #55109's kernel takes "
-            f"{cost['min']:.3f}-{cost['max']:.3f}x the shipped kernel's time on contiguous tables "
-            f"({cost['outside_band']} outside {lo}-{hi}) and {stride['min']:.3f}-{stride['max']:.3f}x on the "
-            f"narrowed view of its contiguous time ({stride['outside_band']} outside); .contiguous() + the shipped "
-            f"kernel takes a median {100 * (copy_fix['median'] - 1):+.1f}% over PR #55109's kernel on the same view "
-            f"({100 * (copy_base['median'] - 1):+.1f}% over today's contiguous baseline)"
-        )
-        if "eager" in per:
-            e = per["eager"][BAND_RATIOS[0]]
-            text += (
-                f"; eager (vLLM's Python launch path included) the patched/shipped ratio is "
-                f"{e['min']:.3f}-{e['max']:.3f} ({e['outside_band']} of {e['points']} outside)"
-            )
-        per["headline"] = text + "."
-        texts.append(per["headline"])
-    facts["headline"] = " ".join(texts)
     return facts
 
 
@@ -114,6 +92,10 @@ def cost_table(ratios: pd.DataFrame, origin: str, launch: str = "graph") -> pd.D
     cols = {"seq_len": "tokens", "num_reqs": "requests", "released_us": "shipped us"}
     cols |= {f"{name}_ratio": name for name in (*BAND_RATIOS, *COPY_RATIOS)}
     return mine[list(cols)].rename(columns=cols).reset_index(drop=True)
+
+
+#: Between the classes of a function's call sites in the summary's ``runs`` cell.
+RUNS_APART = " | "
 
 
 def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +117,7 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
                 "conditions": ", ".join(sorted(set(conditional["condition"].astype(str)))),
                 "default cudagraph_mode": g["default cudagraph_mode"].iloc[0],
                 "breakable CUDA graph by default": g["breakable CUDA graph by default"].iloc[0],
-                "runs": " | ".join(sorted(set(g["runs"].astype(str)))),
+                "runs": RUNS_APART.join(sorted(set(g["runs"].astype(str)))),
             }
         )
     return pd.DataFrame(rows)
@@ -143,7 +125,9 @@ def production_path_summary(sites: pd.DataFrame) -> pd.DataFrame:
 
 def cuda_path_rows(summary: pd.DataFrame | None, module_part: str = "/nvidia/") -> list[dict]:
     """The production-path summary's rows of the CUDA path (modules whose path contains ``module_part``), one per
-    release and function: what the report's ``production_path`` phrase words."""
+    release and function, ``runs`` as the list of its call sites' classes (the values of
+    :class:`repro_studies.upstream.callsites.Runs`): what the report's ``production_path`` phrase words."""
     if summary is None or not len(summary):
         return []
-    return summary[summary["module"].str.contains(module_part, regex=False)].to_dict("records")
+    rows = summary[summary["module"].str.contains(module_part, regex=False)].to_dict("records")
+    return [r | {"runs": str(r["runs"]).split(RUNS_APART)} for r in rows]

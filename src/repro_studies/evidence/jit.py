@@ -44,6 +44,7 @@ from triton.runtime.jit import JITFunction, compute_cache_key, create_function_f
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.coverage import SentinelMode
+from repro_studies.evidence.warm_up import NO_WARM_UP, WarmUp, WarmUpKind
 
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)
@@ -392,8 +393,8 @@ class JitSubject:
     (do_not_specialize)`` or ``constexpr stride``) and whose code it is.
 
     ``warm_up`` replaces the default warm-up (one launch on the full-width contiguous table) with the
-    code's own, e.g. a vLLM release's JIT-warmup class compiling its warm-up keys; ``warm_up_how`` says
-    in words what the warm-up does (a column of every row).
+    code's own, e.g. a vLLM release's JIT-warmup class compiling its warm-up keys; ``warm_up_as`` says what
+    that warm-up is (the columns of every row).
     """
 
     name: str
@@ -402,11 +403,7 @@ class JitSubject:
     pitch: str
     code: str = ""
     warm_up: Callable[[], object] | None = None
-    warm_up_how: str = ""
-
-
-#: What the default warm-up does, in the rows' ``warm_up`` column.
-FULL_WIDTH_LAUNCH = "one launch on the full-width contiguous table"
+    warm_up_as: WarmUp | None = None
 
 
 def fingerprint_subjects(
@@ -445,21 +442,23 @@ def fingerprint_subjects(
     )
     rows = []
     for subject in subjects:
-        how = ""
+        how = NO_WARM_UP
         for table in tables:
             launches = []
             if warm_up and subject.warm_up is not None:
-                how = subject.warm_up_how
-                launches.append(Launch(label=how, width=backing_width, call=subject.warm_up, phase="warm-up"))
+                own = subject.warm_up_as or WarmUp(WarmUpKind.RELEASE_CLASS)
+                how = own.columns()
+                label = f"{own.owner or subject.name} warm-up"
+                launches.append(Launch(label=label, width=backing_width, call=subject.warm_up, phase="warm-up"))
             elif warm_up:
-                how = subject.warm_up_how or FULL_WIDTH_LAUNCH
+                how = WarmUp().columns()
                 launches += gather_launches(
                     subject.gather, [backing_width], table="contiguous", phase="warm-up", **shape
                 )
             launches += gather_launches(subject.gather, widths, table=table, backing_width=backing_width, **shape)
 
             def tagged(row, subject=subject, how=how):
-                row.update({"pitch": subject.pitch, "code": subject.code, "warm_up": how})
+                row.update({"pitch": subject.pitch, "code": subject.code, **how})
                 if sink is not None:
                     sink(row)
 

@@ -32,14 +32,31 @@ class Releases:
 
 
 @dataclass(frozen=True)
+class Reached:
+    """A runner whose releases reach bug 1 (one group of notebook 06's answers), and what a user types."""
+
+    runner: str
+    stock: str  # reshape_releases.Group.stock: "stock", "not stock" or "stock in ... only"
+    releases: str
+    environment: str  # the setting that picks the runner, said beside the shared --block-size ("" none)
+    everywhere: bool  # every configuration of the group sets it (else only where the runner is not the stock one)
+    configurations: tuple[str, ...] = ()  # the group's configurations, where no --block-size is shared
+
+
+@dataclass(frozen=True)
 class Bug1Releases:
-    """Bug 1 in vLLM's releases (notebook 06): each answer's runner, releases and configuration, in one cell."""
+    """Bug 1 in vLLM's releases (notebook 06): each answer's runner, releases and configuration, in one cell
+    (``summary-bug1-releases.md.j2`` words it)."""
 
     outcomes: str
     first: str
     last: str
-    answers: str  # "reached: V1 (stock in 0.20.0 – 0.27.1 only) 0.20.0 – 0.28.0, `--block-size 512`; ..."
-    at_pr_block_size: str
+    block_size: str  # the --block-size every reaching configuration passes ("" when they differ)
+    reached: tuple[Reached, ...]
+    others: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]  # answer -> (releases, runners)
+    pr_block_size: str
+    failing: tuple[tuple[str, str], ...]  # (release, runner) whose reshape fails at the PR's --block-size
+    modelled: bool  # the run holds the repository's model of the PR's crash
 
 
 @dataclass(frozen=True)
@@ -83,26 +100,23 @@ def bug1_releases(c: Common) -> Bug1Releases | None:
         return None
     releases = sorted(c.run.table(Table.BUG1_RUNNERS).release.astype(str).unique(), key=version_key)
     reached = [g for g in d.groups if g.answer == Bug1Answer.REACHED]
-    configs = {g.runner: [x.strip("`") for x in g.configuration.split("; ") if x] for g in reached}
+    configs = {g.runner: list(g.configurations) for g in reached}
     flags = {x[x.index("--block-size") :] for cs in configs.values() for x in cs if "--block-size" in x}
     shared = flags.pop() if len(flags) == 1 else ""  # every configuration passes one --block-size: said once
     said = []
     for g in reached:
-        stock = f" ({g.stock})" if g.stock != "not stock" else ""
-        if shared:
-            envs = [x.replace(shared, "").strip() for x in configs[g.runner]]
-            named = [e for e in envs if e]
-            how = (
-                ""
-                if not named
-                else f" with `{named[0]}`"
-                if len(named) == len(envs)
-                else f" (`{named[0]}` where not stock)"
+        envs = [x.replace(shared, "").strip() for x in configs[g.runner]] if shared else []
+        named = [e for e in envs if e]
+        said.append(
+            Reached(
+                g.runner,
+                g.stock,
+                g.releases,
+                named[0] if named else "",
+                len(named) == len(envs),
+                () if shared else tuple(configs[g.runner]),
             )
-        else:
-            how = f" with {g.configuration.replace('; ', ' or ')}" if g.configuration else ""
-        said.append(f"{g.runner}{stock} in {g.releases}{how}")
-    text = (f"reached at `{shared}`: " if shared else "reached: ") + "; ".join(said) if said else ""
+        )
     # a runner a release does not ship is left out where the release's other runner has a row of its own
     ran = {r for g in d.groups if g.answer != Bug1Answer.NOT_SHIPPED for r in g.listed}
     others: dict[str, dict[str, list[str]]] = {}  # answer -> releases -> runners
@@ -110,22 +124,17 @@ def bug1_releases(c: Common) -> Bug1Releases | None:
         if g.answer == Bug1Answer.REACHED or (g.answer == Bug1Answer.NOT_SHIPPED and set(g.listed) <= ran):
             continue
         others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
-    for answer, by_releases in others.items():
-        text += (
-            ("; " if text else "")
-            + f"{answer}: "
-            + "; ".join(f"{', '.join(runners)} in {where}" for where, runners in by_releases.items())
-        )
-    pr = (
-        f"all fit at the PR's {reshape_releases.PR_BLOCK_SIZE}"
-        if not d.at_pr_block_size
-        else f"at the PR's {reshape_releases.PR_BLOCK_SIZE} "
-        + ", ".join(f"{r} {runner}" for r, runner in d.at_pr_block_size)
-        + " fail"
+    return Bug1Releases(
+        outcomes(c, BUG_RESHAPE, releases=True),
+        releases[0],
+        releases[-1],
+        shared,
+        tuple(said),
+        tuple((answer, tuple((w, tuple(r)) for w, r in by.items())) for answer, by in others.items()),
+        reshape_releases.PR_BLOCK_SIZE,
+        tuple(d.at_pr_block_size),
+        d.model is not None and len(d.model) > 0,
     )
-    if d.model is not None and len(d.model):
-        pr += " (its crash: unreleased code)"
-    return Bug1Releases(outcomes(c, BUG_RESHAPE, releases=True), releases[0], releases[-1], text, pr)
 
 
 def _costs(c: Common) -> tuple[Cost, ...]:
@@ -151,7 +160,7 @@ def _costs(c: Common) -> tuple[Cost, ...]:
             out.append(Cost("the fixed kernel of this repository", skipped=skipped))
     vllm = c.run.table(Table.VLLM_RATIOS)
     if vllm is not None and len(vllm):
-        facts = upstream_cost.headline(vllm)
+        facts = upstream_cost.cost_facts(vllm)
         for origin, per in facts["releases"].items():
             if "graph" not in per:
                 continue

@@ -103,17 +103,6 @@ class Config:
     def kernel(self) -> int:
         return self.kernel_block_size or self.block_size
 
-    def describe(self) -> str:
-        parts = [f"block {self.block_size}", f"kernel block {self.kernel}", f"max_model_len {self.max_model_len}"]
-        parts += [f"max_num_seqs {self.max_num_seqs}"]
-        if self.num_spec_tokens:
-            parts.append(f"{self.num_spec_tokens} speculative tokens")
-        if self.ubatches > 1:
-            parts.append(f"{self.ubatches} micro-batches")
-        if self.dcp > 1:
-            parts.append(f"DCP {self.dcp}")
-        return ", ".join(parts)
-
 
 #: The sweep: a default engine, then one knob at a time, then the combinations that stress alignment.
 SWEEP = (

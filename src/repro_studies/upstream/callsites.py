@@ -32,7 +32,7 @@ import ast
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 from repro_studies.upstream.members import PRODUCTION_PATH, PRODUCTION_PATH_PACKAGE
 
@@ -409,16 +409,31 @@ def _breakable_text(d: GraphDefaults) -> str:
     return f"no (VLLM_USE_BREAKABLE_CUDAGRAPH defaults to {d.breakable_env_default or 'unset'})"
 
 
-def _verdict(eager: bool, split: bool, d: GraphDefaults) -> str:
+class Runs(StrEnum):
+    """How a release runs a call site of the gather under its defaults (the production-path table's ``runs``; the
+    report's ``phrases.md.j2`` words it), or that the release's code was not read (``status``, ``reason`` say why)."""
+
+    EAGER_BREAK = "eager break"  # an eager break of the breakable CUDA graph, launched from Python at every replay
+    BETWEEN_PIECES = "between pieces"  # between the pieces of the default mode's piecewise graphs (a splitting op)
+    MODE_DEPENDENT = "mode dependent"  # eagerly only in the mode that skips it
+    IN_GRAPH = "in graph"  # inside a graph when the batch is captured
+    NOT_READ = "not read"
+
+
+#: Why a release's model code was not read, where the module cache gave no miss of its own (``status``).
+UNAVAILABLE, NO_STUDY_FILES = "unavailable", "no study files"
+
+
+def _verdict(eager: bool, split: bool, d: GraphDefaults) -> Runs:
     """How the release runs a call site reached through an eager break (``eager``) or a splitting op (``split``)."""
     breakable_default = d.breakable_architectures is True or d.breakable_env_default.strip("'\"") == "1"
     if breakable_default and eager:
-        return "eagerly: an eager break of the breakable CUDA graph (launched from Python at every replay)"
+        return Runs.EAGER_BREAK
     if split and "PIECEWISE" in d.cudagraph_mode:
-        return f"eagerly: between the pieces of {d.cudagraph_mode}'s piecewise graphs (a splitting op)"
+        return Runs.BETWEEN_PIECES
     if eager or split:
-        return "eagerly in the mode that skips it; check the mode in use"
-    return "inside a graph when the batch is captured"
+        return Runs.MODE_DEPENDENT
+    return Runs.IN_GRAPH
 
 
 def release_sources(entry: object) -> dict[str, str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
 from repro_studies.kernel_id import KernelFamily
 from repro_studies.registry import TRITON_FORMS, Form, code_label
 from repro_studies.upstream.arms import Arm, WrongKernel, load_arm
@@ -160,7 +161,7 @@ class ReleaseKernel:
 
     def warm_up(
         self, backing_width: int, block_size: int, compress_ratios: tuple[int, ...]
-    ) -> tuple[Callable[[], None], str] | None:
+    ) -> tuple[Callable[[], None], WarmUp] | None:
         """The release's own JIT warm-up for a model whose block table is ``backing_width`` blocks wide, or
         None when the release has none for this kernel (no JIT-warmup class instance in the module).
 
@@ -186,10 +187,13 @@ class ReleaseKernel:
                 self.loaded.stub(COMPRESS_STUB).COMPRESS_RATIOS = tuple(compress_ratios)
                 owner.compile_many(owner.get_warmup_keys(config))
 
-        how = (
-            f"{self.info.class_name}: get_warmup_keys(vllm_config) then compile_many(keys), max_model_len "
-            f"{backing_width * block_size} at block_size {block_size} (table width {backing_width}), compress ratios "
-            f"{', '.join(map(str, compress_ratios))}"
+        how = WarmUp(
+            WarmUpKind.RELEASE_CLASS,
+            self.info.class_name,
+            backing_width * block_size,
+            block_size,
+            backing_width,
+            tuple(compress_ratios),
         )
         return run, how
 

@@ -82,13 +82,30 @@ def _index_versions() -> list[str] | None:
 
 
 def plan(ctx: Context) -> pd.DataFrame:
-    """What this run covers: the releases, the GPU families (the facts each gives vLLM's code), the sweep."""
+    """What this run covers: the releases and the GPU families (the facts each gives vLLM's code)."""
     rows = [{"what": "releases", "value": ", ".join(ctx.releases)}]
     rows += [{"what": f"GPU family {f.key}", "value": f"{f.display}: {f.facts}"} for f in FAMILIES]
-    rows += [
-        {"what": f"runner configuration {i + 1}", "value": f"{c.name}: {c.describe()}"} for i, c in enumerate(ctx.sweep)
-    ]
     return pd.DataFrame(rows)
+
+
+def sweep(ctx: Context) -> pd.DataFrame:
+    """The runner configurations of the sweep, one row each: its numbers (``kernel block`` is the block size where
+    the configuration leaves it unset)."""
+    return pd.DataFrame(
+        [
+            {
+                "configuration": c.name,
+                "block": c.block_size,
+                "kernel block": c.kernel,
+                "max_model_len": c.max_model_len,
+                "max_num_seqs": c.max_num_seqs,
+                "speculative tokens": c.num_spec_tokens,
+                "micro-batches": c.ubatches,
+                "DCP": c.dcp,
+            }
+            for c in ctx.sweep
+        ]
+    )
 
 
 def gather_dispatch(ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -19,7 +19,6 @@ import pandas as pd
 
 from repro import seeds
 from repro.core.analysis.provenance import provenance_name
-from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
 from repro.core.kernels.own import kernel_of
 from repro.registry import implementation, load_implementation, provenance
 from repro.walkthrough.session import Session
@@ -102,12 +101,6 @@ class PerformanceWalkthrough:
     def on_gpu(self) -> bool:
         return self.session.profile.device == "cuda"
 
-    def describe(self) -> str:
-        return (
-            f"profile {self.session.profile.name}; bytes per gathered token: {GATHER_READ_BYTES_PER_TOKEN} read + "
-            f"{GATHER_WRITE_BYTES_PER_TOKEN} written"
-        )
-
     def skip_reason(self) -> rules.NotTimed | None:
         """None on a GPU; on the CPU, why nothing is timed (also recorded for the report, which words it)."""
         if self.on_gpu:
@@ -143,12 +136,11 @@ class PerformanceWalkthrough:
     def outside_band(self) -> pd.DataFrame:
         return rules.outside_band(self.ratios)
 
-    def finish(self) -> str:
-        """The headline figures (written for the report, numbers only: it words them from its tables) as one
-        paragraph."""
-        self.facts = rules.headline(self.medians(), self.ratios, self.outside_names)
-        self.session.write_facts(Facts.PERFORMANCE, {k: v for k, v in self.facts.items() if k not in rules.SENTENCES})
-        return self.facts["headline"]
+    def finish(self) -> dict:
+        """The headline figures (written for the report, numbers only: it words them, ``phrases.timing``)."""
+        self.facts = rules.timing_facts(self.medians(), self.ratios)
+        self.session.write_facts(Facts.PERFORMANCE, self.facts)
+        return self.facts
 
     # -- the streaming ceiling (GPU) ---------------------------------------------------------------
 
@@ -182,9 +174,7 @@ class PerformanceWalkthrough:
         costs = rules.eager_costs(tables)
         self.session.record(EAGER_COSTS, costs.to_dict("records"))
         summary = rules.eager_cost_summary(costs)
-        self.session.write_facts(
-            Facts.EAGER_COSTS, {"summary": summary.to_dict("records"), "headline": rules.eager_cost_text(summary)}
-        )
+        self.session.write_facts(Facts.EAGER_COSTS, {"summary": summary.to_dict("records")})
         return summary
 
     def vs_ceiling(self) -> pd.DataFrame:
@@ -202,16 +192,13 @@ class PerformanceWalkthrough:
         ]
         return self.session.record(GAP, pd.concat(out, ignore_index=True).to_dict("records")) if out else dec
 
-    def ceiling_headline(self) -> str:
-        """The streaming-ceiling figures at the largest shape (written for the report)."""
-        gaps = self.session.table(GAP).frame()
-        at = None
-        if len(gaps):
-            tokens = gaps["num_reqs"] * gaps["seq_len"]
-            at = gaps[tokens == tokens.max()]
-        facts = ceiling_rules.ceiling_headline(self.session.table(VS_CEILING).frame(), at)
+    def ceiling_facts(self) -> dict:
+        """The streaming-ceiling figures at the largest shape (written for the report, which words them:
+        ``phrases.ceiling``)."""
+        gaps = self.session.table(GAP)
+        facts = ceiling_rules.ceiling_facts(self.session.table(VS_CEILING).frame(), gaps.frame() if gaps.rows else None)
         self.session.write_facts(Facts.CEILING, facts)
-        return facts["headline"]
+        return facts
 
     # -- vLLM's own kernel, as shipped and with PR #55109's change --------------------------------
 
@@ -272,16 +259,16 @@ class PerformanceWalkthrough:
         for version in p.vllm_releases:
             entry = ensure_release(version, download=p.download, sets=(MODEL_FILES,))
             if isinstance(entry, CacheMiss):
-                sites.append({"release": f"vLLM {version}", "runs": f"not read: {entry.status}: {entry.reason}"})
+                sites.append(_not_read(f"vLLM {version}", entry.status, entry.reason))
                 continue
             try:
                 origin = origin_of(entry)
             except ReleaseUnavailable as exc:
-                sites.append({"release": f"vLLM {version}", "runs": f"not read: {exc}"})
+                sites.append(_not_read(f"vLLM {version}", callsites.UNAVAILABLE, str(exc)))
                 continue
             sources = callsites.release_sources(entry)
             if not sources:
-                sites.append({"release": origin, "runs": "not read: the cache entry holds no study files"})
+                sites.append(_not_read(origin, callsites.NO_STUDY_FILES))
                 continue
             for row in callsites.production_path(sources, origin):
                 sites.append(row)
@@ -326,11 +313,12 @@ class PerformanceWalkthrough:
         ratios = upstream_cost.ratio_rows(self.session.table(VLLM_MEDIANS).frame())
         return self.session.record(VLLM_RATIOS, ratios.to_dict("records"))
 
-    def vllm_headline(self) -> str:
-        """PR #55109's cost on vLLM's own kernel, per release (written for the report)."""
-        facts = upstream_cost.headline(self.session.table(VLLM_RATIOS).frame())
+    def vllm_cost(self) -> dict:
+        """PR #55109's cost on vLLM's own kernel, per release: each ratio's spread (written for the report, which
+        words it: ``phrases.vllm_cost``)."""
+        facts = upstream_cost.cost_facts(self.session.table(VLLM_RATIOS).frame())
         self.session.write_facts(VLLM_COST, facts)
-        return facts["headline"]
+        return facts
 
     # -- vLLM's CuTe-DSL gather, gather_fast's real peer ---------------------------------------------
 
@@ -391,7 +379,7 @@ class PerformanceWalkthrough:
             for form, rk in forms.items():
                 warm = rk.warm_up(p.jit_backing_width, p.cache_block_size, DSV4_COMPRESS_RATIOS)
                 subjects.append(
-                    JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, "")))
+                    JitSubject(f"{origin} {form}", rk.gather(), rk.kernel, pitch[form], origin, *(warm or (None, None)))
                 )
         return subjects
 
@@ -447,15 +435,15 @@ class PerformanceWalkthrough:
         ours, theirs = jit_rules.split_by_code(self.session.table(JIT).frame(), self.loaded_releases())
         return jit_rules.cumulative_by_width(theirs if releases else ours, phase="inference")
 
-    def jit_story(self) -> str:
-        """Why PR #55109's log shows a JIT compilation right before the illegal access, told with this run's
-        measurements of vLLM's kernels (written for the report's root cause)."""
+    def jit_story(self) -> dict:
+        """This run's measurements of vLLM's kernels that tell why PR #55109's log shows a JIT compilation right
+        before the illegal access (written for the report, which tells the root cause from them:
+        ``phrases.root_cause``)."""
         logged = seeds.load(55109)["reported_jit_kernel"]
         story = jit_rules.release_story(self.session.table(JIT).frame(), self.loaded_releases(), logged)
-        text = jit_rules.root_cause_text(story, logged, self.session.params.jit_backing_width)
-        # the figures, not the sentence: the report tells the root cause from them (vllm_kernel's root cause)
-        self.session.write_facts(VLLM_JIT, {"logged_kernel": logged, "releases": story})
-        return text
+        facts = {"logged_kernel": logged, "releases": story}
+        self.session.write_facts(VLLM_JIT, facts)
+        return facts
 
 
 def repo_jit_subjects() -> list:
@@ -473,6 +461,11 @@ def repo_jit_subjects() -> list:
         ),
         JitSubject("repro fast (stride(0))", fast.gather_fast, fast._gather_fast_kernel, form, "repro"),
     ]
+
+
+def _not_read(release: str, status: str, reason: str = "") -> dict:
+    """A production-path row of a release whose model code was not read: the class and why."""
+    return {"release": release, "runs": callsites.Runs.NOT_READ, "status": status, "reason": reason}
 
 
 def _target(label: str) -> str:

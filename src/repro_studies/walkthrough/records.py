@@ -118,9 +118,9 @@ class RecordGathers:
             self.session.record(VS_COPY, table.to_dict("records"))
         return table
 
-    def headline(self) -> str:
-        """The largest shape's figures (written for the report)."""
+    def largest(self) -> dict:
+        """The largest shape's figures (written for the report, which words them: ``phrases.v41``)."""
         table = self.session.table(VS_COPY)
-        facts = rules.headline(table.frame() if table.rows else None)
+        facts = rules.largest_facts(table.frame() if table.rows else None)
         self.session.write_facts(FACTS, facts)
-        return facts["headline"]
+        return facts

@@ -11,7 +11,7 @@ from repro_studies import registry
 from repro_studies.analysis import ceiling as ceiling_rules
 from repro_studies.analysis import performance
 from repro_studies.report import timing_plots
-from repro_studies.tables import Facts, Plot, Table
+from repro_studies.tables import Plot, Table
 
 FIGURE = Plot.CEILING
 
@@ -19,7 +19,7 @@ FIGURE = Plot.CEILING
 @dataclass(frozen=True)
 class Ceiling:
     vs: pd.DataFrame
-    headline: str
+    facts: dict  # ceiling_rules.ceiling_facts of the run's tables (phrases.md.j2 words them)
     fractions: pd.DataFrame | None  # per shape, one column per gather
     gap: pd.DataFrame | None
 
@@ -39,12 +39,14 @@ def derive(c: Common) -> Ceiling | None:
             columns=timing_plots.arm_names({k: arms[k] for k in piv.columns}, performance.outside_columns(c.run))
         ).reset_index()
     gap = c.run.table(Table.GAP)
+    # the figures from the run's tables (a stored sentence of an older run is not read back)
+    facts = ceiling_rules.ceiling_facts(vs, gap)
     if gap is not None and len(gap):
         cols = [col for col in ("num_reqs", "seq_len", "step", "ratio", "added_us", "share_of_gap") if col in gap]
         gap = gap[cols].rename(columns={"added_us": "added us", "share_of_gap": "share of gap"})
     else:
         gap = None
-    return Ceiling(vs, str((c.run.facts.get(Facts.CEILING) or {}).get("headline", "")), fractions, gap)
+    return Ceiling(vs, facts, fractions, gap)
 
 
 def figures(d: Ceiling, c: Common) -> list[Drawn]:

@@ -29,7 +29,7 @@ RATIO_DIGITS = {"narrowed / contig": 3, "copy overhead": 3, "of ceiling": 3}
 class FixCost:
     skipped: performance.NotTimed | None  # why nothing was timed (None when timed)
     medians: pd.DataFrame | None = None
-    facts: dict | None = None  # performance.headline
+    facts: dict | None = None  # performance.timing_facts (phrases.md.j2 words them)
     graph: pd.DataFrame | None = None
     eager: pd.DataFrame | None = None
     chart: str = ""
@@ -65,7 +65,7 @@ def derive(c: Common) -> FixCost | None:
     return FixCost(
         None,
         med,
-        performance.headline(med, rat, performance.outside_prose(c.run)),
+        performance.timing_facts(med, rat),
         tables["graph"],
         tables["eager"],
         _chart(rat),

@@ -24,7 +24,8 @@ class Fast:
     behaviour: str  # what it did in notebook 02's sweep ("" when not in it)
     contiguous: tuple[int, int] | None  # (bitwise equal, cases) on vLLM's own contiguous cases
     memcheck: str
-    facts: dict | None  # notebook 03's headline figures (timed runs)
+    facts: dict | None  # notebook 03's headline figures (timed runs): performance.timing_facts
+    names: dict[str, str]  # the outside arms' names in a sentence
     table: pd.DataFrame | None
     digits: dict[str, int]
 
@@ -57,7 +58,8 @@ def derive(c: Common) -> Fast | None:
         behaviour_phrase(behaviour) if behaviour is not None else "",
         contiguous,
         memcheck or "",
-        performance.headline(med, rat, performance.outside_prose(c.run)) if timed else None,
+        performance.timing_facts(med, rat) if timed else None,
+        performance.outside_names(c.run),
         table,
         digits,
     )

@@ -31,9 +31,19 @@ class Group:
     runner: str
     releases: str  # "0.20.0 – 0.27.1, 0.28.0"
     stock: str  # "stock", "not stock", or "stock in 0.28.0 only" (a mixed range)
-    configuration: str
+    configurations: tuple[str, ...]  # what a user types to reach the answer, one per configuration
     first_error: str
     listed: tuple[str, ...] = ()  # the releases, each named
+
+
+@dataclass(frozen=True)
+class ModelCrash:
+    """PR #43988's crash as the repository's model of unreleased code raises it: PyTorch's sizes, the bytes it
+    asks for and the bytes the pool holds."""
+
+    sizes: str
+    required: int
+    available: int
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class Bug1Releases:
     model: pd.DataFrame  # the model of unreleased code (labelled)
     read: str  # the releases read
     at_pr_block_size: list[tuple[str, str]]  # (release, runner) whose reshape fails at the PR's --block-size 256
+    crash: ModelCrash | None = None  # the model's crash (None without the model's rows)
 
 
 def _short(text: str) -> str:
@@ -76,7 +87,7 @@ def groups(answers: pd.DataFrame, whole: bool = True) -> list[Group]:
                 str(runner),
                 rules.release_ranges(releases, whole),
                 words,
-                "; ".join(f"`{c}`" for c in configs),
+                tuple(configs),
                 _short(next((str(e) for e in g["first error"] if str(e)), "")),
                 tuple(releases),
             )
@@ -141,52 +152,16 @@ def derive(c: Common) -> Bug1Releases | None:
     failing = rules.failing_at(
         runs if runs is not None else empty, cells if cells is not None else empty, PR_BLOCK_SIZE
     )
-    return Bug1Releases(groups(answers, whole), table, refusals, shown_model, read, failing)
+    return Bug1Releases(groups(answers, whole), table, refusals, shown_model, read, failing, model_crash(model))
 
 
-def model_sentence(d: Bug1Releases) -> str:
-    """PR #43988's crash, stated as the repository's model of unreleased code, beside what the releases read do at
-    the PR's block size (from the recorded rows)."""
-    model = d.model
-    if model is None or not len(model):
-        return ""
-    buggy = model[model["variant"] == RESHAPE_BUGGY]
+def model_crash(model: pd.DataFrame | None) -> ModelCrash | None:
+    """PR #43988's crash in the repository's model of unreleased code (the buggy variant's row), or None."""
+    buggy = model[model["variant"] == RESHAPE_BUGGY] if model is not None and len(model) else ()
     if not len(buggy):
-        return ""
+        return None
     row = buggy.iloc[0]
-    crash = (
-        f"`setStorage: sizes {row['sizes']}`, {int(row['required bytes']):,} of {int(row['available bytes']):,} bytes"
-    )
-    if d.at_pr_block_size:
-        where = ", ".join(f"vLLM {r} {runner}" for r, runner in d.at_pr_block_size)
-        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` the reshape fails in {where}."
-    else:
-        releases = f"At the PR's `--block-size {PR_BLOCK_SIZE}` every runner of every release read fits."
-    return (
-        f"{releases} PR #43988's crash ({crash}) is the repository's {CODE_UNRELEASED_MODEL}: the compressed "
-        "group's kernel block size overridden to its storage rows while kernel blocks are counted as "
-        "`block_size // kernel_block_size`. That model decides no release's answer above."
-    )
-
-
-#: What a group's configuration does, by answer (the reshape's failure, or the rewritten view code's).
-DOES = {
-    Bug1Answer.VIEWS_REFUSE: "is refused by `create_kv_cache_views`' own check",
-    Bug1Answer.VIEWS_WRONG: "makes a `create_kv_cache_views` view wrong",
-}
-
-
-def bullets(groups: list[Group], errors: bool = True) -> str:
-    """One line per group: the answer, the runner (stock or not), the releases, and what a user types to reach it
-    (the rewritten path's: which block size its own check refuses, with the message)."""
-    lines = []
-    for g in groups:
-        line = f"- **{g.answer}** in the {g.runner} runner ({g.stock} for DeepSeek-V4), vLLM {g.releases}"
-        if g.configuration:
-            line += f": {g.configuration} {DOES.get(g.answer, 'makes the reshape fail')}"
-            line += f" (`{g.first_error}`)" if errors and g.first_error else ""
-        lines.append(line + ".")
-    return "\n".join(lines)
+    return ModelCrash(str(row["sizes"]), int(row["required bytes"]), int(row["available bytes"]))
 
 
 MARKDOWN = TemplateFile("repro_studies.report", "reshape-releases.md.j2")
@@ -195,5 +170,5 @@ SECTION = Section(
     "reshape-releases",
     derive,
     MARKDOWN,
-    helpers={"model_sentence": model_sentence, "bullets": bullets},
+    helpers={"PR_BLOCK_SIZE": PR_BLOCK_SIZE, "CODE_UNRELEASED_MODEL": CODE_UNRELEASED_MODEL},
 )

@@ -12,7 +12,7 @@ from repro.registry import implementation
 from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import upstream_cost
-from repro_studies.analysis.affected import warmup_sentence
+from repro_studies.analysis.affected import Warmups, warmups
 from repro_studies.registry import GPU_FAMILY_NAMES, UPSTREAM_IMPLEMENTATION, Form, arms_by_label
 from repro_studies.report import upstream_plots
 from repro_studies.tables import Facts, Plot, Table
@@ -37,12 +37,22 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class RootCause:
+    """Why PR #55109's log shows a JIT compilation, in this run's figures (``phrases.md.j2`` words them)."""
+
+    story: dict  # jit_rules.release_story: per release, its warm-up and compilations
+    logged_kernel: str  # the kernel PR #55109's log names
+    backing_width: int | None  # the warm-up's table width
+    warmups: Warmups | None  # where the releases warm their gather up (notebook 05), if this run read it
+
+
+@dataclass(frozen=True)
 class VllmKernel:
-    root_cause: str
+    root_cause: RootCause | None
     timed: bool
     medians: pd.DataFrame | None
     ratios: pd.DataFrame | None
-    headline: str
+    costs: dict  # upstream_cost.cost_facts: the spread of each ratio per release (phrases.md.j2 words it)
     cost: tuple[tuple[str, pd.DataFrame], ...]  # per release: the graph-replay ratio table
     loads: pd.DataFrame | None  # what was loaded (untimed runs)
     whose: pd.DataFrame
@@ -52,20 +62,20 @@ class VllmKernel:
     jit_cumulative: pd.DataFrame | None
 
 
-def _root_cause(c: Common) -> str:
+def _root_cause(c: Common) -> RootCause | None:
     """Why the PR's log shows a JIT compilation before the illegal access, with this run's measurements."""
     rows = c.run.table(Table.JIT)
     if rows is None or not len(rows):
-        return ""
+        return None
     releases = jit_rules.loaded_releases(c.run.facts.get(Facts.VLLM))
     _, theirs = jit_rules.split_by_code(rows, releases)
     if not len(theirs):
-        return ""
+        return None
     logged = str(seeds.load(55109).get("reported_jit_kernel", ""))
     warm = theirs[theirs["phase"] == "warm-up"]["width"] if "phase" in theirs else pd.Series(dtype=int)
     story = jit_rules.release_story(rows, releases, logged)
-    warmups = warmup_sentence(c.run.table(Table.GATHER_WARMUPS), GPU_FAMILY_NAMES)
-    return jit_rules.root_cause_text(story, logged, int(warm.iloc[0]) if len(warm) else None, warmups)
+    where = warmups(c.run.table(Table.GATHER_WARMUPS), GPU_FAMILY_NAMES)
+    return RootCause(story, logged, int(warm.iloc[0]) if len(warm) else None, where) if story else None
 
 
 def _whose_code(c: Common) -> pd.DataFrame:
@@ -166,7 +176,7 @@ def derive(c: Common) -> VllmKernel | None:
         timed=timed,
         medians=medians,
         ratios=ratios,
-        headline=upstream_cost.headline(ratios)["headline"] if timed else "",
+        costs=upstream_cost.cost_facts(ratios) if timed else {},
         cost=cost,
         loads=shown if has_loads and not timed else None,
         whose=_whose_code(c) if has_loads else pd.DataFrame(),
