@@ -19,4 +19,4 @@ done
 "$PY" -m repro report data/h200/vllm-0.22.0-under-test --against data/h200/gpu-profile || [ $? -eq 1 ]
 "$PY" -m repro report data/h200/release-matrix-merged --merge data/h200/release-matrix-0.{20,21-0.24,25-0.29,30,31,32,33} data/h200/release-matrix-0.{22-0.23,24-0.25,26-0.27,28-0.29,30,31,32}-cutedsl data/h200/release-matrix-c data/h100/release-matrix-0.34 data/h100/release-matrix-0.34-cutedsl data/h100/release-matrix-pinned-* data/h100/release-matrix-0.26-cutedsl-4.6.0-0.6.1
 "$PY" -m repro_studies.upstream.patch_index  # data/patches/: the newest committed diff per release
-"$PY" -m repro.report.browser "${RUNS[@]}"
+"$PY" -m repro_audit.browser "${RUNS[@]}"

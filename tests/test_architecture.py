@@ -1,6 +1,7 @@
 """Two packages, data flowing one way through each: ``repro`` (the two bugs) and ``repro_studies`` (the studies
-built on it). ``repro`` never imports ``repro_studies``, not at any depth of its code nor by a module name in a
-string: the studies reach it only by registration (entry points of group ``repro.plugins``). Inside each, the base
+built on it), and beside them ``repro_audit``, the browser checks of what reviewers see. ``repro`` never imports
+either, not at any depth of its code nor by a module name in a string: the studies reach it only by registration
+(entry points of group ``repro.plugins``), and the audit imports nothing of the studies. Inside each, the base
 layer (the shared vocabulary) sits under the kernels, evidence and analyses, and rendering, the command line and the
 notebook helpers sit on top; imports point down the floors; no modules import each other in a circle; a
 function-level import is one that must stay lazy and says why; and the reporting side (the analyses, the report)
@@ -23,6 +24,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "repro"
 STUDIES = SRC / "repro_studies"
+AUDIT = SRC / "repro_audit"
 
 #: The layers, bottom up, by module prefix (longest prefix wins): a layer never imports a layer above it.
 LAYERS = {
@@ -36,6 +38,7 @@ LAYERS = {
     "repro_studies.walkthrough": "rendering",
     "repro_studies.report": "rendering",
     "repro_studies.commands": "rendering",
+    "repro_audit": "rendering",
 }
 RENDERING = (
     "repro.report",
@@ -45,6 +48,7 @@ RENDERING = (
     "repro_studies.walkthrough",
     "repro_studies.report",
     "repro_studies.commands",
+    "repro_audit",
 )
 #: What each layer never imports, at any depth of its code (function-level imports included).
 NEVER_IMPORTS = {
@@ -76,6 +80,7 @@ FLOORS = {
     "repro.__main__": 8,
     "repro_studies.report": 8,
     "repro_studies.commands": 8,
+    "repro_audit": 8,
 }
 #: What the reporting side may import from the library: no torch, no kernels, no evidence.
 REPORTING = ("repro.core.analysis", "repro_studies.analysis", "repro.report", "repro_studies.report")
@@ -98,6 +103,7 @@ REPORTING_MAY_IMPORT = (
     "repro_studies.analysis",
     "repro.report",
     "repro_studies.report",
+    "repro_audit",
 )
 
 
@@ -129,7 +135,7 @@ def repro_imports(path: Path) -> set[str]:
     return found
 
 
-MODULES = {module_name(p): p for p in (*PACKAGE.rglob("*.py"), *STUDIES.rglob("*.py"))}
+MODULES = {module_name(p): p for p in (*PACKAGE.rglob("*.py"), *STUDIES.rglob("*.py"), *AUDIT.rglob("*.py"))}
 
 
 def part(name: str) -> str:
@@ -213,27 +219,25 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def studies_references(source: str) -> list[str]:
-    """Every place a module's code names the studies package: an import of it at any depth (a function-level one
-    too), and any string constant that names it (``importlib.import_module("repro_studies...")``, ``__import__``,
-    an entry point written in code); docstrings may name it, comments are not code."""
+def references(source: str, package: str = "repro_studies") -> list[str]:
+    """Every place a module's code names ``package``: an import of it at any depth (a function-level one too),
+    and any string constant that names it (``importlib.import_module("repro_studies...")``, ``__import__``, an
+    entry point written in code); docstrings may name it, comments are not code."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [
-                f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "repro_studies"
-            ]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "repro_studies":
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == package]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package:
             found.append(f"line {node.lineno}: from {node.module} import ...")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-            if "repro_studies" in node.value:
+            if package in node.value:
                 found.append(f"line {node.lineno}: string {node.value[:60]!r}")
     return found
 
 
-def test_the_studies_finder_finds_every_way_of_naming_them():
+def test_the_finder_finds_every_way_of_naming_a_package():
     source = '''"""A docstring may say repro_studies."""
 import importlib
 import repro_studies.registry
@@ -245,15 +249,24 @@ def f():
     importlib.import_module("repro_studies.commands")
     return __import__("repro_studies")
 '''
-    found = studies_references(source)
+    found = references(source)
     assert [f.split(":")[0] for f in found] == ["line 3", "line 4", "line 8", "line 9", "line 10"], found
+    assert references(source, "repro_audit") == []
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.split(".")[0] == "repro"))
-def test_repro_never_names_the_studies(name):
-    """``repro`` runs without ``repro_studies`` installed: none of its modules imports it, at the top, inside a
-    function or by a name in a string; what the studies add reaches ``repro`` through registration only."""
-    found = studies_references(MODULES[name].read_text())
+def test_repro_never_names_the_studies_or_the_audit(name):
+    """``repro`` runs without ``repro_studies`` or ``repro_audit`` installed: none of its modules imports either,
+    at the top, inside a function or by a name in a string; what the studies add reaches ``repro`` through
+    registration only."""
+    found = references(MODULES[name].read_text()) + references(MODULES[name].read_text(), "repro_audit")
+    assert not found, f"{name} names a package built on it: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.split(".")[0] == "repro_audit"))
+def test_the_audit_never_names_the_studies(name):
+    """The studies use the browser checks (the README's first screen); the checks know nothing of the studies."""
+    found = references(MODULES[name].read_text())
     assert not found, f"{name} names repro_studies: {found}"
 
 

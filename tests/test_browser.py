@@ -14,10 +14,10 @@ import pytest
 from repro.core.analysis.rundata import load_run
 from repro.report import mermaid
 from repro.report.analyse import analyse
-from repro.report.browser import BrowserUnavailable, check_run, chromium, find_mermaid
 from repro.report.comment import render_comment
 from repro.report.markdown import render_report
 from repro.report.template import Page, Target
+from repro_audit.browser import BrowserUnavailable, check_run, chromium, find_mermaid
 from repro_studies.report.readme_screen import check_readme
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.audit]

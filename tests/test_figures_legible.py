@@ -17,7 +17,7 @@ from matplotlib.text import Text
 
 from repro.core.analysis.rundata import load_run
 from repro.report import plots
-from repro.report.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
+from repro_audit.browser import GITHUB_COLUMN_PX, GITHUB_PADDING_PX
 from repro_studies.analysis.releases import complete_matrix
 from repro_studies.report.axes import mark_axis_break
 from repro_studies.report.releases import release_matrix

@@ -89,7 +89,7 @@ def test_report_is_written_and_fits_a_pr_comment(cpu_run):
 
 
 def test_report_reads_well_in_a_browser(cpu_run):
-    from repro.report.browser import BrowserUnavailable, check_run
+    from repro_audit.browser import BrowserUnavailable, check_run
 
     out = cpu_run.path
     try:

@@ -1,7 +1,7 @@
 """Charts for a PR comment: Mermaid ``xychart-beta`` blocks, which GitHub renders in comments (a comment
 cannot show the run folder's PNGs), and a strict check of the subset of the grammar written here.
 
-The browser check (:mod:`repro.report.browser`) also parses and draws every block with Mermaid itself.
+The browser check (:mod:`repro_audit.browser`) also parses and draws every block with Mermaid itself.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The README as GitHub shows it on the repository's page: its answer of both bugs (:mod:`repro_studies.report.readme`)
-within the first screen, checked in the browser the report checks use (:mod:`repro.report.browser`)."""
+within the first screen, checked in the browser the report checks use (:mod:`repro_audit.browser`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro.report.browser import MEASURE, VIEWPORT, PageCheck, github_page, judge
+from repro_audit.browser import MEASURE, VIEWPORT, PageCheck, github_page, judge
 
 if TYPE_CHECKING:  # annotations only: Playwright is a development extra
     from playwright.sync_api import Browser

@@ -8,7 +8,7 @@ link relative in the comment), no table or chart wider than the column (GitHub s
 columns off), the headline inside the first screen (and, in the comment, its first table: the verdict),
 and the number of rows of every table. A screenshot of each first screen is kept in ``screenshots/``.
 
-``python -m repro.report.browser RUN_DIR...`` checks run folders and refreshes their screenshots.
+``python -m repro_audit.browser RUN_DIR...`` checks run folders and refreshes their screenshots.
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     """Check run folders' reports in the browser; exit 1 naming every problem."""
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m repro.report.browser RUN_DIR [RUN_DIR ...]", file=sys.stderr)
+        print("usage: python -m repro_audit.browser RUN_DIR [RUN_DIR ...]", file=sys.stderr)
         return 2
     bad = 0
     try:
