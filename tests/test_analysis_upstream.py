@@ -213,8 +213,8 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
 
 
 def test_the_story_keeps_the_warm_up_numbers_and_the_phrase_renders_them():
-    from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
     from repro_studies.report import phrases
+    from repro_studies.upstream.warm_up import WarmUp, WarmUpKind
 
     own = WarmUp(WarmUpKind.RELEASE_CLASS, "C", 4096, 64, 64, (4, 128))
     rows = jit_rows().drop(columns="warm_up").assign(**own.columns())

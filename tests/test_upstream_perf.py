@@ -210,7 +210,7 @@ def fingerprint(rk, warm, widths=WIDTHS, tables=("narrowed", "contiguous"), back
 
 def test_the_class_warm_up_is_the_releases_own_and_covers_the_full_width(tmp_path, monkeypatch):
     rk = load(tmp_path, monkeypatch, "released", CLASS_SOURCE)
-    from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
+    from repro_studies.upstream.warm_up import WarmUp, WarmUpKind
 
     run, how = rk.warm_up(BACKING, BLOCK, (4, 128))
     cls = "DequantizeAndGatherKCacheKernel"

@@ -197,7 +197,7 @@ def release_variants(rows: pd.DataFrame | None, releases: Mapping[str, str]) -> 
     return set(split_by_code(rows, releases)[1]["variant"])
 
 
-#: The fingerprint rows' columns of the warm-up (``repro_studies.evidence.warm_up.WarmUp.columns``), by story key.
+#: The fingerprint rows' columns of the warm-up (``repro_studies.upstream.warm_up.WarmUp.columns``), by story key.
 WARM_UP_COLUMNS = {
     "kind": "warm_up",
     "class": "warm_up_class",

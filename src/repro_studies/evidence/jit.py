@@ -44,7 +44,7 @@ from triton.runtime.jit import JITFunction, compute_cache_key, create_function_f
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
 from repro.coverage import SentinelMode
-from repro_studies.evidence.warm_up import NO_WARM_UP, WarmUp, WarmUpKind
+from repro_studies.upstream.warm_up import NO_WARM_UP, WarmUp, WarmUpKind
 
 #: The H200's target: the key a prediction computes is the one Triton computes on that GPU.
 H200_TARGET = ("cuda", 90, 32)

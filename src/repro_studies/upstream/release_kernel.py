@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro_studies.evidence.warm_up import WarmUp, WarmUpKind
 from repro_studies.kernel_id import KernelFamily
 from repro_studies.registry import TRITON_FORMS, Form, code_label
 from repro_studies.upstream.arms import Arm, WrongKernel, load_arm
 from repro_studies.upstream.discovery import KernelInfo, discover
 from repro_studies.upstream.loader import LoadedRelease
 from repro_studies.upstream.patcher import Rewrite, rewrite_row_pitch
+from repro_studies.upstream.warm_up import WarmUp, WarmUpKind
 from repro_studies.upstream.wheelcache import CacheEntry, CacheMiss, ensure_release
 
 #: The stub a release's JIT warm-up asks for the model's compress ratios.
