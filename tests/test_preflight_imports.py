@@ -1,8 +1,10 @@
 """The run's pre-flight (every notebook's parameters checked, the implementations located) imports neither torch nor
-Triton: a bad ``-p`` value exits 2 in a fraction of a second, and only the run itself pays for them."""
+Triton: a bad ``-p`` value exits 2 in a fraction of a second, and only the run itself pays for them. Nor does the
+manifest's environment on a torch built without CUDA: the run's parent never imports them there."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -41,3 +43,24 @@ def test_a_registered_gathers_provenance_is_its_modules_hash_without_importing_i
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+ENVIRONMENT = """
+import json, sys
+from pathlib import Path
+from repro.core.evidence.environment import describe
+
+env = describe(Path("."))
+imported = sorted(name for name in ("torch", "triton") if name in sys.modules)
+import torch, triton
+print(json.dumps([imported, env["torch"], env["triton"], env["cuda_runtime"], env["cuda_available"],
+                  torch.__version__, triton.__version__, torch.version.cuda, torch.cuda.is_available()]))
+"""
+
+
+def test_the_environment_names_torch_and_triton_as_they_import_and_imports_them_only_for_a_cuda_build():
+    done = subprocess.run([sys.executable, "-c", ENVIRONMENT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, *recorded = json.loads(done.stdout)
+    assert recorded[:4] == recorded[4:]
+    assert imported == ([] if recorded[2] is None else ["torch"])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 #: Where CUDA images usually keep the tool when it is not on PATH.
 SANITIZER_FALLBACKS = ("/usr/local/cuda/bin/compute-sanitizer",)
@@ -65,23 +68,47 @@ def git_revision(root: Path) -> dict:
     return {"git_sha": sha, "git_dirty": bool(dirty) if dirty is not None else "not recorded"}
 
 
-def describe(root: Path) -> dict:
-    import torch  # lazy: seconds to import; sanitizer lookup and git revision are used without it
-    import triton  # lazy: as torch
+def _torch_build() -> ModuleType:
+    """torch's own ``torch/version.py`` (its version and the CUDA it was built with), loaded alone: importing torch
+    takes about a second of CPU, and a run's parent needs torch only where the build has CUDA to ask about."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("torch is not installed: pip install torch")
+    path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    loaded = importlib.util.spec_from_file_location("repro_torch_version", path)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
 
+
+def _triton_version() -> str:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:  # a build under another distribution name
+        import triton  # lazy: seconds to import, and only where the distribution is not named triton
+
+        return triton.__version__
+
+
+def describe(root: Path) -> dict:
+    build = _torch_build()
     info = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda_available": torch.cuda.is_available(),
+        "torch": build.__version__,
+        "triton": _triton_version(),
+        "cuda_available": False,  # a build without CUDA never has it
         "device": "cpu (Triton interpreter)",
         "driver": None,
-        "cuda_runtime": torch.version.cuda,
+        "cuda_runtime": build.cuda,
     }
-    if torch.cuda.is_available():
-        info["device"] = torch.cuda.get_device_name(0)
-        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if build.cuda is not None:
+        import torch  # lazy: seconds to import; only a build with CUDA is asked for a device
+
+        info["cuda_available"] = torch.cuda.is_available()
+        if info["cuda_available"]:
+            info["device"] = torch.cuda.get_device_name(0)
+            info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     sanitizer = find_compute_sanitizer()
     info["compute_sanitizer"] = sanitizer or "unavailable"
     if sanitizer:
