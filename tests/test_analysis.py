@@ -15,7 +15,7 @@ from repro import seeds
 from repro.core.analysis import gather, reshape
 from repro.core.analysis.compare import compare_runs
 from repro.core.analysis.rundata import load_run
-from repro.registry import EXPECT_BUG, EXPECT_CORRECT
+from repro.registry import Expectation
 from repro_studies import registry
 from repro_studies.analysis import performance
 
@@ -35,45 +35,45 @@ def obs(status="ok", mismatched=0, total=10, stray=0, error="", **extra):
 @pytest.mark.parametrize(
     "expect,n,observation,ok",
     [
-        (EXPECT_BUG, 1, obs(), True),  # request 0 is always right
-        (EXPECT_BUG, 1, obs(mismatched=1), False),
-        (EXPECT_BUG, 2, obs(mismatched=3), True),  # the bug reproduces
-        (EXPECT_BUG, 2, obs(), False),  # the bug stopped reproducing: a failed check
-        (EXPECT_BUG, 2, obs(status="crashed", mismatched=None, stray=None, error="illegal memory access"), True),
-        (EXPECT_BUG, 2, obs(status="error", mismatched=None, stray=None, error="TypeError"), False),
-        (EXPECT_CORRECT, 4, obs(), True),
-        (EXPECT_CORRECT, 4, obs(mismatched=1), False),
-        (EXPECT_CORRECT, 4, obs(stray=1), False),  # a row written that nobody asked for
-        (EXPECT_CORRECT, 4, obs(status="crashed", mismatched=None, stray=None), False),
-        (EXPECT_CORRECT, 1, obs(status="timeout", mismatched=None, stray=None), False),
+        (Expectation.BUG, 1, obs(), True),  # request 0 is always right
+        (Expectation.BUG, 1, obs(mismatched=1), False),
+        (Expectation.BUG, 2, obs(mismatched=3), True),  # the bug reproduces
+        (Expectation.BUG, 2, obs(), False),  # the bug stopped reproducing: a failed check
+        (Expectation.BUG, 2, obs(status="crashed", mismatched=None, stray=None, error="illegal memory access"), True),
+        (Expectation.BUG, 2, obs(status="error", mismatched=None, stray=None, error="TypeError"), False),
+        (Expectation.CORRECT, 4, obs(), True),
+        (Expectation.CORRECT, 4, obs(mismatched=1), False),
+        (Expectation.CORRECT, 4, obs(stray=1), False),  # a row written that nobody asked for
+        (Expectation.CORRECT, 4, obs(status="crashed", mismatched=None, stray=None), False),
+        (Expectation.CORRECT, 1, obs(status="timeout", mismatched=None, stray=None), False),
     ],
 )
 def test_sweep_policy(expect, n, observation, ok):
     row = gather.sweep_row("v", expect, "poison", n, observation)
     assert row["ok"] is ok
     assert row["expected"] == (
-        "differs from reference or faults" if expect == EXPECT_BUG and n > 1 else "matches reference"
+        "differs from reference or faults" if expect == Expectation.BUG and n > 1 else "matches reference"
     )
 
 
 def test_sweep_row_says_what_was_observed():
-    assert gather.sweep_row("v", EXPECT_CORRECT, "in-range", 2, obs(mismatched=3, stray=2))["observed"] == (
+    assert gather.sweep_row("v", Expectation.CORRECT, "in-range", 2, obs(mismatched=3, stray=2))["observed"] == (
         "3/10 tokens differ, 2 stray rows written"
     )
-    crashed = gather.sweep_row("v", EXPECT_BUG, "poison", 2, obs(status="crashed", error="CUDA error: x"))
+    crashed = gather.sweep_row("v", Expectation.BUG, "poison", 2, obs(status="crashed", error="CUDA error: x"))
     assert crashed["observed"] == "crashed: CUDA error: x"
 
 
 @pytest.mark.parametrize(
     "expect,mode,n,outside_view,outside_all,ok",
     [
-        (EXPECT_BUG, "in-range", 2, 5, 0, True),
-        (EXPECT_BUG, "in-range", 2, 0, 0, False),  # the misread must be flagged
-        (EXPECT_BUG, "poison", 2, 5, 7, True),
-        (EXPECT_BUG, "poison", 2, 5, 0, False),  # poison must leave every argument
-        (EXPECT_BUG, "poison", 1, 0, 0, True),
-        (EXPECT_CORRECT, "poison", 4, 0, 1, False),  # no false positive allowed for a correct kernel
-        (EXPECT_CORRECT, "in-range", 4, 0, 0, True),
+        (Expectation.BUG, "in-range", 2, 5, 0, True),
+        (Expectation.BUG, "in-range", 2, 0, 0, False),  # the misread must be flagged
+        (Expectation.BUG, "poison", 2, 5, 7, True),
+        (Expectation.BUG, "poison", 2, 5, 0, False),  # poison must leave every argument
+        (Expectation.BUG, "poison", 1, 0, 0, True),
+        (Expectation.CORRECT, "poison", 4, 0, 1, False),  # no false positive allowed for a correct kernel
+        (Expectation.CORRECT, "in-range", 4, 0, 0, True),
     ],
 )
 def test_checked_interpreter_policy(expect, mode, n, outside_view, outside_all, ok):
@@ -82,18 +82,18 @@ def test_checked_interpreter_policy(expect, mode, n, outside_view, outside_all, 
 
 
 def test_no_memory_row_without_the_checked_interpreter():
-    assert gather.memory_row("v", EXPECT_BUG, "poison", 2, obs(out_of_view_lanes=None)) is None
+    assert gather.memory_row("v", Expectation.BUG, "poison", 2, obs(out_of_view_lanes=None)) is None
 
 
 @pytest.mark.parametrize(
     "expect,mode,n,errors,ok",
     [
-        (EXPECT_BUG, "poison", 2, 100, True),
-        (EXPECT_BUG, "poison", 2, 0, False),
-        (EXPECT_BUG, "in-range", 2, 0, True),  # memcheck's blind spot, expected and stated
-        (EXPECT_BUG, "in-range", 2, 3, False),
-        (EXPECT_CORRECT, "poison", 8, 0, True),
-        (EXPECT_CORRECT, "poison", 8, 1, False),
+        (Expectation.BUG, "poison", 2, 100, True),
+        (Expectation.BUG, "poison", 2, 0, False),
+        (Expectation.BUG, "in-range", 2, 0, True),  # memcheck's blind spot, expected and stated
+        (Expectation.BUG, "in-range", 2, 3, False),
+        (Expectation.CORRECT, "poison", 8, 0, True),
+        (Expectation.CORRECT, "poison", 8, 1, False),
     ],
 )
 def test_memcheck_policy(expect, mode, n, errors, ok):
@@ -123,7 +123,7 @@ def test_a_sanitizer_that_did_not_check_is_never_a_pass():
         "case_status": None,
         "mismatched_tokens": None,
     }
-    assert gather.memcheck_row("v", EXPECT_CORRECT, "poison", 1, res, "log")["ok"] is False
+    assert gather.memcheck_row("v", Expectation.CORRECT, "poison", 1, res, "log")["ok"] is False
 
 
 def test_buggy_reads_walk_the_backing_table_with_the_views_width():

@@ -15,7 +15,7 @@ from repro.core.analysis.gather import case_ok, contiguous_case_row
 from repro.core.evidence.cases import run_case
 from repro.core.evidence.scenarios import ScenarioSpec
 from repro.core.evidence.vllm_cases import run_vllm_cases
-from repro.registry import EXPECT_CORRECT, under_test
+from repro.registry import Expectation, under_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "implementations"))
 
@@ -29,7 +29,7 @@ def test_an_output_repointed_at_a_new_tensor_is_every_token_wrong(target):
     assert result.status == "ok", result.error
     assert result.mismatched_tokens == result.total_tokens > 0
     assert result.out_repointed.startswith("out was repointed"), result
-    assert not case_ok(EXPECT_CORRECT, SPEC.num_reqs, result.to_dict())
+    assert not case_ok(Expectation.CORRECT, SPEC.num_reqs, result.to_dict())
 
 
 @pytest.mark.parametrize("target", REPOINTING)

@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from clitools import write_module
 
-from repro import outcomes
 from repro.core.analysis.gather import case_ok
 from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.scenarios import ScenarioSpec
-from repro.registry import EXPECT_BUG
+from repro.outcomes import Outcome
+from repro.registry import Expectation
 
 pytestmark = pytest.mark.integration
 
@@ -27,18 +27,18 @@ from repro.core.kernels.reference import dequantize_and_gather_reference
 """
 #: name: (module body, status, words the error must hold)
 ENDINGS = {
-    "segfault": ("os.kill(os.getpid(), signal.SIGSEGV)", outcomes.FAULTED, "SIGSEGV: the case's process faulted"),
+    "segfault": ("os.kill(os.getpid(), signal.SIGSEGV)", Outcome.FAULTED, "SIGSEGV: the case's process faulted"),
     "device_fault": (
         "raise RuntimeError('CUDA error: an illegal memory access was encountered')",
-        outcomes.FAULTED,
+        Outcome.FAULTED,
         "illegal memory access",
     ),
-    "oom_killed": ("os.kill(os.getpid(), signal.SIGKILL)", outcomes.KILLED, "SIGKILL during the case"),
-    "device_oom": ("raise RuntimeError('CUDA error: out of memory')", outcomes.OUT_OF_MEMORY, "out of memory"),
-    "exits": ("os._exit(0)", outcomes.EXITED, "exit code 0 during the case"),
-    "sys_exit": ("sys.exit(0)", outcomes.RAISED, "SystemExit(0)"),
-    "hangs": ("time.sleep(600)", outcomes.TIMEOUT, "no result within 3 s of the case's start"),
-    "raises": ("raise ValueError('no')", outcomes.RAISED, "ValueError: no"),
+    "oom_killed": ("os.kill(os.getpid(), signal.SIGKILL)", Outcome.KILLED, "SIGKILL during the case"),
+    "device_oom": ("raise RuntimeError('CUDA error: out of memory')", Outcome.OUT_OF_MEMORY, "out of memory"),
+    "exits": ("os._exit(0)", Outcome.EXITED, "exit code 0 during the case"),
+    "sys_exit": ("sys.exit(0)", Outcome.RAISED, "SystemExit(0)"),
+    "hangs": ("time.sleep(600)", Outcome.TIMEOUT, "no result within 3 s of the case's start"),
+    "raises": ("raise ValueError('no')", Outcome.RAISED, "ValueError: no"),
 }
 
 
@@ -86,24 +86,24 @@ def test_each_ending_is_named_and_only_a_named_fault_is_the_bugs(ended):
         result = ended[f"ends_{name}"][0]
         assert (result.status, words in result.error) == (status, True), (name, result.status, result.error)
         observation = {"status": result.status, "mismatched_tokens": None, "stray_writes": None}
-        assert case_ok(EXPECT_BUG, 2, observation) == (status == outcomes.FAULTED), name
+        assert case_ok(Expectation.BUG, 2, observation) == (status == Outcome.FAULTED), name
 
 
 def test_a_child_that_ends_before_its_case_did_not_start_and_one_that_cannot_import_raised(ended):
     result, child = ended["dies_on_import_in_child"]
-    assert result.status == outcomes.NOT_STARTED and not child.started
+    assert result.status == Outcome.NOT_STARTED and not child.started
     assert "ended with exit code 1 before its case started" in result.error
     result, child = ended["raises_on_import_in_child"]
-    assert result.status == outcomes.RAISED and "cannot import module" in result.error and not child.started
+    assert result.status == Outcome.RAISED and "cannot import module" in result.error and not child.started
 
 
 def test_the_case_clock_starts_at_the_call_not_at_the_process_start(ended):
     """A module that takes 4 s to import and a call that takes milliseconds pass a 1 s limit."""
     result, child = ended["slow_start"]
-    assert result.status == outcomes.OK and result.mismatched_tokens == 0, result.error
+    assert result.status == Outcome.OK and result.mismatched_tokens == 0, result.error
     assert child.started and child.seconds < 1.0
 
 
 def test_a_result_line_on_stdout_is_not_read(ended):
     result, child = ended["prints_a_result"]
-    assert '"status": "ok"' in child.stdout and result.status == outcomes.EXITED
+    assert '"status": "ok"' in child.stdout and result.status == Outcome.EXITED

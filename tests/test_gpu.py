@@ -22,14 +22,14 @@ CHILD = """
 import torch
 from repro.core.evidence.cases import run_case
 from repro.core.evidence.scenarios import ScenarioSpec
-from repro.registry import EXPECT_BUG, implementations
+from repro.registry import Expectation, implementations
 for n in (1, 2, 7):
     spec = ScenarioSpec(num_reqs=n, block_size=64, seq_len_max=700, mode="in-range", max_reqs=8, device="cuda")
     for entry in implementations():
         r = run_case(spec, entry.target)
         assert r.status == "ok", (entry.label, r.error)
         wrong = r.mismatched_tokens > 0
-        assert wrong == (entry.expect == EXPECT_BUG and n > 1), (entry.label, n, r.mismatched_tokens)
+        assert wrong == (entry.expect == Expectation.BUG and n > 1), (entry.label, n, r.mismatched_tokens)
         assert r.stray_writes == 0, (entry.label, n)
 print("GPU-OK")
 """

@@ -34,7 +34,7 @@ from repro.cli.runner import declared_parameters, notebooks
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import Behaviour, behaviour
 from repro.coverage import Geometry
-from repro.outcomes import EXITED, TIMEOUT
+from repro.outcomes import Outcome
 from repro.registry import UNDER_TEST_LABEL, under_test
 from repro.report.verdict import RunVerdict, run_verdict
 from repro.tables import Table
@@ -117,7 +117,7 @@ MUTANTS = {
     "mutants:hangs": (
         "default",
         "Unexpected results",
-        lambda b, e: set(b.silent) == {("default", "in-range", 3)} and b.no_result_status == TIMEOUT,
+        lambda b, e: set(b.silent) == {("default", "in-range", 3)} and b.no_result_status == Outcome.TIMEOUT,
     ),
     "mutants:large_block_ids": (
         "others",
@@ -127,7 +127,7 @@ MUTANTS = {
     "mutants:exits": (
         "default",
         "Unexpected results",
-        lambda b, e: set(b.silent) == {("default", "in-range", 2)} and b.no_result_status == EXITED,
+        lambda b, e: set(b.silent) == {("default", "in-range", 2)} and b.no_result_status == Outcome.EXITED,
     ),
     "mutants:sys_exit": (
         "default",

@@ -10,6 +10,7 @@ import pytest
 from upstream_fakes import V4_MEMBER, cached_release, fixture_source
 
 from repro.core.evidence.scenarios import ScenarioSpec, build_scenario
+from repro.registry import Origin
 from repro_studies import registry
 from repro_studies.notebooks import PerformanceParameters
 from repro_studies.report import phrases
@@ -44,7 +45,7 @@ def test_upstream_arms_say_whose_code_and_round_trip_through_their_fields():
     fixed = registry.arm_of_row(
         {"implementation": "fixed", "table": "narrowed", "release": float("nan"), "copy": False}
     )
-    assert fixed == registry.FIXED_VIEW and fixed.origin == registry.ORIGIN_REPO and not fixed.upstream
+    assert fixed == registry.FIXED_VIEW and fixed.origin == Origin.REPO and not fixed.upstream
 
 
 def test_every_arm_rebuilds_from_the_fields_its_rows_record():
@@ -55,7 +56,7 @@ def test_every_arm_rebuilds_from_the_fields_its_rows_record():
         assert registry.arm_of(**{k: v for k, v in a.fields().items() if k != "form"}, form=a.form or None) == a
     # an outside kernel an older run named: a user's code, styled as the base registry styles that label
     legacy = registry.arm_of("vllm", "contiguous")
-    assert (legacy.origin, legacy.implementation, legacy.table) == (registry.ORIGIN_USER, "vllm", "contiguous")
+    assert (legacy.origin, legacy.implementation, legacy.table) == (Origin.USER, "vllm", "contiguous")
 
 
 def test_upstream_pairs_name_the_four_ratios():

@@ -12,15 +12,14 @@ from repro.core.analysis import gather
 from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.rundata import RunData, load_run
 from repro.core.analysis.verdict import (
-    FIX_VERIFIED,
-    REPRODUCED,
+    Conclusion,
     behaviour,
     implementation_names,
     is_own_implementation,
     judge,
     not_finished,
 )
-from repro.registry import EXPECT_BUG, FIXED, UNDER_TEST_LABEL, expectation
+from repro.registry import FIXED, UNDER_TEST_LABEL, Expectation, expectation
 from repro.report.verdict import run_verdict
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
@@ -65,7 +64,7 @@ def test_the_buggy_kernel_reproducing_and_the_fixed_matching_is_reproduced_and_f
         "Reproduced and fix verified: vllm-project/vllm#55109 "
         "(in 6 cases: 1, 2 and 4 requests; in-range and poison ids)"
     )
-    assert v.findings[0].outcomes == (REPRODUCED, FIX_VERIFIED)
+    assert v.findings[0].outcomes == (Conclusion.REPRODUCED, Conclusion.FIX_VERIFIED)
     bug = v.findings[0].bug_control.behaviour  # wrong from 2 requests in in-range mode, faults on poison ids
     assert (bug.wrong_from, bug.wrong_spread.onward_from, bug.wrong_spread.modes) == (2, 2, ("in-range",))
     assert (bug.fault_from, bug.faults_on_poison_only, bug.faults_observed) == (2, True, True)
@@ -166,8 +165,8 @@ def test_the_committed_runs_lead_with_what_they_showed():
 
 
 def test_expectations_come_from_the_registry():
-    assert expectation("buggy") == EXPECT_BUG
-    assert expectation(UNDER_TEST_LABEL) != EXPECT_BUG
+    assert expectation("buggy") == Expectation.BUG
+    assert expectation(UNDER_TEST_LABEL) != Expectation.BUG
 
 
 def test_an_implementation_that_raises_is_neither_a_verified_fix_nor_the_bug():
@@ -177,7 +176,7 @@ def test_an_implementation_that_raises_is_neither_a_verified_fix_nor_the_bug():
     v = run_verdict(run_of(table))
     assert v.failed == 2 and v.failed_explained == 0
     assert v.title.startswith("Unexpected results: `x.y:gather` gives no result from 4 requests (error: ")
-    assert FIX_VERIFIED not in v.findings[0].outcomes[:1]
+    assert Conclusion.FIX_VERIFIED not in v.findings[0].outcomes[:1]
 
 
 @pytest.mark.parametrize("status", ["timeout", "killed", "exited", "out of memory", "did not start", "error"])

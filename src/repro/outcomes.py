@@ -12,18 +12,24 @@ from __future__ import annotations
 
 import re
 import signal
+from enum import StrEnum
 
-OK = "ok"
-RAISED = "error"  # the implementation (or what it called) raised; the exception is named
-FAULTED = "crashed"  # a named fault (the word earlier runs' tables hold for it)
-TIMEOUT = "timeout"  # no result within the case's time limit, counted from the case's start
-OUT_OF_MEMORY = "out of memory"  # the device or the host ran out of memory
-KILLED = "killed"  # ended by a signal that is not a fault (SIGKILL: the out-of-memory killer, or a person)
-EXITED = "exited"  # the process ended itself (sys.exit, os._exit) during the case, without a result
-NOT_STARTED = "did not start"  # the case's process ended or stalled before the case began
-STATUSES = (OK, RAISED, FAULTED, TIMEOUT, OUT_OF_MEMORY, KILLED, EXITED, NOT_STARTED)
+
+class Outcome(StrEnum):
+    """How a case ended, as its row's ``status`` records it (the words earlier runs' tables hold)."""
+
+    OK = "ok"
+    RAISED = "error"  # the implementation (or what it called) raised; the exception is named
+    FAULTED = "crashed"  # a named fault
+    TIMEOUT = "timeout"  # no result within the case's time limit, counted from the case's start
+    OUT_OF_MEMORY = "out of memory"  # the device or the host ran out of memory
+    KILLED = "killed"  # ended by a signal that is not a fault (SIGKILL: the out-of-memory killer, or a person)
+    EXITED = "exited"  # the process ended itself (sys.exit, os._exit) during the case, without a result
+    NOT_STARTED = "did not start"  # the case's process ended or stalled before the case began
+
+
 #: Statuses of a case that observed nothing, for a reason that is not the bug's: each fails its check.
-NO_OBSERVATION = (RAISED, TIMEOUT, OUT_OF_MEMORY, KILLED, EXITED, NOT_STARTED)
+NO_OBSERVATION = tuple(o for o in Outcome if o not in (Outcome.OK, Outcome.FAULTED))
 
 #: The device faults an out-of-bounds gather can cause, by name, and the words CUDA reports them with.
 DEVICE_FAULTS = {
@@ -49,13 +55,13 @@ def out_of_memory(text: str) -> bool:
     return bool(OUT_OF_MEMORY_TEXT.search(text))
 
 
-def status_of_error(text: str) -> str:
+def status_of_error(text: str) -> Outcome:
     """The status of a case that raised ``text``: a named device fault, out of memory, or raised."""
     if device_fault(text) is not None:
-        return FAULTED
+        return Outcome.FAULTED
     if out_of_memory(text):
-        return OUT_OF_MEMORY
-    return RAISED
+        return Outcome.OUT_OF_MEMORY
+    return Outcome.RAISED
 
 
 def signal_name(number: int) -> str:

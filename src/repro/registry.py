@@ -29,20 +29,36 @@ from repro.plugins import Point, registered
 GATHER_SIGNATURE = "fn(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)"
 GATHER_ARGS = ("out", "k_cache", "seq_lens", "gather_lens", "block_table", "block_size", "offset")
 
-#: What a check expects of an implementation on a column-narrowed table.
-EXPECT_BUG = "reproduces the bug"  # equals the reference at one request, differs or faults from two on
-EXPECT_CORRECT = "matches the reference"  # equals the reference everywhere
 
-#: Whose code an entry runs.
-ORIGIN_REPO = "this repository"
-ORIGIN_USER = "named by the user"
+class Expectation(StrEnum):
+    """What a check expects of an implementation on a column-narrowed table."""
 
-#: What an implementation stands for in the report's story (the report groups and names them by it).
-ROLE_BUG = "the bug"  # the code before the fix
-ROLE_FIX = "the fix"  # the pull request's fix
-ROLE_ALTERNATIVE = "the rejected alternative"
-ROLE_OWN = "in neither pull request"  # a kernel of this repository's own
-ROLE_UNDER_TEST = "under test"  # named by the user
+    BUG = "reproduces the bug"  # equals the reference at one request, differs or faults from two on
+    CORRECT = "matches the reference"  # equals the reference everywhere
+
+
+class Origin(StrEnum):
+    """Whose code an entry runs."""
+
+    REPO = "this repository"
+    USER = "named by the user"
+
+
+class Role(StrEnum):
+    """What an implementation stands for in the report's story (the report groups and names them by it)."""
+
+    BUG = "the bug"  # the code before the fix
+    FIX = "the fix"  # the pull request's fix
+    ALTERNATIVE = "the rejected alternative"
+    OWN = "in neither pull request"  # a kernel of this repository's own
+    UNDER_TEST = "under test"  # named by the user
+
+
+class ReshapeVariant(StrEnum):
+    """The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix."""
+
+    BUGGY = "buggy"
+    FIXED = "fixed"
 
 
 def _style(**kw: Any) -> Mapping[str, Any]:
@@ -61,51 +77,55 @@ class Implementation:
 
     label: str
     target: str  # "package.module:function": the name a run records (and a user's path, imported by its text)
-    expect: str  # EXPECT_BUG or EXPECT_CORRECT
+    expect: Expectation
     may_fault: bool  # poison cases run in their own process
-    display: str
-    origin: str
+    name: str  # how a sentence names it: "the {name} gather"
+    origin: Origin | str  # or the vLLM release whose code it is ("vLLM 0.22.0")
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
     in_sweep: bool = True  # part of notebook 02's sweep and memcheck sweep
-    role: str = ROLE_FIX
+    role: Role = Role.FIX
     #: a registered package's own gather (:data:`Loader`); None for this repository's (repro.core.kernels.own holds
     #: them) and for a user's, imported by ``target``
     loader: Loader | None = field(default=None, compare=False, repr=False)
+    detail: str = ""  # what tells it from the others, after its name in parentheses
+
+    @property
+    def display(self) -> str:
+        return f"{self.name} ({self.detail})" if self.detail else self.name
 
 
 BUGGY = Implementation(
     "buggy",
     "repro.core.kernels.gather:gather_buggy",
-    EXPECT_BUG,
+    Expectation.BUG,
     True,
-    "buggy (row pitch shape[-1])",
-    ORIGIN_REPO,
+    "buggy",
+    Origin.REPO,
     _style(color="#c0392b", marker="o"),
-    role=ROLE_BUG,
+    role=Role.BUG,
+    detail="row pitch shape[-1]",
 )
 FIXED = Implementation(
     "fixed",
     "repro.core.kernels.gather:gather_fixed",
-    EXPECT_CORRECT,
+    Expectation.CORRECT,
     False,
-    "fixed (row pitch stride(0))",
-    ORIGIN_REPO,
+    "fixed",
+    Origin.REPO,
     _style(color="#27ae60", marker="s"),
-    role=ROLE_FIX,
+    role=Role.FIX,
+    detail="row pitch stride(0)",
 )
 CONTIGUOUS_COPY = Implementation(
     "contiguous-copy",
     "repro.core.kernels.gather:gather_contiguous_copy",
-    EXPECT_CORRECT,
+    Expectation.CORRECT,
     False,
     ".contiguous() + buggy kernel",
-    ORIGIN_REPO,
+    Origin.REPO,
     _style(color="#2980b9", marker="^"),
-    role=ROLE_ALTERNATIVE,
+    role=Role.ALTERNATIVE,
 )
-#: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
-RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"
-RESHAPE_VARIANTS = (RESHAPE_BUGGY, RESHAPE_FIXED)
 
 #: Which code produced a row of notebook 01: the repository's model of the runner's reshape.
 CODE_MODEL = "model"
@@ -161,12 +181,12 @@ def under_test(target: str) -> Implementation:
     return Implementation(
         UNDER_TEST_LABEL,
         target,
-        EXPECT_CORRECT,
+        Expectation.CORRECT,
         own.may_fault if own is not None else True,
         f"under test: {target}",
-        ORIGIN_USER,
+        Origin.USER,
         UNDER_TEST_STYLE,
-        role=ROLE_UNDER_TEST,
+        role=Role.UNDER_TEST,
     )
 
 
@@ -180,38 +200,28 @@ def builtin_targets() -> frozenset[str]:
     return frozenset(e.target for e in implementations())
 
 
-def expectations() -> dict[str, str]:
-    """EXPECT_BUG or EXPECT_CORRECT by implementation label (labels not listed: correct)."""
+def expectations() -> dict[str, Expectation]:
+    """What each implementation label is expected to do (labels not listed: correct)."""
     return {e.label: e.expect for e in implementations()}
 
 
-def expectation(label: str) -> str:
-    """EXPECT_BUG or EXPECT_CORRECT for a table's variant label (unknown labels: correct)."""
-    for entry in implementations():
-        if entry.label == label:
-            return entry.expect
-    return EXPECT_CORRECT
+def expectation(label: str) -> Expectation:
+    """What a table's variant label is expected to do (unknown labels: correct)."""
+    return expectations().get(label, Expectation.CORRECT)
 
 
 def style(label: str) -> Mapping[str, Any]:
     """Plot style of an implementation label; a neutral one for labels of other runs."""
-    for entry in implementations():
-        if entry.label == label:
-            return entry.style
-    return UNDER_TEST_STYLE if label == UNDER_TEST_LABEL else _GENERIC_STYLE
+    fallback = UNDER_TEST_STYLE if label == UNDER_TEST_LABEL else _GENERIC_STYLE
+    return next((entry.style for entry in implementations() if entry.label == label), fallback)
 
 
 def prose(label: str) -> str:
     """``the buggy gather (row pitch shape[-1])``: an implementation named in a sentence."""
     for entry in implementations():
         if entry.label == label:
-            head, _, detail = entry.display.partition(" (")
-            return f"the {head} gather" + (f" ({detail}" if detail else "")
+            return f"the {entry.name} gather" + (f" ({entry.detail})" if entry.detail else "")
     return f"the {label} gather"
-
-
-def display(label: str) -> str:
-    return next((entry.display for entry in implementations() if entry.label == label), label)
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,15 +321,12 @@ RESHAPE_REPLICA = CodeRan(Whose.REPLICA, "repro.core.reshape.plan:reshape_kv_cac
 def code_of(label: str) -> CodeRan:
     """The code a registered implementation label runs (this repository's replica or own kernel)."""
     entry = next(e for e in implementations() if e.label == label)
-    return CodeRan(Whose.OWN if entry.role == ROLE_OWN else Whose.REPLICA, entry.target)
+    return CodeRan(Whose.OWN if entry.role == Role.OWN else Whose.REPLICA, entry.target)
 
 
-def role(label: str) -> str:
+def role(label: str) -> Role:
     """The role of a table's variant label; labels this registry does not list are under test."""
-    for entry in implementations():
-        if entry.label == label:
-            return entry.role
-    return ROLE_UNDER_TEST
+    return next((entry.role for entry in implementations() if entry.label == label), Role.UNDER_TEST)
 
 
 def _describe(fn: Callable[..., Any]) -> str:

@@ -19,14 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from repro import registry
-from repro.registry import (
-    EXPECT_CORRECT,
-    ORIGIN_REPO,
-    ORIGIN_USER,
-    ROLE_OWN,
-    Implementation,
-    Registered,
-)
+from repro.registry import Expectation, Implementation, Origin, Registered, Role
 from repro_studies.tables import Table
 
 
@@ -79,7 +72,7 @@ class Arm:
     copy: bool = False
     display: str = field(default="", compare=False)  # short name for report tables and legends
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
-    origin: str = field(default=ORIGIN_REPO, compare=False)  # whose code: ORIGIN_REPO, ORIGIN_USER, "vLLM <release>"
+    origin: Origin | str = field(default=Origin.REPO, compare=False)  # whose code: an Origin or "vLLM <release>"
 
     @property
     def label(self) -> str:
@@ -127,12 +120,12 @@ def _gather_v41_page_split() -> Callable[..., None]:
 FAST = Implementation(
     "fast",
     "repro_studies.kernels.fast:gather_fast",
-    EXPECT_CORRECT,
+    Expectation.CORRECT,
     False,
     "gather_fast",
-    ORIGIN_REPO,
+    Origin.REPO,
     _style(color="#e67e22", marker="D"),
-    role=ROLE_OWN,
+    role=Role.OWN,
     loader=_gather_fast,
 )
 #: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
@@ -141,26 +134,28 @@ FAST = Implementation(
 FAST_V41 = Implementation(
     "fast-v41",
     "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache",
-    EXPECT_CORRECT,
+    Expectation.CORRECT,
     False,
-    "fast V4.1 gather (scales after each token, vLLM 0.33)",
-    ORIGIN_REPO,
+    "fast V4.1 gather",
+    Origin.REPO,
     _style(color="#d35400", marker="P"),
     in_sweep=False,
-    role=ROLE_OWN,
+    role=Role.OWN,
     loader=_gather_v41,
+    detail="scales after each token, vLLM 0.33",
 )
 FAST_V41_PAGE_SPLIT = Implementation(
     "fast-v41-page-split",
     "repro_studies.kernels.fast_v41:dequantize_and_gather_k_cache_page_split",
-    EXPECT_CORRECT,
+    Expectation.CORRECT,
     False,
-    "fast V4.1 gather (page-split scales, vLLM 0.30-0.32)",
-    ORIGIN_REPO,
+    "fast V4.1 gather",
+    Origin.REPO,
     _style(color="#d35400", marker="P", linestyle="--", markerfacecolor="none"),
     in_sweep=False,
-    role=ROLE_OWN,
+    role=Role.OWN,
     loader=_gather_v41_page_split,
+    detail="page-split scales, vLLM 0.30-0.32",
 )
 #: The V4.1 gathers by the page layout they read (True: each token's scales after its data).
 RECORD_GATHERS: Mapping[bool, Implementation] = MappingProxyType({True: FAST_V41, False: FAST_V41_PAGE_SPLIT})
@@ -215,7 +210,7 @@ OUTSIDE_ARM = Arm(
     BlockTable.CONTIGUOUS,
     display="outside (contig)",
     style=_style(color="#c0392b", marker="s", linestyle=":"),
-    origin=ORIGIN_USER,
+    origin=Origin.USER,
 )
 #: Arms whose kernels notebook 03 can time, by the ``bench_variants`` parameter value.
 BENCH_VARIANTS = ("fixed", "fast")
@@ -322,7 +317,7 @@ def arm_of(
             return entry
     if not implementation:
         raise ValueError("implementation: empty")
-    bare = Arm(implementation, table, origin=ORIGIN_USER)
+    bare = Arm(implementation, table, origin=Origin.USER)
     return replace(bare, display=bare.label, style=registry.style(implementation))
 
 

@@ -20,6 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, ScalarFo
 
 from repro import registry
 from repro.coverage import Geometry
+from repro.outcomes import Outcome
 from repro.report.model import Drawn
 
 #: Resolution of the PNGs written into a run folder and embedded in report.html.
@@ -128,7 +129,7 @@ def gather_mismatches(frame: pd.DataFrame) -> Figure:
     )
     f = frame.assign(
         fraction=(frame["mismatched_tokens"].astype(float) / frame["total_tokens"].astype(float)).where(
-            frame["status"] == "ok"
+            frame["status"] == Outcome.OK
         )
     )
     for ax, mode in zip(axes[0], modes):

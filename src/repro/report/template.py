@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, BUG_SPLIT
+from repro.core.analysis.verdict import Bug
 from repro.coverage import DECIDING_REQUESTS
 from repro.registry import CodeRan, Whose
 from repro.report.links import Link
@@ -198,9 +198,7 @@ ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, sho
 # `x is measured`: a figure was recorded (neither None nor NaN)
 ENV.tests["measured"] = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))
 # names every template may use: the two bugs' and the open follow-up's references, the slots of this package's sections
-ENV.globals.update(
-    BUG_RESHAPE=BUG_RESHAPE, BUG_GATHER=BUG_GATHER, BUG_SPLIT=BUG_SPLIT, DECIDING_REQUESTS=DECIDING_REQUESTS, Slot=Slot
-)
+ENV.globals.update(Bug=Bug, DECIDING_REQUESTS=DECIDING_REQUESTS, Slot=Slot)
 
 
 @cache

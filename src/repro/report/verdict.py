@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import (
-    UNDECIDED,
     AnyFinding,
     Bug,
+    Conclusion,
     FindingOf,
     GatherFinding,
     Judgement,
@@ -128,7 +128,7 @@ def _title(
             else f"{len(unfinished)} notebook(s) did not finish"
         )
         return f"Incomplete: {why}; nothing here is a verdict on what did not run", "", False, ""
-    problems = [p for f in findings if UNDECIDED not in f.outcomes for p in f.problems[:1]]
+    problems = [p for f in findings if Conclusion.UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
         return (
             "Unexpected results: "
@@ -137,7 +137,7 @@ def _title(
             False,
             "",
         )
-    open_question = next((f.problems[0] for f in findings if UNDECIDED in f.outcomes), "")
+    open_question = next((f.problems[0] for f in findings if Conclusion.UNDECIDED in f.outcomes), "")
     if open_question:
         return "Undecided: " + open_question, "", False, ""
     subject = next((f for f in findings if f.claim), None)

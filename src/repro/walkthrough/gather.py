@@ -25,13 +25,7 @@ from repro.core.kernels.own import kernel_of
 from repro.coverage import Geometry, SentinelMode
 from repro.parameters import GatherParameters
 from repro.profiles import PROFILES
-from repro.registry import (
-    EXPECT_BUG,
-    Implementation,
-    is_outside,
-    sweep_implementations,
-    under_test,
-)
+from repro.registry import Expectation, Implementation, is_outside, sweep_implementations, under_test
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Progress, Session, Setup
 
@@ -267,7 +261,7 @@ class GatherWalkthrough:
                 aggfunc="first",
             )
             buggy = mem[
-                mem.variant.map(lambda v: v in {e.label for e in self.implementations if e.expect == EXPECT_BUG})
+                mem.variant.map(lambda v: v in {e.label for e in self.implementations if e.expect == Expectation.BUG})
             ]
             lines = buggy.sort_values("num_reqs").iloc[-1]["lines"] if len(buggy) else ""
             return pivot, lines

@@ -20,9 +20,9 @@ from repro.core.analysis import reshape as rules
 from repro.core.geometry.specs import KVCacheSpec, catalogue_table, dsv4_catalogue, group_kernel_block_size
 from repro.core.reshape import plan as model
 from repro.core.reshape.evidence import Attempt, attempt_reshape, group_rows, split_ratio_rows
-from repro.core.reshape.plan import VARIANTS, ReshapePlan, check_aliasing, identify_groups, plan_reshape
+from repro.core.reshape.plan import ReshapePlan, check_aliasing, identify_groups, plan_reshape
 from repro.parameters import ReshapeParameters
-from repro.registry import CODE_MODEL, RESHAPE_FIXED
+from repro.registry import CODE_MODEL, ReshapeVariant
 from repro.tables import Facts, Notebook, Table
 from repro.walkthrough.session import Session, Setup
 from repro.walkthrough.source import Source, source_of
@@ -102,7 +102,7 @@ class ReshapeWalkthrough:
         """Both variants' plans for the reported cache over the pool, and as_strided's bound spelled out."""
         self.session.cell("arithmetic")
         c = self.cache
-        self.plans = {v: plan_reshape(c, self.pool_bytes, group_kernel_block_size(c), v) for v in VARIANTS}
+        self.plans = {v: plan_reshape(c, self.pool_bytes, group_kernel_block_size(c), v) for v in ReshapeVariant}
         table = pd.DataFrame(
             [
                 {
@@ -200,7 +200,7 @@ class ReshapeWalkthrough:
         self.record_model(
             SPLIT,
             [
-                {"variant": RESHAPE_FIXED, **{k: str(v) if isinstance(v, list) else v for k, v in row.items()}}
+                {"variant": ReshapeVariant.FIXED, **{k: str(v) if isinstance(v, list) else v for k, v in row.items()}}
                 for row in split.to_dict("records")
             ],
         )

@@ -17,7 +17,8 @@ from repro.core.analysis.provenance import provenance_short
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import implementation_names
 from repro.core.geometry.layout import gather_bytes
-from repro_studies.registry import COPY_OVERHEAD_PAIR, ORIGIN_USER, STRIDE_COST_PAIRS, Arm, arms_by_label
+from repro.registry import Origin
+from repro_studies.registry import COPY_OVERHEAD_PAIR, STRIDE_COST_PAIRS, Arm, arms_by_label
 from repro_studies.tables import Table
 
 #: The fix costs nothing if narrowed / contiguous stays inside this band.
@@ -44,7 +45,7 @@ def outside_arms(medians: pd.DataFrame) -> list[str]:
     """Labels of the arms a timing table's rows record as a user's code: the kernel named by the
     ``reference_gather`` parameter (e.g. an installed vLLM's kernel timed beside ours), neither the repository's
     own arms nor a release's arms loaded by ``repro_studies.upstream`` (reported apart)."""
-    return [label for label, a in arms_by_label(medians).items() if a.origin == ORIGIN_USER]
+    return [label for label, a in arms_by_label(medians).items() if a.origin == Origin.USER]
 
 
 def _by_arm(rows: pd.DataFrame, value: str) -> dict[Arm, float]:
@@ -89,7 +90,7 @@ def ratio_rows(medians: pd.DataFrame, ceiling_tbps: float) -> pd.DataFrame:
     fixed_view, fixed_contig = STRIDE_COST_PAIRS["fixed"]
     copy_arm, copy_base = COPY_OVERHEAD_PAIR
     fast_view, fast_contig = STRIDE_COST_PAIRS[FASTEST]
-    outside = [(label, a) for label, a in arms_by_label(medians).items() if a.origin == ORIGIN_USER]
+    outside = [(label, a) for label, a in arms_by_label(medians).items() if a.origin == Origin.USER]
     for (L, n, mode), g in medians.groupby(["seq_len", "num_reqs", "launch"], sort=True):
         t = _by_arm(g, "median_us")
         row = {"seq_len": L, "num_reqs": n, "launch": mode}

@@ -7,7 +7,7 @@ Rules, per (release, kernel, variant):
   ``unknown release``, ``download failed``, ``bad wheel`` (:data:`~repro_studies.registry.VERDICT_ARM_LEVEL`;
   its reason is kept);
 * a case *faults* when it ended in a named fault (an illegal address, SIGSEGV of the case, ...:
-  :data:`repro.outcomes.FAULTED`), or when the bounds-checked interpreter counted lanes outside every
+  :data:`repro.outcomes.Outcome.FAULTED`), or when the bounds-checked interpreter counted lanes outside every
   argument (an address that would fault); a timeout or any other ending is not a fault;
 * a case is *wrong* when it ran and any gathered token differs bitwise from the reference, or a row
   outside the gather range was written;
@@ -26,15 +26,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.core.analysis.verdict import (
-    BUG_GATHER,
-    FIX_NOT_VERIFIED,
-    FIX_VERIFIED,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    Finding,
-)
-from repro.outcomes import FAULTED, NO_OBSERVATION
+from repro.core.analysis.verdict import Bug, Conclusion, Finding
+from repro.outcomes import NO_OBSERVATION, Outcome
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.registry import (
     VERDICT_ARM_LEVEL,
@@ -47,7 +40,6 @@ from repro_studies.registry import (
 )
 
 ARM_STATUSES = tuple(str(c) for c in VERDICT_ARM_LEVEL)
-CASE_FAULTS = (FAULTED,)
 KEY = ["release", "kernel", "variant"]
 VERDICT_COLUMNS = [
     "release",
@@ -86,8 +78,8 @@ def case_flags(frame: pd.DataFrame) -> pd.DataFrame:
     oob = _num(f.get("out_of_bounds_lanes", pd.Series(index=f.index, dtype=float))).fillna(0)
     mism = _num(f["mismatched_tokens"]).fillna(0)
     stray = _num(f["stray_writes"]).fillna(0)
-    f["faults"] = status.isin(CASE_FAULTS) | ((status == "ok") & (oob > 0))
-    f["wrong"] = (status == "ok") & ((mism > 0) | (stray > 0))
+    f["faults"] = (status == Outcome.FAULTED) | ((status == Outcome.OK) & (oob > 0))
+    f["wrong"] = (status == Outcome.OK) & ((mism > 0) | (stray > 0))
     f["raised"] = status.isin(NO_OBSERVATION)
     return f
 
@@ -121,7 +113,7 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         c = case_flags(g)
         n = _num(c["num_reqs"])
-        ran = c[c["status"] == "ok"]
+        ran = c[c["status"] == Outcome.OK]
         total = _num(ran["total_tokens"]).sum()
         fraction = float(_num(ran["mismatched_tokens"]).sum() / total) if total else None
         first_wrong = int(n[c["wrong"]].min()) if c["wrong"].any() else None
@@ -395,9 +387,9 @@ def releases_finding(matrix: pd.DataFrame) -> Finding:
         split.releases,
     )
     span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
-    outcomes = [REPRODUCED if len(bad) else NOT_REPRODUCED]
+    outcomes = [Conclusion.REPRODUCED if len(bad) else Conclusion.NOT_REPRODUCED]
     if len(tried):
-        outcomes.append(FIX_VERIFIED if len(fixed) == len(tried) else FIX_NOT_VERIFIED)
+        outcomes.append(Conclusion.FIX_VERIFIED if len(fixed) == len(tried) else Conclusion.FIX_NOT_VERIFIED)
     faulting = len(split.faulting)
     text = (
         f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
@@ -416,4 +408,4 @@ def releases_finding(matrix: pd.DataFrame) -> Finding:
         for r in tried.itertuples()
         if r.patch != PatchOutcome.FIXED
     ]
-    return Finding(BUG_GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
+    return Finding(Bug.GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)

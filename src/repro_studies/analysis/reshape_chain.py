@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from repro.core.analysis.verdict import BUG_RESHAPE, NOT_REPRODUCED, REPRODUCED, Finding
+from repro.core.analysis.verdict import Bug, Conclusion, Finding
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import (
     CELL_FAILURES,
@@ -741,7 +741,7 @@ def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
     releases = sorted(frame.release.unique(), key=version_key)
     span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
     reached = frame[frame.answer == Bug1Answer.REACHED]
-    outcomes = [REPRODUCED if len(reached) else NOT_REPRODUCED]
+    outcomes = [Conclusion.REPRODUCED if len(reached) else Conclusion.NOT_REPRODUCED]
     where = [
         f"the {runner} runner of vLLM {release_ranges(sorted(g.release, key=version_key), whole)} with "
         + " or ".join(f"`{c}`" for c in dict.fromkeys(str(c) for c in g.configuration if str(c)))
@@ -754,4 +754,4 @@ def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
         f"vLLM {r.release} {r.runner}: {r.answer}"
         for r in frame[frame.answer.isin((Bug1Answer.OTHER_FAILURE, Bug1Answer.VIEWS_WRONG))].itertuples()
     ]
-    return Finding(BUG_RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)
+    return Finding(Bug.RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)

@@ -21,7 +21,7 @@ from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_sc
 from repro.core.geometry.layout import FLASHMLA_ALIGNMENT, HEAD_DIM, ceil_div, round_up
 from repro.core.geometry.records import RecordLayout, layout_for
 from repro.coverage import SentinelMode
-from repro.registry import ORIGIN_REPO
+from repro.registry import Origin
 from repro_studies.evidence import timing
 from repro_studies.kernel_id import KernelFamily, KernelKind
 from repro_studies.kernels.records_reference import NEGATIVE_ZERO_BITS, decoded_negative_zero
@@ -149,7 +149,7 @@ class Candidate:
     kind: str
     interleaved: bool
     name: str  # a registry label, a tuning variant key, or "<origin> patched"
-    code: str  # who wrote it: the registry's ORIGIN_REPO or "vLLM <version>" read from the wheel
+    code: str  # who wrote it: the registry's Origin.REPO or "vLLM <version>" read from the wheel
     fn: Callable[..., None]
     settings: dict
     upstream: bool = False  # a release's kernel (what the others are compared with)
@@ -163,7 +163,7 @@ def ours(kind: str, interleaved: bool, name: str, settings: dict) -> Candidate:
     )
 
     fn = partial(fast_v41.gather_v41_with, interleaved=interleaved, **settings)
-    return Candidate(kind, interleaved, name, ORIGIN_REPO, fn, settings)
+    return Candidate(kind, interleaved, name, Origin.REPO, fn, settings)
 
 
 def load_release_gather(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE
+from repro.core.analysis.verdict import Bug
 from repro.report.model import Common, Insert, Slot, TemplateFile
 from repro.report.sections.summary import outcomes
 from repro_studies.analysis import upstream_cost
@@ -81,7 +81,7 @@ def releases(c: Common) -> Releases | None:
     if not split.releases:
         return None
     return Releases(
-        outcomes=outcomes(c, BUG_GATHER, releases=True),
+        outcomes=outcomes(c, Bug.GATHER, releases=True),
         first=split.releases[0],
         last=split.releases[-1],
         releases=len(split.releases),
@@ -125,7 +125,7 @@ def bug1_releases(c: Common) -> Bug1Releases | None:
             continue
         others.setdefault(g.answer, {}).setdefault(g.releases, []).append(g.runner)
     return Bug1Releases(
-        outcomes(c, BUG_RESHAPE, releases=True),
+        outcomes(c, Bug.RESHAPE, releases=True),
         releases[0],
         releases[-1],
         shared,

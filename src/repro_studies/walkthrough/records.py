@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from repro.registry import ORIGIN_REPO
+from repro.registry import Origin
 from repro.walkthrough.session import Session
 from repro_studies.analysis import records as rules
 from repro_studies.evidence.records_perf import (
@@ -50,7 +50,7 @@ class RecordGathers:
     def _ours(self, kind: str, interleaved: bool):
 
         entry = RECORD_GATHERS[interleaved]
-        return Candidate(kind, interleaved, entry.label, ORIGIN_REPO, entry.loader(), {})
+        return Candidate(kind, interleaved, entry.label, Origin.REPO, entry.loader(), {})
 
     def load(self) -> pd.DataFrame:
         """One row per (release, record): the kernel loaded and patched, or why not."""

@@ -23,8 +23,9 @@ from pygments.lexers import PythonLexer
 
 from repro import seeds
 from repro.core.geometry.specs import dsv4_catalogue, group_kernel_block_size
-from repro.core.reshape.plan import VARIANTS, plan_reshape
+from repro.core.reshape.plan import plan_reshape
 from repro.parameters import ParameterError
+from repro.registry import ReshapeVariant
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import reshape_chain as analysis
 from repro_studies.notebooks import ReshapeReleasesParameters
@@ -363,7 +364,7 @@ def unreleased_model(ctx: Context) -> pd.DataFrame:
     seed = seeds.load(43988)
     spec = next(s for s in dsv4_catalogue(256) if s.name == REPORTED_CACHE)
     rows = []
-    for variant in VARIANTS:
+    for variant in ReshapeVariant:
         p = plan_reshape(spec, seed["reported"]["available_bytes"], group_kernel_block_size(spec), variant)
         rows.append(
             {

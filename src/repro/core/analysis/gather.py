@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from repro.coverage import Geometry, SentinelMode
-from repro.outcomes import FAULTED, OK
-from repro.registry import EXPECT_BUG
+from repro.outcomes import Outcome
+from repro.registry import Expectation
 
 #: memcheck's blind spot: what it checks, and why an in-range misread escapes it (expected texts name the first).
 MEMCHECK_CHECKS = "memcheck checks accesses against allocations, not tensor views"
@@ -25,7 +25,7 @@ MEMCHECK_IN_RANGE_MISREADS = (
 
 
 def expected_text(expect: str, num_reqs: int) -> str:
-    if expect == EXPECT_BUG:
+    if expect == Expectation.BUG:
         return "matches reference" if num_reqs == 1 else "differs from reference or faults"
     return "matches reference"
 
@@ -46,7 +46,7 @@ def observed_text(obs: Mapping[str, Any]) -> str:
     changed = "; ".join(
         t for t in (changed_inputs_text(obs.get("changed_inputs")), _text(obs.get("out_repointed"))) if t
     )
-    if obs["status"] != OK:
+    if obs["status"] != Outcome.OK:
         return "; ".join(t for t in (f"{obs['status']}: {obs.get('error', '')}"[:200], changed) if t)
     text = f"{obs['mismatched_tokens']}/{obs['total_tokens']} tokens differ"
     if obs.get("stray_writes"):
@@ -56,18 +56,18 @@ def observed_text(obs: Mapping[str, Any]) -> str:
 
 def case_ok(expect: str, num_reqs: int, obs: Mapping[str, Any]) -> bool:
     """The verdict of one sweep case. A case that changed an input fails whatever its output; only a named
-    fault (:data:`repro.outcomes.FAULTED`) counts as the bug's fault, never another ending. An ``out`` repointed
+    fault (:data:`repro.outcomes.Outcome.FAULTED`) counts as the bug's fault, never another ending. An ``out`` repointed
     away from the caller's buffer fails too: the caller's buffer is the output."""
     if changed_inputs_text(obs.get("changed_inputs")) or _text(obs.get("out_repointed")):
         return False
-    clean = obs["status"] == OK and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
-    if expect == EXPECT_BUG and num_reqs > 1:
-        return obs["status"] == FAULTED or (obs["status"] == OK and (obs["mismatched_tokens"] or 0) > 0)
+    clean = obs["status"] == Outcome.OK and obs["mismatched_tokens"] == 0 and obs["stray_writes"] == 0
+    if expect == Expectation.BUG and num_reqs > 1:
+        return obs["status"] == Outcome.FAULTED or (obs["status"] == Outcome.OK and (obs["mismatched_tokens"] or 0) > 0)
     return clean
 
 
 def check_name(expect: str) -> str:
-    return "buggy kernel reproduces the bug" if expect == EXPECT_BUG else "gather matches the reference"
+    return "buggy kernel reproduces the bug" if expect == Expectation.BUG else "gather matches the reference"
 
 
 def sweep_row(
@@ -109,7 +109,7 @@ def memory_expectation(expect: str, mode: str, num_reqs: int, obs: Mapping[str, 
     if obs.get("out_of_view_lanes") is None:
         return None
     flagged = obs["out_of_bounds_lanes"] if mode == SentinelMode.POISON else obs["out_of_view_lanes"]
-    if expect == EXPECT_BUG and num_reqs > 1:
+    if expect == Expectation.BUG and num_reqs > 1:
         what = "lanes outside every argument" if mode == SentinelMode.POISON else "block-table lanes outside the view"
         return f"> 0 {what}", flagged > 0
     return "0 flagged lanes", (obs["out_of_view_lanes"] + obs["out_of_bounds_lanes"]) == 0
@@ -139,7 +139,7 @@ def memory_row(
 
 def memcheck_expectation(expect: str, mode: str, num_reqs: int) -> tuple[str, bool]:
     """(expected text, whether errors are expected). In-range misreads are memcheck's blind spot."""
-    if expect == EXPECT_BUG and num_reqs > 1:
+    if expect == Expectation.BUG and num_reqs > 1:
         if mode == SentinelMode.POISON:
             return "> 0 errors (reads outside the K cache)", True
         return f"0 errors although the output is wrong ({MEMCHECK_CHECKS})", False
@@ -271,7 +271,7 @@ def geometry_summary(frame: pd.DataFrame) -> pd.DataFrame:
         row = {"geometry": str(geometry), "case": what, "requests": ", ".join(map(str, counts))}
         for variant, mine in cases.groupby("variant", sort=False):
             ok = (
-                (mine["status"] == OK)
+                (mine["status"] == Outcome.OK)
                 & (mine["mismatched_tokens"].fillna(0) == 0)
                 & (mine["stray_writes"].fillna(0) == 0)
             )

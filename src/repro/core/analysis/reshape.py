@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from repro.core.analysis.checks import truthy
-from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.registry import ReshapeVariant
 
 #: The check of the sibling overrun (vLLM #54877) among notebook 01's checks.
 SPLIT_CHECK = "fixed reshape over-asks by the split ratio (vLLM #54877)"
@@ -89,7 +89,7 @@ def reported_error_checks(error: Mapping[str, Any] | None, seed: Mapping[str, An
     return [
         {
             "check": f"buggy reshape raises the reported error: {what}",
-            "variant": RESHAPE_BUGGY,
+            "variant": ReshapeVariant.BUGGY,
             "expected": str(want),
             "observed": str(got),
             "ok": got == want,
@@ -102,7 +102,7 @@ def identification_check(matches: Sequence[str]) -> dict:
     """The reported sizes and strides must identify exactly one cache group."""
     return {
         "check": "the reported error identifies one cache group",
-        "variant": RESHAPE_BUGGY,
+        "variant": ReshapeVariant.BUGGY,
         "expected": "exactly one group",
         "observed": ", ".join(matches) or "none",
         "ok": len(matches) == 1,
@@ -117,14 +117,14 @@ def fixed_fit_checks(
     return [
         {
             "check": "fixed reshape required bytes",
-            "variant": RESHAPE_FIXED,
+            "variant": ReshapeVariant.FIXED,
             "expected": str(want),
             "observed": str(required_bytes),
             "ok": view_built and required_bytes == want,
         },
         {
             "check": "unused tail is the last page's padding",
-            "variant": RESHAPE_FIXED,
+            "variant": ReshapeVariant.FIXED,
             "expected": str(page_tail_bytes),
             "observed": str(unused_tail_bytes),
             "ok": unused_tail_bytes == page_tail_bytes,
@@ -135,7 +135,7 @@ def fixed_fit_checks(
 def aliasing_check(payload_mismatches: int, padding_bytes_changed: int) -> dict:
     return {
         "check": "fixed view aliases exactly the right bytes",
-        "variant": RESHAPE_FIXED,
+        "variant": ReshapeVariant.FIXED,
         "expected": "0 payload mismatches, 0 padding bytes changed",
         "observed": f"{payload_mismatches} mismatches, {padding_bytes_changed} padding changed",
         "ok": payload_mismatches == 0 and padding_bytes_changed == 0,
@@ -147,12 +147,12 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
     padded specs (so it does not fit) and is identical to fixed for uncompressed specs."""
     checks = []
     for group, g in frame.groupby("cache group", sort=False):
-        buggy = g[g.variant == RESHAPE_BUGGY].iloc[0]
-        fixed = g[g.variant == RESHAPE_FIXED].iloc[0]
+        buggy = g[g.variant == ReshapeVariant.BUGGY].iloc[0]
+        fixed = g[g.variant == ReshapeVariant.FIXED].iloc[0]
         checks.append(
             {
                 "check": f"fixed reshape fits: {group}",
-                "variant": RESHAPE_FIXED,
+                "variant": ReshapeVariant.FIXED,
                 "expected": "fits",
                 "observed": f"{fixed.required_bytes} of {fixed.available_bytes} bytes",
                 "ok": bool(fixed.fits),
@@ -163,7 +163,7 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
             checks.append(
                 {
                     "check": f"buggy overrun equals the compress ratio: {group}",
-                    "variant": RESHAPE_BUGGY,
+                    "variant": ReshapeVariant.BUGGY,
                     "expected": f"{buggy.compress_ratio}x the fixed view's blocks, does not fit",
                     "observed": f"{ratio:g}x the blocks ({buggy.overrun:.6f}x the pool), fits={bool(buggy.fits)}",
                     "ok": (not buggy.fits) and buggy["shape"][0] == buggy.compress_ratio * fixed["shape"][0],
@@ -174,7 +174,7 @@ def group_checks(frame: pd.DataFrame) -> list[dict]:
             checks.append(
                 {
                     "check": f"uncompressed spec unchanged by the fix: {group}",
-                    "variant": RESHAPE_BUGGY,
+                    "variant": ReshapeVariant.BUGGY,
                     "expected": f"fixed's shape {fixed['shape']} and strides {fixed['strides']}",
                     "observed": f"{buggy['shape']} {buggy['strides']}",
                     "ok": bool(same),
@@ -196,7 +196,7 @@ def split_ratio_checks(split: pd.DataFrame) -> list[dict]:
         rows.append(
             {
                 "check": SPLIT_CHECK,
-                "variant": RESHAPE_FIXED,
+                "variant": ReshapeVariant.FIXED,
                 "expected": "fits" if r.split_ratio == 1 else f"does not fit, about {r.split_ratio}x",
                 "observed": f"{r.overrun:.4f}x, fits={bool(r.fits)}",
                 "ok": split_ratio_shown(r.split_ratio, r.overrun, r.fits),
@@ -243,8 +243,8 @@ def group_summary(groups: pd.DataFrame) -> pd.DataFrame:
     extent over the pool, the fixed view's extent and whether it fits (the per-variant table, pivoted)."""
     rows = []
     for group, g in groups.groupby("cache group", sort=False):
-        buggy = g[g["variant"] == RESHAPE_BUGGY].iloc[0]
-        fixed = g[g["variant"] == RESHAPE_FIXED].iloc[0]
+        buggy = g[g["variant"] == ReshapeVariant.BUGGY].iloc[0]
+        fixed = g[g["variant"] == ReshapeVariant.FIXED].iloc[0]
         rows.append(
             {
                 "cache group": group,

@@ -28,8 +28,8 @@ from repro.core.analysis.gather import case_ok, memcheck_expectation, memory_exp
 from repro.core.analysis.provenance import provenance_name
 from repro.core.analysis.rundata import RunData
 from repro.coverage import DECIDING_REQUESTS, Geometry, SentinelMode
-from repro.outcomes import FAULTED, OK
-from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
+from repro.outcomes import Outcome
+from repro.registry import Expectation, ReshapeVariant, Role
 from repro.tables import Table
 
 
@@ -52,20 +52,14 @@ class Bug(StrEnum):
     title: str
 
 
-BUG_RESHAPE = Bug.RESHAPE
-BUG_GATHER = Bug.GATHER
-BUG_SPLIT = Bug.SPLIT
+class Conclusion(StrEnum):
+    """What a finding shows about its bug: the words the report prints for it."""
 
-REPRODUCED = "reproduced"
-UNDECIDED = "undecided"  # no case ran that could tell the buggy from the fixed behaviour
-FIX_VERIFIED = "fix verified"
-NOT_REPRODUCED = "not reproduced"
-FIX_NOT_VERIFIED = "fix not verified"
-INCOMPLETE = "incomplete"
-#: Case statuses that are the bug's fault: a named one (an illegal address, SIGSEGV of the case, ...).
-FAULT_STATUSES = (FAULTED,)
-#: The sweep, whose rows the gather's behaviour is read from (other tables' failures are named apart).
-SWEEP_TABLE = Table.SWEEP
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not reproduced"
+    FIX_VERIFIED = "fix verified"
+    FIX_NOT_VERIFIED = "fix not verified"
+    UNDECIDED = "undecided"  # no case ran that could tell the buggy from the fixed behaviour
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,8 +155,8 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
     status = rows["status"].astype(str)
     mism = rows["mismatched_tokens"].map(_num)
     stray = rows["stray_writes"].map(_num)
-    wrong = (status == OK) & ((mism > 0) | (stray > 0))
-    faulted = status.isin(FAULT_STATUSES)
+    wrong = (status == Outcome.OK) & ((mism > 0) | (stray > 0))
+    faulted = status == Outcome.FAULTED  # a named fault (an illegal address, SIGSEGV of the case, ...)
     flagged = pd.Series(False, index=rows.index)
     if memory is not None and len(memory) and "out_of_bounds_lanes" in memory:
         mem = memory[memory["variant"] == variant]
@@ -171,12 +165,12 @@ def behaviour(sweep: pd.DataFrame, variant: str, memory: pd.DataFrame | None = N
         flagged = pd.Series([k in keys for k in zip(geometry, mode, n)], index=rows.index)
     bad_fault = faulted | flagged
     observed = [(int(k), _obs(r)) for k, (_, r) in zip(n, rows.iterrows())]
-    signature = bool(len(rows)) and all(case_ok(registry.EXPECT_BUG, k, o) for k, o in observed)
-    every_ok = all(case_ok(EXPECT_CORRECT, k, o) for k, o in observed)
-    nothing = ~status.isin((OK, *FAULT_STATUSES))
+    signature = bool(len(rows)) and all(case_ok(Expectation.BUG, k, o) for k, o in observed)
+    every_ok = all(case_ok(Expectation.CORRECT, k, o) for k, o in observed)
+    nothing = ~status.isin((Outcome.OK, Outcome.FAULTED))
     first_nothing = rows[nothing].assign(_n=n[nothing]).sort_values("_n").head(1)
     changed = sorted({name.strip() for o in (o for _, o in observed) for name in o["changed_inputs"].split(",")} - {""})
-    ran = (status == OK) & (geometry == Geometry.DEFAULT)
+    ran = (status == Outcome.OK) & (geometry == Geometry.DEFAULT)
     cases = list(zip(geometry, mode, n.astype(int)))
 
     def picked(mask: pd.Series) -> tuple[Case, ...]:
@@ -330,7 +324,7 @@ class Finding:
 
     bug: str
     title: str
-    outcomes: list[str]
+    outcomes: list[Conclusion]
     text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
@@ -373,7 +367,7 @@ class GatherFinding:
     test. ``decides``: False when no case ran that can tell the buggy from the fixed pitch (the outcome is then
     ``undecided``)."""
 
-    outcomes: tuple[str, ...]
+    outcomes: tuple[Conclusion, ...]
     coverage: Coverage
     controls: tuple[Control, ...] = ()
     under_test: UnderTest | None = None
@@ -394,7 +388,7 @@ class ReshapeFinding:
     group that does not fit, how many of the fixed view's groups fit, whether the split follow-up showed (``None``:
     not checked) and the failed checks of each view as (check, observed)."""
 
-    outcomes: tuple[str, ...]
+    outcomes: tuple[Conclusion, ...]
     overruns: tuple[tuple[str, float], ...] = ()
     fixed_fits: int = 0
     fixed_groups: int = 0
@@ -449,17 +443,17 @@ def gather_finding(
     seen = {v: behaviour(sweep, v, memory) for v in variants}
     ran = coverage(sweep)
     if not ran.decides:  # buggy and fixed cannot differ in any case that ran: nothing is shown either way
-        return GatherFinding((UNDECIDED,), ran), seen
-    expected = (registry.ROLE_FIX, registry.ROLE_ALTERNATIVE, registry.ROLE_OWN)
-    bug = [v for v in variants if registry.role(v) == registry.ROLE_BUG]
-    fix = [v for v in variants if registry.role(v) == registry.ROLE_FIX]
+        return GatherFinding((Conclusion.UNDECIDED,), ran), seen
+    expected = (Role.FIX, Role.ALTERNATIVE, Role.OWN)
+    bug = [v for v in variants if registry.role(v) == Role.BUG]
+    fix = [v for v in variants if registry.role(v) == Role.FIX]
     controls = [Control(v, seen[v], True) for v in bug]
     controls += [Control(v, seen[v], False) for v in variants if registry.role(v) in expected]
     outcomes = []
     if bug:
-        outcomes.append(REPRODUCED if all(seen[v].bug_signature for v in bug) else NOT_REPRODUCED)
+        outcomes.append(Conclusion.REPRODUCED if all(seen[v].bug_signature for v in bug) else Conclusion.NOT_REPRODUCED)
     if fix:
-        outcomes.append(FIX_VERIFIED if all(seen[v].correct for v in fix) else FIX_NOT_VERIFIED)
+        outcomes.append(Conclusion.FIX_VERIFIED if all(seen[v].correct for v in fix) else Conclusion.FIX_NOT_VERIFIED)
     under = None
     if registry.UNDER_TEST_LABEL in seen:
         u = seen[registry.UNDER_TEST_LABEL]
@@ -468,7 +462,7 @@ def gather_finding(
         like = next((v for v in bug if same_mismatches(u, seen[v])), "")
         under = UnderTest(under_test_name, target, u, own, () if own else elsewhere, like)
         if not own and not elsewhere and (u.bug_signature or u.correct):
-            shown = REPRODUCED if u.bug_signature else FIX_VERIFIED
+            shown = Conclusion.REPRODUCED if u.bug_signature else Conclusion.FIX_VERIFIED
             outcomes = [shown, *[o for o in outcomes if o != shown]]
     return GatherFinding(tuple(outcomes), ran, tuple(controls), under), seen
 
@@ -478,22 +472,25 @@ def reshape_finding(checks: pd.DataFrame, groups: pd.DataFrame | None, split_che
     ok = checks["ok"].map(truthy)
     variant = checks["variant"].astype(str)
     split = checks["check"] == split_check
-    bug_ok = bool(ok[(variant == RESHAPE_BUGGY) & ~split].all())
-    fix_ok = bool(ok[(variant == RESHAPE_FIXED) & ~split].all())
+    bug_ok = bool(ok[(variant == ReshapeVariant.BUGGY) & ~split].all())
+    fix_ok = bool(ok[(variant == ReshapeVariant.FIXED) & ~split].all())
     overruns, fits, of = (), 0, 0
     if groups is not None and len(groups):
-        buggy = groups[(groups["variant"] == RESHAPE_BUGGY) & ~groups["fits"].map(truthy)]
-        fixed = groups[groups["variant"] == RESHAPE_FIXED]
+        buggy = groups[(groups["variant"] == ReshapeVariant.BUGGY) & ~groups["fits"].map(truthy)]
+        fixed = groups[groups["variant"] == ReshapeVariant.FIXED]
         overruns = tuple((str(g), float(o)) for g, o in zip(buggy["cache group"], buggy["overrun"]))
         fits, of = int(fixed["fits"].map(truthy).sum()), len(fixed)
     failed = tuple(
         (str(c), str(o))
-        for who, shown in ((RESHAPE_BUGGY, bug_ok), (RESHAPE_FIXED, fix_ok))
+        for who, shown in ((ReshapeVariant.BUGGY, bug_ok), (ReshapeVariant.FIXED, fix_ok))
         if not shown
         for c, o in zip(checks["check"][~ok & (variant == who)], checks["observed"][~ok & (variant == who)])
     )
     return ReshapeFinding(
-        outcomes=(REPRODUCED if bug_ok else NOT_REPRODUCED, FIX_VERIFIED if fix_ok else FIX_NOT_VERIFIED),
+        outcomes=(
+            Conclusion.REPRODUCED if bug_ok else Conclusion.NOT_REPRODUCED,
+            Conclusion.FIX_VERIFIED if fix_ok else Conclusion.FIX_NOT_VERIFIED,
+        ),
         overruns=overruns,
         fixed_fits=fits,
         fixed_groups=of,
@@ -535,16 +532,16 @@ def _explained(row: pd.Series) -> bool:
         return False
     n, mode = _num(row.get("num_reqs")), str(row["mode"])
     if "error_count" in row and "sanitizer_status" in row:
-        _, want = memcheck_expectation(registry.EXPECT_BUG, mode, n)
+        _, want = memcheck_expectation(Expectation.BUG, mode, n)
         return str(row["sanitizer_status"]) in ("clean", "errors") and (_num(row["error_count"]) > 0) == want
     if "status" in row and "mismatched_tokens" in row:
-        return case_ok(registry.EXPECT_BUG, n, _obs(row))
+        return case_ok(Expectation.BUG, n, _obs(row))
     if "out_of_view_lanes" in row and "out_of_bounds_lanes" in row:
         lanes = {
             "out_of_view_lanes": _num(row["out_of_view_lanes"]),
             "out_of_bounds_lanes": _num(row["out_of_bounds_lanes"]),
         }
-        expectation = memory_expectation(registry.EXPECT_BUG, mode, n, lanes)
+        expectation = memory_expectation(Expectation.BUG, mode, n, lanes)
         return expectation is not None and expectation[1]
     return False
 
@@ -555,7 +552,7 @@ def under_test_elsewhere(run: RunData) -> list[str]:
     failure."""
     out = []
     for name, table in run.check_tables().items():
-        if name == SWEEP_TABLE or "variant" not in table:
+        if name == Table.SWEEP or "variant" not in table:
             continue
         rows = table[table["variant"].astype(str) == registry.UNDER_TEST_LABEL]
         bad = rows[~rows["ok"].map(truthy)]
@@ -595,13 +592,13 @@ def rule_disagreements(run: RunData) -> list[RuleDisagreement]:
     """Sweep rows whose ``ok`` is not what the checks' rule gives for what the row observed: a table written
     by a process whose rule was changed under it (by the code it ran), or edited since. Each counts as a
     failed check, so the exit code, the checks and the headline cannot part."""
-    sweep = run.table(SWEEP_TABLE)
+    sweep = run.table(Table.SWEEP)
     if sweep is None or not len(sweep) or not {"status", "mismatched_tokens", "variant", "num_reqs"} <= set(sweep):
         return []
     out = []
     expect = registry.expectations()
     for _, row in sweep.iterrows():
-        rule = case_ok(expect.get(str(row["variant"]), EXPECT_CORRECT), _num(row["num_reqs"]), _obs(row))
+        rule = case_ok(expect.get(str(row["variant"]), Expectation.CORRECT), _num(row["num_reqs"]), _obs(row))
         if truthy(row["ok"]) != rule:
             out.append(
                 RuleDisagreement(
@@ -649,7 +646,7 @@ class Undecided:
 def undecided(run: RunData) -> Undecided | None:
     """A run whose sweep ran no case that can tell the buggy from the fixed pitch claims nothing about
     PR #55109, and fails: what it ran (``None`` for any other run)."""
-    sweep = run.table(SWEEP_TABLE)
+    sweep = run.table(Table.SWEEP)
     if sweep is None or not len(sweep) or not {"variant", "num_reqs", "mode"} <= set(sweep):
         return None
     ran = coverage(sweep)
@@ -694,7 +691,7 @@ def judge(run: RunData, split_check: str = "", registered: Sequence[FindingOf] =
     checks = run.table(Table.RESHAPE_CHECKS)
     if checks is not None and len(checks):
         findings.append(reshape_finding(checks, run.table(Table.RESHAPE_GROUPS), split_check))
-    sweep, behaviours = run.table(SWEEP_TABLE), {}
+    sweep, behaviours = run.table(Table.SWEEP), {}
     if sweep is not None and len(sweep):
         finding, behaviours = gather_finding(
             sweep, run.table(Table.MEMORY_SAFETY), names.get("implementation", ""), under_test_elsewhere(run)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from repro import outcomes
 from repro.core.evidence.channel import ChildChannel, case_started
 from repro.core.evidence.checked_interp import checked_interpreter
 from repro.core.evidence.scenarios import GatherScenario, ScenarioSpec, build_scenario
@@ -30,6 +29,7 @@ from repro.core.evidence.watchdog import CaseTimeout, set_parent_death_signal, t
 from repro.core.kernels.own import kernel_of
 from repro.core.kernels.reference import dequantize_and_gather_reference
 from repro.coverage import SentinelMode
+from repro.outcomes import Outcome, status_of_error
 
 if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interpreter
     from repro.core.evidence.checked_interp import CheckReport
@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # imported lazily at run time: it patches Triton's interprete
 @dataclass
 class CaseResult:
     implementation: str
-    status: str  # one of repro.outcomes.STATUSES
+    status: Outcome
     total_tokens: int = 0
     mismatched_tokens: int | None = None
     stray_writes: int | None = None  # output rows outside the gather range that changed
@@ -186,7 +186,7 @@ def run_case(
     """Run one implementation on one scenario; exceptions become a result with their status, never escape,
     and a call past ``timeout_s`` becomes a ``timeout`` result (:func:`~repro.core.evidence.watchdog.time_limit`).
     The limit covers the call, not the import or the scenario before it."""
-    result = CaseResult(implementation=implementation, status=outcomes.OK)
+    result = CaseResult(implementation=implementation, status=Outcome.OK)
     try:
         fn = kernel_of(implementation)
         scenario = scenario or build_scenario(spec)
@@ -210,7 +210,7 @@ def case_outcome(result: CaseResult, timeout_s: float | None, what: str) -> Iter
             except (Exception, SystemExit) as exc:
                 record_error(result, exc)
     except CaseTimeout as exc:
-        result.status, result.error = outcomes.TIMEOUT, str(exc)[:500]
+        result.status, result.error = Outcome.TIMEOUT, str(exc)[:500]
 
 
 def observe_call(
@@ -250,7 +250,7 @@ def record_error(result: CaseResult, exc: BaseException) -> None:
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SystemExit):
         text = f"SystemExit({exc.code!r}): the implementation tried to end the process"
-    result.status = outcomes.status_of_error(text)
+    result.status = status_of_error(text)
     result.error = text[:500]
     result.extra["traceback"] = traceback.format_exc(limit=4)[-1500:]
 
@@ -275,7 +275,7 @@ def serve_case(argv: list[str], run: Callable[[dict, ScenarioSpec], CaseResult])
         print(json.dumps(result.to_dict()), flush=True)
     else:
         channel.send(result.to_dict())
-    return 0 if result.status == outcomes.OK else 3
+    return 0 if result.status == Outcome.OK else 3
 
 
 def _child_main(argv: list[str]) -> int:

@@ -23,11 +23,11 @@ import tempfile
 import time
 from dataclasses import dataclass, fields
 
-from repro import outcomes
 from repro.core.evidence.cases import CaseResult
 from repro.core.evidence.channel import ParentChannel
 from repro.core.evidence.scenarios import ScenarioSpec
 from repro.core.evidence.watchdog import CURRENT_CASE_ENV, current_case, die_with_parent
+from repro.outcomes import FAULT_SIGNALS, Outcome, device_fault, out_of_memory, signal_name
 from repro.registry import ImplementationError
 
 #: Limit for a case's process to reach its case: interpreter, torch, the implementation's import, the scenario.
@@ -123,34 +123,34 @@ def run_child(cmd: list[str], timeout_s: float, env: dict | None = None, startup
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     for line in lines:  # a device fault is named where CUDA says it, wherever that line is
-        if outcomes.device_fault(line) or outcomes.out_of_memory(line):
+        if device_fault(line) or out_of_memory(line):
             return line[:300]
     return lines[-1][:300] if lines else ""
 
 
-def ending(child: ChildRun, timeout_s: float, startup_s: float) -> tuple[str, str]:
+def ending(child: ChildRun, timeout_s: float, startup_s: float) -> tuple[Outcome, str]:
     """(status, error) of a child that sent no result."""
     code = child.returncode
     said = _last_line(child.stderr)
     detail = f": {said}" if said else ""
     if child.timed_out:
         if child.started:
-            return outcomes.TIMEOUT, f"no result within {timeout_s:g} s of the case's start (process group killed)"
-        return outcomes.NOT_STARTED, f"the case's process did not reach its case within {startup_s:g} s"
+            return Outcome.TIMEOUT, f"no result within {timeout_s:g} s of the case's start (process group killed)"
+        return Outcome.NOT_STARTED, f"the case's process did not reach its case within {startup_s:g} s"
     if code is not None and code < 0:
-        name = outcomes.signal_name(-code)
+        name = signal_name(-code)
         if not child.started:
-            return outcomes.NOT_STARTED, f"the case's process was ended by {name} before its case started{detail}"
-        if -code in outcomes.FAULT_SIGNALS:
-            return outcomes.FAULTED, f"{name}: the case's process faulted during the case{detail}"
+            return Outcome.NOT_STARTED, f"the case's process was ended by {name} before its case started{detail}"
+        if -code in FAULT_SIGNALS:
+            return Outcome.FAULTED, f"{name}: the case's process faulted during the case{detail}"
         if -code == signal.SIGKILL:
-            return outcomes.KILLED, f"{name} during the case (the out-of-memory killer, or another process){detail}"
-        return outcomes.KILLED, f"{name} during the case{detail}"
+            return Outcome.KILLED, f"{name} during the case (the out-of-memory killer, or another process){detail}"
+        return Outcome.KILLED, f"{name} during the case{detail}"
     if not child.started:
-        return outcomes.NOT_STARTED, f"the case's process ended with exit code {code} before its case started{detail}"
-    if outcomes.out_of_memory(said):
-        return outcomes.OUT_OF_MEMORY, f"exit code {code} during the case{detail}"
-    return outcomes.EXITED, f"the case's process ended itself with exit code {code} during the case, no result{detail}"
+        return Outcome.NOT_STARTED, f"the case's process ended with exit code {code} before its case started{detail}"
+    if out_of_memory(said):
+        return Outcome.OUT_OF_MEMORY, f"exit code {code} during the case{detail}"
+    return Outcome.EXITED, f"the case's process ended itself with exit code {code} during the case, no result{detail}"
 
 
 def case_command(spec: ScenarioSpec, implementation: str, checked: bool = False) -> list[str]:
@@ -167,7 +167,7 @@ def run_isolated_case(
         child = run_child(cmd, timeout_s, env, startup_s)
     known = {f.name for f in fields(CaseResult)}
     if child.result is not None and child.result.keys() <= known and "status" in child.result:
-        result = CaseResult(**child.result)
+        result = CaseResult(**{**child.result, "status": Outcome(child.result["status"])})
         result.returncode = child.returncode
         return result, child
     status, error = ending(child, timeout_s, startup_s)
@@ -202,7 +202,7 @@ def check_implementation_isolated(path: str, param: str = "implementation", time
     if child.returncode == 2 and isinstance(answer.get("error"), str):
         raise ImplementationError(answer["error"])
     code = child.returncode
-    how = f"was ended by {outcomes.signal_name(-code)}" if code is not None and code < 0 else f"exit code {code}"
+    how = f"was ended by {signal_name(-code)}" if code is not None and code < 0 else f"exit code {code}"
     detail = _last_line(child.stderr) or _last_line(child.stdout)
     raise ImplementationError(
         f"{param}: importing {path!r} ended the checking process ({how}) before it could be checked"

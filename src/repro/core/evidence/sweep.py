@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro import outcomes
 from repro.core.evidence.cases import CaseResult, case_outcome, observe_call, reference_output, warm_up
 from repro.core.evidence.isolate import run_case_isolated
 from repro.core.evidence.sanitizer import run_many
@@ -28,6 +27,7 @@ from repro.core.evidence.scenarios import ScenarioSpec, build_scenario, narrowed
 from repro.core.evidence.worker import CaseWorker
 from repro.core.kernels.own import kernel_of
 from repro.coverage import OFFSET, VARIED_COUNTS, WIDE_FACTOR, WINDOW_FRACTION, Geometry, SentinelMode
+from repro.outcomes import Outcome
 from repro.registry import Implementation, is_outside
 
 
@@ -155,7 +155,7 @@ def run_sweep(
                 isolated.append((entry, case))
                 continue
             else:  # this repository's kernel, called from here (cell, sweep, run_sweep, observe_call: the kernel)
-                result = CaseResult(implementation=entry.target, status=outcomes.OK)
+                result = CaseResult(implementation=entry.target, status=Outcome.OK)
                 with case_outcome(result, timeout_s, f"{entry.target} ({case.mode}, {case.num_reqs} requests)"):
                     observe_call(result, kernel_of(entry.target), scenario, ref, interpreted)
             sink(entry, case, result)

@@ -31,6 +31,7 @@ from repro.core.geometry.layout import DSV4
 from repro.core.kernels.own import kernel_of
 from repro.core.kernels.reference import quantize_and_insert_reference
 from repro.coverage import SentinelMode
+from repro.outcomes import Outcome
 from repro.registry import Implementation
 
 VLLM_CASES = (((9, 23, 7), None, 0), ((19, 8, 257), (6, 8, 129), 5))
@@ -127,7 +128,7 @@ def run_vllm_cases(
             seen = (label, spec.num_reqs)
             if worker is not None:
                 r = worker.case(entry.target, scenario, ref)
-                ran = r.status == "ok"
+                ran = r.status == Outcome.OK
                 error = "" if ran else f"{r.status}: {r.error}"[:300]
                 mismatched, stray = (r.mismatched_tokens, r.stray_writes) if ran else (-1, -1)
                 whole = ran and mismatched == 0 and stray == 0

@@ -31,7 +31,6 @@ from typing import Any
 
 import torch
 
-from repro import outcomes
 from repro.core.evidence.arena import Arena, arena_folder, open_views, remove_folder, storage_bytes, view_of
 from repro.core.evidence.cases import (
     CaseResult,
@@ -47,6 +46,7 @@ from repro.core.evidence.isolate import ChildRun, ending
 from repro.core.evidence.scenarios import GatherScenario
 from repro.core.evidence.watchdog import CURRENT_CASE_ENV, die_with_parent, set_parent_death_signal
 from repro.core.kernels.own import kernel_of
+from repro.outcomes import Outcome, status_of_error
 from repro.registry import ImplementationError, provenance
 
 #: Environment variable naming the worker's pipe descriptors: ``<read>,<write>``.
@@ -98,7 +98,7 @@ def serve(read_fd: int, write_fd: int) -> None:
                 _send(write_fd, {"checked": request["check"], "error": reason, "kind": type(exc).__name__})
             continue
         number, target, device = request["case"], request["implementation"], request["device"]
-        reply: dict[str, Any] = {"done": number, "status": outcomes.OK, "error": ""}
+        reply: dict[str, Any] = {"done": number, "status": Outcome.OK, "error": ""}
         try:
             if target not in loaded:
                 fn = kernel_of(target)
@@ -114,7 +114,7 @@ def serve(read_fd: int, write_fd: int) -> None:
                 else:
                     views[name] = (view_of(data, placement), None, data)
         except (Exception, SystemExit) as exc:
-            reply.update(status=outcomes.RAISED, error=_error_text(exc)[:500], traceback=traceback.format_exc()[-1500:])
+            reply.update(status=Outcome.RAISED, error=_error_text(exc)[:500], traceback=traceback.format_exc()[-1500:])
             _send(write_fd, reply)
             continue
         out = views["out"][0]
@@ -140,9 +140,7 @@ def serve(read_fd: int, write_fd: int) -> None:
                 torch.cuda.synchronize()
         except (Exception, SystemExit) as exc:
             text = _error_text(exc)
-            reply.update(
-                status=outcomes.status_of_error(text), error=text[:500], traceback=traceback.format_exc()[-1500:]
-            )
+            reply.update(status=status_of_error(text), error=text[:500], traceback=traceback.format_exc()[-1500:])
         reply["seconds"] = round(time.perf_counter() - t0, 4)
         reply["out_repointed"] = repointed(identity, out)
         for _, held, data in views.values():  # the device's bytes back into the arena, where the parent reads them
@@ -152,7 +150,7 @@ def serve(read_fd: int, write_fd: int) -> None:
                 except Exception:  # a faulted device: the call's own error is the one to report
                     break
         _send(write_fd, reply)
-        if device != "cpu" and reply["status"] == outcomes.FAULTED:
+        if device != "cpu" and reply["status"] == Outcome.FAULTED:
             return  # the device context is unusable after a fault: the next case gets a new process
 
 
@@ -268,7 +266,7 @@ class CaseWorker:
         """Run ``implementation`` on ``scenario`` in the case process and judge it here: the caller's buffer
         against ``reference``, every input against this process's own copy, both read through this process's
         mapping of the arena."""
-        result = CaseResult(implementation=implementation, status=outcomes.OK, total_tokens=scenario.total_tokens)
+        result = CaseResult(implementation=implementation, status=Outcome.OK, total_tokens=scenario.total_tokens)
         arena = self._arena(scenario)
         try:
             report = self.run(
@@ -282,7 +280,7 @@ class CaseWorker:
                     "checked": checked,
                 }
             )
-            result.status = str(report.get("status", outcomes.RAISED))
+            result.status = Outcome(report.get("status", Outcome.RAISED))
             result.error = str(report.get("error") or "")[:500]
             result.returncode = report.get("returncode")
             result.out_repointed = str(report.get("out_repointed") or "")
@@ -299,7 +297,7 @@ class CaseWorker:
                 if not torch.equal(arena.storage(name), storage_bytes(tensor).cpu())
             ]
             result.changed_inputs = ", ".join(changed)
-            if result.status == outcomes.OK:
+            if result.status == Outcome.OK:
                 out = arena.view("out").to(scenario.k_cache.device)
                 result.mismatched_tokens, result.stray_writes = compare_bitwise(out, reference, scenario)
             for name in changed:  # put back for the next implementation on this case

@@ -13,13 +13,13 @@ import torch
 
 from repro.core.geometry.specs import KVCacheSpec, group_kernel_block_size
 from repro.core.reshape.plan import (
-    VARIANTS,
     ReshapePlan,
     StorageError,
     parse_storage_error,
     plan_reshape,
     reshape_kv_cache,
 )
+from repro.registry import ReshapeVariant
 
 
 @dataclass
@@ -53,7 +53,7 @@ def group_rows(specs: list[KVCacheSpec], num_blocks: int) -> pd.DataFrame:
     rows = []
     for spec in specs:
         pool_bytes = num_blocks * spec.page_size_bytes
-        for variant in VARIANTS:
+        for variant in ReshapeVariant:
             plan = plan_reshape(spec, pool_bytes, group_kernel_block_size(spec), variant)
             rows.append(
                 {

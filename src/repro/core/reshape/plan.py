@@ -22,18 +22,16 @@ from dataclasses import dataclass
 import torch
 
 from repro.core.geometry.specs import KVCacheSpec
-from repro.registry import RESHAPE_BUGGY, RESHAPE_FIXED, RESHAPE_VARIANTS
-
-VARIANTS = RESHAPE_VARIANTS
+from repro.registry import ReshapeVariant
 
 
 def kernel_blocks_per_logical_block(spec: KVCacheSpec, kernel_block_size: int, variant: str) -> int:
     """THE line PR #43988 changed: kernel blocks that make up one logical (scheduler) block."""
-    if variant == RESHAPE_BUGGY:
+    if variant == ReshapeVariant.BUGGY:
         return spec.block_size // kernel_block_size  # vLLM after #38831, before #43988
-    if variant == RESHAPE_FIXED:
+    if variant == ReshapeVariant.FIXED:
         return spec.storage_block_size // kernel_block_size  # vLLM #43988
-    raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    raise ValueError(f"variant must be one of {tuple(v.value for v in ReshapeVariant)}, got {variant!r}")
 
 
 def effective_kernel_block_size(spec: KVCacheSpec, group_kernel_block_size: int) -> int:

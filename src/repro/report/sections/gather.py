@@ -13,7 +13,8 @@ from repro.core.analysis import gather
 from repro.core.analysis.provenance import named_code
 from repro.core.analysis.verdict import coverage
 from repro.coverage import SentinelMode
-from repro.registry import CodeRan
+from repro.outcomes import Outcome
+from repro.registry import CodeRan, Expectation
 from repro.report import mermaid, phrases, plots
 from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro.tables import Plot, Table
@@ -67,8 +68,7 @@ def _implementations(c: Common, sweep: pd.DataFrame, memcheck: dict[str, str]) -
     rows = []
     for v in variant_order(sweep["variant"].unique()):
         b = c.behaviours[v]
-        expect = registry.expectation(v) if v != registry.UNDER_TEST_LABEL else registry.EXPECT_CORRECT
-        shown = b.bug_signature if expect == registry.EXPECT_BUG else b.correct
+        shown = b.bug_signature if registry.expectation(v) == Expectation.BUG else b.correct  # under test: correct
         verdict = "yes" if shown else ("no: the bug's signature" if b.bug_signature else "no")
         row = {"implementation": v, "role": registry.role(v), "observed": phrases.behaviour(b, short=True, bare=True)}
         if memcheck:
@@ -93,7 +93,7 @@ def _chart(sweep: pd.DataFrame) -> str:
     """Share of tokens differing from the reference per request count, in-range ids (every case ran)."""
     sweep = gather.default_geometry(sweep)
     mode = SentinelMode.IN_RANGE if (sweep["mode"] == SentinelMode.IN_RANGE).any() else str(sweep["mode"].iloc[0])
-    rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == "ok")]
+    rows = sweep[(sweep["mode"] == mode) & (sweep["status"] == Outcome.OK)]
     share = 100 * pd.to_numeric(rows["mismatched_tokens"]) / pd.to_numeric(rows["total_tokens"])
     table = rows.assign(share=share).pivot_table(index="num_reqs", columns="variant", values="share", aggfunc="first")
     series, colours = [], []

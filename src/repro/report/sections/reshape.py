@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro import registry
 from repro.core.analysis import reshape
+from repro.registry import ReshapeVariant
 from repro.report import plots
 from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro.tables import Facts, Plot, Table
@@ -38,8 +38,8 @@ def reported_group(c: Common) -> ReportedGroup | None:
     if groups is None or not len(groups):
         return None
     named = c.run.facts.get(Facts.RESHAPE, {}).get("identified_groups") or []
-    buggy = groups[groups["variant"] == registry.RESHAPE_BUGGY]
-    fixed = groups[groups["variant"] == registry.RESHAPE_FIXED]
+    buggy = groups[groups["variant"] == ReshapeVariant.BUGGY]
+    fixed = groups[groups["variant"] == ReshapeVariant.FIXED]
     name = named[0] if len(named) == 1 else str(buggy.loc[pd.to_numeric(buggy["overrun"]).idxmax(), "cache group"])
     row = buggy[buggy["cache group"] == name].iloc[0]
     return ReportedGroup(name, row, fixed[fixed["cache group"] == name].iloc[0], fixed)

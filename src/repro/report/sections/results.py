@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from repro import registry, seeds
-from repro.core.analysis.verdict import FAULT_STATUSES
+from repro.outcomes import Outcome
 from repro.registry import CodeRan
 from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
@@ -85,7 +85,7 @@ def _counts(rows: pd.DataFrame) -> pd.Series:
     """Per request count: every case of it matched the reference."""
     mism = pd.to_numeric(rows["mismatched_tokens"], errors="coerce").fillna(0)
     stray = pd.to_numeric(rows["stray_writes"], errors="coerce").fillna(0)
-    ok = (rows["status"].astype(str) == "ok") & (mism == 0) & (stray == 0)
+    ok = (rows["status"].astype(str) == Outcome.OK) & (mism == 0) & (stray == 0)
     return ok.groupby(pd.to_numeric(rows["num_reqs"]).astype(int)).all()
 
 
@@ -98,7 +98,7 @@ def _gather(c: Common) -> GatherFigures | None:
     fix = sweep[sweep["variant"] == registry.FIXED.label]
     by_count = _counts(bug) if len(bug) else pd.Series(dtype=bool)
     fixed_by_count = _counts(fix) if len(fix) else pd.Series(dtype=bool)
-    faulted = bug[bug["status"].astype(str).isin(FAULT_STATUSES)]
+    faulted = bug[bug["status"].astype(str) == Outcome.FAULTED]
     fault = str(faulted["error"].iloc[0]).splitlines()[0] if len(faulted) and "error" in faulted else ""
     san = c.run.table(Table.SANITIZER)
     memcheck_bug = memcheck_fix = None

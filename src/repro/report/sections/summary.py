@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from repro import registry
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import split_overruns, split_overruns_recorded_before_the_table
-from repro.core.analysis.verdict import BUG_GATHER, BUG_RESHAPE, GatherFinding, ReshapeFinding, is_own_implementation
-from repro.registry import CodeRan
+from repro.core.analysis.verdict import Bug, GatherFinding, ReshapeFinding, is_own_implementation
+from repro.registry import CodeRan, Role
 from repro.report import phrases
 from repro.report.model import Common, Section, TemplateFile
 from repro.report.sections.reshape import reported_group
@@ -73,7 +73,7 @@ def _reshape(c: Common) -> Reshape | None:
     split = c.run.table(Table.RESHAPE_SPLIT)
     overruns = split_overruns(split) if split is not None else split_overruns_recorded_before_the_table(checks)
     return Reshape(
-        outcomes=outcomes(c, BUG_RESHAPE),
+        outcomes=outcomes(c, Bug.RESHAPE),
         group=reported.name,
         required=int(b["required_bytes"]),
         pool=int(b["available_bytes"]),
@@ -97,9 +97,9 @@ def _gather(c: Common) -> Gather | None:
     target = str(sweep[sweep["variant"] == registry.UNDER_TEST_LABEL]["implementation"].iloc[0]) if under else ""
     name = c.names.get("implementation", f"`{target}`")
     outside = under is not None and not is_own_implementation(sweep, target)
-    bug, fix = roles.get(registry.ROLE_BUG), roles.get(registry.ROLE_FIX)
+    bug, fix = roles.get(Role.BUG), roles.get(Role.FIX)
     return Gather(
-        outcomes=outcomes(c, BUG_GATHER),
+        outcomes=outcomes(c, Bug.GATHER),
         bug=phrases.behaviour(bug) if bug else "",
         fix=phrases.behaviour(fix) if fix else "",
         under_test=(name, phrases.behaviour(under)) if outside and under else None,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from repro.registry import Origin
 from repro.report.model import Common, Drawn, Section, TemplateFile
 from repro_studies import registry
 from repro_studies.analysis import ceiling as ceiling_rules
@@ -34,7 +35,7 @@ def derive(c: Common) -> Ceiling | None:
         piv = graph.pivot_table(index=["seq_len", "num_reqs"], columns="arm", values="of_stream_fraction")
         arms = ceiling_rules.gather_arms(graph)
         ours = [label for a in registry.ARMS for label, b in arms.items() if b == a]
-        piv = piv[ours + [label for label, a in arms.items() if a.origin == registry.ORIGIN_USER]]
+        piv = piv[ours + [label for label, a in arms.items() if a.origin == Origin.USER]]
         fractions = piv.rename(
             columns=timing_plots.arm_names({k: arms[k] for k in piv.columns}, performance.outside_columns(c.run))
         ).reset_index()

@@ -9,6 +9,7 @@ import pandas as pd
 from repro import registry
 from repro.core.analysis import gather
 from repro.core.analysis.checks import truthy
+from repro.registry import Role
 from repro.report.model import Common, Section, TemplateFile
 from repro.report.phrases import behaviour as behaviour_phrase
 from repro.tables import Table
@@ -31,7 +32,7 @@ class Fast:
 
 
 def derive(c: Common) -> Fast | None:
-    own = [e for e in registry.implementations() if e.role == registry.ROLE_OWN]
+    own = [e for e in registry.implementations() if e.role == Role.OWN]
     if not own:
         return None
     label = own[0].label

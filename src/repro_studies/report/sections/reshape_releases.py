@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.registry import RESHAPE_BUGGY
+from repro.registry import ReshapeVariant
 from repro.report.model import Common, Section, TemplateFile
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.analysis.releases import version_key
@@ -157,7 +157,7 @@ def derive(c: Common) -> Bug1Releases | None:
 
 def model_crash(model: pd.DataFrame | None) -> ModelCrash | None:
     """PR #43988's crash in the repository's model of unreleased code (the buggy variant's row), or None."""
-    buggy = model[model["variant"] == RESHAPE_BUGGY] if model is not None and len(model) else ()
+    buggy = model[model["variant"] == ReshapeVariant.BUGGY] if model is not None and len(model) else ()
     if not len(buggy):
         return None
     row = buggy.iloc[0]
