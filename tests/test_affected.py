@@ -12,23 +12,7 @@ import pytest
 from repro_studies.analysis import affected as rules
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.kernel_id import KernelId, KernelKind
-from repro_studies.registry import (
-    DISPATCH_NO_KERNEL,
-    DISPATCH_NOT_SERVED,
-    DISPATCH_NOT_SHIPPED,
-    DISPATCH_RAISED,
-    DISPATCH_RAN,
-    LATENT,
-    REACHED,
-    STAGE_CALL,
-    STAGE_RUNNER,
-    TABLE_NOT_RUN,
-    TABLE_NOT_SHIPPED,
-    TABLE_RAN,
-    UNDECIDED,
-    KernelBugClass,
-    VerdictClass,
-)
+from repro_studies.registry import Bug2Answer, DispatchStatus, KernelBugClass, TableStage, TableStatus, VerdictClass
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the hand-made dispatch rows' ``gather_kernel`` cells (``triton:k``, ``CuTe-DSL entry``) name.
@@ -36,7 +20,7 @@ TRITON_K = KernelId(KernelKind.TRITON, None, "k")
 CUTE_ENTRY = KernelId(KernelKind.CUTEDSL, None, "entry")
 
 
-def table(release, runner, config, stage=STAGE_CALL, narrowed=False, status=TABLE_RAN, how="", group="C4A"):
+def table(release, runner, config, stage=TableStage.CALL, narrowed=False, status=TableStatus.RAN, how="", group="C4A"):
     return {
         "release": release,
         "runner": runner,
@@ -57,46 +41,48 @@ def test_a_release_reaches_the_bug_when_one_call_site_table_is_narrowed():
         table("1.0.0", "V1", "default"),
         table("1.0.0", "V1", "kernel blocks", narrowed=True),
         table("1.0.0", "V2", "default"),
-        table("1.0.0", "V2", "micro-batches", stage=STAGE_RUNNER, narrowed=True),  # not a call site
+        table("1.0.0", "V2", "micro-batches", stage=TableStage.RUNNER, narrowed=True),  # not a call site
         table("1.1.0", "V1", "default"),
-        table("1.1.0", "V1", "micro-batches", status=TABLE_NOT_RUN, how="NotRun: no ubatch_utils"),
+        table("1.1.0", "V1", "micro-batches", status=TableStatus.NOT_RUN, how="NotRun: no ubatch_utils"),
     ]
     answers = rules.runner_answers(pd.DataFrame(rows)).set_index(["release", "runner"])
-    assert answers.loc[("1.0.0", "V1"), "answer"] == REACHED
+    assert answers.loc[("1.0.0", "V1"), "answer"] == Bug2Answer.REACHED
     assert answers.loc[("1.0.0", "V1"), "reached_by"].startswith("kernel blocks: C4A at flashmla.py")
     assert answers.loc[("1.0.0", "V1"), "narrowed_tables"] == 1
-    assert answers.loc[("1.0.0", "V2"), "answer"] == LATENT
-    assert answers.loc[("1.1.0", "V1"), "answer"] == UNDECIDED
+    assert answers.loc[("1.0.0", "V2"), "answer"] == Bug2Answer.LATENT
+    assert answers.loc[("1.1.0", "V1"), "answer"] == Bug2Answer.UNDECIDED
     assert "no ubatch_utils" in answers.loc[("1.1.0", "V1"), "reason"]
     assert answers.loc[("1.1.0", "V1"), "configs_run"] == 1
 
 
 def test_a_runner_the_release_does_not_ship_answers_nothing():
     rows = [
-        table("2.0.0", "V1", "—", stage="", status=TABLE_NOT_SHIPPED, how="vLLM 2.0.0 ships no gpu_model_runner.py"),
+        table(
+            "2.0.0", "V1", "—", stage="", status=TableStatus.NOT_SHIPPED, how="vLLM 2.0.0 ships no gpu_model_runner.py"
+        ),
         table("2.0.0", "V2", "default"),
     ]
     answers = rules.runner_answers(pd.DataFrame(rows))
-    assert answers[["release", "runner", "answer"]].values.tolist() == [["2.0.0", "V2", LATENT]]
-    assert rules.stock_answer(answers, "2.0.0") == LATENT
+    assert answers[["release", "runner", "answer"]].values.tolist() == [["2.0.0", "V2", Bug2Answer.LATENT]]
+    assert rules.stock_answer(answers, "2.0.0") == Bug2Answer.LATENT
 
 
 def test_the_stock_answer_needs_both_runners_latent_and_one_reached_wins():
     answers = pd.DataFrame(
         [
-            {"release": "1.0.0", "runner": "V1", "answer": LATENT},
-            {"release": "1.0.0", "runner": "V2", "answer": UNDECIDED},
-            {"release": "1.1.0", "runner": "V1", "answer": LATENT},
-            {"release": "1.1.0", "runner": "V2", "answer": REACHED},
-            {"release": "1.2.0", "runner": "V1", "answer": LATENT},
-            {"release": "1.2.0", "runner": "V2", "answer": LATENT},
+            {"release": "1.0.0", "runner": "V1", "answer": Bug2Answer.LATENT},
+            {"release": "1.0.0", "runner": "V2", "answer": Bug2Answer.UNDECIDED},
+            {"release": "1.1.0", "runner": "V1", "answer": Bug2Answer.LATENT},
+            {"release": "1.1.0", "runner": "V2", "answer": Bug2Answer.REACHED},
+            {"release": "1.2.0", "runner": "V1", "answer": Bug2Answer.LATENT},
+            {"release": "1.2.0", "runner": "V2", "answer": Bug2Answer.LATENT},
         ]
     )
     assert [rules.stock_answer(answers, r) for r in ("1.0.0", "1.1.0", "1.2.0", "9.9.9")] == [
-        UNDECIDED,
-        REACHED,
-        LATENT,
-        UNDECIDED,
+        Bug2Answer.UNDECIDED,
+        Bug2Answer.REACHED,
+        Bug2Answer.LATENT,
+        Bug2Answer.UNDECIDED,
     ]
 
 
@@ -139,7 +125,7 @@ def test_a_bug_cell_is_written_from_its_class_and_verdict():
     assert [str(rules.KernelBug(KernelBugClass.NOT_MEASURED)), str(rules.NO_KERNEL)] == ["not measured", "—"]
 
 
-def dispatch(release, family, model, record, kernel, matrix, stored="compressed + SWA", status=DISPATCH_RAN):
+def dispatch(release, family, model, record, kernel, matrix, stored="compressed + SWA", status=DispatchStatus.RAN):
     return {
         "release": release,
         "gpu_family": family,
@@ -163,12 +149,16 @@ def frames():
             uses_cute = cute and family != "rocm"
             kernel, matrix = ("CuTe-DSL entry", "cutedsl:v4:v4") if uses_cute else ("triton:k", "v4:k")
             rows.append(dispatch(release, family, "V4", 584, kernel, matrix))
-            rows.append(dispatch(release, family, "V4", 288, "", "", stored="", status=DISPATCH_NO_KERNEL))
-            rows.append(dispatch(release, family, "V4.1", 584, "", "", stored="", status=DISPATCH_NOT_SHIPPED))
-    rows.append(dispatch("1.2.0", "sm100", "V4.1", 288, "", "", stored="compressed", status=DISPATCH_RAISED))
+            rows.append(dispatch(release, family, "V4", 288, "", "", stored="", status=DispatchStatus.NO_KERNEL))
+            rows.append(dispatch(release, family, "V4.1", 584, "", "", stored="", status=DispatchStatus.NOT_SHIPPED))
+    rows.append(dispatch("1.2.0", "sm100", "V4.1", 288, "", "", stored="compressed", status=DispatchStatus.RAISED))
     d = pd.DataFrame(rows)
     answers = pd.DataFrame(
-        [{"release": r, "runner": n, "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0") for n in ("V1", "V2")]
+        [
+            {"release": r, "runner": n, "answer": Bug2Answer.LATENT}
+            for r in ("1.0.0", "1.1.0", "1.2.0")
+            for n in ("V1", "V2")
+        ]
     )
     v = pd.DataFrame(
         [verdict(r, "v4:k", FAULTS_AT_2) for r in ("1.0.0", "1.1.0", "1.2.0")]
@@ -182,10 +172,10 @@ def test_who_is_affected_merges_releases_and_families_with_one_outcome(frames):
     table = rules.who_is_affected(d, answers, v)
     cells = table[["releases", "gpu_family", "model", "record", "kernel", "bug", "stock_vllm"]].values.tolist()
     assert cells == [
-        ["1.0.0", "sm90+sm100", "V4", 584, TRITON_K, PRESENT_FAULTS, LATENT],
-        ["1.0.0 – 1.2.0", "rocm", "V4", 584, TRITON_K, PRESENT_FAULTS, LATENT],
-        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, CUTE_ENTRY, ABSENT_CORRECT, LATENT],
-        ["1.2.0", "sm100", "V4.1", 288, rules.NoGather.RAISED, rules.NO_KERNEL, LATENT],
+        ["1.0.0", "sm90+sm100", "V4", 584, TRITON_K, PRESENT_FAULTS, Bug2Answer.LATENT],
+        ["1.0.0 – 1.2.0", "rocm", "V4", 584, TRITON_K, PRESENT_FAULTS, Bug2Answer.LATENT],
+        ["1.1.0 – 1.2.0", "sm90+sm100", "V4", 584, CUTE_ENTRY, ABSENT_CORRECT, Bug2Answer.LATENT],
+        ["1.2.0", "sm100", "V4.1", 288, rules.NoGather.RAISED, rules.NO_KERNEL, Bug2Answer.LATENT],
     ]
 
 
@@ -230,7 +220,9 @@ def cutlass_frames():
             rows.append({**dispatch(release, "sm100", "V4", 584, kernel, matrix), "topology": tp})
     d = pd.DataFrame(rows)
     d["topology"] = d["topology"].fillna("any TP (not read)")
-    answers = pd.DataFrame([{"release": r, "runner": "V1", "answer": LATENT} for r in ("1.0.0", "1.1.0", "1.2.0")])
+    answers = pd.DataFrame(
+        [{"release": r, "runner": "V1", "answer": Bug2Answer.LATENT} for r in ("1.0.0", "1.1.0", "1.2.0")]
+    )
     v = pd.DataFrame(
         [verdict(r, "v4:k", FAULTS_AT_2) for r in ("1.0.0", "1.1.0", "1.2.0")]
         + [verdict(r, "cutedsl:v4:v4", VerdictClass.CORRECT) for r in ("1.0.0", "1.1.0", "1.2.0")]
@@ -280,14 +272,14 @@ def test_platforms_with_the_same_answer_share_one_exposure_and_states_with_the_s
 def test_stock_answers_list_the_releases_of_each_answer():
     answers = pd.DataFrame(
         [
-            {"release": "1.0.0", "runner": "V1", "answer": LATENT},
-            {"release": "1.0.0", "runner": "V2", "answer": LATENT},
-            {"release": "1.1.0", "runner": "V1", "answer": REACHED},
-            {"release": "1.1.0", "runner": "V2", "answer": LATENT},
+            {"release": "1.0.0", "runner": "V1", "answer": Bug2Answer.LATENT},
+            {"release": "1.0.0", "runner": "V2", "answer": Bug2Answer.LATENT},
+            {"release": "1.1.0", "runner": "V1", "answer": Bug2Answer.REACHED},
+            {"release": "1.1.0", "runner": "V2", "answer": Bug2Answer.LATENT},
         ]
     )
     got = rules.stock_answers(answers, ["1.0.0", "1.1.0", "1.2.0"])
-    assert got == {LATENT: ["1.0.0"], REACHED: ["1.1.0"], UNDECIDED: ["1.2.0"]}
+    assert got == {Bug2Answer.LATENT: ["1.0.0"], Bug2Answer.REACHED: ["1.1.0"], Bug2Answer.UNDECIDED: ["1.2.0"]}
 
 
 def test_a_release_span_merges_three_or_more_neighbours_in_the_order_read():
@@ -339,7 +331,7 @@ def test_the_compact_table_coarsens_its_outcome_key_until_it_fits(frames):
 
 def test_platforms_a_release_cannot_serve_the_model_on_are_ranges_with_the_releases_reason():
     rows = [
-        dispatch(r, "xpu", "V4", rec, "", "", stored="", status=DISPATCH_NOT_SERVED) | {"refused_by": why}
+        dispatch(r, "xpu", "V4", rec, "", "", stored="", status=DispatchStatus.NOT_SERVED) | {"refused_by": why}
         for r, why in (("1.0.0", "op: RuntimeError: no"), ("1.1.0", "op: RuntimeError: no"), ("1.2.0", "no branch"))
         for rec in (584, 288)
     ]

@@ -93,12 +93,12 @@ def test_int_classes_follow_triton():
 
 def test_expected_compiles_rules():
     w = [3, 16, 1, 3]
-    assert A.expected_compiles(A.CONSTEXPR_WIDTH, "narrowed", w, 64) == 3
-    assert A.expected_compiles(A.RUNTIME_STRIDE, "narrowed", w, 64) == 0
-    assert A.expected_compiles(A.RUNTIME_STRIDE, "contiguous", w, 64) == 2  # i32 and 1; 16 shares 64's class
-    assert A.expected_compiles(A.RUNTIME_STRIDE, "contiguous", w, 64, warm_up=False) == 3
-    assert A.expected_compiles(A.CONSTEXPR_STRIDE, "contiguous", w, 64) == 3
-    assert A.expected_compiles(A.RUNTIME_STRIDE_UNSPECIALIZED, "contiguous", w, 64) == 0
+    assert A.expected_compiles(A.Pitch.CONSTEXPR_WIDTH, "narrowed", w, 64) == 3
+    assert A.expected_compiles(A.Pitch.RUNTIME_STRIDE, "narrowed", w, 64) == 0
+    assert A.expected_compiles(A.Pitch.RUNTIME_STRIDE, "contiguous", w, 64) == 2  # i32 and 1; 16 shares 64's class
+    assert A.expected_compiles(A.Pitch.RUNTIME_STRIDE, "contiguous", w, 64, warm_up=False) == 3
+    assert A.expected_compiles(A.Pitch.CONSTEXPR_STRIDE, "contiguous", w, 64) == 3
+    assert A.expected_compiles(A.Pitch.RUNTIME_STRIDE_UNSPECIALIZED, "contiguous", w, 64) == 0
 
 
 def test_bad_pitch_form_names_the_parameter():
@@ -109,7 +109,7 @@ def test_bad_pitch_form_names_the_parameter():
 
 
 def test_hook_check_flags_a_difference():
-    r = rows(True).assign(pitch=A.RUNTIME_STRIDE)
+    r = rows(True).assign(pitch=A.Pitch.RUNTIME_STRIDE)
     r.loc[1, "observed_compiles"] = 0  # hooks missed one
     checks = [
         c

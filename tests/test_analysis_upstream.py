@@ -97,15 +97,15 @@ def jit_rows() -> pd.DataFrame:
         )
 
     for table in ("narrowed", "contiguous"):
-        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "warm-up", 64, 1, 5e5)
+        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.Pitch.CONSTEXPR_WIDTH, table, "warm-up", 64, 1, 5e5)
         for w in (1, 2, 3):
-            add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "inference", w, 1, 4e5)
-        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.CONSTEXPR_WIDTH, table, "inference", 3, 0, 40.0)
-        add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.RUNTIME_STRIDE, table, "warm-up", 64, 1, 5e5)
+            add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.Pitch.CONSTEXPR_WIDTH, table, "inference", w, 1, 4e5)
+        add("vLLM 0.22.0 released", "vLLM 0.22.0", jit.Pitch.CONSTEXPR_WIDTH, table, "inference", 3, 0, 40.0)
+        add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.Pitch.RUNTIME_STRIDE, table, "warm-up", 64, 1, 5e5)
         for w in (1, 2, 3):
             extra = 1 if (table == "contiguous" and w in (1, 3)) else 0
-            add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.RUNTIME_STRIDE, table, "inference", w, extra, 40.0)
-        add("repro fixed", "repro", jit.RUNTIME_STRIDE_UNSPECIALIZED, table, "inference", 1, 0, 40.0, kernel="r")
+            add("vLLM 0.22.0 patched", "vLLM 0.22.0", jit.Pitch.RUNTIME_STRIDE, table, "inference", w, extra, 40.0)
+        add("repro fixed", "repro", jit.Pitch.RUNTIME_STRIDE_UNSPECIALIZED, table, "inference", 1, 0, 40.0, kernel="r")
     return pd.DataFrame(rows)
 
 
@@ -126,7 +126,7 @@ def test_split_by_code_separates_the_loaded_releases_from_the_repository():
 
 def test_release_story_counts_compilations_and_first_call_latency():
     story = jit.release_story(jit_rows(), LOADED, seed_kernel="k")["vLLM 0.22.0"]
-    shipped, patched = story["forms"][jit.CONSTEXPR_WIDTH], story["forms"][jit.RUNTIME_STRIDE]
+    shipped, patched = story["forms"][jit.Pitch.CONSTEXPR_WIDTH], story["forms"][jit.Pitch.RUNTIME_STRIDE]
     assert (shipped["narrowed_compiles"], shipped["contiguous_compiles"], shipped["narrowed_widths"]) == (3, 3, 3)
     assert (patched["narrowed_compiles"], patched["contiguous_compiles"]) == (0, 2)
     assert shipped["first_call_ms"] == 400.0 and shipped["cached_call_us"] == 40.0 and shipped["compile_ms"] == 900.0

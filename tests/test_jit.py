@@ -215,10 +215,10 @@ def test_subjects_sequence_and_checks():
     import pandas as pd
 
     from repro.core.kernels import gather as G
-    from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED, fingerprint_checks
+    from repro_studies.analysis.jit import Pitch, fingerprint_checks
 
     subject = jit.JitSubject(
-        "fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, RUNTIME_STRIDE_UNSPECIALIZED, "repro"
+        "fixed", G.gather_fixed, G._dequantize_and_gather_k_kernel, Pitch.RUNTIME_STRIDE_UNSPECIALIZED, "repro"
     )
     seen = []
     rows = jit.fingerprint_subjects(
@@ -233,7 +233,7 @@ def test_subjects_sequence_and_checks():
     frame = pd.DataFrame(rows)
     assert seen == rows and set(frame["table"]) == {"narrowed", "contiguous"}
     assert (frame.groupby("table")["phase"].first() == "warm-up").all()
-    assert set(frame["pitch"]) == {RUNTIME_STRIDE_UNSPECIALIZED} and set(frame["code"]) == {"repro"}
+    assert set(frame["pitch"]) == {Pitch.RUNTIME_STRIDE_UNSPECIALIZED} and set(frame["code"]) == {"repro"}
     checks = fingerprint_checks(frame, [1, 2, 3], 6)
     assert len(checks) == 2 and all(c["ok"] for c in checks)  # CPU: no observed rows, no hook check
     wrong = fingerprint_checks(frame.assign(pitch="constexpr width"), [1, 2, 3], 6)

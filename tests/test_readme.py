@@ -16,15 +16,7 @@ import pytest
 
 from repro_studies.analysis import affected as analysis
 from repro_studies.analysis import reshape_chain as bug1
-from repro_studies.registry import (
-    GPU_FAMILY_NAMES,
-    GPU_FAMILY_SETTINGS,
-    LATENT,
-    REACHED,
-    Bug1Answer,
-    CellOutcome,
-    Cutlass,
-)
+from repro_studies.registry import GPU_FAMILY_NAMES, GPU_FAMILY_SETTINGS, Bug1Answer, Bug2Answer, CellOutcome, Cutlass
 from repro_studies.report import readme
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +94,7 @@ def test_the_sentences_say_what_the_committed_tables_hold(answer, block):
     assert f"`--kv-cache-dtype {readme.BUG1_KV_CACHE_DTYPE}" in first
     for e in answer.bug2.present:
         assert f"{readme.either(e.platforms, 'and')} (" in second
-    if len(answer.bug2.stock.get(LATENT, [])) == len(answer.bug2.releases):
+    if len(answer.bug2.stock.get(Bug2Answer.LATENT, [])) == len(answer.bug2.releases):
         assert "is latent in every release read" in second and "forks, plugins and direct callers" in second
     check = answer.check
     assert checked.startswith(f"Checked through vLLM {check.covered_through} on {check.checked_on} ")
@@ -212,7 +204,9 @@ def made(groups, present, stock, newer=()) -> readme.Answer:
 def test_a_latent_bug_1_and_a_reached_bug_2_are_said_so_in_plain_words():
     latent = group(Bug1Answer.LATENT, ("V1",), ("1.0.0", "1.1.0", "1.2.0"), stock=("1.0.0", "1.1.0", "1.2.0"))
     exposure = analysis.Exposure("V4", ("ROCm",), ("1.1.0", "1.2.0"), ())
-    text = readme.answer_text(made([latent], [exposure], {REACHED: ["1.2.0"], LATENT: ["1.0.0", "1.1.0"]}))
+    text = readme.answer_text(
+        made([latent], [exposure], {Bug2Answer.REACHED: ["1.2.0"], Bug2Answer.LATENT: ["1.0.0", "1.1.0"]})
+    )
     first, second, checked = paragraphs(text)[:3]
     assert "is reached by no configuration of vLLM 1.0.0 – 1.2.0" in first
     assert "latent in the V1 model runner of 1.0.0 – 1.2.0 (the default)" in first
@@ -249,7 +243,9 @@ def test_a_reached_bug_1_names_what_a_user_types_and_what_the_view_does():
     )
     cutlass = analysis.Setting((Cutlass.ABSENT, Cutlass.IMPORT_FAILS), ("TP 16",), ("1.2.0",))
     exposure = analysis.Exposure("V4", ("SM90", "SM100"), ("1.0.0",), (cutlass,))
-    text = readme.answer_text(made([raises, aliases], [exposure], {LATENT: ["1.0.0", "1.1.0", "1.2.0"]}, ["1.3.0"]))
+    text = readme.answer_text(
+        made([raises, aliases], [exposure], {Bug2Answer.LATENT: ["1.0.0", "1.1.0", "1.2.0"]}, ["1.3.0"])
+    )
     first, second, checked = paragraphs(text)[:3]
     assert "is reached in vLLM 1.0.0 – 1.2.0: serving DeepSeek-V4 with `--kv-cache-dtype fp8`" in first
     assert "makes the KV-cache reshape raise `RuntimeError` or gives a KV-cache view that silently aliases" in first
@@ -286,7 +282,7 @@ def test_the_rewritten_views_are_said_to_have_no_count_with_the_block_sizes_thei
         counts=("",),
         refusals=((("512",), ("1.1.0",)), (("16",), ("1.2.0",))),
     )
-    text = readme.answer_text(made([reached, views], [], {LATENT: ["1.0.0", "1.1.0", "1.2.0"]}))
+    text = readme.answer_text(made([reached, views], [], {Bug2Answer.LATENT: ["1.0.0", "1.1.0", "1.2.0"]}))
     first = paragraphs(text)[0]
     assert (
         "; vLLM 1.1.0, 1.2.0 have no reshape: the runners view the cache with `create_kv_cache_views`, which has no "

@@ -365,5 +365,5 @@ def test_every_arm_level_status_the_matrix_writes_is_a_verdict_class():
     from repro_studies.registry import VERDICT_ARM_LEVEL
     from repro_studies.upstream import wheelcache
 
-    misses = {wheelcache.MISS_UNKNOWN, wheelcache.MISS_DOWNLOAD, wheelcache.MISS_BAD_WHEEL}
+    misses = {wheelcache.MissStatus.UNKNOWN, wheelcache.MissStatus.DOWNLOAD, wheelcache.MissStatus.BAD_WHEEL}
     assert misses <= set(VERDICT_ARM_LEVEL) and set(rel.ARM_STATUSES) == set(VERDICT_ARM_LEVEL)

@@ -334,7 +334,7 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
             for mode in ("graph", "eager")
         ]
     )
-    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
+    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.CuteDslStatus.TIMED)])
     facts = {**run.facts, "03-cutedsl": cutedsl.release_facts(status, table)}
     md = _md(RunData(tmp_path, run.manifest, {**run.tables, "03-cutedsl-vs-fast": table}, facts, run.files))
     assert md.index("## Against the streaming ceiling") < md.index("## vLLM's CuTe-DSL gather") < md.index("## JIT")
@@ -345,7 +345,9 @@ def test_the_cutedsl_gather_is_a_section_after_the_ceiling_or_says_why_not(tmp_p
     not_run = {
         **run.facts,
         "03-cutedsl": cutedsl.release_facts(
-            pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.NOT_RUN, "nvidia-cutlass-dsl not importable")]),
+            pd.DataFrame(
+                [cutedsl.status_row("vLLM 0.33.0", cutedsl.CuteDslStatus.NOT_RUN, "nvidia-cutlass-dsl not importable")]
+            ),
             pd.DataFrame(),
         ),
     }

@@ -13,16 +13,7 @@ import pytest
 import torch
 
 from repro_studies.analysis import reshape_chain as rules
-from repro_studies.registry import (
-    RUNNER_V1,
-    RUNNER_V2,
-    Bug1Answer,
-    CellOutcome,
-    ChainLink,
-    ChainStop,
-    KVViewPath,
-    RaisedBy,
-)
+from repro_studies.registry import Bug1Answer, CellOutcome, ChainLink, ChainStop, KVViewPath, RaisedBy, Runner
 from repro_studies.upstream.pages import page_check
 from repro_studies.upstream.released_code import NotProvided, ReleasedCode
 from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
@@ -276,9 +267,9 @@ def test_a_runner_views_the_cache_by_its_reshape_by_the_rewritten_path_or_not_at
     reshape = {"vllm/v1/worker/gpu/attn_utils.py": "def _reshape_kv_cache(a, b):\n    return {}\n"}
     for sources, v2 in ((rewritten, KVViewPath.VIEWS), (reshape, KVViewPath.RESHAPE)):
         chain = ReleaseChain("9.9.9", sources.__getitem__, sources)
-        assert (chain.path(RUNNER_V2), chain.path(RUNNER_V1)) == (v2, None)
+        assert (chain.path(Runner.V2), chain.path(Runner.V1)) == (v2, None)
     calls_nothing = {**rewritten, "vllm/v1/worker/utils.py": "def allocate_kv_cache(c):\n    return {}\n"}
-    assert ReleaseChain("9.9.9", calls_nothing.__getitem__, calls_nothing).path(RUNNER_V2) is None
+    assert ReleaseChain("9.9.9", calls_nothing.__getitem__, calls_nothing).path(Runner.V2) is None
 
 
 def test_a_layers_pages_in_a_rewritten_tensor_start_at_its_place_among_the_tensors_layers():
@@ -335,7 +326,7 @@ def cell(**changes) -> dict:
     """A C128A cell at --block-size 256 whose view fits exactly."""
     base = {
         "release": "9.9.9",
-        "runner": RUNNER_V1,
+        "runner": Runner.V1,
         "block size asked": "256",
         "block size": 256,
         "cache group": "C128A KV",
@@ -384,14 +375,14 @@ def raised_cell(**changes) -> dict:
     )
 
 
-def run(block: str, runner: str = RUNNER_V1, **changes) -> dict:
+def run(block: str, runner: str = Runner.V1, **changes) -> dict:
     base = {
         "release": "9.9.9",
         "runner": runner,
         "block size asked": block,
         "block size": 256 if block == "default" else int(block),
-        "stock": runner == RUNNER_V1,
-        "environment": "" if runner == RUNNER_V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
+        "stock": runner == Runner.V1,
+        "environment": "" if runner == Runner.V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
         "link": "",
         "stop": "",
         "where": "",
@@ -406,8 +397,8 @@ def runners_row(runner: str, expression: str, shipped: bool = True) -> dict:
         "runner": runner,
         "shipped": shipped,
         "count expression": expression,
-        "stock": runner == RUNNER_V1,
-        "reached with": "" if runner == RUNNER_V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
+        "stock": runner == Runner.V1,
+        "reached with": "" if runner == Runner.V1 else "VLLM_USE_V2_MODEL_RUNNER=1",
     }
 
 
@@ -442,36 +433,36 @@ def test_reached_latent_absent_and_not_shipped_come_from_the_rows():
         run("default"),
         run("128", **rejected),
         run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}"),
-        run("default", RUNNER_V2),
-        run("512", RUNNER_V2),
+        run("default", Runner.V2),
+        run("512", Runner.V2),
     ]
     default = {"block size asked": "default"}
-    cells = [cell(**default), raised_cell(), cell(runner=RUNNER_V2, **default)]
-    cells.append(cell(runner=RUNNER_V2, **{"block size asked": "512", "spec block size": 512}))
-    got = answers_of([runners_row(RUNNER_V1, BUGGY), runners_row(RUNNER_V2, FIXED)], runs, cells)
-    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.REACHED
-    assert got.loc[RUNNER_V1, "configuration"] == "--block-size 512"
-    assert (got.loc[RUNNER_V1, "block sizes rejected"], got.loc[RUNNER_V1, "block sizes that fit"]) == (
+    cells = [cell(**default), raised_cell(), cell(runner=Runner.V2, **default)]
+    cells.append(cell(runner=Runner.V2, **{"block size asked": "512", "spec block size": 512}))
+    got = answers_of([runners_row(Runner.V1, BUGGY), runners_row(Runner.V2, FIXED)], runs, cells)
+    assert got.loc[Runner.V1, "answer"] == Bug1Answer.REACHED
+    assert got.loc[Runner.V1, "configuration"] == "--block-size 512"
+    assert (got.loc[Runner.V1, "block sizes rejected"], got.loc[Runner.V1, "block sizes that fit"]) == (
         "128",
         "default",
     )
-    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.ABSENT
+    assert got.loc[Runner.V2, "answer"] == Bug1Answer.ABSENT
     # the same rows with V2 counting by block_size: every accepted block size fits, so the bug is latent
-    got = answers_of([runners_row(RUNNER_V1, BUGGY), runners_row(RUNNER_V2, BUGGY)], runs, cells)
-    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.LATENT
-    got = answers_of([runners_row(RUNNER_V1, "", shipped=False)], [], [])
-    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.NOT_SHIPPED
+    got = answers_of([runners_row(Runner.V1, BUGGY), runners_row(Runner.V2, BUGGY)], runs, cells)
+    assert got.loc[Runner.V2, "answer"] == Bug1Answer.LATENT
+    got = answers_of([runners_row(Runner.V1, "", shipped=False)], [], [])
+    assert got.loc[Runner.V1, "answer"] == Bug1Answer.NOT_SHIPPED
 
 
 def test_a_failure_that_is_not_the_counts_is_another_failure_and_a_run_that_did_not_run_is_undecided():
     other = raised_cell(error=ERROR.replace("sizes [8,", "sizes [5,"))  # not pages x (512 // 256)
     runs = [run("512", link=ChainLink.RESHAPE, message=f"RuntimeError: {ERROR}")]
-    got = answers_of([runners_row(RUNNER_V1, BUGGY)], runs, [other])
-    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.OTHER_FAILURE
-    got = answers_of([runners_row(RUNNER_V1, FIXED)], runs, [raised_cell()])
-    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.OTHER_FAILURE  # the right count, a wrong view: not bug 1's
+    got = answers_of([runners_row(Runner.V1, BUGGY)], runs, [other])
+    assert got.loc[Runner.V1, "answer"] == Bug1Answer.OTHER_FAILURE
+    got = answers_of([runners_row(Runner.V1, FIXED)], runs, [raised_cell()])
+    assert got.loc[Runner.V1, "answer"] == Bug1Answer.OTHER_FAILURE  # the right count, a wrong view: not bug 1's
     not_run = run("256", link=ChainLink.SPECS, stop=ChainStop.NOT_RUN, message="NotProvided: x")
-    assert answers_of([runners_row(RUNNER_V1, BUGGY)], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
+    assert answers_of([runners_row(Runner.V1, BUGGY)], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
 
 
 def test_a_silent_wrong_view_reaches_the_bug_too():
@@ -483,8 +474,8 @@ def test_a_silent_wrong_view_reaches_the_bug_too():
             "blocks outside page": 3,
         }
     )
-    got = answers_of([runners_row(RUNNER_V1, BUGGY)], [run("512")], [wrong])
-    assert got.loc[RUNNER_V1, "answer"] == Bug1Answer.REACHED
+    got = answers_of([runners_row(Runner.V1, BUGGY)], [run("512")], [wrong])
+    assert got.loc[Runner.V1, "answer"] == Bug1Answer.REACHED
 
 
 GUARD = (
@@ -515,7 +506,7 @@ def refused_cell(**changes) -> dict:
     )
 
 
-def views_runner(runner: str = RUNNER_V2) -> dict:
+def views_runner(runner: str = Runner.V2) -> dict:
     return {**runners_row(runner, "", shipped=False), "path": KVViewPath.VIEWS}
 
 
@@ -523,40 +514,40 @@ def test_the_rewritten_path_answers_with_what_its_views_did_never_reached_or_lat
     """No count of bug 1's kind runs there: every view fits, its own check refuses a block size (the message and
     the configuration), or a view is wrong (a problem for the verdict); a link that did not run leaves it
     undecided."""
-    guarded = run("512", RUNNER_V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}", **{"raised by": "x"})
+    guarded = run("512", Runner.V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}", **{"raised by": "x"})
     guarded["raised by"] = RaisedBy.RELEASE
-    runs = [run("default", RUNNER_V2), guarded]
-    default = {"block size asked": "default", "runner": RUNNER_V2}
+    runs = [run("default", Runner.V2), guarded]
+    default = {"block size asked": "default", "runner": Runner.V2}
     assert rules.cell_outcome(refused_cell()) is CellOutcome.REFUSES
     assert rules.cell_outcome(refused_cell(**{"raised by": RaisedBy.CALL})) is CellOutcome.RAISES
-    got = answers_of([views_runner()], runs, [views_cell(**default), refused_cell(runner=RUNNER_V2)])
-    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_REFUSE
-    assert got.loc[RUNNER_V2, "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
-    assert got.loc[RUNNER_V2, "first error"].startswith("ValueError: The resolved KV cache layout")
-    assert (got.loc[RUNNER_V2, "block sizes the view refuses"], got.loc[RUNNER_V2, "block sizes that fail"]) == (
+    got = answers_of([views_runner()], runs, [views_cell(**default), refused_cell(runner=Runner.V2)])
+    assert got.loc[Runner.V2, "answer"] == Bug1Answer.VIEWS_REFUSE
+    assert got.loc[Runner.V2, "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
+    assert got.loc[Runner.V2, "first error"].startswith("ValueError: The resolved KV cache layout")
+    assert (got.loc[Runner.V2, "block sizes the view refuses"], got.loc[Runner.V2, "block sizes that fail"]) == (
         "512",
         "",
     )
     fits = answers_of([views_runner()], runs[:1], [views_cell(**default)])
-    assert fits.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_FIT
+    assert fits.loc[Runner.V2, "answer"] == Bug1Answer.VIEWS_FIT
     wrong = views_cell(**{**default, "blocks outside page": 2})
     got = answers_of([views_runner()], runs[:1], [wrong])
-    assert got.loc[RUNNER_V2, "answer"] == Bug1Answer.VIEWS_WRONG
-    assert rules.releases_finding(got.reset_index()).problems == [f"vLLM 9.9.9 {RUNNER_V2}: {Bug1Answer.VIEWS_WRONG}"]
-    not_run = run("256", RUNNER_V2, link=ChainLink.LAYOUT, stop=ChainStop.NOT_RUN, message="NotProvided: x")
+    assert got.loc[Runner.V2, "answer"] == Bug1Answer.VIEWS_WRONG
+    assert rules.releases_finding(got.reset_index()).problems == [f"vLLM 9.9.9 {Runner.V2}: {Bug1Answer.VIEWS_WRONG}"]
+    not_run = run("256", Runner.V2, link=ChainLink.LAYOUT, stop=ChainStop.NOT_RUN, message="NotProvided: x")
     assert answers_of([views_runner()], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
     # a runner the release does not ship at all is still not shipped
-    assert answers_of([runners_row(RUNNER_V1, "", shipped=False)], [], [])["answer"].iloc[0] == Bug1Answer.NOT_SHIPPED
+    assert answers_of([runners_row(Runner.V1, "", shipped=False)], [], [])["answer"].iloc[0] == Bug1Answer.NOT_SHIPPED
 
 
 def test_the_readmes_reach_carries_the_rewritten_views_refusals_and_their_function():
-    guarded = {**run("512", RUNNER_V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}"), "raised by": "x"}
+    guarded = {**run("512", Runner.V2, link=ChainLink.VIEWS, message=f"ValueError: {GUARD}"), "raised by": "x"}
     guarded["raised by"] = RaisedBy.RELEASE
     runner = {**views_runner(), "definition": "vllm/v1/kv_cache_interface.py:create_kv_cache_views"}
-    cells = [views_cell(**{"block size asked": "default", "runner": RUNNER_V2}), refused_cell(runner=RUNNER_V2)]
-    got = rules.reach(pd.DataFrame([runner]), pd.DataFrame([run("default", RUNNER_V2), guarded]), pd.DataFrame(cells))
+    cells = [views_cell(**{"block size asked": "default", "runner": Runner.V2}), refused_cell(runner=Runner.V2)]
+    got = rules.reach(pd.DataFrame([runner]), pd.DataFrame([run("default", Runner.V2), guarded]), pd.DataFrame(cells))
     (g,) = got.groups
-    assert (g.answer, g.runners, g.failing) == (Bug1Answer.VIEWS_REFUSE, (RUNNER_V2,), ())
+    assert (g.answer, g.runners, g.failing) == (Bug1Answer.VIEWS_REFUSE, (Runner.V2,), ())
     assert g.definitions == ("vllm/v1/kv_cache_interface.py:create_kv_cache_views",)
     assert g.refusals == ((("512",), ("9.9.9",)),) and got.view_refusals() == g.refusals
 
@@ -621,24 +612,24 @@ def test_reach_groups_the_answers_per_runner_with_what_a_user_types_and_what_the
     default = {"block size asked": "default"}
     runs, cells, runners = [], [], []
     for release, v2 in (("1.0.0", BUGGY), ("1.1.0", FIXED)):
-        runs += at(release, [run("default"), failing, run("default", RUNNER_V2), run("512", RUNNER_V2)])
-        v2_cell = cell(runner=RUNNER_V2, **{"block size asked": "512", "spec block size": 512})
-        cells += at(release, [cell(**default), raised_cell(), cell(runner=RUNNER_V2, **default), v2_cell])
+        runs += at(release, [run("default"), failing, run("default", Runner.V2), run("512", Runner.V2)])
+        v2_cell = cell(runner=Runner.V2, **{"block size asked": "512", "spec block size": 512})
+        cells += at(release, [cell(**default), raised_cell(), cell(runner=Runner.V2, **default), v2_cell])
         runners += at(
             release,
             [
-                {**runners_row(RUNNER_V1, BUGGY), "definition": "v1.py:Runner._reshape"},
-                {**runners_row(RUNNER_V2, v2), "definition": "v2.py:_reshape"},
+                {**runners_row(Runner.V1, BUGGY), "definition": "v1.py:Runner._reshape"},
+                {**runners_row(Runner.V2, v2), "definition": "v2.py:_reshape"},
             ],
         )
-    runners += at("1.2.0", [runners_row(RUNNER_V1, "", shipped=False), runners_row(RUNNER_V2, "", shipped=False)])
+    runners += at("1.2.0", [runners_row(Runner.V1, "", shipped=False), runners_row(Runner.V2, "", shipped=False)])
     got = rules.reach(pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells))
     assert got.releases == ("1.0.0", "1.1.0", "1.2.0")
     assert [(g.answer, g.runners, g.releases) for g in got.groups] == [
-        (Bug1Answer.REACHED, (RUNNER_V1,), ("1.0.0", "1.1.0")),
-        (Bug1Answer.LATENT, (RUNNER_V2,), ("1.0.0",)),
-        (Bug1Answer.ABSENT, (RUNNER_V2,), ("1.1.0",)),
-        (Bug1Answer.NOT_SHIPPED, (RUNNER_V1, RUNNER_V2), ("1.2.0",)),
+        (Bug1Answer.REACHED, (Runner.V1,), ("1.0.0", "1.1.0")),
+        (Bug1Answer.LATENT, (Runner.V2,), ("1.0.0",)),
+        (Bug1Answer.ABSENT, (Runner.V2,), ("1.1.0",)),
+        (Bug1Answer.NOT_SHIPPED, (Runner.V1, Runner.V2), ("1.2.0",)),
     ]
     reached, latent, absent, gone = got.groups
     assert (reached.stock, reached.switches) == (("1.0.0", "1.1.0"), ())
@@ -651,14 +642,14 @@ def test_reach_groups_the_answers_per_runner_with_what_a_user_types_and_what_the
     # each group keeps the rows of the answers frame behind it
     frame = rules.answers(pd.DataFrame(runners), pd.DataFrame(runs), pd.DataFrame(cells))
     assert [(frame.loc[i, "release"], frame.loc[i, "runner"]) for i in reached.positions] == [
-        ("1.0.0", RUNNER_V1),
-        ("1.1.0", RUNNER_V1),
+        ("1.0.0", Runner.V1),
+        ("1.1.0", Runner.V1),
     ]
 
 
 def test_compact_answers_merge_consecutive_releases_with_the_same_answer():
     rows = [
-        {**dict.fromkeys(rules.ANSWER_COLUMNS, ""), "release": v, "runner": RUNNER_V1, "answer": a, "stock": True}
+        {**dict.fromkeys(rules.ANSWER_COLUMNS, ""), "release": v, "runner": Runner.V1, "answer": a, "stock": True}
         for v, a in (("0.20.0", "reached"), ("0.21.0", "reached"), ("0.22.0", "absent"), ("0.23.0", "reached"))
     ]
     table = rules.compact_answers(pd.DataFrame(rows))
@@ -687,10 +678,10 @@ def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
 
     reached = pd.DataFrame(
         [
-            answer("0.22.0", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512"),
-            answer("0.22.1", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512"),
-            answer("0.22.0", RUNNER_V2, Bug1Answer.REACHED, "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"),
-            answer("0.23.0", RUNNER_V2, Bug1Answer.ABSENT),
+            answer("0.22.0", Runner.V1, Bug1Answer.REACHED, "--block-size 512"),
+            answer("0.22.1", Runner.V1, Bug1Answer.REACHED, "--block-size 512"),
+            answer("0.22.0", Runner.V2, Bug1Answer.REACHED, "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"),
+            answer("0.23.0", Runner.V2, Bug1Answer.ABSENT),
         ]
     )
     finding = rules.releases_finding(reached)
@@ -698,9 +689,9 @@ def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
     assert "releases" in finding.title  # the report's summary tells it from the model's finding by this
     assert "the V1 runner of vLLM 0.22.0 – 0.22.1 with `--block-size 512`" in finding.text
     assert "model of unreleased code" in finding.text
-    quiet = pd.DataFrame([answer("0.23.0", RUNNER_V2, Bug1Answer.ABSENT), answer("0.34.0", RUNNER_V2, "not shipped")])
+    quiet = pd.DataFrame([answer("0.23.0", Runner.V2, Bug1Answer.ABSENT), answer("0.34.0", Runner.V2, "not shipped")])
     assert rules.releases_finding(quiet).outcomes == ["not reproduced"]
-    other = pd.DataFrame([answer("0.23.0", RUNNER_V2, Bug1Answer.OTHER_FAILURE)])
+    other = pd.DataFrame([answer("0.23.0", Runner.V2, Bug1Answer.OTHER_FAILURE)])
     assert rules.releases_finding(other).problems == ["vLLM 0.23.0 V2: another reshape failure"]
 
 
@@ -757,15 +748,15 @@ def test_two_releases_own_chains_reach_the_bug_where_they_count_by_block_size():
     the CPU run's notebook 06 fetches.)"""
     runners, runs, cells = studied(("0.22.0", "0.23.0"), (None, 128, 512))
     answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
-    assert answers.loc[("0.22.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
-    assert answers.loc[("0.22.0", RUNNER_V1), "configuration"] == "--block-size 512"
-    assert answers.loc[("0.22.0", RUNNER_V2), "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
-    assert answers.loc[("0.23.0", RUNNER_V1), "answer"] == Bug1Answer.REACHED
-    assert answers.loc[("0.23.0", RUNNER_V2), "answer"] == Bug1Answer.ABSENT
+    assert answers.loc[("0.22.0", Runner.V1), "answer"] == Bug1Answer.REACHED
+    assert answers.loc[("0.22.0", Runner.V1), "configuration"] == "--block-size 512"
+    assert answers.loc[("0.22.0", Runner.V2), "configuration"] == "VLLM_USE_V2_MODEL_RUNNER=1 --block-size 512"
+    assert answers.loc[("0.23.0", Runner.V1), "answer"] == Bug1Answer.REACHED
+    assert answers.loc[("0.23.0", Runner.V2), "answer"] == Bug1Answer.ABSENT
     assert set(answers["default block size"]) == {"256"}
     assert set(answers["block sizes rejected"]) == {"128"}
     stock = runners.set_index(["release", "runner"])["stock"]
-    assert stock.loc[("0.22.0", RUNNER_V1)] and not stock.loc[("0.22.0", RUNNER_V2)]
+    assert stock.loc[("0.22.0", Runner.V1)] and not stock.loc[("0.22.0", Runner.V2)]
     c128a = cells[(cells.release == "0.22.0") & (cells["cache group"] == "C128A KV")]
     at_512 = c128a[c128a["block size asked"] == "512"]
     assert set(at_512["error type"]) == {"RuntimeError"} and all("setStorage" in e for e in at_512["error"])
@@ -784,14 +775,14 @@ def test_the_rewritten_views_of_two_releases_fit_or_are_refused_by_their_own_che
     runners, runs, cells = studied(("0.29.0", "0.34.0"), (None, 16, 512))
     answers = rules.answers(runners, runs, cells).set_index(["release", "runner"])
     assert set(runners.path) == {KVViewPath.VIEWS, ""} and set(runs.path) == {KVViewPath.VIEWS}
-    for runner in (RUNNER_V1, RUNNER_V2):
+    for runner in (Runner.V1, Runner.V2):
         assert answers.loc[("0.29.0", runner), "answer"] == Bug1Answer.VIEWS_REFUSE
         assert answers.loc[("0.29.0", runner), "block sizes the view refuses"] == "512"
         assert "Reduce --block-size to 256" in answers.loc[("0.29.0", runner), "first error"]
-    assert answers.loc[("0.34.0", RUNNER_V1), "answer"] == Bug1Answer.NOT_SHIPPED
-    assert answers.loc[("0.34.0", RUNNER_V2), "answer"] == Bug1Answer.VIEWS_REFUSE
-    assert answers.loc[("0.34.0", RUNNER_V2), "block sizes that fit"] == "default, 512"
-    assert answers.loc[("0.34.0", RUNNER_V2), "first error"].startswith("AssertionError: assert all(stride")
+    assert answers.loc[("0.34.0", Runner.V1), "answer"] == Bug1Answer.NOT_SHIPPED
+    assert answers.loc[("0.34.0", Runner.V2), "answer"] == Bug1Answer.VIEWS_REFUSE
+    assert answers.loc[("0.34.0", Runner.V2), "block sizes that fit"] == "default, 512"
+    assert answers.loc[("0.34.0", Runner.V2), "first error"].startswith("AssertionError: assert all(stride")
     assert set(runs.layout) == {"BLHNC"}
     refused = rules.with_outcomes(cells)
     refused = refused[refused.outcome == CellOutcome.REFUSES]
@@ -855,7 +846,7 @@ def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_config
             **row,
             "release": release,
             "runner": runner,
-            "stock": runner == RUNNER_V2,
+            "stock": runner == Runner.V2,
             "answer": value,
             "configuration": configuration,
             "block sizes the view refuses": refused,
@@ -864,10 +855,10 @@ def test_the_reports_bullets_give_each_rewritten_refusal_its_own_releases_config
 
     frame = pd.DataFrame(
         [
-            answer("0.28.0", RUNNER_V1, Bug1Answer.REACHED, "--block-size 512", error=f"RuntimeError: {ERROR}"),
-            answer("0.29.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
-            answer("0.30.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
-            answer("0.32.0", RUNNER_V2, Bug1Answer.VIEWS_REFUSE, "--block-size 16", "16", "AssertionError: assert x"),
+            answer("0.28.0", Runner.V1, Bug1Answer.REACHED, "--block-size 512", error=f"RuntimeError: {ERROR}"),
+            answer("0.29.0", Runner.V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.30.0", Runner.V2, Bug1Answer.VIEWS_REFUSE, "--block-size 512", "512", f"ValueError: {GUARD}"),
+            answer("0.32.0", Runner.V2, Bug1Answer.VIEWS_REFUSE, "--block-size 16", "16", "AssertionError: assert x"),
         ]
     )
     got = groups(frame)

@@ -187,14 +187,14 @@ def test_bad_releases_are_misses_with_a_reason(tmp_path, monkeypatch):
     fake_pip(monkeypatch, {"0.98.0": no_module, "0.97.0": corrupt})
     root = tmp_path / "cache"
     unknown = wheelcache.ensure_release("9.9.9", root)
-    assert (unknown.status, unknown.version) == (wheelcache.MISS_UNKNOWN, "9.9.9")
+    assert (unknown.status, unknown.version) == (wheelcache.MissStatus.UNKNOWN, "9.9.9")
     assert "No matching distribution" in unknown.reason
     missing = wheelcache.ensure_release("0.98.0", root)
-    assert missing.status == wheelcache.MISS_UNKNOWN and "no DeepSeek-V4 gather module" in missing.reason
+    assert missing.status == wheelcache.MissStatus.UNKNOWN and "no DeepSeek-V4 gather module" in missing.reason
     bad = wheelcache.ensure_release("0.97.0", root)
-    assert bad.status == wheelcache.MISS_BAD_WHEEL and "RECORD" in bad.reason
+    assert bad.status == wheelcache.MissStatus.BAD_WHEEL and "RECORD" in bad.reason
     offline = wheelcache.ensure_release("0.96.0", root, download=False)
-    assert offline.status == wheelcache.MISS_DOWNLOAD and "downloads are off" in offline.reason
+    assert offline.status == wheelcache.MissStatus.DOWNLOAD and "downloads are off" in offline.reason
     # a release that does not ship the set is recorded (no files), so it is not fetched again
     assert sorted(p.name for p in root.iterdir() if (p / "provenance.json").exists()) == ["0.98.0"]
     assert not (root / "0.98.0" / "files").exists()
@@ -234,7 +234,7 @@ def test_a_set_declared_later_extends_the_entry_from_the_same_wheel(tmp_path, mo
     assert calls == ["0.99.0", "0.99.0"]
     # a carried entry without the asked set, on a host without downloads: a miss that names the set
     offline = wheelcache.ensure_release("0.99.0", root, download=False, sets=[members.MemberSet("test-other")])
-    assert offline.status == wheelcache.MISS_DOWNLOAD and "test-other" in offline.reason
+    assert offline.status == wheelcache.MissStatus.DOWNLOAD and "test-other" in offline.reason
     # the carry for a host without a registry holds only the sets it needs
     copied = wheelcache.export(tmp_path / "carry", ["gather"], root)
     carried = wheelcache.load_entry("0.99.0", tmp_path / "carry")
@@ -252,7 +252,7 @@ def test_a_release_without_the_anchor_is_a_miss_for_that_set_only(tmp_path, monk
     got = wheelcache.ensure_release("0.95.0", root, sets=[study])
     assert isinstance(got, wheelcache.CacheEntry) and got.members() == [RESHAPE_MEMBER]
     gather = wheelcache.ensure_release("0.95.0", root)
-    assert gather.status == wheelcache.MISS_UNKNOWN and "no DeepSeek-V4 gather module among 2" in gather.reason
+    assert gather.status == wheelcache.MissStatus.UNKNOWN and "no DeepSeek-V4 gather module among 2" in gather.reason
     assert wheelcache.ensure_release("0.95.0", root, sets=[study]).members() == [RESHAPE_MEMBER]
     with pytest.raises(KeyError, match="unknown member set 'nope'"):
         wheelcache.ensure_release("0.95.0", root, sets=["nope"])

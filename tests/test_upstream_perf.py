@@ -516,7 +516,7 @@ def test_cutedsl_table_without_a_streaming_ceiling_still_compares_with_gather_fa
     row = table.iloc[0]
     assert (row["narrowed/contig_ratio"], row["vs fast (view)_ratio"], row["vs fast (contig)_ratio"]) == (1.0, 0.9, 1.0)
     assert row["of stream (view)_fraction"] is None or pd.isna(row["of stream (view)_fraction"])
-    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.TIMED)])
+    status = pd.DataFrame([cutedsl.status_row("vLLM 0.33.0", cutedsl.CuteDslStatus.TIMED)])
     facts = cutedsl.release_facts(status, table)
     assert facts["releases"]["vLLM 0.33.0"]["vs_fast"] == 0.9 and pd.isna(facts["releases"]["vLLM 0.33.0"]["of_stream"])
     text = phrases.cutedsl(facts)  # no ceiling timed: the sentence leaves its fraction out

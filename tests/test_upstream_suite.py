@@ -148,7 +148,9 @@ def test_released_must_fail_on_its_assertion_and_patched_must_pass():
         + _rows("patched", [(1, SuiteOutcome.PASSED), (2, SuiteOutcome.PASSED), (2, SuiteOutcome.SKIPPED)])
     )
     s = suite.summary(good)
-    assert list(s["outcome"]) == [suite.STATUS_FAILS, suite.STATUS_PASSES] and s[suite.AS_EXPECTED].all()
+    assert (
+        list(s["outcome"]) == [suite.SuiteRunStatus.FAILS, suite.SuiteRunStatus.PASSES] and s[suite.AS_EXPECTED].all()
+    )
     assert [r["ok"] for r in suite.check_rows(s)] == [True, True]
     table = suite.release_outcomes(s)
     assert table.iloc[0]["as released"].startswith("fails on its assertions: 1/3 passed, 2 failed (1 mismatch")
@@ -158,7 +160,7 @@ def test_released_must_fail_on_its_assertion_and_patched_must_pass():
         + [{"release": "0.98.0", "form": "released", "test": "t", "num_reqs": 2, "outcome": "skipped", "message": ""}]
     )
     s = suite.summary(bad)
-    assert list(s["outcome"]) == [suite.STATUS_ERRORS, suite.STATUS_FAILS, suite.STATUS_NOTHING]
+    assert list(s["outcome"]) == [suite.SuiteRunStatus.ERRORS, suite.SuiteRunStatus.FAILS, suite.SuiteRunStatus.NOTHING]
     assert not s[suite.AS_EXPECTED].any()
     assert "unexpected: t1" in suite.check_rows(s)[0]["observed"]
 

@@ -8,16 +8,7 @@ import pytest
 
 from repro_studies.analysis import affected as rules
 from repro_studies.kernel_id import KernelKind, from_launch_label
-from repro_studies.registry import (
-    ANY_TOPOLOGY,
-    DISPATCH_NO_KERNEL,
-    DISPATCH_NOT_SERVED,
-    DISPATCH_RAN,
-    LATENT,
-    STAGE_CALL,
-    TABLE_NOT_SHIPPED,
-    TABLE_RAN,
-)
+from repro_studies.registry import ANY_TOPOLOGY, Bug2Answer, DispatchStatus, TableStage, TableStatus
 
 #: The tensor-parallel sizes at which SM100's mega attention accepts the 64-head model.
 MEGA = "TP 1, 2, 4, 8"
@@ -48,9 +39,9 @@ def dispatch_rows(reachable):
 def test_every_path_ran_and_the_model_gather_modules_decide_the_records(dispatch_rows):
     rows, _ = dispatch_rows
     served = rows.drop(index="xpu", level="gpu_family")
-    assert set(served["status"]) <= {DISPATCH_RAN, DISPATCH_NO_KERNEL}
+    assert set(served["status"]) <= {DispatchStatus.RAN, DispatchStatus.NO_KERNEL}
     assert set(
-        rows.xs("DeepSeek-V4", level="model").query("status == @DISPATCH_NO_KERNEL").index.get_level_values(1)
+        rows.xs("DeepSeek-V4", level="model").query("status == @DispatchStatus.NO_KERNEL").index.get_level_values(1)
     ) == {
         528,
         288,
@@ -97,14 +88,14 @@ def test_sm100_v41_rows_name_the_mega_attention_check_and_cover_both_answers(dis
 def test_the_flashmla_attention_is_not_served_where_its_ops_raise(dispatch_rows):
     rows, _ = dispatch_rows
     xpu = rows.xs(("xpu", "DeepSeek-V4.1"), level=("gpu_family", "model"))
-    assert set(xpu["status"]) == {DISPATCH_NOT_SERVED} and set(xpu["gather_kernel"]) == {""}
+    assert set(xpu["status"]) == {DispatchStatus.NOT_SERVED} and set(xpu["gather_kernel"]) == {""}
     assert set(xpu["refused_by"]) == {
         "flash_mla_with_kvcache: RuntimeError: vllm._flashmla_C is not available, likely was not compiled due to "
         "insufficient nvcc version or a supported arch was not in the list of target arches to compile for."
     }
     assert "_raise_flashmla_unavailable" in xpu["how"].iloc[0]
     v4 = rows.loc[("xpu", "DeepSeek-V4", 584, ANY_TOPOLOGY)]
-    assert v4["status"] == DISPATCH_RAN and v4["backend"] == "DeepseekV4XPUAttention"  # its own XPU code
+    assert v4["status"] == DispatchStatus.RAN and v4["backend"] == "DeepseekV4XPUAttention"  # its own XPU code
 
 
 def test_the_triton_gather_is_warmed_up_only_where_cutlass_does_not_import(dispatch_rows):
@@ -123,12 +114,12 @@ def test_the_runners_hand_gathers_row_slices_of_full_width_tables(reachable):
     from repro_studies.upstream import blocktables
 
     tables = pd.DataFrame(blocktables.study([RELEASE], sweep=blocktables.SHORT_SWEEP))
-    assert (tables["status"] == TABLE_RAN).all(), tables[tables["status"] != TABLE_RAN]["how"].tolist()
-    calls = tables[tables["stage"] == STAGE_CALL]
+    assert (tables["status"] == TableStatus.RAN).all(), tables[tables["status"] != TableStatus.RAN]["how"].tolist()
+    calls = tables[tables["stage"] == TableStage.CALL]
     assert len(calls) and not calls["narrowed"].any()
     assert (calls["stride0"] == calls["shape"].map(lambda s: s[-1])).all()
     answers = rules.runner_answers(tables)
-    assert set(answers["answer"]) == {LATENT} and set(answers["runner"]) == {"V1", "V2"}
+    assert set(answers["answer"]) == {Bug2Answer.LATENT} and set(answers["runner"]) == {"V1", "V2"}
 
 
 def test_before_their_own_branches_rocm_and_xpu_cannot_serve_deepseek_v4(reachable):
@@ -138,14 +129,14 @@ def test_before_their_own_branches_rocm_and_xpu_cannot_serve_deepseek_v4(reachab
     rows = pd.DataFrame(dispatch.study(["0.20.0", "0.21.0", "0.22.0", "0.23.0"], families=(ROCM, XPU)))
     v4 = rows[(rows.model == "DeepSeek-V4") & (rows.record == 584)].set_index(["release", "gpu_family"])["status"]
     assert v4.to_dict() == {
-        ("0.20.0", "rocm"): DISPATCH_NOT_SERVED,  # one attention layer for every platform, FlashMLA's ops
-        ("0.20.0", "xpu"): DISPATCH_NOT_SERVED,
-        ("0.21.0", "rocm"): DISPATCH_RAN,  # the layer's ROCm branches return before FlashMLA's ops
-        ("0.21.0", "xpu"): DISPATCH_NOT_SERVED,
-        ("0.22.0", "rocm"): DISPATCH_RAN,
-        ("0.22.0", "xpu"): DISPATCH_NOT_SERVED,  # the package's CUDA implementation
-        ("0.23.0", "rocm"): DISPATCH_RAN,
-        ("0.23.0", "xpu"): DISPATCH_RAN,  # its own XPU implementation
+        ("0.20.0", "rocm"): DispatchStatus.NOT_SERVED,  # one attention layer for every platform, FlashMLA's ops
+        ("0.20.0", "xpu"): DispatchStatus.NOT_SERVED,
+        ("0.21.0", "rocm"): DispatchStatus.RAN,  # the layer's ROCm branches return before FlashMLA's ops
+        ("0.21.0", "xpu"): DispatchStatus.NOT_SERVED,
+        ("0.22.0", "rocm"): DispatchStatus.RAN,
+        ("0.22.0", "xpu"): DispatchStatus.NOT_SERVED,  # the package's CUDA implementation
+        ("0.23.0", "rocm"): DispatchStatus.RAN,
+        ("0.23.0", "xpu"): DispatchStatus.RAN,  # its own XPU implementation
     }
 
 
@@ -154,7 +145,7 @@ def test_034_ships_the_v2_runner_only_and_it_never_narrows_a_table(reachable):
 
     tables = pd.DataFrame(blocktables.study(["0.34.0"], sweep=blocktables.SHORT_SWEEP))
     v1 = tables[tables["runner"] == "V1"]
-    assert v1["status"].tolist() == [TABLE_NOT_SHIPPED]
-    assert (tables[tables["runner"] == "V2"]["status"] == TABLE_RAN).all()
+    assert v1["status"].tolist() == [TableStatus.NOT_SHIPPED]
+    assert (tables[tables["runner"] == "V2"]["status"] == TableStatus.RAN).all()
     answers = rules.runner_answers(tables)
-    assert answers[["runner", "answer"]].values.tolist() == [["V2", LATENT]]
+    assert answers[["runner", "answer"]].values.tolist() == [["V2", Bug2Answer.LATENT]]

@@ -439,17 +439,22 @@ class KernelBugClass(StrEnum):
 # --------------------------------------------------------------------------------------------
 # Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
 
-#: A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave.
-DISPATCH_RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
-DISPATCH_NOT_SHIPPED = "not shipped"  # the release has no code for this model
-#: The release's model code cannot serve the model on the family: its package has no branch for the platform,
-#: or an op the selected attention class calls raises there (``how`` has the release's error).
-DISPATCH_NOT_SERVED = "model not served on this platform"
-DISPATCH_NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
-DISPATCH_NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
-DISPATCH_NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
-DISPATCH_RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
-NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+
+class DispatchStatus(StrEnum):
+    """A dispatch row's status: what running the release's chain for one (release, GPU family, model, record) gave."""
+
+    RAN = "ran"  # the dispatcher launched a kernel (``gather_kernel`` names it)
+    NOT_SHIPPED = "not shipped"  # the release has no code for this model
+    #: The release's model code cannot serve the model on the family: its package has no branch for the platform,
+    #: or an op the selected attention class calls raises there (``how`` has the release's error).
+    NOT_SERVED = "model not served on this platform"
+    NO_KERNEL = "no kernel for this record"  # the model's gather module reads other records only
+    NOT_GATHERED = "backend does not gather"  # the selected attention class never calls the dispatcher
+    NOT_DECIDED = "could not run"  # a link of the chain could not run (``how`` says which)
+    RAISED = "dispatcher raised"  # the release's dispatcher raised (``how`` has the error)
+    NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+
+
 #: A dispatch row's ``topology`` when the selection never read the tensor-parallel size (a row that read it names
 #: the sizes, ``TP 1, 2, 4, 8``; a row that selected nothing has none).
 ANY_TOPOLOGY = "any TP (not read)"
@@ -460,14 +465,30 @@ def names_tp_sizes(topology: object) -> bool:
     return isinstance(topology, str) and topology not in ("", ANY_TOPOLOGY)
 
 
-#: Where a block table is recorded on its way to a gather.
-STAGE_RUNNER = "runner table"
-STAGE_KERNEL = "kernel-block table"
-STAGE_CALL = "gather call site"
-TABLE_RAN = "ran"
-TABLE_NOT_RUN = "could not run"
-TABLE_NOT_SHIPPED = "runner not shipped"  # the release has no such model runner (one row says so)
-RUNNER_V1, RUNNER_V2 = "V1", "V2"
+class TableStage(StrEnum):
+    """Where a block table is recorded on its way to a gather."""
+
+    RUNNER = "runner table"
+    KERNEL = "kernel-block table"
+    CALL = "gather call site"
+
+
+class TableStatus(StrEnum):
+    """A runner-table row's status: whether its configuration's tables were recorded."""
+
+    RAN = "ran"
+    NOT_RUN = "could not run"
+    NOT_SHIPPED = "runner not shipped"  # the release has no such model runner (one row says so)
+    NOT_LOADED = "could not load"  # the wheel cache could not provide the release's code
+
+
+class Runner(StrEnum):
+    """vLLM's model runners: V1 (``gpu_model_runner.py``) and V2 (``gpu/model_runner.py``)."""
+
+    V1 = "V1"
+    V2 = "V2"
+
+
 #: The GPU families notebook 05 tells a release's code about (``repro_studies.upstream.platforms`` holds their facts).
 GPU_FAMILY_NAMES = {
     "sm90": "SM90 (H100/H200)",
@@ -530,10 +551,22 @@ TABLE_DISPATCH, TABLE_WARMUPS, TABLE_RUNNER, TABLE_ANSWERS, TABLE_AFFECTED = (
     Table.RUNNER_ANSWERS,
     Table.WHO_IS_AFFECTED,
 )
-#: Does stock vLLM hand a gather a column-narrowed table (per release and runner)?
-REACHED = "reached"  # some configuration hands one to a call site
-LATENT = "latent"  # every configuration ran; no call-site table is narrowed
-UNDECIDED = "undecided"  # some configuration could not run and none reached
+
+
+class WarmUpRegistered(StrEnum):
+    """Whether a release's JIT warm-up registers a gather instance (a warm-up row's ``registered``)."""
+
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"  # a condition of the registration could not be evaluated
+
+
+class Bug2Answer(StrEnum):
+    """Does stock vLLM hand a gather a column-narrowed table (per release and runner)?"""
+
+    REACHED = "reached"  # some configuration hands one to a call site
+    LATENT = "latent"  # every configuration ran; no call-site table is narrowed
+    UNDECIDED = "undecided"  # some configuration could not run and none reached
 
 
 # --------------------------------------------------------------------------------------------

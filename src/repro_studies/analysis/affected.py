@@ -27,22 +27,17 @@ from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.analysis.releases import version_key
 from repro_studies.kernel_id import KernelId, KernelKind, from_launch_label
 from repro_studies.registry import (
-    DISPATCH_NOT_GATHERED,
-    DISPATCH_NOT_SERVED,
-    DISPATCH_RAISED,
-    DISPATCH_RAN,
     GPU_FAMILY_SETTINGS,
-    LATENT,
-    REACHED,
-    STAGE_CALL,
-    TABLE_NOT_SHIPPED,
-    TABLE_RAN,
-    UNDECIDED,
     VERDICT_MISREADS,
+    Bug2Answer,
     Cutlass,
+    DispatchStatus,
     Form,
     KernelBugClass,
+    TableStage,
+    TableStatus,
     VerdictClass,
+    WarmUpRegistered,
     names_tp_sizes,
 )
 
@@ -88,9 +83,9 @@ class NoGather(StrEnum):
 def kernel_cell(row: pd.Series) -> KernelId | NoGather | str:
     """A dispatch row's ``kernel`` cell: the :class:`~repro_studies.kernel_id.KernelId` that launched (its label
     identified exactly), why none did, or the row's text where no kernel writes it."""
-    if row["status"] == DISPATCH_NOT_GATHERED:
+    if row["status"] == DispatchStatus.NOT_GATHERED:
         return NoGather.NOT_GATHERED
-    if row["status"] == DISPATCH_RAISED:
+    if row["status"] == DispatchStatus.RAISED:
         return NoGather.RAISED
     label = "" if pd.isna(row["gather_kernel"]) else str(row["gather_kernel"])
     return from_launch_label(label) or label
@@ -102,19 +97,19 @@ def runner_answers(tables: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=ANSWER_COLUMNS)
     out = []
     for (release, runner), g in tables.groupby(["release", "runner"], sort=False):
-        if (g["status"] == TABLE_NOT_SHIPPED).all():
+        if (g["status"] == TableStatus.NOT_SHIPPED).all():
             continue  # the release has no such runner: it answers nothing
         configs = list(dict.fromkeys(g["config"]))
-        ran_configs = [c for c in configs if not (g[g["config"] == c]["status"] != TABLE_RAN).any()]
-        calls = g[(g["stage"] == STAGE_CALL) & (g["status"] == TABLE_RAN)]
+        ran_configs = [c for c in configs if not (g[g["config"] == c]["status"] != TableStatus.RAN).any()]
+        calls = g[(g["stage"] == TableStage.CALL) & (g["status"] == TableStatus.RAN)]
         narrowed = calls[calls["narrowed"].astype(bool)]
-        failed = g[g["status"] != TABLE_RAN]
+        failed = g[g["status"] != TableStatus.RAN]
         if not narrowed.empty:
-            answer = REACHED
+            answer = Bug2Answer.REACHED
         elif failed.empty and not calls.empty:
-            answer = LATENT
+            answer = Bug2Answer.LATENT
         else:
-            answer = UNDECIDED
+            answer = Bug2Answer.UNDECIDED
         first = narrowed.iloc[0] if not narrowed.empty else None
         reached_by = ""
         if first is not None:
@@ -147,11 +142,11 @@ def _release_sort(col: pd.Series) -> pd.Series:
 def stock_answer(answers: pd.DataFrame, release: str) -> str:
     """Both runners together: reached if either reaches, latent if both are latent, else undecided."""
     mine = answers[answers["release"] == release]["answer"].tolist() if answers is not None else []
-    if REACHED in mine:
-        return REACHED
-    if mine and all(a == LATENT for a in mine):
-        return LATENT
-    return UNDECIDED
+    if Bug2Answer.REACHED in mine:
+        return Bug2Answer.REACHED
+    if mine and all(a == Bug2Answer.LATENT for a in mine):
+        return Bug2Answer.LATENT
+    return Bug2Answer.UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -199,8 +194,8 @@ def default_paths(dispatch: pd.DataFrame) -> pd.DataFrame:
     """The dispatch rows a default deployment runs: a record some cache stores by default, or a path whose
     link could not run or raised (those stay visible)."""
     stored = dispatch["default_record_for"].fillna("").astype(str) != ""
-    broken = dispatch["status"].isin([DISPATCH_RAISED]) & stored
-    return dispatch[(stored & dispatch["status"].isin([DISPATCH_RAN, DISPATCH_NOT_GATHERED])) | broken]
+    broken = dispatch["status"].isin([DispatchStatus.RAISED]) & stored
+    return dispatch[(stored & dispatch["status"].isin([DispatchStatus.RAN, DispatchStatus.NOT_GATHERED])) | broken]
 
 
 def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -215,7 +210,7 @@ def who_is_affected(dispatch: pd.DataFrame, answers: pd.DataFrame, verdicts: pd.
     rows["kernel"] = [kernel_cell(r) for _, r in rows.iterrows()]
     bugs = [
         kernel_bug(verdicts, r["release"], str(r.get("matrix_kernel", "") or ""))
-        if r["status"] == DISPATCH_RAN
+        if r["status"] == DispatchStatus.RAN
         else (NO_KERNEL, None)
         for _, r in rows.iterrows()
     ]
@@ -478,7 +473,7 @@ def not_served(dispatch: pd.DataFrame) -> pd.DataFrame:
     if dispatch is None or not len(dispatch):
         return pd.DataFrame(columns=columns)
     order = sorted(dict.fromkeys(dispatch["release"]), key=version_key)
-    rows = dispatch[dispatch["status"] == DISPATCH_NOT_SERVED]
+    rows = dispatch[dispatch["status"] == DispatchStatus.NOT_SERVED]
     rows = rows.drop_duplicates(["release", "gpu_family", "model"])
     refused = rows["refused_by"] if "refused_by" in rows else pd.Series("", index=rows.index)
     rows = rows.assign(refused_by=refused.fillna("").astype(str), _pos=rows["release"].map(order.index))
@@ -513,7 +508,6 @@ def _served_range(run: list[pd.Series], family: str, model: str) -> dict:
 
 
 # ---- warm-ups ------------------------------------------------------------------------------------------
-WARMED = "yes"  # the words repro_studies.upstream.warmups writes in ``registered``
 TRITON = KernelKind.TRITON  # a warm-up row's ``kind``
 
 
@@ -566,7 +560,7 @@ def warmups(table: pd.DataFrame | None, family_names: dict[str, str] | None = No
         return None
     names = family_names or {}
     order = sorted(dict.fromkeys(table["release"]), key=version_key)
-    triton = table[(table["kind"] == TRITON) & (table["registered"] == WARMED)]
+    triton = table[(table["kind"] == TRITON) & (table["registered"] == WarmUpRegistered.YES)]
     models = []
     for model in dict.fromkeys(table["model"]):
         mine = triton[triton["model"] == model]

@@ -16,22 +16,31 @@ A release whose CuTe-DSL gather could not be timed has one status row (``code``,
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import pandas as pd
 
 from repro_studies.analysis.ceiling import SHAPE, ceiling_table
 from repro_studies.analysis.performance import NO_COST_BAND
 from repro_studies.registry import STRIDE_COST_PAIRS, UPSTREAM_IMPLEMENTATION, BlockTable, arms_by_label
 
-#: Status of a release's CuTe-DSL arms in ``03-cutedsl``.
-TIMED, NOT_RUN, FAILED = "timed", "not run", "failed"
+
+class CuteDslStatus(StrEnum):
+    """Status of a release's CuTe-DSL arms in ``03-cutedsl``."""
+
+    TIMED = "timed"
+    NOT_RUN = "not run"  # the reason says why
+    FAILED = "failed"  # the reason is the error
+
+
 #: The ceiling table's columns when a run measured no streaming ceiling (``stream_ceiling = "off"``).
 _NO_CEILING = ["arm", "median_us", "tokens", *SHAPE]
 
 
-def status_row(code: str, status: str, reason: str = "") -> dict:
-    """One release's CuTe-DSL outcome: ``timed``, ``not run`` (why), or ``failed`` (the error)."""
-    if status not in (TIMED, NOT_RUN, FAILED):
-        raise ValueError(f"status: {status!r} is not one of {TIMED}, {NOT_RUN}, {FAILED}")
+def status_row(code: str, status: CuteDslStatus, reason: str = "") -> dict:
+    """One release's CuTe-DSL outcome: timed, not run (why), or failed (the error)."""
+    if status not in tuple(CuteDslStatus):
+        raise ValueError(f"status: {status!r} is not one of {', '.join(CuteDslStatus)}")
     return {"code": code, "status": status, "reason": reason}
 
 
@@ -79,7 +88,7 @@ def release_facts(status: pd.DataFrame, table: pd.DataFrame, launch: str = "grap
     lo, hi = NO_COST_BAND
     facts: dict = {"band": [lo, hi], "releases": {}}
     for r in status.itertuples() if status is not None and len(status) else []:
-        if r.status != TIMED:
+        if r.status != CuteDslStatus.TIMED:
             facts["releases"][r.code] = {"status": r.status, "reason": r.reason}
             continue
         mine = table[(table["code"] == r.code) & (table["launch"] == launch)] if len(table) else table

@@ -8,6 +8,7 @@ A row is one launcher call: ``variant``, ``table``, ``phase``, ``width``, ``firs
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 
 import pandas as pd
 
@@ -91,12 +92,13 @@ def inference_compiles(rows: pd.DataFrame, warm_up_phase: str = "warm-up") -> pd
     return frame.groupby(GROUP, sort=False)["compiles"].sum().astype(int).reset_index(name="inference_compiles")
 
 
-#: How a kernel's row pitch reaches it, the rows' ``pitch`` column.
-CONSTEXPR_WIDTH = "constexpr width"
-RUNTIME_STRIDE = "runtime stride"
-RUNTIME_STRIDE_UNSPECIALIZED = "runtime stride (do_not_specialize)"
-CONSTEXPR_STRIDE = "constexpr stride"
-PITCH_FORMS = (CONSTEXPR_WIDTH, RUNTIME_STRIDE, RUNTIME_STRIDE_UNSPECIALIZED, CONSTEXPR_STRIDE)
+class Pitch(StrEnum):
+    """How a kernel's row pitch reaches it, the rows' ``pitch`` column."""
+
+    CONSTEXPR_WIDTH = "constexpr width"
+    RUNTIME_STRIDE = "runtime stride"
+    RUNTIME_STRIDE_UNSPECIALIZED = "runtime stride (do_not_specialize)"
+    CONSTEXPR_STRIDE = "constexpr stride"
 
 
 def int_class(value: int) -> str:
@@ -105,27 +107,27 @@ def int_class(value: int) -> str:
     return "1" if value == 1 else f"{kind}:D" if value % 16 == 0 else kind
 
 
-def expected_compiles(pitch: str, table: str, widths: list[int], backing_width: int, warm_up: bool = True) -> int:
+def expected_compiles(pitch: Pitch, table: str, widths: list[int], backing_width: int, warm_up: bool = True) -> int:
     """Compilations after the warm-up if only the row pitch varies, by Triton's specialisation rules:
     a constexpr's value is in the key, a plain int only its class, a ``do_not_specialize`` int nothing.
 
     ``table``: ``narrowed`` (views of one ``backing_width`` table: ``stride(0) = backing_width``) or
     ``contiguous`` (``stride(0) = width``). The warm-up is one launch on the full contiguous table.
     """
-    if pitch not in PITCH_FORMS:
-        raise ValueError(f"pitch must be one of {PITCH_FORMS}, got {pitch!r}")
+    if pitch not in tuple(Pitch):
+        raise ValueError(f"pitch must be one of {tuple(p.value for p in Pitch)}, got {pitch!r}")
     strides = [backing_width if table == "narrowed" else w for w in widths]
     key = {
-        CONSTEXPR_WIDTH: list(widths),
-        CONSTEXPR_STRIDE: strides,
-        RUNTIME_STRIDE: [int_class(s) for s in strides],
-        RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides],
+        Pitch.CONSTEXPR_WIDTH: list(widths),
+        Pitch.CONSTEXPR_STRIDE: strides,
+        Pitch.RUNTIME_STRIDE: [int_class(s) for s in strides],
+        Pitch.RUNTIME_STRIDE_UNSPECIALIZED: [0 for _ in strides],
     }[pitch]
     warm = {
-        CONSTEXPR_WIDTH: backing_width,
-        CONSTEXPR_STRIDE: backing_width,
-        RUNTIME_STRIDE: int_class(backing_width),
-        RUNTIME_STRIDE_UNSPECIALIZED: 0,
+        Pitch.CONSTEXPR_WIDTH: backing_width,
+        Pitch.CONSTEXPR_STRIDE: backing_width,
+        Pitch.RUNTIME_STRIDE: int_class(backing_width),
+        Pitch.RUNTIME_STRIDE_UNSPECIALIZED: 0,
     }[pitch]
     seen = {warm} if warm_up else set()
     return len(set(key) - seen)
@@ -254,7 +256,7 @@ def release_story(rows: pd.DataFrame, releases: Mapping[str, str], seed_kernel: 
                     entry["compile_ms"] = round(float(ms.sum()) / 1e3, 1) if ms.notna().any() else None
             forms[str(pitch)] = entry
         names = [n for n in dict.fromkeys(g.get("kernel_name", pd.Series(dtype=str)).dropna()) if n]
-        warm = g[(g["phase"] == "warm-up") & (g["pitch"] == CONSTEXPR_WIDTH)]
+        warm = g[(g["phase"] == "warm-up") & (g["pitch"] == Pitch.CONSTEXPR_WIDTH)]
         warm = warm[warm["table"] == warm["table"].iloc[0]] if len(warm) else warm  # each table kind warms up anew
         out[code] = {
             "kernel_name": names[0] if names else "",

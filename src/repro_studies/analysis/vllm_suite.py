@@ -9,6 +9,8 @@ neither; an error, another exception or a test that did not run fails its check.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import pandas as pd
 
 from repro_studies.analysis.releases import version_key
@@ -17,12 +19,26 @@ from repro_studies.tables import Table
 
 #: The tables notebook 04 writes for this study (``results/<name>.csv``): the patches, every test, the summary.
 PATCH_TABLE, TEST_TABLE, SUMMARY_TABLE = Table.PATCHES, Table.UPSTREAM_TEST, Table.UPSTREAM_TEST_SUMMARY
-EXPECT_FAILS = "fails on its assertion"
-EXPECT_PASSES = "passes"
 CHECK = "vLLM's regression test: fails as released from two requests, passes patched"
-#: What one (release, form) run came to, in the order a reader asks.
-STATUS_ERRORS, STATUS_INCOMPLETE, STATUS_NOTHING = "errors", "incomplete", "nothing ran"
-STATUS_FAILS, STATUS_PASSES = "fails on its assertions", "passes"
+
+
+class SuiteExpectation(StrEnum):
+    """What one of vLLM's regression tests must do (a test row's ``expected``)."""
+
+    FAILS = "fails on its assertion"
+    PASSES = "passes"
+
+
+class SuiteRunStatus(StrEnum):
+    """What one (release, form) run came to, in the order a reader asks (the summary's ``outcome``)."""
+
+    ERRORS = "errors"
+    INCOMPLETE = "incomplete"
+    NOTHING = "nothing ran"
+    FAILS = "fails on its assertions"
+    PASSES = "passes"
+
+
 FAILED = tuple(o.value for o in SUITE_ASSERTION_FAILURES)
 #: The summary's verdict column (not ``ok``: the summary is a table of runs, its check rows are separate).
 AS_EXPECTED = "as expected"
@@ -46,16 +62,16 @@ TEST_COLUMNS = (
 )
 
 
-def expected(form: str, num_reqs: object) -> str:
+def expected(form: str, num_reqs: object) -> SuiteExpectation:
     """What a test must do: fail as released from two requests, pass otherwise."""
     many = num_reqs is not None and not pd.isna(num_reqs) and int(num_reqs) >= 2
-    return EXPECT_FAILS if form == Form.RELEASED and many else EXPECT_PASSES
+    return SuiteExpectation.FAILS if form == Form.RELEASED and many else SuiteExpectation.PASSES
 
 
 def test_ok(form: str, num_reqs: object, outcome: str) -> bool:
     if outcome == SuiteOutcome.SKIPPED:
         return True
-    if expected(form, num_reqs) == EXPECT_FAILS:
+    if expected(form, num_reqs) == SuiteExpectation.FAILS:
         return outcome in FAILED
     return outcome == SuiteOutcome.PASSED
 
@@ -70,16 +86,16 @@ def with_expectations(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(expected=exp, ok=ok)
 
 
-def _status(counts: dict[str, int]) -> str:
+def _status(counts: dict[str, int]) -> SuiteRunStatus:
     if counts[SuiteOutcome.ERROR] or counts[SuiteOutcome.OTHER]:
-        return STATUS_ERRORS
+        return SuiteRunStatus.ERRORS
     if counts[SuiteOutcome.NOT_RUN]:
-        return STATUS_INCOMPLETE
+        return SuiteRunStatus.INCOMPLETE
     if sum(counts[o] for o in FAILED):
-        return STATUS_FAILS
+        return SuiteRunStatus.FAILS
     if counts[SuiteOutcome.PASSED]:
-        return STATUS_PASSES
-    return STATUS_NOTHING
+        return SuiteRunStatus.PASSES
+    return SuiteRunStatus.NOTHING
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
@@ -132,7 +148,7 @@ def check_rows(summary_frame: pd.DataFrame) -> list[dict]:
     """One check row per (release, form)."""
     rows = []
     for r in summary_frame.to_dict("records"):
-        want = STATUS_FAILS if r["form"] == Form.RELEASED else STATUS_PASSES
+        want = SuiteRunStatus.FAILS if r["form"] == Form.RELEASED else SuiteRunStatus.PASSES
         seen = f"{r['outcome']}: {r['passed']} passed, {r['mismatch'] + r['out of bounds'] + r['device fault']} failed"
         seen += f" on their assertion, {r['errors']} errors, {r['skipped']} skipped, {r['not run']} not run"
         rows.append(
@@ -140,7 +156,7 @@ def check_rows(summary_frame: pd.DataFrame) -> list[dict]:
                 "check": CHECK,
                 "variant": r["form"],
                 "num_reqs": None,
-                "expected": f"{want} (one request passes)" if want == STATUS_FAILS else want,
+                "expected": f"{want} (one request passes)" if want == SuiteRunStatus.FAILS else want,
                 "observed": seen + (f"; unexpected: {r['unexpected']}" if r["unexpected"] else ""),
                 "ok": bool(r[AS_EXPECTED]),
                 "release": r["release"],

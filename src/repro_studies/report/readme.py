@@ -31,12 +31,10 @@ from repro_studies.analysis.releases import version_key
 from repro_studies.registry import (
     BUG1_KV_CACHE_DTYPE,
     GPU_FAMILY_NAMES,
-    LATENT,
-    REACHED,
     TABLE_ANSWERS,
     TABLE_DISPATCH,
-    UNDECIDED,
     Bug1Answer,
+    Bug2Answer,
     CellOutcome,
 )
 from repro_studies.report.affected import compact_display, csv_line, derive, markdown
@@ -165,9 +163,7 @@ def _context(a: Answer) -> dict[str, Any]:
         "kv_cache_dtype": BUG1_KV_CACHE_DTYPE,
         "Answer": Bug1Answer,
         "Outcome": CellOutcome,
-        "REACHED": REACHED,
-        "LATENT": LATENT,
-        "UNDECIDED": UNDECIDED,
+        "Bug2Answer": Bug2Answer,
         "ranges1": lambda rs: ranges(rs, a.bug1.releases),
         "ranges2": lambda rs: ranges(rs, a.bug2.releases),
         "either": either,

@@ -31,17 +31,7 @@ from typing import Any
 
 import torch
 
-from repro_studies.registry import (
-    NOT_LOADED,
-    RUNNER_V1,
-    RUNNER_V2,
-    STAGE_CALL,
-    STAGE_KERNEL,
-    STAGE_RUNNER,
-    TABLE_NOT_RUN,
-    TABLE_NOT_SHIPPED,
-    TABLE_RAN,
-)
+from repro_studies.registry import Runner, TableStage, TableStatus
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream.dispatch import DISPATCHER, triton_utils
 from repro_studies.upstream.members import BLOCK_TABLES
@@ -55,7 +45,7 @@ from repro_studies.upstream.released_code import (
 )
 from repro_studies.upstream.wheelcache import CacheMiss, ensure_release
 
-RUNNERS = (RUNNER_V1, RUNNER_V2)
+RUNNERS = (Runner.V1, Runner.V2)
 
 COLUMNS = (
     "release",
@@ -80,7 +70,7 @@ UBATCH_UTILS = "vllm/v1/worker/ubatch_utils.py"
 V2_UBATCH_UTILS = "vllm/v1/worker/gpu/ubatch_utils.py"
 SPECS = "vllm/v1/kv_cache_interface.py"
 #: The modules whose presence means the release ships a runner.
-RUNNER_MEMBERS = {RUNNER_V1: (V1_RUNNER,), RUNNER_V2: (V2_RUNNER, V2_TABLES)}
+RUNNER_MEMBERS = {Runner.V1: (V1_RUNNER,), Runner.V2: (V2_RUNNER, V2_TABLES)}
 #: DeepSeek-V4's sliding window (tokens) and its two compress ratios.
 SLIDING_WINDOW = 128
 C4, C128 = 4, 128
@@ -444,7 +434,7 @@ def _backend(kernel_block_size: int) -> Any:
 
 
 def kernel_tables(
-    code: ReleasedCode, cfg: Config, group_def: Group, spec: Any, g: int, table: Any, runner: str = RUNNER_V1
+    code: ReleasedCode, cfg: Config, group_def: Group, spec: Any, g: int, table: Any, runner: str = Runner.V1
 ) -> list[tuple[str, Any]] | None:
     """(label, table) per micro-batch after ``AttentionGroup.map_to_kernel_block_table``; None where the
     release maps kernel blocks inside the runner's own table instead."""
@@ -484,13 +474,13 @@ def kernel_tables(
     return out
 
 
-def ubatch_rows(code: ReleasedCode, table: Any, ubatches: int, runner: str = RUNNER_V1) -> list[Any]:
+def ubatch_rows(code: ReleasedCode, table: Any, ubatches: int, runner: str = Runner.V1) -> list[Any]:
     """The table each micro-batch's metadata gets: the release's own slicing expression, the V2 runner's
     (``block_table[ubatch_slice.request_slice]`` in ``gpu/ubatch_utils``) where the release has one, else
     ``ubatch_utils``'s (``attn_metadata.block_table_tensor[request_slice]``)."""
     if ubatches == 1:
         return [table]
-    modules = [V2_UBATCH_UTILS, UBATCH_UTILS] if runner == RUNNER_V2 else [UBATCH_UTILS]
+    modules = [V2_UBATCH_UTILS, UBATCH_UTILS] if runner == Runner.V2 else [UBATCH_UTILS]
     found = [(m, _slicing_expression(code, m)) for m in modules if m in code.members]
     found = [(m, node) for m, node in found if node is not None]
     if not found:
@@ -611,7 +601,7 @@ def study_release(
         missing = [m for m in RUNNER_MEMBERS[runner] if m not in members]
         if missing:
             how = f"vLLM {release} ships no {', '.join(missing)}"
-            rows.append(_row(release, runner, Config("—"), status=TABLE_NOT_SHIPPED, how=how))
+            rows.append(_row(release, runner, Config("—"), status=TableStatus.NOT_SHIPPED, how=how))
             continue
         for cfg in sweep:
             code = released_code(read, members, release, parsed)
@@ -630,7 +620,7 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
     rows: list[dict] = []
     try:
         specs = [make_spec(code, g, cfg) for g in GROUPS]
-        build = runner_tables_v1 if runner == RUNNER_V1 else runner_tables_v2
+        build = runner_tables_v1 if runner == Runner.V1 else runner_tables_v2
         tables, how = build(code, cfg, specs, num_reqs)
         sites = call_sites(code)
         if not sites:
@@ -642,8 +632,8 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                     runner,
                     cfg,
                     group=group.name,
-                    stage=STAGE_RUNNER,
-                    status=TABLE_RAN,
+                    stage=TableStage.RUNNER,
+                    status=TableStatus.RAN,
                     how=how,
                     **_tensor(table),
                 )
@@ -659,9 +649,9 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                             runner,
                             cfg,
                             group=group.name,
-                            stage=STAGE_KERNEL,
+                            stage=TableStage.KERNEL,
                             site=site,
-                            status=TABLE_RAN,
+                            status=TableStatus.RAN,
                             how=f"{WORKER_UTILS}:AttentionGroup.create_metadata_builders, map_to_kernel_block_table",
                             **_tensor(t),
                         )
@@ -677,17 +667,17 @@ def study_config(code: ReleasedCode, release: str, runner: str, cfg: Config) -> 
                             runner,
                             cfg,
                             group=group.name,
-                            stage=STAGE_CALL,
+                            stage=TableStage.CALL,
                             site=where,
-                            status=TABLE_RAN,
+                            status=TableStatus.RAN,
                             how=how_site,
                             **_tensor(at),
                         )
                     )
     except NotRun as exc:
-        rows.append(_row(release, runner, cfg, status=TABLE_NOT_RUN, how=str(exc)))
+        rows.append(_row(release, runner, cfg, status=TableStatus.NOT_RUN, how=str(exc)))
     except Exception as exc:
-        rows.append(_row(release, runner, cfg, status=TABLE_NOT_RUN, how=f"{type(exc).__name__}: {exc}"))
+        rows.append(_row(release, runner, cfg, status=TableStatus.NOT_RUN, how=f"{type(exc).__name__}: {exc}"))
     return rows
 
 
@@ -702,7 +692,13 @@ def study(
         if isinstance(entry, CacheMiss):
             for runner in RUNNERS:
                 rows.append(
-                    _row(version, runner, Config("—"), status=NOT_LOADED, how=f"{entry.status}: {entry.reason}")
+                    _row(
+                        version,
+                        runner,
+                        Config("—"),
+                        status=TableStatus.NOT_LOADED,
+                        how=f"{entry.status}: {entry.reason}",
+                    )
                 )
             continue
         rows += study_release(version, entry.read, entry.members_of(BLOCK_TABLES), sweep)

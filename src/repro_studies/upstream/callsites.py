@@ -420,8 +420,11 @@ class Runs(StrEnum):
     NOT_READ = "not read"
 
 
-#: Why a release's model code was not read, where the module cache gave no miss of its own (``status``).
-UNAVAILABLE, NO_STUDY_FILES = "unavailable", "no study files"
+class NotRead(StrEnum):
+    """Why a release's model code was not read, where the module cache gave no miss of its own (``status``)."""
+
+    UNAVAILABLE = "unavailable"
+    NO_STUDY_FILES = "no study files"
 
 
 def _verdict(eager: bool, split: bool, d: GraphDefaults) -> Runs:

@@ -38,17 +38,7 @@ import triton
 import triton.language as tl
 
 from repro_studies.kernel_id import KernelFamily, KernelId, family_of
-from repro_studies.registry import (
-    ANY_TOPOLOGY,
-    DISPATCH_NO_KERNEL,
-    DISPATCH_NOT_DECIDED,
-    DISPATCH_NOT_GATHERED,
-    DISPATCH_NOT_SERVED,
-    DISPATCH_NOT_SHIPPED,
-    DISPATCH_RAISED,
-    DISPATCH_RAN,
-    NOT_LOADED,
-)
+from repro_studies.registry import ANY_TOPOLOGY, DispatchStatus, WarmUpRegistered
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream import serving, warmups
 from repro_studies.upstream import topology as tp
@@ -433,13 +423,13 @@ def study_path(
     try:
         directory, how = implementation(code, model)
         if not directory:
-            return [_row(release, family, model, r, status=DISPATCH_NOT_SHIPPED, how=how) for r in RECORDS]
+            return [_row(release, family, model, r, status=DispatchStatus.NOT_SHIPPED, how=how) for r in RECORDS]
         chosen = selections(code, model, directory)
     except NotServed as exc:
-        refusal = {"status": DISPATCH_NOT_SERVED, "refused_by": str(exc), "how": str(exc)}
+        refusal = {"status": DispatchStatus.NOT_SERVED, "refused_by": str(exc), "how": str(exc)}
         return [_row(release, family, model, r, **refusal) for r in RECORDS]
     except PathNotDecided as exc:
-        return [_row(release, family, model, r, status=DISPATCH_NOT_DECIDED, how=str(exc)) for r in RECORDS]
+        return [_row(release, family, model, r, status=DispatchStatus.NOT_DECIDED, how=str(exc)) for r in RECORDS]
     rows: list[dict] = []
     for selection in chosen:
         rows += _selection_rows(release, code, family, model, Path(how=[how]), selection, warmup_rows)
@@ -465,7 +455,7 @@ def _selection_rows(
         if refusals:
             path.how += [p.describe() for p in refusals]
             first = refusals[0]
-            refusal = {"status": DISPATCH_NOT_SERVED, "refused_by": f"{first.op.name}: {first.error}"}
+            refusal = {"status": DispatchStatus.NOT_SERVED, "refused_by": f"{first.op.name}: {first.error}"}
             return [_path_row(release, family, model, r, path, **refusal) for r in RECORDS]
         if probes:
             ops = ", ".join(f"{p.op.name} -> {p.bound_to}" for p in probes)
@@ -478,7 +468,7 @@ def _selection_rows(
         sites, holder = gather_sites(cls)
         if not sites:
             path.how.append(f"{cls.__name__} and its bases never call {DISPATCHER}")
-            return [_path_row(release, family, model, r, path, status=DISPATCH_NOT_GATHERED) for r in RECORDS]
+            return [_path_row(release, family, model, r, path, status=DispatchStatus.NOT_GATHERED) for r in RECORDS]
         dispatcher_fn = code.value(holder._member, DISPATCHER)
         location = getattr(dispatcher_fn, "__code__", None)
         path.dispatcher_member = _member_of_function(code, dispatcher_fn) or ""
@@ -498,7 +488,7 @@ def _selection_rows(
             path.how.append(f"{path.dispatcher_member} reads one record (584 B) for every cache")
     except PathNotDecided as exc:
         path.how.append(str(exc))
-        return [_path_row(release, family, model, r, path, status=DISPATCH_NOT_DECIDED) for r in RECORDS]
+        return [_path_row(release, family, model, r, path, status=DispatchStatus.NOT_DECIDED) for r in RECORDS]
     return [_record_row(release, code, family, model, path, r) for r in RECORDS]
 
 
@@ -532,9 +522,7 @@ def _warmups(
     found = warmups.registrations(code, cls, default_config(code, topology), dirs)
     if not found:
         none = f"no register_warmup() of a gather under {', '.join(dirs)}"
-        return [
-            {**base, "instance": "", "kind": "", "registered": warmups.NOT_REGISTERED, "condition": none, "site": ""}
-        ]
+        return [{**base, "instance": "", "kind": "", "registered": WarmUpRegistered.NO, "condition": none, "site": ""}]
     return [{**base, **row} for row in found]
 
 
@@ -553,7 +541,7 @@ def _record_row(
     kinds = {k.record for k in kernels_of(code, path.dispatcher_member)}
     if record.kind not in kinds:
         how = f"{path.dispatcher_member} has no gather kernel for the {record.display} record"
-        return _row(release, family, model, record, status=DISPATCH_NO_KERNEL, how=how, **base)
+        return _row(release, family, model, record, status=DispatchStatus.NO_KERNEL, how=how, **base)
     launched: list[KernelId] = []
     cute = cutedsl_module(code)
     if cute and family.cutlass == pf.CUTLASS_IMPORTS:
@@ -566,15 +554,29 @@ def _record_row(
         launch = dispatch(code, path.dispatcher_member, record, launched)
     except PathNotDecided as exc:
         return _row(
-            release, family, model, record, status=DISPATCH_NOT_DECIDED, how="; ".join([*path.how, str(exc)]), **base
+            release,
+            family,
+            model,
+            record,
+            status=DispatchStatus.NOT_DECIDED,
+            how="; ".join([*path.how, str(exc)]),
+            **base,
         )
     except Exception as exc:  # what the dispatcher raises is the finding
         how = "; ".join([*path.how, cute_answer, f"{DISPATCHER} raised {type(exc).__name__}: {exc}"])
-        return _row(release, family, model, record, gather_kernel="", status=DISPATCH_RAISED, how=how, **base)
+        return _row(release, family, model, record, gather_kernel="", status=DispatchStatus.RAISED, how=how, **base)
     kernel, matrix = launch.launch_label, launch.matrix_label
     how = "; ".join(x for x in [*path.how, cute_answer, f"launched {kernel}"] if x)
     return _row(
-        release, family, model, record, gather_kernel=kernel, matrix_kernel=matrix, status=DISPATCH_RAN, how=how, **base
+        release,
+        family,
+        model,
+        record,
+        gather_kernel=kernel,
+        matrix_kernel=matrix,
+        status=DispatchStatus.RAN,
+        how=how,
+        **base,
     )
 
 
@@ -596,7 +598,9 @@ def study(
             how = f"{entry.status}: {entry.reason}"
             for family in families:
                 for model in MODELS:
-                    rows += [_row(version, family, model, r, status=NOT_LOADED, how=how) for r in RECORDS]
+                    rows += [
+                        _row(version, family, model, r, status=DispatchStatus.NOT_LOADED, how=how) for r in RECORDS
+                    ]
             continue
         rows += study_release(version, entry.read, entry.members_of(DISPATCH), families, warmup_rows)
     return rows

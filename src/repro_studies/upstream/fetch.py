@@ -22,7 +22,7 @@ from repro_studies.upstream.releases import (
     first_release,
     releases_from_index,
 )
-from repro_studies.upstream.wheelcache import MISS_UNKNOWN, CacheMiss, default_cache_root, ensure_release, export
+from repro_studies.upstream.wheelcache import CacheMiss, MissStatus, default_cache_root, ensure_release, export
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def derive_releases(cache_root: Path | None = None, document: dict | None = None
         def ships(version: str) -> bool:
             r = next(r for r in indexed if r.version == version)
             got = ensure_release(version, cache_root, sets=(GATHER,), platforms=r.platforms)
-            if isinstance(got, CacheMiss) and got.status != MISS_UNKNOWN:
+            if isinstance(got, CacheMiss) and got.status != MissStatus.UNKNOWN:
                 raise ReleaseListError(f"releases: probing vLLM {version} failed: {got.status}: {got.reason}")
             probed[version] = not isinstance(got, CacheMiss)
             return probed[version]

@@ -30,7 +30,7 @@ from repro_studies.upstream.discovery import discover, launch_keywords
 from repro_studies.upstream.members import GATHER
 from repro_studies.upstream.patcher import PatchError, Rewrite, rewrite_row_pitch
 from repro_studies.upstream.releases import is_plain_version
-from repro_studies.upstream.wheelcache import MISS_UNKNOWN, CacheEntry, CacheMiss, ensure_release
+from repro_studies.upstream.wheelcache import CacheEntry, CacheMiss, MissStatus, ensure_release
 
 PATCH_TOOL = "patch"
 INSTALL_NOTE = "GNU patch is not on PATH; install it (Debian/Ubuntu: apt-get install patch)"
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for version in args.versions:  # every release found before any diff is written
         got = ensure_release(version, download=not args.no_download)
-        if isinstance(got, CacheMiss) and got.status == MISS_UNKNOWN:
+        if isinstance(got, CacheMiss) and got.status == MissStatus.UNKNOWN:
             print(f"error: VERSION: {version} is not a vLLM release on the registry ({got.reason})", file=sys.stderr)
             return 2
     failed = 0

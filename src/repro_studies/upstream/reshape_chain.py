@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from repro.core.reshape.plan import as_strided_required_elems
-from repro_studies.registry import RUNNER_V1, RUNNER_V2, ChainLink, ChainStop, KVViewPath, RaisedBy
+from repro_studies.registry import ChainLink, ChainStop, KVViewPath, RaisedBy, Runner
 from repro_studies.upstream import platforms as pf
 from repro_studies.upstream.dispatch import triton_utils
 from repro_studies.upstream.members import RESHAPE_CHAIN, RESHAPE_FUNCTION_MEMBER, V1_RUNNER_MEMBER
@@ -76,10 +76,10 @@ V2_HELPER = "_reshape_attention_kv_cache"
 V1_METHOD = "_reshape_kv_cache_tensors"
 #: Each runner's reshape: the member and the definition (``Class.method`` for V1).
 RESHAPES = {
-    RUNNER_V1: (V1_RUNNER_MEMBER, f"GPUModelRunner.{V1_METHOD}"),
-    RUNNER_V2: (RESHAPE_FUNCTION_MEMBER, V2_FUNCTION),
+    Runner.V1: (V1_RUNNER_MEMBER, f"GPUModelRunner.{V1_METHOD}"),
+    Runner.V2: (RESHAPE_FUNCTION_MEMBER, V2_FUNCTION),
 }
-RUNNERS = (RUNNER_V1, RUNNER_V2)
+RUNNERS = (Runner.V1, Runner.V2)
 KV_CACHE_INTERFACE = "vllm/v1/kv_cache_interface.py"
 #: The rewritten path (vLLM 0.29.0 on): the runner calls ``allocate_kv_cache`` (one int8 buffer), which calls
 #: ``create_kv_cache_views`` per KV cache tensor (``torch.as_strided``, one view per layer).
@@ -87,8 +87,8 @@ ALLOCATOR = "allocate_kv_cache"
 VIEW_FUNCTION = "create_kv_cache_views"
 #: Each runner's definition that calls :data:`ALLOCATOR` (``Class.method`` for V1).
 VIEW_CALLERS = {
-    RUNNER_V1: (V1_RUNNER_MEMBER, "GPUModelRunner.initialize_kv_cache_tensors"),
-    RUNNER_V2: (RESHAPE_FUNCTION_MEMBER, "init_kv_cache"),
+    Runner.V1: (V1_RUNNER_MEMBER, "GPUModelRunner.initialize_kv_cache_tensors"),
+    Runner.V2: (RESHAPE_FUNCTION_MEMBER, "init_kv_cache"),
 }
 #: ``--num-gpu-blocks-override``: the blocks every pool holds (small enough to check every byte).
 NUM_BLOCKS = 4
@@ -274,7 +274,7 @@ class ReleaseChain:
     def helper(self, runner: str) -> str:
         """The definition a runner's reshape builds its attention views with (V2 from 0.24.0), or ""."""
         member, _ = RESHAPES[runner]
-        return V2_HELPER if runner == RUNNER_V2 and self.code().toplevel(member, V2_HELPER) is not None else ""
+        return V2_HELPER if runner == Runner.V2 and self.code().toplevel(member, V2_HELPER) is not None else ""
 
     def code(self, environment: dict[str, str] | None = None) -> ReleasedCode:
         """The release's code as one environment sees it (one per environment: the modules it runs whole are
@@ -343,7 +343,7 @@ class RunnerChoice:
     """Which runner the release's worker builds for DeepSeek-V4 in one environment, and the expression it read."""
 
     environment: tuple[tuple[str, str], ...]
-    runner: str  # RUNNER_V1 / RUNNER_V2, or "" when it could not be decided
+    runner: str  # Runner.V1 / Runner.V2, or "" when it could not be decided
     expression: str  # the worker's own statement, e.g. ``self.use_v2_model_runner = vllm_config.use_v2_model_runner``
     reason: str = ""
 
@@ -367,13 +367,13 @@ def runner_choices(chain: ReleaseChain) -> list[RunnerChoice]:
             only_v2 = V1_RUNNER_MEMBER not in code.members and any(m.startswith(V2_PACKAGE) for m in code.members)
             why = f"{WORKER} assigns no self.use_v2_model_runner"
             if only_v2:
-                out.append(RunnerChoice(env, RUNNER_V2, f"no choice: {V1_RUNNER_MEMBER} is not in the release"))
+                out.append(RunnerChoice(env, Runner.V2, f"no choice: {V1_RUNNER_MEMBER} is not in the release"))
             else:
                 out.append(RunnerChoice(env, "", "", why))
             continue
         try:
             v2 = code.evaluate(WORKER, ast.unparse(stmt.value), {"vllm_config": vc, "self": types.SimpleNamespace()})
-            out.append(RunnerChoice(env, RUNNER_V2 if v2 else RUNNER_V1, ast.unparse(stmt)))
+            out.append(RunnerChoice(env, Runner.V2 if v2 else Runner.V1, ast.unparse(stmt)))
         except Exception as exc:
             out.append(RunnerChoice(env, "", ast.unparse(stmt), f"{type(exc).__name__}: {exc}"))
     return out
@@ -644,7 +644,7 @@ def _runner_inputs(setup: Setup, runner: str, run: RunnerRun) -> _Inputs:
     code, vc = setup.code, setup.vllm_config
     kvc = copy.deepcopy(setup.kv_cache_config)
     run.group_of = {name: gid for gid, g in enumerate(kvc.kv_cache_groups) for name in g.layer_names}
-    if runner == RUNNER_V2:
+    if runner == Runner.V2:
         with link(ChainLink.ATTENTION_GROUPS, code):
             node = code.toplevel(RESHAPE_FUNCTION_MEMBER, "init_attn_backend")
             fn = code.function(RESHAPE_FUNCTION_MEMBER, "init_attn_backend")
@@ -735,7 +735,7 @@ def _reshape(
     mine = _restricted(inputs, layer)
     try:
         with link(ChainLink.ALLOCATE, code):
-            if runner == RUNNER_V1:
+            if runner == Runner.V1:
                 raws = mine.self_obj._allocate_kv_cache_tensors(mine.kv_cache_config)
             else:
                 node = code.toplevel(RESHAPE_FUNCTION_MEMBER, "init_kv_cache")
@@ -755,7 +755,7 @@ def _reshape(
                 code.execute_all(RESHAPE_FUNCTION_MEMBER, statements[:-1], local, "init_kv_cache")
                 raws = local["kv_cache_raw_tensors"]
         with link(ChainLink.RESHAPE, code), torch.device("meta"):
-            if runner == RUNNER_V1:
+            if runner == Runner.V1:
                 views = mine.self_obj._reshape_kv_cache_tensors(raws, mine.kernel_block_sizes)
             else:
                 code.execute(RESHAPE_FUNCTION_MEMBER, statements[-1], local)
@@ -792,7 +792,7 @@ def _views(
         "kernel_block_sizes": mine.kernel_block_sizes,
         "kv_cache_allocation_context": None,
     }
-    if runner == RUNNER_V1:
+    if runner == Runner.V1:
         owner, node = code.class_ref(V1_RUNNER_MEMBER, "GPUModelRunner").lookup(qualname.split(".")[-1])
         member = owner._member
         local["self"] = mine.self_obj

@@ -16,12 +16,12 @@ import re
 from typing import Any
 
 from repro_studies.kernel_id import KernelKind
+from repro_studies.registry import WarmUpRegistered
 from repro_studies.upstream.released_code import ClassRef, ReleasedCode
 
 #: A gather's JIT instance: ``_DEQUANTIZE_AND_GATHER_K_CACHE_KERNEL`` (Triton) or the CuTe-DSL one.
 GATHER_INSTANCE = re.compile(r"DEQUANT\w*GATHER\w*")
 CUTEDSL_INSTANCE = re.compile(r"CUTEDSL", re.IGNORECASE)
-REGISTERED, NOT_REGISTERED, UNKNOWN = "yes", "no", "unknown"
 COLUMNS = ("release", "gpu_family", "model", "instance", "kind", "registered", "condition", "site")
 
 
@@ -99,18 +99,18 @@ def registrations(code: ReleasedCode, cls: ClassRef, vllm_config: Any, package_d
                 code.execute(member, stmt, local)
             except Exception:  # a name the tests read stays unbound: its test is unknown
                 continue
-        parts, verdict = [], REGISTERED
+        parts, verdict = [], WarmUpRegistered.YES
         for test, branch in chain:
             text = ast.unparse(test) if branch else f"not ({ast.unparse(test)})"
             try:
                 value = bool(code.evaluate(member, ast.unparse(test), local)) == branch
             except Exception:
                 parts.append(f"{text} (not evaluated)")
-                verdict = UNKNOWN if verdict == REGISTERED else verdict
+                verdict = WarmUpRegistered.UNKNOWN if verdict == WarmUpRegistered.YES else verdict
                 continue
             parts.append(f"{text} -> {value}")
             if not value:
-                verdict = NOT_REGISTERED
+                verdict = WarmUpRegistered.NO
         rows.append(
             {
                 "instance": instance,

@@ -36,6 +36,7 @@ import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from repro.paths import repo_root
@@ -115,18 +116,21 @@ class CacheEntry:
         return list(self.sets().get(member_set.name, []))
 
 
+class MissStatus(StrEnum):
+    """Why the cache could not provide a release (the words a release-matrix row keeps as its arm's status)."""
+
+    UNKNOWN = "unknown release"
+    DOWNLOAD = "download failed"
+    BAD_WHEEL = "bad wheel"
+
+
 @dataclass
 class CacheMiss:
-    """A release the cache could not provide; ``status`` is one of the ``MISS_*`` words."""
+    """A release the cache could not provide, and why."""
 
     version: str
-    status: str
+    status: MissStatus
     reason: str
-
-
-MISS_UNKNOWN = "unknown release"
-MISS_DOWNLOAD = "download failed"
-MISS_BAD_WHEEL = "bad wheel"
 
 
 def load_entry(version: str, cache_root: Path | None = None) -> CacheEntry | None:
@@ -219,7 +223,7 @@ def _outcome(entry: CacheEntry, wanted: list[MemberSet]) -> CacheEntry | CacheMi
     for s in wanted:
         if not entry.ships(s):
             scanned = entry.provenance.get("python_files", "its")
-            return CacheMiss(entry.version, MISS_UNKNOWN, f"no {s.description} among {scanned} Python files")
+            return CacheMiss(entry.version, MissStatus.UNKNOWN, f"no {s.description} among {scanned} Python files")
     return entry
 
 
@@ -250,7 +254,7 @@ def ensure_release(
         lock = _ensure_dir(cache_root) / f".{version}.lock"
         handle = lock.open("a")
     except OSError as exc:
-        return CacheMiss(version, MISS_DOWNLOAD, f"cannot write the cache {cache_root} ({exc.strerror or exc})")
+        return CacheMiss(version, MissStatus.DOWNLOAD, f"cannot write the cache {cache_root} ({exc.strerror or exc})")
     with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
         return _ensure_release(version, cache_root, download, expected_sha256, timeout_s, sets, platforms)
@@ -274,18 +278,22 @@ def _ensure_release(
         if not download:
             return CacheMiss(
                 version,
-                MISS_DOWNLOAD,
+                MissStatus.DOWNLOAD,
                 f"the cache {cache_root} holds vLLM {version} without the member set(s) {', '.join(lacking)} "
                 "and downloads are off",
             )
     if not download:
-        return CacheMiss(version, MISS_DOWNLOAD, f"not in the cache {cache_root} and downloads are off")
+        return CacheMiss(version, MissStatus.DOWNLOAD, f"not in the cache {cache_root} and downloads are off")
     if platforms is None:
         platforms = release_platforms(version)
     with tempfile.TemporaryDirectory(prefix="vllm-wheel-") as tmp:
         wheel, error = _pip_download(version, Path(tmp), timeout_s, platforms)
         if wheel is None:
-            status = MISS_UNKNOWN if "No matching distribution" in error or "from versions" in error else MISS_DOWNLOAD
+            status = (
+                MissStatus.UNKNOWN
+                if "No matching distribution" in error or "from versions" in error
+                else MissStatus.DOWNLOAD
+            )
             return CacheMiss(version, status, error)
         data_hash = hashlib.sha256()
         with wheel.open("rb") as fh:
@@ -294,7 +302,7 @@ def _ensure_release(
         digest = data_hash.hexdigest()
         if expected_sha256 and digest != expected_sha256:
             return CacheMiss(
-                version, MISS_BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}"
+                version, MissStatus.BAD_WHEEL, f"{wheel.name} hashes to {digest}, the index says {expected_sha256}"
             )
         # Extend an entry of the same wheel; otherwise rebuild it.
         keep = (
@@ -309,7 +317,7 @@ def _ensure_release(
                 shutil.copytree(keep.files_dir, staging / "files")
             got = extract_members(wheel, staging / "files", todo)
             if got.error:
-                return CacheMiss(version, MISS_BAD_WHEEL, got.error)
+                return CacheMiss(version, MissStatus.BAD_WHEEL, got.error)
             old = keep.provenance if keep is not None else {}
             provenance = {
                 "format": CACHE_FORMAT,
@@ -336,7 +344,7 @@ def _ensure_release(
                 shutil.rmtree(staging, ignore_errors=True)
     entry = load_entry(version, cache_root)
     if entry is None:
-        return CacheMiss(version, MISS_BAD_WHEEL, "the cache entry did not read back")
+        return CacheMiss(version, MissStatus.BAD_WHEEL, "the cache entry did not read back")
     return _outcome(entry, wanted)
 
 

@@ -27,7 +27,7 @@ from repro_studies.analysis import cutedsl as cutedsl_rules
 from repro_studies.analysis import jit as jit_rules
 from repro_studies.analysis import performance as rules
 from repro_studies.analysis import upstream_cost
-from repro_studies.analysis.jit import RUNTIME_STRIDE_UNSPECIALIZED
+from repro_studies.analysis.jit import Pitch
 from repro_studies.evidence import perf, timing
 from repro_studies.evidence.ceiling import run_ceiling
 from repro_studies.evidence.jit import JitSubject, fingerprint_subjects
@@ -264,11 +264,11 @@ class PerformanceWalkthrough:
             try:
                 origin = origin_of(entry)
             except ReleaseUnavailable as exc:
-                sites.append(_not_read(f"vLLM {version}", callsites.UNAVAILABLE, str(exc)))
+                sites.append(_not_read(f"vLLM {version}", callsites.NotRead.UNAVAILABLE, str(exc)))
                 continue
             sources = callsites.release_sources(entry)
             if not sources:
-                sites.append(_not_read(origin, callsites.NO_STUDY_FILES))
+                sites.append(_not_read(origin, callsites.NotRead.NO_STUDY_FILES))
                 continue
             for row in callsites.production_path(sources, origin):
                 sites.append(row)
@@ -334,15 +334,17 @@ class PerformanceWalkthrough:
             release, fn, why_not = cutedsl_callable(version, self.session.profile.device, p.download)
             origin = code_label(release)
             if fn is None:
-                status.append(cutedsl_rules.status_row(origin, cutedsl_rules.NOT_RUN, why_not))
+                status.append(cutedsl_rules.status_row(origin, cutedsl_rules.CuteDslStatus.NOT_RUN, why_not))
                 continue
             view, contig = cutedsl_bench_arms(release)
             try:
                 self._time_arms([(view, fn), (contig, fn)], CUTEDSL_CHECKS, CUTEDSL_MEDIANS)
             except Exception as exc:  # a compile or launch error of vLLM's code: a result, not a crash
-                status.append(cutedsl_rules.status_row(origin, cutedsl_rules.FAILED, f"{type(exc).__name__}: {exc}"))
+                status.append(
+                    cutedsl_rules.status_row(origin, cutedsl_rules.CuteDslStatus.FAILED, f"{type(exc).__name__}: {exc}")
+                )
                 continue
-            status.append(cutedsl_rules.status_row(origin, cutedsl_rules.TIMED))
+            status.append(cutedsl_rules.status_row(origin, cutedsl_rules.CuteDslStatus.TIMED))
         cute = self.session.table(CUTEDSL_MEDIANS).frame() if self.session.table(CUTEDSL_MEDIANS).rows else None
         ceiling = self.session.table(CEILING).frame() if self.session.table(CEILING).rows else None
         table = cutedsl_rules.beside_fast(cute, self.medians() if self.on_gpu else None, ceiling, self.ceiling_tbps)
@@ -370,9 +372,9 @@ class PerformanceWalkthrough:
         """Each loaded release's kernel in every form, with the release's own JIT warm-up where it has one."""
         p = self.session.params
         pitch = {
-            Form.RELEASED: jit_rules.CONSTEXPR_WIDTH,
-            Form.PATCHED: jit_rules.RUNTIME_STRIDE,
-            Form.PATCHED_CONSTEXPR: jit_rules.CONSTEXPR_STRIDE,
+            Form.RELEASED: Pitch.CONSTEXPR_WIDTH,
+            Form.PATCHED: Pitch.RUNTIME_STRIDE,
+            Form.PATCHED_CONSTEXPR: Pitch.CONSTEXPR_STRIDE,
         }
         subjects = []
         for origin, forms in self.kernels.items():
@@ -451,7 +453,7 @@ def repo_jit_subjects() -> list:
     from repro.core.kernels import gather  # lazy: kernel modules, defined under the profile start() activates
     from repro_studies.kernels import fast  # lazy: kernel modules, defined under the profile start() activates
 
-    form = RUNTIME_STRIDE_UNSPECIALIZED
+    form = Pitch.RUNTIME_STRIDE_UNSPECIALIZED
     return [
         JitSubject(
             "repro buggy (shape[-1])", gather.gather_buggy, gather._dequantize_and_gather_k_kernel, form, "repro"

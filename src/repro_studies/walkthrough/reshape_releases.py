@@ -29,7 +29,7 @@ from repro.registry import ReshapeVariant
 from repro.walkthrough.session import Progress, Session
 from repro_studies.analysis import reshape_chain as analysis
 from repro_studies.notebooks import ReshapeReleasesParameters
-from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, RUNNER_V1, RUNNER_V2, CellOutcome, KVViewPath
+from repro_studies.registry import CELL_FAILURES, CODE_UNRELEASED_MODEL, CellOutcome, KVViewPath, Runner
 from repro_studies.tables import Notebook, Table
 from repro_studies.upstream import fetch
 from repro_studies.upstream import releases as idx
@@ -212,7 +212,7 @@ def sources(ctx: Context) -> list[HTML]:
     """Each runner's reshape of the first release that counts ``block_size // kernel_block_size``, then V2's of the
     first release that counts ``storage_block_size // kernel_block_size`` (PR #43988)."""
     shown = []
-    for runner, kind in ((RUNNER_V1, "block_size"), (RUNNER_V2, "block_size"), (RUNNER_V2, "storage_block_size")):
+    for runner, kind in ((Runner.V1, "block_size"), (Runner.V2, "block_size"), (Runner.V2, "storage_block_size")):
         chain = first_with(ctx, runner, kind)
         if chain is not None:
             shown.append(source_excerpt(chain, runner))
@@ -246,31 +246,31 @@ def view_sources(ctx: Context) -> list[HTML]:
     return [HTML("".join(p for p in parts if p))]
 
 
-RUNNERS_SHOWN = (RUNNER_V1, RUNNER_V2)
+RUNNERS_SHOWN = (Runner.V1, Runner.V2)
 SHAPE_FUNCTION = "compute_layer_kv_cache_shape_bytes"
 
 
 def expression_diff(ctx: Context) -> str:
     """V2's count in the first release dividing ``block_size`` against the first dividing ``storage_block_size``,
     as a diff, with the statements they sit in (the whole functions' diff goes to the run folder)."""
-    old, new = first_with(ctx, RUNNER_V2, "block_size"), first_with(ctx, RUNNER_V2, "storage_block_size")
+    old, new = first_with(ctx, Runner.V2, "block_size"), first_with(ctx, Runner.V2, "storage_block_size")
     if old is None or new is None:
         return "(the releases of this run do not include one of each count)"
-    a = chain_lib.count_expressions(old.source(RUNNER_V2))
-    b = chain_lib.count_expressions(new.source(RUNNER_V2))
+    a = chain_lib.count_expressions(old.source(Runner.V2))
+    b = chain_lib.count_expressions(new.source(Runner.V2))
     diff = difflib.unified_diff(a, b, f"vLLM {old.version}", f"vLLM {new.version}", lineterm="")
     if ctx.session.run_dir:
         folder = Path(ctx.session.run_dir) / "reshape"
         folder.mkdir(parents=True, exist_ok=True)
         whole = difflib.unified_diff(
-            old.source(RUNNER_V2).splitlines(keepends=True),
-            new.source(RUNNER_V2).splitlines(keepends=True),
+            old.source(Runner.V2).splitlines(keepends=True),
+            new.source(Runner.V2).splitlines(keepends=True),
             f"vLLM {old.version}/{chain_lib.RESHAPE_FUNCTION_MEMBER}",
             f"vLLM {new.version}/{chain_lib.RESHAPE_FUNCTION_MEMBER}",
         )
         (folder / f"_reshape_kv_cache-{old.version}-vs-{new.version}.diff").write_text("".join(whole))
-    statements = [f"vLLM {old.version}: {s}" for s in chain_lib.count_statements(old.source(RUNNER_V2))]
-    statements += [f"vLLM {new.version}: {s}" for s in chain_lib.count_statements(new.source(RUNNER_V2))]
+    statements = [f"vLLM {old.version}: {s}" for s in chain_lib.count_statements(old.source(Runner.V2))]
+    statements += [f"vLLM {new.version}: {s}" for s in chain_lib.count_statements(new.source(Runner.V2))]
     return "\n".join([*diff, "", *statements])
 
 
