@@ -436,6 +436,15 @@ class KernelBugClass(StrEnum):
     NO_KERNEL = "—"  # the path runs no gather (the backend does not gather, or the dispatcher raised)
 
 
+class StreamKind(StrEnum):
+    """A streaming kernel of the ceiling (a ceiling row's ``kernel``): the gather's traffic without its block table."""
+
+    STREAM = "stream"  # the gather's reads, writes and dtype work
+    MOVE = "move"  # its bytes as flat runs, no dtype work
+    READ = "read-only"
+    WRITE = "write-only"
+
+
 # --------------------------------------------------------------------------------------------
 # Who is affected: the words the dispatch study and the runner sweep write and their analysis reads.
 

@@ -22,13 +22,11 @@ import math
 import pandas as pd
 
 from repro.core.geometry.layout import GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
-from repro_studies.registry import FAST, Arm, arm_of
+from repro_studies.registry import FAST, Arm, StreamKind, arm_of
 
-STREAM, MOVE, READ, WRITE = "stream", "move", "read-only", "write-only"
-NOT_GATHERS = (STREAM, MOVE, READ, WRITE)
 #: Kernels whose fastest arm at a shape is the ceiling: the streaming kernels (the gather's traffic and dtype
 #: work) and the byte movers (the gather's traffic as flat runs, no dtype work).
-CEILING_KERNELS = (STREAM, MOVE)
+CEILING_KERNELS = (StreamKind.STREAM, StreamKind.MOVE)
 BYTES_READ_PER_TOKEN = GATHER_READ_BYTES_PER_TOKEN
 BYTES_WRITTEN_PER_TOKEN = GATHER_WRITE_BYTES_PER_TOKEN
 SHAPE = ["seq_len", "num_reqs", "launch"]
@@ -56,9 +54,9 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     }
     for col, fill in defaults.items():
         f[col] = f[col].where(f[col].notna(), fill) if col in f else fill
-    gather = ~f["kernel"].isin(NOT_GATHERS)
-    read = f["tokens"] * BYTES_READ_PER_TOKEN * (f["kernel"] != WRITE)
-    written = f["tokens"] * BYTES_WRITTEN_PER_TOKEN * (f["kernel"] != READ)
+    gather = ~f["kernel"].isin(tuple(StreamKind))
+    read = f["tokens"] * BYTES_READ_PER_TOKEN * (f["kernel"] != StreamKind.WRITE)
+    written = f["tokens"] * BYTES_WRITTEN_PER_TOKEN * (f["kernel"] != StreamKind.READ)
     for col, fill in (("bytes_read", read), ("bytes_written", written)):
         f[col] = pd.to_numeric(f[col], errors="coerce").where(lambda v: v.notna(), fill) if col in f else fill
     f["median_us"] = pd.to_numeric(f["median_us"], errors="coerce")
@@ -89,8 +87,8 @@ def ceiling_table(gathers: pd.DataFrame, ceiling: pd.DataFrame, copy_tbps: float
     for (L, n, mode), g in f.groupby(SHAPE, sort=True):
         streams = g[g["kernel"].isin(CEILING_KERNELS)]
         best = streams.iloc[int(streams["median_us"].to_numpy().argmin())] if len(streams) else None
-        read = g[g["kernel"] == READ]
-        write = g[g["kernel"] == WRITE]
+        read = g[g["kernel"] == StreamKind.READ]
+        write = g[g["kernel"] == StreamKind.WRITE]
         read_rate = _tbps(read["bytes_read"].iloc[0], read["median_us"].iloc[0]) if len(read) else math.nan
         write_rate = _tbps(write["bytes_written"].iloc[0], write["median_us"].iloc[0]) if len(write) else math.nan
         fast = {(r.table, r.requests): r.median_us for r in g[g["kernel"] == FAST.label].itertuples()}
@@ -177,7 +175,7 @@ def gap_decomposition(
     tile = one["block_t"] if one is not None else (contig["block_t"] if contig is not None else None)
     like = None
     for layout in ("split", "records"):
-        like = _pick(g[g["block_t"] == tile], kernel=STREAM, layout=layout) if tile is not None else None
+        like = _pick(g[g["block_t"] == tile], kernel=StreamKind.STREAM, layout=layout) if tile is not None else None
         if like is not None:
             break
     steps = [

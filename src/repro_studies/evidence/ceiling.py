@@ -32,6 +32,7 @@ from repro.coverage import SentinelMode
 from repro_studies.evidence import timing
 from repro_studies.evidence.stream_bench import stream_bench
 from repro_studies.kernels.settings import DEFAULT_SETTINGS, DEFAULT_TILE, TileSettings
+from repro_studies.registry import StreamKind
 
 #: Whose code the ceiling arms are.
 REPO_CODE = "repro"
@@ -50,7 +51,7 @@ class StreamKernel:
     block_t: int
     num_warps: int
     settings: tuple = ()  # stream_dequant keywords as (name, value) pairs: tile, tiles_per_program, prefetch...
-    kind: str = "stream"  # "stream" (the gather's dtype work) or "move" (its bytes as flat runs)
+    kind: StreamKind = StreamKind.STREAM  # or MOVE
 
     def keywords(self) -> dict:
         return dict(self.settings)
@@ -65,9 +66,9 @@ def _streams() -> tuple[StreamKernel, ...]:
         StreamKernel("stream / 584-B records", "records", 8, 4),
         StreamKernel("stream / split / grouped 8 x 4", "split", 8, 4, (("tile", grouped),)),
         StreamKernel("stream / split / lanes 4 x 2", "split", 4, 2, (("tile", lanes),)),
-        StreamKernel("move / 584-B records as flat runs, 8 x 8", "records", 8, 8, kind="move"),
-        StreamKernel("move / 584-B records as flat runs, 4 x 4", "records", 4, 4, kind="move"),
-        StreamKernel("move / 584-B records as flat runs, 8 x 16", "records", 8, 16, kind="move"),
+        StreamKernel("move / 584-B records as flat runs, 8 x 8", "records", 8, 8, kind=StreamKind.MOVE),
+        StreamKernel("move / 584-B records as flat runs, 4 x 4", "records", 4, 4, kind=StreamKind.MOVE),
+        StreamKernel("move / 584-B records as flat runs, 8 x 16", "records", 8, 16, kind=StreamKind.MOVE),
     )
 
 
@@ -149,7 +150,7 @@ def gather_arm(
 
 def stream_arm(
     arm: str,
-    kind: str,
+    kind: StreamKind,
     tokens: int,
     copies: int,
     layout: str = "records",
@@ -168,7 +169,7 @@ def stream_arm(
         "table": "none",
         "requests": "none",
         "layout": sb.layout,
-        "tile": "flat runs" if kind == "move" else _tile_text(dequant),
+        "tile": "flat runs" if kind == StreamKind.MOVE else _tile_text(dequant),
         "block_t": sb.block_t,
         "num_warps": sb.num_warps,
         "tokens": tokens,
@@ -197,8 +198,8 @@ def ceiling_arms(
         for k in streams
     ]
     return arms + [
-        stream_arm("read-only / 584-B records", "read-only", tokens, copies, device=device),
-        stream_arm("write-only / 1,024-B rows", "write-only", tokens, copies, device=device),
+        stream_arm("read-only / 584-B records", StreamKind.READ, tokens, copies, device=device),
+        stream_arm("write-only / 1,024-B rows", StreamKind.WRITE, tokens, copies, device=device),
     ]
 
 
@@ -231,7 +232,7 @@ def decomposition_arms(
             arms.append(
                 stream_arm(
                     f"stream / {layout} / {tile[0]} tokens x {tile[1]} warps",
-                    "stream",
+                    StreamKind.STREAM,
                     tokens,
                     copies,
                     layout,

@@ -10,13 +10,14 @@ from functools import partial
 import torch
 
 from repro.core.geometry.layout import DSV4, GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN
+from repro_studies.registry import StreamKind
 
 #: Streaming kernels: what each moves per token (bytes read, bytes written).
 STREAM_KINDS = {
-    "stream": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
-    "move": (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
-    "read-only": (GATHER_READ_BYTES_PER_TOKEN, 0),
-    "write-only": (0, GATHER_WRITE_BYTES_PER_TOKEN),
+    StreamKind.STREAM: (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
+    StreamKind.MOVE: (GATHER_READ_BYTES_PER_TOKEN, GATHER_WRITE_BYTES_PER_TOKEN),
+    StreamKind.READ: (GATHER_READ_BYTES_PER_TOKEN, 0),
+    StreamKind.WRITE: (0, GATHER_WRITE_BYTES_PER_TOKEN),
 }
 
 
@@ -29,7 +30,7 @@ class StreamBench:
     launch per copy.
     """
 
-    kind: str
+    kind: StreamKind
     layout: str
     tokens: int
     block_t: int
@@ -42,7 +43,7 @@ class StreamBench:
 
 
 def stream_bench(
-    kind: str,
+    kind: StreamKind,
     tokens: int,
     copies: int,
     layout: str = "records",
@@ -58,14 +59,14 @@ def stream_bench(
     from repro_studies.kernels import stream as S  # lazy: a kernel module, defined under the profile chosen first
 
     if kind not in STREAM_KINDS:
-        raise ValueError(f"kind must be one of {sorted(STREAM_KINDS)}, got {kind!r}")
-    if dequant and kind != "stream":
+        raise ValueError(f"kind must be one of {sorted(k.value for k in STREAM_KINDS)}, got {kind!r}")
+    if dequant and kind != StreamKind.STREAM:
         raise ValueError(f"tile settings {sorted(dequant)} apply to the 'stream' kind only, not {kind!r}")
     block_t = block_t or S.DEFAULT_BLOCK_T
     num_warps = num_warps or S.DEFAULT_NUM_WARPS
     tiles = {"block_t": block_t, "num_warps": num_warps, "plan": "grid"}
     per_read, per_write = STREAM_KINDS[kind]
-    if kind == "write-only":
+    if kind == StreamKind.WRITE:
         outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
         calls = [partial(S.stream_write, out, **tiles) for out in outs]
 
@@ -74,7 +75,7 @@ def stream_bench(
             S.stream_write(out, **tiles)
             bad = int((out.view(torch.int16) != S.write_reference(tokens, device).view(torch.int16)).any(1).sum())
             return bad, 0, tokens, "rows"
-    elif kind == "move":
+    elif kind == StreamKind.MOVE:
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
         outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
         moves = {"block_t": block_t, "num_warps": num_warps}
@@ -88,7 +89,7 @@ def stream_bench(
             return bad, 0, tokens, "tokens"
     else:
         inputs = [S.make_stream_input(tokens, layout, seed=seed + k, device=device) for k in range(copies)]
-        if kind == "stream":
+        if kind == StreamKind.STREAM:
             outs = [torch.empty(tokens, DSV4.head_dim, dtype=torch.bfloat16, device=device) for _ in range(copies)]
             calls = [partial(S.stream_dequant, inp, out, **tiles, **dequant) for inp, out in zip(inputs, outs)]
 
@@ -110,7 +111,7 @@ def stream_bench(
 
     return StreamBench(
         kind=kind,
-        layout=layout if kind != "write-only" else "",
+        layout=layout if kind != StreamKind.WRITE else "",
         tokens=tokens,
         block_t=block_t,
         num_warps=num_warps,
