@@ -80,7 +80,7 @@ class Implementation:
     expect: Expectation
     may_fault: bool  # poison cases run in their own process
     name: str  # how a sentence names it: "the {name} gather"
-    origin: Origin | str  # or the vLLM release whose code it is ("vLLM 0.22.0")
+    origin: Origin
     style: Mapping[str, Any] = field(default_factory=lambda: _style(), compare=False)
     in_sweep: bool = True  # part of notebook 02's sweep and memcheck sweep
     role: Role = Role.FIX
