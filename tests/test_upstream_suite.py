@@ -150,8 +150,10 @@ def test_released_must_fail_on_its_assertion_and_patched_must_pass():
     s = suite.summary(good)
     assert list(s["outcome"]) == [suite.STATUS_FAILS, suite.STATUS_PASSES] and s[suite.AS_EXPECTED].all()
     assert [r["ok"] for r in suite.check_rows(s)] == [True, True]
+    released = s.iloc[0]
+    assert [released[c] for c in ("tests", "passed", "mismatch", "out of bounds", "errors")] == [3, 1, 1, 1, 0]
     table = suite.release_outcomes(s)
-    assert table.iloc[0]["as released"].startswith("fails on its assertions: 1/3 passed, 2 failed (1 mismatch")
+    assert table.iloc[0]["as released"].startswith(f"{suite.STATUS_FAILS}: 1/3 passed, 2 failed (")
     bad = pd.DataFrame(
         _rows("released", [(1, SuiteOutcome.PASSED), (2, SuiteOutcome.ERROR)])
         + _rows("patched", [(2, SuiteOutcome.MISMATCH)])
