@@ -71,6 +71,7 @@ def test_the_headline_names_exactly_the_counts_that_ran():
 def test_the_claim_and_the_cases_it_rests_on_are_the_title_in_two_parts():
     """The comment's first screen leads with the claim and names the cases right after its verdict table."""
     v = verdict_of(sweep([1, 2, 64, 256]))
+    assert v.findings[0].coverage.counts == (1, 2, 64, 256) and v.findings[0].coverage.cases == 8
     assert v.scope == "in " + phrases.coverage(v.findings[0].coverage), v.scope
     assert v.claim == f"Reproduced and fix verified: {Bug.GATHER}"
     assert v.title == f"{v.claim} ({v.scope})"
@@ -81,13 +82,15 @@ def test_the_claim_and_the_cases_it_rests_on_are_the_title_in_two_parts():
     u = wrong.findings[0].under_test
     assert (u.target, u.own, u.behaviour.bug_signature, u.behaviour.wrong_from) == (outside, False, True, 2)
     assert wrong.claim == "R" + phrases.under_test(u)[1:], wrong.title
-    assert wrong.scope == phrases.coverage(wrong.findings[0].coverage) and wrong.findings[0].coverage.cases == 6
+    assert wrong.scope == phrases.coverage(wrong.findings[0].coverage)
+    assert (wrong.findings[0].coverage.cases, wrong.findings[0].coverage.counts) == (6, (1, 2, 3))
     assert wrong.title == f"{wrong.claim} ({wrong.scope})"
     right = verdict_of(sweep([1, 2, 3], under_test=outside, under_test_right=True))
     u = right.findings[0].under_test
     assert (u.target, u.own, u.behaviour.correct) == (outside, False, True)
     assert right.claim == "F" + phrases.under_test(u)[1:], right.title
-    assert right.scope == phrases.coverage(right.findings[0].coverage) and right.findings[0].coverage.cases == 6
+    assert right.scope == phrases.coverage(right.findings[0].coverage)
+    assert (right.findings[0].coverage.cases, right.findings[0].coverage.counts) == (6, (1, 2, 3))
     assert right.title == f"{right.claim} in {right.scope}"
 
 
