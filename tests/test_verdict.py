@@ -69,10 +69,10 @@ def test_the_buggy_kernel_reproducing_and_the_fixed_matching_is_reproduced_and_f
     [finding] = v.findings
     assert finding.outcomes == (REPRODUCED, FIX_VERIFIED) and finding.bug is Bug.GATHER
     assert (finding.coverage.cases, finding.coverage.counts, finding.coverage.modes) == (6, COUNTS, MODES)
-    assert [(c.variant, c.bug, c.as_expected) for c in finding.controls] == [
-        ("buggy", True, True),
-        *[(name, False, True) for name in CLEAN],
-    ]
+    # the bug's control, then those expected to match (fast only where the studies register it), each as expected
+    controls = [(c.variant, c.bug) for c in finding.controls]
+    assert controls[:3] == [("buggy", True), ("fixed", False), ("contiguous-copy", False)] and len(controls) <= 4
+    assert all(c.as_expected for c in finding.controls)
     assert finding.under_test is None
     # the title is the outcomes, the bug, then the cases: the claim before them, the cases in parentheses
     assert (v.claim, v.scope) == (
