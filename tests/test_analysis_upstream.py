@@ -195,7 +195,13 @@ def test_report_tells_the_cost_the_rewrite_whose_code_and_the_jit_story(tmp_path
     report.close()
     assert {"03-vllm-ratios", "03-vllm-time-graph-256", "03-jit-fingerprint-vllm"} <= {f.name for f in report.figures}
     md = report.markdown.text
-    assert md.startswith("# Measurements, no reproduction in this run: the fix's cost on vLLM's own kernel")
+    from repro.report.verdict import run_verdict
+    from repro_studies.report.verdict import FINDINGS
+
+    v = run_verdict(run)
+    measured = [what for table, what in FINDINGS.measured if table in tables]  # the fix's cost, its JIT compilations
+    assert v.findings == [] and v.complete and md.startswith(f"# {v.title}\n")
+    assert v.title == "Measurements, no reproduction in this run: " + ", ".join(measured) and len(measured) == 2
     assert "#### The JIT compilation in vllm-project/vllm#55109's log" in md
     assert "compile 3 times" in md  # the root cause, worded from the fingerprint rows
     first_screen = md[: md.index("## Test Plan")]

@@ -83,7 +83,9 @@ def _tables(markdown: str) -> list[list[str]]:
 
 def test_comparison_markdown_has_one_line_per_row_and_numeric_order(runs):
     text = render_comparison(*runs)
-    assert "164 checks ran in both runs; 24 changed verdict" in text
+    n = comparison_counts(compare_runs(*runs))
+    assert (n["both"], n["changed"]) == (164, 24)
+    assert f"{n['both']} checks ran in both runs; {n['changed']} changed verdict" in text  # the template's counts
     summary, changed = _tables(text)
     assert len(summary) == 2 + 13 and len(changed) == 2 + 24
     for table in (summary, changed):

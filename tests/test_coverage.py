@@ -15,8 +15,10 @@ from clitools import run
 from repro.cli.main import verdict_code
 from repro.cli.runner import declared_parameters, notebooks
 from repro.core.analysis import gather
-from repro.core.analysis.rundata import RunData
+from repro.core.analysis.rundata import RunData, load_run
+from repro.core.analysis.verdict import Bug, Conclusion, Undecided
 from repro.registry import BUGGY, FIXED, UNDER_TEST_LABEL, expectation
+from repro.report import phrases
 from repro.report.verdict import run_verdict
 
 GATHER = "02-strided-block-table-gather"
@@ -51,32 +53,47 @@ def verdict_of(table: pd.DataFrame):
 def test_one_request_decides_nothing_and_fails():
     """The buggy pitch under test at one request equals the fixed one: neither reproduced nor verified."""
     v = verdict_of(sweep([1], under_test=BUGGY.target))
-    assert v.title.startswith("Undecided: no case where vllm-project/vllm#55109 can show ran"), v.title
+    [finding] = v.findings
+    assert finding.outcomes == (Conclusion.UNDECIDED,) and not finding.decides and finding.coverage.deciding == 0, (
+        v.title
+    )
+    assert v.undecided and v.claim == "Undecided: " + phrases.undecided(finding.coverage)
     assert "Reproduced" not in v.title and "fix verified" not in v.title.lower()
     assert v.failed >= 1 and verdict_code(v) == 1
 
 
 def test_the_headline_names_exactly_the_counts_that_ran():
     v = verdict_of(sweep([1, 2, 64, 256]))
-    assert v.title.startswith("Reproduced and fix verified: vllm-project/vllm#55109 (in 8 cases: 1, 2, 64 and 256 ")
-    assert ".." not in v.title
+    covered = v.findings[0].coverage
+    assert (covered.cases, covered.counts, covered.deciding) == (8, (1, 2, 64, 256), 6)
+    assert v.title.endswith(f" (in {phrases.coverage(covered)})")
+    assert ".." not in v.title and "1, 2, 64 and 256 requests" in phrases.coverage(covered)
 
 
 def test_the_claim_and_the_cases_it_rests_on_are_the_title_in_two_parts():
     """The comment's first screen leads with the claim and names the cases right after its verdict table."""
     v = verdict_of(sweep([1, 2, 64, 256]))
-    assert v.scope.startswith("in 8 cases: 1, 2, 64 and 256 requests; in-range and poison ids"), v.scope
-    assert v.claim == "Reproduced and fix verified: vllm-project/vllm#55109"
+    assert v.findings[0].coverage.counts == (1, 2, 64, 256) and v.findings[0].coverage.cases == 8
+    assert v.scope == "in " + phrases.coverage(v.findings[0].coverage), v.scope
+    assert v.claim == f"Reproduced and fix verified: {Bug.GATHER}"
     assert v.title == f"{v.claim} ({v.scope})"
     undecided = verdict_of(sweep([1], under_test=BUGGY.target))
     assert undecided.scope == "" and undecided.claim == undecided.title
     outside = "outside.gathers:gather"  # an implementation from outside the repository: the title is about it
     wrong = verdict_of(sweep([1, 2, 3], under_test=outside))
-    assert wrong.claim == f"Reproduced: `{outside}` is wrong from 2 requests", wrong.title
-    assert wrong.title == f"{wrong.claim} ({wrong.scope})" and wrong.scope.startswith("6 cases: 1, 2 and 3 requests")
+    u = wrong.findings[0].under_test
+    assert (u.target, u.own, u.behaviour.bug_signature, u.behaviour.wrong_from) == (outside, False, True, 2)
+    assert wrong.claim == "R" + phrases.under_test(u)[1:], wrong.title
+    assert wrong.scope == phrases.coverage(wrong.findings[0].coverage)
+    assert (wrong.findings[0].coverage.cases, wrong.findings[0].coverage.counts) == (6, (1, 2, 3))
+    assert wrong.title == f"{wrong.claim} ({wrong.scope})"
     right = verdict_of(sweep([1, 2, 3], under_test=outside, under_test_right=True))
-    assert right.claim == f"Fix verified: `{outside}` matches the reference", right.title
-    assert right.title == f"{right.claim} in {right.scope}" and right.scope.startswith("6 cases: 1, 2 and 3 requests")
+    u = right.findings[0].under_test
+    assert (u.target, u.own, u.behaviour.correct) == (outside, False, True)
+    assert right.claim == "F" + phrases.under_test(u)[1:], right.title
+    assert right.scope == phrases.coverage(right.findings[0].coverage)
+    assert (right.findings[0].coverage.cases, right.findings[0].coverage.counts) == (6, (1, 2, 3))
+    assert right.title == f"{right.claim} in {right.scope}"
 
 
 def test_the_default_sweep_covers_what_a_wrong_gather_can_hide_in():
@@ -114,5 +131,12 @@ def test_the_buggy_pitch_at_one_request_through_the_command_line_fails_undecided
         + ["-p", "seq_len_max=48", "-p", "cache_block_size=16", "-p", f"implementation={BUGGY.target}"]
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert (out / "report.md").read_text().startswith("# Undecided: no case where vllm-project/vllm#55109 can show")
-    assert "no case where vllm-project/vllm#55109 can show ran" in proc.stdout
+    [finding] = (v := run_verdict(load_run(out))).findings
+    assert (
+        finding.outcomes == (Conclusion.UNDECIDED,)
+        and finding.coverage.counts == (1,)
+        and finding.coverage.deciding == 0
+    )
+    undecided = phrases.undecided(finding.coverage)
+    assert (out / "report.md").read_text().startswith(f"# {v.title}") and v.title == f"Undecided: {undecided}"
+    assert f"FAILED check {phrases.undecided_run(Undecided(GATHER, finding.coverage))}\n" in proc.stdout

@@ -207,7 +207,9 @@ def test_a_finished_run_without_checks_or_with_broken_notebooks_is_not_a_plain_p
     run.manifest["notebooks"]["02-strided-block-table-gather"].update(
         status="failed", failure=NotebookFailure.KERNEL_DIED, error="KernelDied: ..."
     )
-    assert run_verdict(run).title.startswith("Incomplete: 1 notebook(s) did not finish")
+    v = run_verdict(run)
+    assert not v.complete and v.not_finished == ["02-strided-block-table-gather: KernelDied: ..."]
+    assert v.title.startswith("Incomplete:")
 
 
 @pytest.mark.notebook

@@ -12,6 +12,11 @@ import pandas as pd
 import pytest
 from clitools import SMALL_02
 
+from repro.core.analysis.reshape import SPLIT_CHECK
+from repro.core.analysis.rundata import load_run
+from repro.core.analysis.verdict import Bug, Conclusion
+from repro.report import phrases
+from repro.report.verdict import run_verdict
 from repro_studies.registry import Bug1Answer
 
 pytestmark = pytest.mark.notebook
@@ -66,8 +71,14 @@ def test_report_is_written_and_fits_a_pr_comment(cpu_run):
     out = cpu_run.path
     md = (out / "report.md").read_text()
     assert len(md.encode()) <= 64 * 1024
-    assert md.startswith("# Reproduced and fix verified: vllm-project/vllm#43988 and vllm-project/vllm#55109")
-    assert "reads outside every allocation on poison ids" in md  # the interpreter's flagged lanes, not a fault
+    v = run_verdict(load_run(out), SPLIT_CHECK)
+    reshape, strided = v.findings[:2]
+    assert (reshape.bug, strided.bug) == (Bug.RESHAPE, Bug.GATHER) and v.complete and v.failed == 0
+    assert reshape.outcomes == strided.outcomes == (Conclusion.REPRODUCED, Conclusion.FIX_VERIFIED)
+    assert md.startswith(f"# {v.title}\n")
+    buggy = strided.bug_control.behaviour  # the interpreter's flagged lanes, not a fault
+    assert (buggy.wrong_from, buggy.fault_modes, buggy.faults_observed) == (2, ("poison",), False)
+    assert phrases.behaviour(buggy) in md
     for heading in (
         "## Who is affected",
         "## vllm-project/vllm#43988: reshape overrun",

@@ -87,10 +87,8 @@ def test_a_release_the_studies_cannot_test_is_named_and_not_counted(version, fil
     answer = newer.check(registry_answer({version: files}), "0.33.0", on=ON)
     assert not answer.found
     assert answer.skipped == (newer.Skipped(version, reason),)
-    assert answer.lines() == [
-        "no release newer than 0.33.0 (registry checked 2026-12-07)",
-        f"not counted: {version} ({reason})",
-    ]
+    nothing_new = newer.check(registry_answer(), "0.33.0", on=ON).lines()
+    assert answer.lines() == [*nothing_new, f"not counted: {version} ({reason})"]
 
 
 def test_older_pre_releases_and_yanked_releases_are_not_mentioned():

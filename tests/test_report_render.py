@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from rendered import committed_run, rendering
 
+from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.rundata import RunData, load_run
 from repro.report import plots
 from repro.report import sections as report_sections
@@ -22,6 +23,7 @@ from repro.report.html import SCOPE, render_fragment
 from repro.report.markdown import MARKDOWN_LIMIT_BYTES, render_markdown
 from repro.report.model import Section
 from repro.report.tables import formatted, markdown_table
+from repro.report.verdict import run_verdict
 from repro_studies import registry
 
 pytestmark = pytest.mark.integration
@@ -155,16 +157,16 @@ def test_html_has_the_same_tables_and_every_figure_embedded(rendered):
 
 def test_a_section_is_one_module_plugged_in_with_one_line(monkeypatch, rendered):
     run, _, _, _ = rendered
-    marker = Section("marker", lambda c: c.run.name, "## A section of another notebook\n\nRun `{{ d }}`.")
+    marker = Section("marker", lambda c: c.run.name, "## Plugged-in marker\n\nRun `{{ d }}`.")
     sections = list(report_sections.SECTIONS)
     sections.insert(sections.index(report_sections.plan.SECTION), marker)
     monkeypatch.setattr(report_sections, "SECTIONS", sections)
     md = _md(run)
-    assert md.index("## A section of another notebook") < md.index("## Test Plan")
+    assert md.index("## Plugged-in marker") < md.index("## Test Plan")
     assert f"Run `{run.name}`." in md
     report = render_run(run)
     report.close()
-    assert "## A section of another notebook" not in report.comment  # no comment template: not in the comment
+    assert "## Plugged-in marker" not in report.comment  # no comment template: not in the comment
 
 
 def test_markdown_cells_are_one_line_and_pipes_escaped():
@@ -178,7 +180,9 @@ def test_an_incomplete_run_says_so_first(tmp_path):
     run = load_run(H200 / "gpu-profile")
     unfinished = RunData(tmp_path, {**run.manifest, "status": "interrupted"}, run.tables, run.facts, run.files)
     md = _md(unfinished)
-    assert md.startswith("# Incomplete: the run is 'interrupted', not finished")
+    v = run_verdict(unfinished, SPLIT_CHECK)
+    assert not v.complete and v.findings == run_verdict(run, SPLIT_CHECK).findings  # the same evidence, unfinished
+    assert md.startswith(f"# {v.title}\n") and v.title.startswith("Incomplete:") and "'interrupted'" in v.title
 
 
 def test_figures_are_sharp_and_legends_stay_off_the_data():
@@ -218,8 +222,15 @@ def test_the_environment_shows_what_was_loaded(tmp_path):
     }
     manifest = {**run.manifest, "implementations": {"implementation": info}}
     manifest["environment"] = {**run.environment, "git_dirty": False}
-    md = _md(RunData(tmp_path, manifest, run.tables, run.facts, run.files))
-    assert md.startswith("# Reproduced: vllm 0.22.0's dequantize_and_gather_k_cache_triton is wrong from 2 requests")
+    loaded = RunData(tmp_path, manifest, run.tables, run.facts, run.files)
+    md = _md(loaded)
+    u = run_verdict(loaded, SPLIT_CHECK).findings[-1].under_test  # named from what the run loaded
+    assert (u.name, u.target, u.behaviour.bug_signature) == (
+        "vllm 0.22.0's dequantize_and_gather_k_cache_triton",
+        info["target"],
+        True,
+    )
+    assert md.startswith(f"# {run_verdict(loaded, SPLIT_CHECK).title}\n")
     env = md[md.index("## Environment") :]
     assert "| git_dirty | no |" in env
     assert f"module_sha256: `{'0' * 64}`" in env and f"wheel_sha256: `{'f' * 64}`" in env

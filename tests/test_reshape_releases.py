@@ -556,13 +556,13 @@ def test_the_rewritten_paths_checks_hold_it_to_its_own_split_and_its_refusals_to
     split = views_cell(**{"spec block size": 512, "kernel blocks per page": 2, "sizes": json.dumps([8, 1, 584])})
     good = rules.checks(pd.DataFrame([run("256")]), pd.DataFrame([split, refused_cell()]))
     assert good and all(c["ok"] for c in good), [c for c in good if not c["ok"]]
-    assert "a refusal is the release's own raise or assert, with its line and message" in {c["check"] for c in good}
+    assert rules.ChainCheck.RELEASE_REFUSAL in {c["check"] for c in good}
     # the same split page read as the reshape's (one kernel block per page) fails, as does a refusal with no line
     bad = rules.checks(pd.DataFrame(), pd.DataFrame([{**split, "path": KVViewPath.RESHAPE}, refused_cell(where="")]))
     assert {c["check"] for c in bad if not c["ok"]} == {
-        "a view that fits addresses exactly each block's page payload (written through it)",
-        "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
-        "a refusal is the release's own raise or assert, with its line and message",
+        rules.ChainCheck.FITS_EXACTLY,
+        rules.ChainCheck.KERNEL_BLOCKS,
+        rules.ChainCheck.RELEASE_REFUSAL,
     }
 
 
@@ -587,15 +587,10 @@ def test_checks_pass_only_on_the_outcome_they_name():
     assert good and all(c["ok"] for c in good)
     not_pytorch = raised_cell(**{"error type": "KeyError", "error": "'model.layers.2.attn'"})
     bad = rules.checks(pd.DataFrame(runs[1:]), pd.DataFrame([not_pytorch]))
-    assert [c["check"] for c in bad if not c["ok"]] == [
-        "a raise is PyTorch's refusal of the view, in the runner's reshape"
-    ]
+    assert [c["check"] for c in bad if not c["ok"]] == [rules.ChainCheck.PYTORCH_REFUSAL]
     two_per_page = cell(**{"kernel blocks per page": 2, "sizes": json.dumps([8, 1, 584])})
     bad = rules.checks(pd.DataFrame(runs[:1]), pd.DataFrame([two_per_page]))
-    assert {c["check"] for c in bad if not c["ok"]} == {
-        "a view that fits addresses exactly each block's page payload (written through it)",
-        "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
-    }
+    assert {c["check"] for c in bad if not c["ok"]} == {rules.ChainCheck.FITS_EXACTLY, rules.ChainCheck.KERNEL_BLOCKS}
     stopped = rules.checks(pd.DataFrame([run("256", stop=ChainStop.NOT_RUN, link=ChainLink.SPECS)]), pd.DataFrame())
     assert [c["ok"] for c in stopped] == [False]
 

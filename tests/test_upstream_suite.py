@@ -152,8 +152,10 @@ def test_released_must_fail_on_its_assertion_and_patched_must_pass():
         list(s["outcome"]) == [suite.SuiteRunStatus.FAILS, suite.SuiteRunStatus.PASSES] and s[suite.AS_EXPECTED].all()
     )
     assert [r["ok"] for r in suite.check_rows(s)] == [True, True]
+    released = s.iloc[0]
+    assert [released[c] for c in ("tests", "passed", "mismatch", "out of bounds", "errors")] == [3, 1, 1, 1, 0]
     table = suite.release_outcomes(s)
-    assert table.iloc[0]["as released"].startswith("fails on its assertions: 1/3 passed, 2 failed (1 mismatch")
+    assert table.iloc[0]["as released"].startswith(f"{suite.SuiteRunStatus.FAILS}: 1/3 passed, 2 failed (")
     bad = pd.DataFrame(
         _rows("released", [(1, SuiteOutcome.PASSED), (2, SuiteOutcome.ERROR)])
         + _rows("patched", [(2, SuiteOutcome.MISMATCH)])

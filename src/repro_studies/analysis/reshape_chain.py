@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -364,7 +365,18 @@ def _failure_is_the_count(cells: pd.DataFrame) -> bool:
 
 
 # ---- checks -----------------------------------------------------------------------------------------------------
-def _check(check: str, row: Mapping[str, Any], expected: str, observed: str, ok: bool, group: str = "") -> dict:
+class ChainCheck(StrEnum):
+    """The checks :func:`checks` holds the chain's rows to; the value is the check's name in the run's table."""
+
+    RAN = "the release's chain ran to a finding"
+    PYTORCH_REFUSAL = "a raise is PyTorch's refusal of the view, in the runner's reshape"
+    RELEASE_REFUSAL = "a refusal is the release's own raise or assert, with its line and message"
+    FITS_EXACTLY = "a view that fits addresses exactly each block's page payload (written through it)"
+    VIEWS_SPLIT = "a create_kv_cache_views view splits each page into block_size // kernel_block_size blocks"
+    KERNEL_BLOCKS = "a view has one kernel block per page (fits), or bug 1's count of them (raises)"
+
+
+def _check(check: ChainCheck, row: Mapping[str, Any], expected: str, observed: str, ok: bool, group: str = "") -> dict:
     return {
         "check": check,
         "variant": row.get("runner", ""),
@@ -393,7 +405,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
     for _, r in with_run_outcomes(runs, cells).iterrows():
         out.append(
             _check(
-                "the release's chain ran to a finding",
+                ChainCheck.RAN,
                 r,
                 "fits, raises, a silent wrong view, or the release's own refusal",
                 f"{r.outcome}" + (f" ({r.get('link')})" if not _empty(r.get("link")) else ""),
@@ -407,7 +419,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
             refusal = pytorch_refusal(str(c["error"]))
             out.append(
                 _check(
-                    "a raise is PyTorch's refusal of the view, in the runner's reshape",
+                    ChainCheck.PYTORCH_REFUSAL,
                     c,
                     "RuntimeError: setStorage out of bounds, or view's shape invalid for the input size",
                     f"{c['error type']}: {str(c['error'])[:160]} (at {c['where']})",
@@ -418,7 +430,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
         elif c.outcome == CellOutcome.REFUSES:
             out.append(
                 _check(
-                    "a refusal is the release's own raise or assert, with its line and message",
+                    ChainCheck.RELEASE_REFUSAL,
                     c,
                     f"{RaisedBy.RELEASE} (file:line), a message",
                     f"{c['raised by']}: {c['error type']}: {str(c['error'])[:160]} (at {c['where']})",
@@ -430,7 +442,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
             per_page = _split(c) if views else 1
             out.append(
                 _check(
-                    "a view that fits addresses exactly each block's page payload (written through it)",
+                    ChainCheck.FITS_EXACTLY,
                     c,
                     f"{per_page} kernel block{'s' if per_page != 1 else ''} per page, 0 outside, "
                     "0 payload bytes missed, 0 padding bytes written",
@@ -444,7 +456,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
         if views and c.outcome == CellOutcome.FITS and counted is not None and c["kernel blocks"] is not None:
             out.append(
                 _check(
-                    "a create_kv_cache_views view splits each page into block_size // kernel_block_size blocks",
+                    ChainCheck.VIEWS_SPLIT,
                     c,
                     f"{counted} kernel blocks",
                     f"{c['kernel blocks']} kernel blocks",
@@ -461,7 +473,7 @@ def checks(runs: pd.DataFrame, cells: pd.DataFrame) -> list[dict]:
             expected_blocks = _int(c["pages"]) if c.outcome == CellOutcome.FITS else counted
             out.append(
                 _check(
-                    "a view has one kernel block per page (fits), or bug 1's count of them (raises)",
+                    ChainCheck.KERNEL_BLOCKS,
                     c,
                     f"{expected_blocks} kernel blocks",
                     f"{c['kernel blocks']} kernel blocks",
