@@ -71,6 +71,8 @@ class Implementation:
     #: a registered package's own gather (:data:`Loader`); None for this repository's (repro.core.kernels.own holds
     #: them) and for a user's, imported by ``target``
     loader: Loader | None = field(default=None, compare=False, repr=False)
+    #: the targets earlier runs recorded it under, before its module moved (``git log --follow`` of the module)
+    moved_from: tuple[str, ...] = ()
 
 
 BUGGY = Implementation(
@@ -82,6 +84,7 @@ BUGGY = Implementation(
     ORIGIN_REPO,
     _style(color="#c0392b", marker="o"),
     role=ROLE_BUG,
+    moved_from=("repro.kernels.gather:gather_buggy",),
 )
 FIXED = Implementation(
     "fixed",
@@ -92,6 +95,7 @@ FIXED = Implementation(
     ORIGIN_REPO,
     _style(color="#27ae60", marker="s"),
     role=ROLE_FIX,
+    moved_from=("repro.kernels.gather:gather_fixed",),
 )
 CONTIGUOUS_COPY = Implementation(
     "contiguous-copy",
@@ -102,6 +106,7 @@ CONTIGUOUS_COPY = Implementation(
     ORIGIN_REPO,
     _style(color="#2980b9", marker="^"),
     role=ROLE_ALTERNATIVE,
+    moved_from=("repro.kernels.gather:gather_contiguous_copy",),
 )
 #: The two variants of bug 1's reshape (vLLM #43988): before and after the one-expression fix.
 RESHAPE_BUGGY, RESHAPE_FIXED = "buggy", "fixed"

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import pandas as pd
 
 from repro import registry
+from repro.bugs import Bug
 from repro.core.analysis import written
 from repro.core.analysis.checks import failed_checks, truthy
 from repro.core.analysis.gather import case_ok, memcheck_expectation, memory_expectation
@@ -31,26 +31,6 @@ from repro.coverage import DECIDING_REQUESTS, Geometry, SentinelMode
 from repro.outcomes import FAULTED, OK
 from repro.registry import EXPECT_CORRECT, RESHAPE_BUGGY, RESHAPE_FIXED
 from repro.tables import Table
-
-
-class Bug(StrEnum):
-    """A vLLM pull request or issue this repository reproduces, by its number; its value is the reference GitHub
-    links from any repository (``vllm-project/vllm#43988``)."""
-
-    RESHAPE = 43988, "reshape overrun"
-    GATHER = 55109, "strided block-table gather"
-    SPLIT = 54877, "split uncompressed groups' overrun"  # the open follow-up of RESHAPE
-
-    def __new__(cls, pr: int, title: str) -> Bug:
-        member = str.__new__(cls, f"vllm-project/vllm#{pr}")
-        member._value_ = f"vllm-project/vllm#{pr}"
-        member.pr = pr
-        member.title = title
-        return member
-
-    pr: int
-    title: str
-
 
 BUG_RESHAPE = Bug.RESHAPE
 BUG_GATHER = Bug.GATHER
