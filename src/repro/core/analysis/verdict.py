@@ -309,9 +309,7 @@ class Finding:
     (:class:`GatherFinding`, :class:`ReshapeFinding`), worded by the report."""
 
     bug: str
-    title: str
     outcomes: list[str]
-    text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
     coverage: str = ""  # exactly which cases the outcomes rest on
