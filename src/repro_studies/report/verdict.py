@@ -41,7 +41,7 @@ FINDINGS = Findings(
         (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
         (
             Table.RUNNER_ANSWERS,
-            "whether each release's runner hands the gather of vllm-project/vllm#55109 a narrowed table",
+            f"whether each release's runner hands the gather of {BUG_GATHER} a narrowed table",
         ),
     ),
 )
