@@ -144,7 +144,7 @@ def test_the_root_cause_phrase_renders_the_measured_story_it_is_given():
         "inference: k",
         "one 64-wide table",
         f"compile {shipped['narrowed_compiles']} times",
-        f", {patched['narrowed_compiles']} with PR",
+        f", {patched['narrowed_compiles']} with vllm-project/vllm#55109's",
         "compile hooks",  # the story's mode: observed
         f"{shipped['first_call_ms']} ms",
         f"{shipped['cached_call_us']} us",

@@ -95,6 +95,7 @@ REPORTING_MAY_IMPORT = (
     "repro.tables",
     "repro.ledger",
     "repro.coverage",
+    "repro.bugs",
     "repro.core.geometry.layout",
     "repro.core.analysis",
     "repro_studies.registry",

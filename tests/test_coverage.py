@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 from clitools import run
 
+from repro.bugs import Bug
 from repro.cli.main import verdict_code
 from repro.cli.runner import declared_parameters, notebooks
 from repro.core.analysis import gather
 from repro.core.analysis.rundata import RunData, load_run
-from repro.core.analysis.verdict import Bug, Conclusion, Undecided
+from repro.core.analysis.verdict import Conclusion, Undecided
 from repro.registry import BUGGY, FIXED, UNDER_TEST_LABEL, expectation
 from repro.report import phrases
 from repro.report.verdict import run_verdict

@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from repro.cli.main import main
@@ -223,3 +224,18 @@ def test_report_of_a_killed_run_says_incomplete(run_copy, capsys):
     assert out.strip().splitlines()[-1] == "INCOMPLETE: the run did not finish (status 'running')"
     first = (run_copy / "report.md").read_text().splitlines()[0]
     assert first.startswith("# Incomplete") and "passed" not in first
+
+
+def test_a_check_an_older_run_named_otherwise_reads_under_todays_name(tmp_path):
+    """A check table of a run recorded before a check's name changed (:data:`RECORDED_CHECKS`) reads back with
+    today's name, so the report and the verdict find it."""
+    from repro.core.analysis.reshape import RECORDED_CHECKS, SPLIT_CHECK
+    from repro.core.analysis.rundata import _read_table
+
+    (old,) = RECORDED_CHECKS
+    table = tmp_path / "01-reshape-checks.csv"
+    pd.DataFrame({"notebook": "01", "check": [old, "kept"], "expected": "fits", "observed": "fits", "ok": True}).to_csv(
+        table, index=False
+    )
+    assert list(_read_table(table)["check"]) == [SPLIT_CHECK, "kept"]
+    assert SPLIT_CHECK.endswith("(vllm-project/vllm#54877)")

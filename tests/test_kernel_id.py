@@ -15,6 +15,7 @@ from repro_studies.kernel_id import (
     family_of,
     from_launch_label,
     from_matrix_label,
+    inventory_label,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,3 +110,11 @@ def test_a_found_kernel_and_an_arm_carry_the_identity_their_table_label_is_writt
     assert triton.id == KernelId.triton(V4_MEMBER, "K.kernel", "v4")
     cute = Arm("1.0.0", "", "released", V41_MEMBER, "w", "mxfp8", True, cutedsl=True)
     assert cute.id == KernelId.cutedsl(KernelFamily.V41, "mxfp8") and cute.id.kind == KernelKind.CUTEDSL
+
+
+def test_a_cutedsl_module_is_named_in_the_inventory_by_its_classes():
+    from repro_studies.upstream.discovery import CuteInfo
+
+    module = CuteInfo("vllm/x/dequant_gather_k_cutedsl.py", ["DequantGatherKCacheKernel", "Other"], "0" * 64)
+    assert module.label == inventory_label(module.classes) == "cutedsl:DequantGatherKCacheKernel,Other"
+    assert from_matrix_label(module.label) is None  # no matrix row is named so: the inventory's label is its own

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from clitools import SMALL_02
 
+from repro.bugs import Bug
 from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.rundata import load_run
-from repro.core.analysis.verdict import Bug, Conclusion
+from repro.core.analysis.verdict import Conclusion
 from repro.report import phrases
 from repro.report.verdict import run_verdict
 from repro_studies.registry import Bug1Answer

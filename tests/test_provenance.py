@@ -110,3 +110,23 @@ def test_the_module_hash_is_the_one_the_case_process_loaded(tmp_path):
     assert recorded["implementations"]["implementation"]["module_file"] == str(mine.resolve())
     assert recorded["code"]["implementations"]["implementation"] == loaded
     assert recorded["implementations"]["implementation"]["probe_sha256"] != loaded  # what the check read before
+
+
+def test_a_target_recorded_before_its_module_moved_names_todays_implementation():
+    """The module moves the registry lists (``moved_from``) read as today's target; any other target, a function of
+    the same name elsewhere included, is named as the run recorded it."""
+    from repro.core.analysis.provenance import current_target, named_code
+    from repro.registry import FIXED, code_of, implementation
+
+    fast = implementation("fast").target
+    moves = {
+        "repro.kernels.gather:gather_fixed": FIXED.target,
+        "repro.kernels.gather:gather_buggy": "repro.core.kernels.gather:gather_buggy",
+        "repro.kernels.gather:gather_contiguous_copy": "repro.core.kernels.gather:gather_contiguous_copy",
+        "repro.kernels.fast:gather_fast": fast,
+        "repro.studies.kernels.fast:gather_fast": fast,
+    }
+    assert {old: current_target(old) for old in moves} == moves
+    for kept in (FIXED.target, "repro.kernels.gather:gather_gone", "mine.kernels:gather_fixed", "vllm.ops:gather"):
+        assert current_target(kept) == kept
+    assert named_code({"target": "repro.kernels.gather:gather_fixed"}) == code_of("fixed")

@@ -6,6 +6,7 @@ import pytest
 from repro_studies.analysis import releases as rel
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.registry import PatchOutcome, VerdictClass
+from repro_studies.report import phrases
 from repro_studies.upstream.matrix import row
 
 W, F, C = VerdictClass.WRONG, VerdictClass.FAULTS, VerdictClass.CORRECT
@@ -113,12 +114,17 @@ def test_a_run_without_the_patched_variant_verifies_no_fix_and_flags_no_problem(
     verified nor failed, and the sample's own patched rows still decide it when present."""
     only_released = sample()[lambda f: f.variant != "patched"]
     finding = rel.releases_finding(only_released)
-    assert finding.outcomes == ["reproduced"] and finding.problems == []
-    assert "did not run on 2 of them" in finding.text
+    assert finding.outcomes == ("reproduced",) and finding.not_fixed == ()
+    split = rel.split_effect(only_released)
+    assert (len(split.bad), len(split.tried)) == (2, 0)  # the change ran on none of the 2 that misread
     both = rel.releases_finding(sample())
-    assert both.outcomes == ["reproduced", "fix not verified"]
+    assert both.outcomes == ("reproduced", "fix not verified")
     wrong = Verdict(W, first_wrong=2)
-    assert both.problems == [f"v4:_dequantize_and_gather_k_kernel in vLLM 0.33.0: {wrong} with the change"]
+    assert both.not_fixed == (rel.NotFixed("v4:_dequantize_and_gather_k_kernel", "0.33.0", wrong),)
+    assert (
+        phrases.not_fixed(both.not_fixed[0])
+        == f"v4:_dequantize_and_gather_k_kernel in vLLM 0.33.0: {wrong} with the change"
+    )
 
 
 def test_merge_keeps_agreeing_rows_once_and_disagreeing_rows_all():

@@ -14,6 +14,7 @@ import torch
 
 from repro_studies.analysis import reshape_chain as rules
 from repro_studies.registry import Bug1Answer, CellOutcome, ChainLink, ChainStop, KVViewPath, RaisedBy, Runner
+from repro_studies.report import phrases
 from repro_studies.upstream.pages import page_check
 from repro_studies.upstream.released_code import NotProvided, ReleasedCode
 from repro_studies.upstream.released_model import CacheKind, ModelBuilder, cache_kind
@@ -533,7 +534,8 @@ def test_the_rewritten_path_answers_with_what_its_views_did_never_reached_or_lat
     wrong = views_cell(**{**default, "blocks outside page": 2})
     got = answers_of([views_runner()], runs[:1], [wrong])
     assert got.loc[Runner.V2, "answer"] == Bug1Answer.VIEWS_WRONG
-    assert rules.releases_finding(got.reset_index()).problems == [f"vLLM 9.9.9 {Runner.V2}: {Bug1Answer.VIEWS_WRONG}"]
+    unexplained = rules.releases_finding(got.reset_index()).unexplained
+    assert unexplained == (rules.Unexplained("9.9.9", Runner.V2, Bug1Answer.VIEWS_WRONG),)
     not_run = run("256", Runner.V2, link=ChainLink.LAYOUT, stop=ChainStop.NOT_RUN, message="NotProvided: x")
     assert answers_of([views_runner()], [not_run], [])["answer"].iloc[0] == Bug1Answer.UNDECIDED
     # a runner the release does not ship at all is still not shipped
@@ -680,14 +682,13 @@ def test_the_verdict_reproduces_bug_1_only_where_a_release_reaches_it():
         ]
     )
     finding = rules.releases_finding(reached)
-    assert finding.outcomes == ["reproduced"] and not finding.problems
-    assert "releases" in finding.title  # the report's summary tells it from the model's finding by this
-    assert "the V1 runner of vLLM 0.22.0 – 0.22.1 with `--block-size 512`" in finding.text
-    assert "model of unreleased code" in finding.text
+    assert finding.outcomes == ("reproduced",) and not finding.unexplained
     quiet = pd.DataFrame([answer("0.23.0", Runner.V2, Bug1Answer.ABSENT), answer("0.34.0", Runner.V2, "not shipped")])
-    assert rules.releases_finding(quiet).outcomes == ["not reproduced"]
+    assert rules.releases_finding(quiet).outcomes == ("not reproduced",)
     other = pd.DataFrame([answer("0.23.0", Runner.V2, Bug1Answer.OTHER_FAILURE)])
-    assert rules.releases_finding(other).problems == ["vLLM 0.23.0 V2: another reshape failure"]
+    (unexplained,) = rules.releases_finding(other).unexplained
+    assert unexplained == rules.Unexplained("0.23.0", Runner.V2, Bug1Answer.OTHER_FAILURE)
+    assert phrases.unexplained(unexplained) == "vLLM 0.23.0 V2: another reshape failure"
 
 
 # ---- the notebook's parameters --------------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from repro import registry
+from repro.bugs import Bug
 from repro.core.analysis import gather
 from repro.core.analysis.reshape import SPLIT_CHECK
 from repro.core.analysis.rundata import RunData, load_run
 from repro.core.analysis.verdict import (
-    Bug,
     Conclusion,
     behaviour,
     implementation_names,

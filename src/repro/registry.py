@@ -88,6 +88,8 @@ class Implementation:
     #: them) and for a user's, imported by ``target``
     loader: Loader | None = field(default=None, compare=False, repr=False)
     detail: str = ""  # what tells it from the others, after its name in parentheses
+    #: the targets earlier runs recorded it under, before its module moved (``git log --follow`` of the module)
+    moved_from: tuple[str, ...] = ()
 
     @property
     def display(self) -> str:
@@ -104,6 +106,7 @@ BUGGY = Implementation(
     _style(color="#c0392b", marker="o"),
     role=Role.BUG,
     detail="row pitch shape[-1]",
+    moved_from=("repro.kernels.gather:gather_buggy",),
 )
 FIXED = Implementation(
     "fixed",
@@ -115,6 +118,7 @@ FIXED = Implementation(
     _style(color="#27ae60", marker="s"),
     role=Role.FIX,
     detail="row pitch stride(0)",
+    moved_from=("repro.kernels.gather:gather_fixed",),
 )
 CONTIGUOUS_COPY = Implementation(
     "contiguous-copy",
@@ -125,6 +129,7 @@ CONTIGUOUS_COPY = Implementation(
     Origin.REPO,
     _style(color="#2980b9", marker="^"),
     role=Role.ALTERNATIVE,
+    moved_from=("repro.kernels.gather:gather_contiguous_copy",),
 )
 
 #: Which code produced a row of notebook 01: the repository's model of the runner's reshape.

@@ -2,8 +2,9 @@
 
 The release matrix names a kernel by its module family and Triton name (``v41:_dequantize_and_gather_k_mxfp8_kernel``)
 or, for the CuTe-DSL gather the dispatcher reaches, by family and record (``cutedsl:v4:v4``); the dispatch table
-names what launched (``triton:_dequantize_and_gather_k_kernel``, ``CuTe-DSL <entry>``). Both labels are written here
-only, from the identity's fields. A table read back gives a label to :func:`from_matrix_label` or
+names what launched (``triton:_dequantize_and_gather_k_kernel``, ``CuTe-DSL <entry>``); the kernel inventory names a
+CuTe-DSL module by its gather classes (``cutedsl:DequantGatherKCacheKernel``, :func:`inventory_label`). These labels are
+written here only, from the identity's fields. A table read back gives a label to :func:`from_matrix_label` or
 :func:`from_launch_label`, which return the identity whose label is that text exactly (among the identities the text
 can stand for, :meth:`KernelId.candidates`), so a label no identity writes is no kernel (``None``), never a guess.
 """
@@ -87,6 +88,12 @@ class KernelId:
         out += [KernelId(KernelKind.TRITON, f, label[len(f"{f}:") :]) for f in KernelFamily]
         out += [KernelId(kind, None, label[len(_LAUNCH_MARK[kind]) :]) for kind in KernelKind]
         return out
+
+
+def inventory_label(classes: Iterable[str]) -> str:
+    """The kernel inventory's ``kernel`` cell of a release's CuTe-DSL gather module: the classes it defines
+    (``cutedsl:DequantGatherKCacheKernel``); no reader takes it apart."""
+    return _MATRIX_MARK[KernelKind.CUTEDSL] + ",".join(classes)
 
 
 #: The records a gather reads, as kernels name them.

@@ -127,6 +127,7 @@ FAST = Implementation(
     _style(color="#e67e22", marker="D"),
     role=Role.OWN,
     loader=_gather_fast,
+    moved_from=("repro.kernels.fast:gather_fast", "repro.studies.kernels.fast:gather_fast"),
 )
 #: DeepSeek V4.1's records (528-B MXFP8, 288-B NVFP4): this repository's bandwidth-tiled gathers with the
 #: signature of vLLM's V4.1 dispatcher, one per page layout. Not in notebook 02's V4 sweep; notebook 03 times

@@ -8,7 +8,7 @@ from repro.core.analysis.rundata import RunData
 from repro.report.markdown import fit
 from repro.report.model import TemplateFile
 from repro.report.tables import formatted
-from repro.report.template import Page, Target, link_issues, render
+from repro.report.template import Page, Target, render
 
 COMPARISON = TemplateFile("repro.report", "comparison.md.j2")
 
@@ -28,11 +28,11 @@ def render_comparison(run_a: RunData, run_b: RunData) -> str:
     with the columns that say which case it is."""
     cmp = compare_runs(run_a, run_b)
     summary = comparison_summary(cmp)
-    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
+    summary = summary.assign(notebook=summary["notebook"].str[:2])
     changed = changed_rows(cmp).head(200)
     if len(changed):
         changed = changed.assign(**{c: changed[c].map(_short) for c in ("observed (A)", "observed (B)")})
-        changed = formatted(changed.assign(check=changed["check"].map(link_issues)))
+        changed = formatted(changed)
     page = Page(Target.MARKDOWN)
     text = render(
         COMPARISON,

@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from repro.core.analysis.verdict import Bug
+from repro.bugs import Bug
 from repro.coverage import DECIDING_REQUESTS
 from repro.registry import CodeRan, Whose
 from repro.report.links import Link
@@ -38,8 +38,6 @@ from repro.report.tables import formatted, html_table, markdown_table
 
 #: What ``{{ row }}`` renders to in a template: where a row of a ``grid`` table starts (the ASCII record separator).
 ROW = "\x1e"
-#: ``vLLM #54877`` / ``vLLM PR #43988`` / ``PR #55109`` in recorded text: written so it links from any repository.
-_VLLM_REF = re.compile(r"(?:vLLM (?:PR |issue )?|PR )#(\d+)")
 
 
 class PackageTemplates(jinja2.BaseLoader):
@@ -62,15 +60,6 @@ class Target(StrEnum):
     MARKDOWN = "md"
     HTML = "html"
     COMMENT = "comment"
-
-
-def link_issues(text: object) -> str:
-    """``vllm-project/vllm#N`` for vLLM references in prose (``vLLM #N``, ``vLLM PR #N``, ``PR #N``): GitHub
-    links that form from any repository. Code blocks are left as they are."""
-    parts = str(text).split("```")
-    for k in range(0, len(parts), 2):  # outside fenced code
-        parts[k] = _VLLM_REF.sub(r"vllm-project/vllm#\1", parts[k])
-    return "```".join(parts)
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -194,7 +183,7 @@ ENV = jinja2.Environment(
     autoescape=False,  # Markdown, not HTML: cells are escaped by the table renderers, summaries by fold()
     keep_trailing_newline=False,
 )
-ENV.filters.update(link=link_issues, thousands=_thousands, capital=_capital, short=_short, ran=_ran, ran_path=_ran_path)
+ENV.filters.update(thousands=_thousands, capital=_capital, short=_short, ran=_ran, ran_path=_ran_path)
 # `x is measured`: a figure was recorded (neither None nor NaN)
 ENV.tests["measured"] = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))
 # names every template may use: the two bugs' and the open follow-up's references, the slots of this package's sections

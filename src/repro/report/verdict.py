@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro import registry
+from repro.bugs import Bug
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import (
     AnyFinding,
-    Bug,
     Conclusion,
     FindingOf,
     GatherFinding,
@@ -20,7 +20,9 @@ from repro.core.analysis.verdict import (
 )
 from repro.plugins import Point, registered
 from repro.report import phrases
+from repro.report.phrases import PHRASES
 from repro.report.run_verdict import RunVerdict
+from repro.report.template import phrase
 from repro.tables import Table
 
 
@@ -122,24 +124,13 @@ def _title(
     """The title as its claim, the cases it ends with ("" when it names none), whether they follow "in" (else in
     parentheses), and the cases as they read on their own."""
     if not complete:
-        why = (
-            f"the run is {run.status!r}, not finished"
-            if not run.finished
-            else f"{len(unfinished)} notebook(s) did not finish"
-        )
-        return f"Incomplete: {why}; nothing here is a verdict on what did not run", "", False, ""
+        return phrase(PHRASES, "incomplete", run.status, run.finished, len(unfinished)), "", False, ""
     problems = [p for f in findings if Conclusion.UNDECIDED not in f.outcomes for p in f.problems[:1]]
     if problems or unexplained:  # the same rule as the checks: a failure the bug does not predict is no success
-        return (
-            "Unexpected results: "
-            + ("; ".join(problems) or f"{len(unexplained)} check(s) failed, first {unexplained[0]}"),
-            "",
-            False,
-            "",
-        )
+        return phrase(PHRASES, "unexpected", problems, unexplained), "", False, ""
     open_question = next((f.problems[0] for f in findings if Conclusion.UNDECIDED in f.outcomes), "")
     if open_question:
-        return "Undecided: " + open_question, "", False, ""
+        return phrase(PHRASES, "undecided_title", open_question), "", False, ""
     subject = next((f for f in findings if f.claim), None)
     if subject is not None:
         return subject.claim[0].upper() + subject.claim[1:], subject.scope, subject.scope_in, subject.scope
@@ -147,11 +138,8 @@ def _title(
         measured = [
             what for r in _registered() for table, what in r.measured if table in run.tables and len(run.tables[table])
         ]
-        if measured:
-            return "Measurements, no reproduction in this run: " + ", ".join(measured), "", False, ""
-        return "No verdict: this run holds no evidence of either bug", "", False, ""
+        return phrase(PHRASES, "measured", measured), "", False, ""
     outcomes = list(dict.fromkeys(o for f in findings for o in f.outcomes))
-    bugs = " and ".join(dict.fromkeys(f.bug for f in findings))
     scope = _scope(findings)
     shown = ("in " if len(findings) == 1 else "") + scope if scope else ""
-    return f"{' and '.join(outcomes).capitalize()}: {bugs}", shown, False, scope
+    return phrase(PHRASES, "outcomes", outcomes, list(dict.fromkeys(f.bug for f in findings))), shown, False, scope

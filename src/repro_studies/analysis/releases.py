@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from repro.core.analysis.verdict import Bug, Conclusion, Finding
+from repro.core.analysis.verdict import Conclusion
 from repro.outcomes import NO_OBSERVATION, Outcome
 from repro_studies.analysis.release_verdict import Verdict
 from repro_studies.registry import (
@@ -374,38 +374,34 @@ def split_effect(matrix: pd.DataFrame) -> PatchEffect:
     )
 
 
-def releases_finding(matrix: pd.DataFrame) -> Finding:
-    """The strided gather across vLLM's releases (notebook 04): each release's kernels as released and
-    with the PR's row pitch, from the verdicts above."""
+@dataclass(frozen=True)
+class NotFixed:
+    """A released gather that misreads and stays wrong with the row-pitch change: what it did with the change."""
+
+    kernel: str
+    release: str
+    patched: Verdict
+
+
+@dataclass(frozen=True)
+class GatherInReleases:
+    """The strided gather across vLLM's releases (notebook 04) as the verdict reads it: its outcomes (*reproduced*
+    where a released gather that ran misreads, then whether the change fixed every one it ran on) and the gathers
+    it did not fix (``phrases.md.j2`` words them, ``not_fixed``)."""
+
+    outcomes: tuple[Conclusion, ...]
+    not_fixed: tuple[NotFixed, ...]
+
+
+def releases_finding(matrix: pd.DataFrame) -> GatherInReleases:
+    """The strided gather across vLLM's releases, from the verdicts above (the counts: :func:`split_effect`)."""
     split = split_effect(matrix)
-    shipped, ran, bad, tried, fixed, releases = (
-        split.shipped,
-        split.ran,
-        split.bad,
-        split.tried,
-        split.fixed,
-        split.releases,
+    outcomes = [Conclusion.REPRODUCED if len(split.bad) else Conclusion.NOT_REPRODUCED]
+    if len(split.tried):
+        outcomes.append(
+            Conclusion.FIX_VERIFIED if len(split.fixed) == len(split.tried) else Conclusion.FIX_NOT_VERIFIED
+        )
+    not_fixed = (
+        NotFixed(r.kernel, r.release, r.patched) for r in split.tried.itertuples() if r.patch != PatchOutcome.FIXED
     )
-    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
-    outcomes = [Conclusion.REPRODUCED if len(bad) else Conclusion.NOT_REPRODUCED]
-    if len(tried):
-        outcomes.append(Conclusion.FIX_VERIFIED if len(fixed) == len(tried) else Conclusion.FIX_NOT_VERIFIED)
-    faulting = len(split.faulting)
-    text = (
-        f"{outcomes[0]} across {len(releases)} vLLM releases ({span}): {len(bad)} of the {len(ran)} released "
-        f"gathers that ran are wrong or fault ({faulting} fault)"
-    )
-    if len(tried):
-        those = f"those {len(bad)}" if len(tried) == len(bad) else f"the {len(tried)} of those it ran on"
-        text += f"; {outcomes[1]}: the row-pitch change makes {len(fixed)} of {those} correct"
-    if len(tried) < len(bad):
-        text += f"; the row-pitch change did not run on {len(bad) - len(tried)} of them"
-    not_run = len(shipped) - len(ran)
-    if not_run:
-        text += f"; {not_run} shipped kernels did not run here (see the section)"
-    problems = [
-        f"{r.kernel} in vLLM {r.release}: {r.patched} with the change"
-        for r in tried.itertuples()
-        if r.patch != PatchOutcome.FIXED
-    ]
-    return Finding(Bug.GATHER, "strided block-table gather in vLLM's releases", outcomes, text + ".", problems)
+    return GatherInReleases(tuple(outcomes), tuple(not_fixed))

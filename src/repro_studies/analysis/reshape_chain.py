@@ -27,11 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from repro.core.analysis.verdict import Bug, Conclusion, Finding
+from repro.core.analysis.verdict import Conclusion
 from repro_studies.analysis.releases import version_key
 from repro_studies.registry import (
     CELL_FAILURES,
-    CODE_UNRELEASED_MODEL,
     Bug1Answer,
     CellOutcome,
     ChainLink,
@@ -739,31 +738,33 @@ def _refusals(
 
 
 # ---- the verdict ------------------------------------------------------------------------------------------------
-#: The finding's title (``releases`` in it marks a finding about vLLM's releases for the report's summary).
-FINDING_TITLE = "reshape overrun in vLLM's releases"
+@dataclass(frozen=True)
+class Unexplained:
+    """A release's runner whose view fails otherwise than by bug 1's count (or a rewritten path's view that is
+    wrong): what it answered."""
+
+    release: str
+    runner: str
+    answer: Bug1Answer
 
 
-def releases_finding(answers: pd.DataFrame, whole: bool = True) -> Finding:
-    """Bug 1 across vLLM's releases (notebook 06), from the answers per release and runner: *reproduced* when a
-    configuration a release accepts makes a runner's reshape fail by bug 1's count (the configurations named),
-    *not reproduced* otherwise. A failing view whose count is not bug 1's (the rewritten path's included) is a
-    problem: the headline claims nothing then. PR #43988's own crash is the repository's model of unreleased code
-    and takes no part."""
+@dataclass(frozen=True)
+class ReshapeInReleases:
+    """Bug 1 across vLLM's releases (notebook 06) as the verdict reads it: its outcome and the runners no rule
+    explains (``phrases.md.j2`` words them, ``unexplained``)."""
+
+    outcomes: tuple[Conclusion, ...]
+    unexplained: tuple[Unexplained, ...]
+
+
+def releases_finding(answers: pd.DataFrame) -> ReshapeInReleases:
+    """Bug 1 across vLLM's releases, from the answers per release and runner: *reproduced* when a configuration a
+    release accepts makes a runner's reshape fail by bug 1's count, *not reproduced* otherwise. A failing view whose
+    count is not bug 1's (the rewritten path's included) is unexplained: the headline claims nothing then. PR
+    #43988's own crash is the repository's model of unreleased code and takes no part."""
     frame = answers.fillna("").astype({"release": str})
-    releases = sorted(frame.release.unique(), key=version_key)
-    span = f"{releases[0]} .. {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else "none")
-    reached = frame[frame.answer == Bug1Answer.REACHED]
-    outcomes = [Conclusion.REPRODUCED if len(reached) else Conclusion.NOT_REPRODUCED]
-    where = [
-        f"the {runner} runner of vLLM {release_ranges(sorted(g.release, key=version_key), whole)} with "
-        + " or ".join(f"`{c}`" for c in dict.fromkeys(str(c) for c in g.configuration if str(c)))
-        for runner, g in reached.groupby("runner", sort=True)
-    ]
-    text = f"{outcomes[0]} in {len(releases)} vLLM releases ({span}), each release's own code"
-    text += (": PyTorch refuses the reshape's view in " + "; in ".join(where)) if where else ""
-    text += f"; PR #43988's own crash is the {CODE_UNRELEASED_MODEL}, in no release"
-    problems = [
-        f"vLLM {r.release} {r.runner}: {r.answer}"
-        for r in frame[frame.answer.isin((Bug1Answer.OTHER_FAILURE, Bug1Answer.VIEWS_WRONG))].itertuples()
-    ]
-    return Finding(Bug.RESHAPE, FINDING_TITLE, outcomes, text + ".", problems)
+    outcome = Conclusion.REPRODUCED if (frame.answer == Bug1Answer.REACHED).any() else Conclusion.NOT_REPRODUCED
+    failed = frame[frame.answer.isin((Bug1Answer.OTHER_FAILURE, Bug1Answer.VIEWS_WRONG))]
+    return ReshapeInReleases(
+        (outcome,), tuple(Unexplained(r.release, r.runner, Bug1Answer(r.answer)) for r in failed.itertuples())
+    )

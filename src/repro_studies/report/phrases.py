@@ -10,6 +10,8 @@ from repro.report.model import TemplateFile
 from repro.report.template import phrase
 from repro_studies.analysis.affected import Warmups
 from repro_studies.analysis.performance import NotTimed
+from repro_studies.analysis.releases import NotFixed
+from repro_studies.analysis.reshape_chain import Unexplained
 from repro_studies.analysis.upstream_cost import cuda_path_rows
 
 PHRASES = TemplateFile("repro_studies.report", "phrases.md.j2")
@@ -23,6 +25,16 @@ def performance_setup(profile: str) -> str:
 def not_timed(reason: NotTimed) -> str:
     """Why notebook 03 timed nothing, in the report's words."""
     return phrase(PHRASES, "not_timed", reason)
+
+
+def not_fixed(gather: NotFixed) -> str:
+    """A released gather the row-pitch change did not fix, as the verdict names it."""
+    return phrase(PHRASES, "not_fixed", gather)
+
+
+def unexplained(runner: Unexplained) -> str:
+    """A release's runner whose view failed otherwise than by bug 1's count, as the verdict names it."""
+    return phrase(PHRASES, "unexplained", runner)
 
 
 def cutedsl(facts: dict) -> str:

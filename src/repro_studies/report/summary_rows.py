@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repro.core.analysis.verdict import Bug
+from repro.bugs import Bug
 from repro.report.model import Common, Insert, Slot, TemplateFile
 from repro.report.sections.summary import outcomes
 from repro_studies.analysis import upstream_cost

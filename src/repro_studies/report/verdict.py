@@ -4,18 +4,23 @@ releases (notebook 06), after the two bugs' own findings; and what the studies' 
 
 from __future__ import annotations
 
+from repro.bugs import Bug
 from repro.core.analysis.rundata import RunData
 from repro.core.analysis.verdict import Finding
 from repro.report.verdict import Findings
 from repro_studies.analysis import reshape_chain
 from repro_studies.analysis.releases import releases_finding
+from repro_studies.report import phrases
 from repro_studies.tables import Table
 
 
 def gather_in_releases(run: RunData) -> Finding | None:
     """Notebook 04's release matrix: what each release's own gathers do, as released and patched."""
     matrix = run.table(Table.RELEASE_MATRIX)
-    return releases_finding(matrix) if matrix is not None and len(matrix) else None
+    if matrix is None or not len(matrix):
+        return None
+    found = releases_finding(matrix)
+    return Finding(Bug.GATHER, list(found.outcomes), [phrases.not_fixed(p) for p in found.not_fixed])
 
 
 def reshape_in_releases(run: RunData) -> Finding | None:
@@ -24,7 +29,8 @@ def reshape_in_releases(run: RunData) -> Finding | None:
     if runners is None or not len(runners):
         return None
     answers = reshape_chain.answers(runners, run.table(Table.BUG1_RUNS), run.table(Table.BUG1_CELLS))
-    return reshape_chain.releases_finding(answers, reshape_chain.reads_every_release(run.manifest))
+    found = reshape_chain.releases_finding(answers)
+    return Finding(Bug.RESHAPE, list(found.outcomes), [phrases.unexplained(u) for u in found.unexplained])
 
 
 FINDINGS = Findings(
@@ -36,7 +42,7 @@ FINDINGS = Findings(
         (Table.GATHER_DISPATCH, "which gather each release launches per GPU, model and record"),
         (
             Table.RUNNER_ANSWERS,
-            "whether each release's runner hands the gather of vllm-project/vllm#55109 a narrowed table",
+            f"whether each release's runner hands the gather of {Bug.GATHER} a narrowed table",
         ),
     ),
 )

@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 
-from repro_studies.kernel_id import KernelId
+from repro_studies.kernel_id import KernelId, inventory_label
 
 #: Name of a dequantise-and-gather-K definition.
 GATHER_NAME = re.compile(r"dequantize_?and_?gather_?k|dequant_?gather_?k", re.IGNORECASE)
@@ -67,6 +67,11 @@ class CuteInfo:
     classes: list[str]
     source_sha256: str
     dispatchers: list[str] = field(default_factory=list)  # wheel members whose DISPATCHER imports it
+
+    @property
+    def label(self) -> str:
+        """The kernel inventory's name for it: ``cutedsl:DequantGatherKCacheKernel``."""
+        return inventory_label(self.classes)
 
 
 @dataclass

@@ -201,7 +201,7 @@ def kernel_inventory(ctx: Context) -> pd.DataFrame:
             rows.append(
                 {
                     "release": p.version,
-                    "kernel": "cutedsl:" + ",".join(c.classes),
+                    "kernel": c.label,
                     "module": c.module,
                     "wrapper": "; ".join(f"{DISPATCHER} in {PurePosixPath(m).parts[2]}" for m in c.dispatchers),
                     "kernel sha256": c.source_sha256[:12],

@@ -12,12 +12,9 @@ from repro.registry import CodeRan, Whose, builtin_targets, code_of, implementat
 
 def current_target(target: str) -> str:
     """This repository's implementation under the module path it has today, for a target a run recorded under an
-    earlier one (``repro.kernels.gather:gather_fixed`` before the core/studies split); any other target as it is."""
-    if target in builtin_targets() or not target.startswith("repro."):
-        return target
-    function = target.rsplit(":", 1)[-1]
-    same = [e.target for e in implementations() if e.target.rsplit(":", 1)[-1] == function]
-    return same[0] if len(same) == 1 else target
+    earlier one (an entry's ``moved_from``: ``repro.kernels.gather:gather_fixed`` before the core/studies split); any
+    other target as it is."""
+    return next((e.target for e in implementations() if target in e.moved_from), target)
 
 
 def provenance_name(info: Mapping[str, Any]) -> str:

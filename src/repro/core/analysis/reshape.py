@@ -12,11 +12,14 @@ from typing import Any
 
 import pandas as pd
 
+from repro.bugs import Bug
 from repro.core.analysis.checks import truthy
 from repro.registry import ReshapeVariant
 
 #: The check of the sibling overrun (vLLM #54877) among notebook 01's checks.
-SPLIT_CHECK = "fixed reshape over-asks by the split ratio (vLLM #54877)"
+SPLIT_CHECK = f"fixed reshape over-asks by the split ratio ({Bug.SPLIT})"
+#: Check names runs recorded before they were written as today's, by today's: the reader renames them.
+RECORDED_CHECKS = {"fixed reshape over-asks by the split ratio (vLLM #54877)": SPLIT_CHECK}
 
 
 def at_reported_geometry(seed: Mapping[str, Any], block_size: int, pool_bytes: int) -> bool:

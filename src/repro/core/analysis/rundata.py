@@ -18,6 +18,7 @@ import pandas as pd
 
 from repro.core.analysis import written
 from repro.core.analysis.checks import failed_checks, is_check_table
+from repro.core.analysis.reshape import RECORDED_CHECKS
 
 RESULTS = "results"
 MANIFEST = "manifest.json"
@@ -129,6 +130,7 @@ def _read_table(file: Path) -> pd.DataFrame:
             raise RunFolderError(
                 f"{file}: line {first + 2} has ok = {frame['ok'].iloc[first]!r}; a check is True or False"
             )
+        frame["check"] = frame["check"].replace(RECORDED_CHECKS)  # an older run's name of a check: today's
     return frame
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from repro import registry
+from repro.bugs import Bug
 from repro.core.analysis import written
 from repro.core.analysis.checks import failed_checks, truthy
 from repro.core.analysis.gather import case_ok, memcheck_expectation, memory_expectation
@@ -31,25 +32,6 @@ from repro.coverage import DECIDING_REQUESTS, Geometry, SentinelMode
 from repro.outcomes import Outcome
 from repro.registry import Expectation, ReshapeVariant, Role
 from repro.tables import Table
-
-
-class Bug(StrEnum):
-    """A vLLM pull request or issue this repository reproduces, by its number; its value is the reference GitHub
-    links from any repository (``vllm-project/vllm#43988``)."""
-
-    RESHAPE = 43988, "reshape overrun"
-    GATHER = 55109, "strided block-table gather"
-    SPLIT = 54877, "split uncompressed groups' overrun"  # the open follow-up of RESHAPE
-
-    def __new__(cls, pr: int, title: str) -> Bug:
-        member = str.__new__(cls, f"vllm-project/vllm#{pr}")
-        member._value_ = f"vllm-project/vllm#{pr}"
-        member.pr = pr
-        member.title = title
-        return member
-
-    pr: int
-    title: str
 
 
 class Conclusion(StrEnum):
@@ -323,9 +305,7 @@ class Finding:
     (:class:`GatherFinding`, :class:`ReshapeFinding`), worded by the report."""
 
     bug: str
-    title: str
     outcomes: list[Conclusion]
-    text: str  # one paragraph: what was shown, with the numbers
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
     coverage: str = ""  # exactly which cases the outcomes rest on

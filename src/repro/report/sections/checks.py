@@ -8,7 +8,6 @@ import pandas as pd
 
 from repro.core.analysis.checks import check_summary, failed_checks
 from repro.report.model import Common, Section, TemplateFile
-from repro.report.template import link_issues
 
 #: Failed checks listed in full; the rest are counted (``results/*.csv`` hold them all).
 LISTED_FAILURES = 60
@@ -48,8 +47,8 @@ def derive(c: Common) -> Checks | None:
     if not len(summary):
         return None
     summary = _merge_passing_variants(summary)
-    summary = summary.assign(notebook=summary["notebook"].str[:2], check=summary["check"].map(link_issues))
-    failures = [" ".join(link_issues(f).split()) for t in c.run.check_tables().values() for f in failed_checks(t)]
+    summary = summary.assign(notebook=summary["notebook"].str[:2])
+    failures = [" ".join(f.split()) for t in c.run.check_tables().values() for f in failed_checks(t)]
     return Checks(summary, tuple(failures))
 
 

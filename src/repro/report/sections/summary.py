@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro import registry
+from repro.bugs import Bug
 from repro.core.analysis.checks import truthy
 from repro.core.analysis.reshape import split_overruns, split_overruns_recorded_before_the_table
-from repro.core.analysis.verdict import Bug, GatherFinding, ReshapeFinding, is_own_implementation
+from repro.core.analysis.verdict import GatherFinding, ReshapeFinding, is_own_implementation
 from repro.registry import CodeRan, Role
 from repro.report import phrases
 from repro.report.model import Common, Section, TemplateFile
