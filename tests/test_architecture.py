@@ -28,7 +28,7 @@ AUDIT = SRC / "repro_audit"
 
 #: The layers, bottom up, by module prefix (longest prefix wins): a layer never imports a layer above it.
 LAYERS = {
-    "repro": "base",  # tables, outcomes, parameters, paths, plugins, profiles, registry, seeds
+    "repro": "base",  # bugs, tables, outcomes, parameters, paths, plugins, profiles, registry, seeds
     "repro.core": "core",
     "repro.walkthrough": "rendering",
     "repro.report": "rendering",
