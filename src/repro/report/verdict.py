@@ -66,7 +66,7 @@ def worded(f: AnyFinding) -> Worded:
         return _gather(f)
     if isinstance(f, ReshapeFinding):
         return Worded(f.bug, f.outcomes, tuple(phrases.failed_check(c, o) for c, o in f.failed))
-    return Worded(Bug(f.bug), tuple(f.outcomes), tuple(f.problems), claim=f.subject, coverage=f.coverage)
+    return Worded(f.bug, tuple(f.outcomes), tuple(f.problems), claim=f.subject, coverage=f.coverage)
 
 
 def _gather(f: GatherFinding) -> Worded:

@@ -304,7 +304,7 @@ class Finding:
     (``reproduced``, ``fix verified``, ...) and why. This package's own findings are values
     (:class:`GatherFinding`, :class:`ReshapeFinding`), worded by the report."""
 
-    bug: str
+    bug: Bug
     outcomes: list[Conclusion]
     problems: list[str] = field(default_factory=list)  # controls that did not behave as expected
     subject: str = ""  # the headline sentence when an implementation under test is the point of the run
